@@ -35,7 +35,7 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "transformer"  # rnn | transformer
+    kind: str = "transformer"  # rnn | transformer | nnlm | rnn_seq2seq | attention_seq2seq | transformer_seq2seq
     cell: str = "lstm"  # rnn: lstm | gru | elman
     d_model: int = 128
     layers: int = 2
@@ -44,6 +44,14 @@ class ModelConfig:
     dropout: float = 0.1
     positions: str = "sinusoidal"  # sinusoidal | learned
     max_len: int = 512  # longest sequence a Transformer (positions, KV cache) handles
+    residual: bool = False  # rnn: residual connections around layers after the first
+    norm: str = "pre"  # transformer: pre | post (LayerNorm before or after each residual add)
+    window: int = 0  # transformer self-attention: keys seen per query (sliding window), 0 = all
+    dilation: int = 1  # transformer sliding window: gap between attended keys
+    context: int = 4  # nnlm: previous tokens whose embeddings are concatenated
+    direct: bool = False  # nnlm: direct (linear) connections from the context to the hidden
+    bidirectional: bool = True  # rnn seq2seq encoders: forward and backward layers
+    attention: str = "additive"  # attention_seq2seq score: additive | dot | general
 
 
 @dataclasses.dataclass(frozen=True)

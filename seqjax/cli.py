@@ -1,0 +1,146 @@
+"""`seqjax train | eval | generate | bench`: the command line over the training package."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+
+from seqjax import config as config_lib
+
+DEFAULT_WORKDIR = "runs"
+
+
+def load_config(path: str | None) -> tuple[config_lib.Config, str]:
+    """The config from an experiment file's `get_config()` (no file: the defaults), and its name."""
+    if path is None:
+        return config_lib.Config(), "default"
+    if not os.path.isfile(path):
+        raise ValueError(f"--config file does not exist: {path}")
+    spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "get_config"):
+        raise ValueError(f"--config file {path} must define get_config() -> seqjax.config.Config")
+    cfg = module.get_config()
+    if not isinstance(cfg, config_lib.Config):
+        raise ValueError(f"get_config() in {path} must return seqjax.config.Config, got {type(cfg).__name__}")
+    return cfg, os.path.splitext(os.path.basename(path))[0]
+
+
+def run_config(workdir: str) -> config_lib.Config:
+    path = os.path.join(workdir, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--workdir {workdir} holds no run (no config.json)")
+    with open(path) as f:
+        return config_lib.from_dict(json.load(f))
+
+
+def restored(workdir: str, overrides: list[str]):
+    """The experiment and trained parameters of the run in `workdir` (latest checkpoint)."""
+    from seqjax.training.loop import open_run, restore_state
+    from seqjax.training.mesh import make_mesh
+
+    cfg = config_lib.override(run_config(workdir), overrides)
+    exp, step = open_run(cfg, workdir)
+    if step is None:
+        raise ValueError(f"--workdir {workdir} has no checkpoint yet")
+    mesh = make_mesh(cfg.train.mesh)
+    state, _ = restore_state(exp, workdir, step, mesh, exp.train_batches().batch(0))
+    return exp, state, mesh
+
+
+def cmd_train(args) -> None:
+    from seqjax.training.loop import train
+
+    cfg, name = load_config(args.config)
+    cfg = config_lib.override(cfg, args.set)
+    train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name))
+
+
+def cmd_eval(args) -> None:
+    from seqjax.training.evaluation import evaluate
+    from seqjax.training.generation import translate
+    from seqjax.training.mesh import batch_sharding
+    from seqjax.training.steps import make_eval_step
+
+    exp, state, mesh = restored(args.workdir, args.set)
+    if args.split not in exp.data.splits:
+        raise ValueError(f"--split must be one of {sorted(exp.data.splits)}, got {args.split!r}")
+    result = evaluate(exp, make_eval_step(exp.model, exp.head, mesh), state.params, args.split, batch_sharding(mesh))
+    print(json.dumps({args.split: result}, indent=2))
+    if exp.is_seq2seq:
+        translate(exp, state.params, args.split)
+
+
+def cmd_generate(args) -> None:
+    from seqjax.training.generation import lm_samples
+
+    exp, state, _ = restored(args.workdir, args.set + [f"train.sample_len={args.max_len}", f"train.samples={args.num}"])
+    if exp.is_seq2seq:
+        raise ValueError("generate continues prompts of a language model; use `seqjax eval` for a seq2seq run")
+    lm_samples(exp, state.params, prompt=args.prompt, num=args.num, seed=args.seed, temperature=args.temperature,
+               top_k=args.top_k, top_p=args.top_p)
+
+
+def cmd_bench(args) -> None:
+    import runpy
+
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    path = os.path.join(root, f"{args.name}.py")
+    if not os.path.isfile(path):
+        raise ValueError(f"unknown benchmark {args.name!r}; available: {sorted(f[:-3] for f in os.listdir(root) if f.endswith('.py'))}")
+    sys.argv = [path, *args.rest]
+    runpy.run_path(path, run_name="__main__")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="seqjax", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train (or resume) a run; no arguments: the default experiment")
+    t.add_argument("--config", help="experiment file defining get_config()")
+    t.add_argument("--workdir", help=f"run directory (default {DEFAULT_WORKDIR}/<config name>)")
+    t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, e.g. train.steps=200")
+    t.set_defaults(func=cmd_train)
+    e = sub.add_parser("eval", help="exact perplexity (and BLEU for seq2seq) of a trained run on a split")
+    e.add_argument("--workdir", required=True)
+    e.add_argument("--split", default="test")
+    e.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    e.set_defaults(func=cmd_eval)
+    g = sub.add_parser("generate", help="sample continuations of a prompt from a trained language model")
+    g.add_argument("--workdir", required=True)
+    g.add_argument("--prompt", default="")
+    g.add_argument("--max-len", type=int, default=64)
+    g.add_argument("--num", type=int, default=4)
+    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    g.set_defaults(func=cmd_generate)
+    b = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
+    b.add_argument("name")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from seqjax.training.loop import NonFiniteLoss
+
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"seqjax: error: {err}", file=sys.stderr)
+        return 2
+    except NonFiniteLoss as err:
+        print(f"seqjax: training stopped: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

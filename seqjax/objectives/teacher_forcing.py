@@ -1,0 +1,23 @@
+"""Teacher forcing: the model is fed the gold prefix at every position."""
+
+from __future__ import annotations
+
+import jax
+import flax.linen as nn
+
+from seqjax.objectives.model_io import Batch, Params, head_loss, hidden_states
+
+
+def teacher_forcing(
+    model: nn.Module, head: nn.Module, params: Params, batch: Batch, key: jax.Array, step: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Maximum likelihood on gold prefixes.
+
+    Returns:
+      loss: [] float32, the head's masked mean training loss.
+      metrics: dict of [] float32, the head's aux values (at least "tokens").
+    """
+    del step  # teacher forcing does not change over training
+    model_key, head_key = jax.random.split(key)
+    hidden = hidden_states(model, params, batch, model_key, train=True)
+    return head_loss(head, params, hidden, batch, head_key)

@@ -1,0 +1,164 @@
+"""The training loop: resume or start, step, log, evaluate, checkpoint, summarize.
+
+Everything the run needs is built and validated before the run directory is touched,
+so a bad config, file or vocabulary never damages an existing run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from seqjax import config as config_lib
+from seqjax.config import Config
+from seqjax.training import optim
+from seqjax.training.checkpoint import Checkpointer, config_differences, dump_json, fingerprint
+from seqjax.training.evaluation import evaluate, generation_report
+from seqjax.training.mesh import batch_sharding, check_batch_size, make_mesh
+from seqjax.training.logging import RunLogger
+from seqjax.training.setup import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
+from seqjax.training.state import TrainState, init_state, state_shardings
+from seqjax.training.steps import make_eval_step, make_train_step
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def _checkpointer(workdir: str, cfg: Config) -> Checkpointer:
+    return Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
+
+
+def open_run(cfg: Config, workdir: str) -> tuple[Experiment, int | None]:
+    """Builds the experiment for `workdir`, checking a resumed run's config and vocabulary.
+
+    Returns the experiment and the step to resume from (None for a fresh run).
+    """
+    ckpt_dir = os.path.join(workdir, "checkpoints")
+    latest = None
+    if os.path.isdir(ckpt_dir):
+        checkpointer = _checkpointer(workdir, cfg)
+        latest = checkpointer.latest_step()
+        if latest is not None:
+            meta = checkpointer.restore_meta(latest)
+            diffs = config_differences(meta["config"], config_lib.to_dict(cfg))
+            if diffs:
+                raise ValueError(f"config does not match the checkpoint in {workdir}: {'; '.join(diffs)}")
+            saved = os.path.join(workdir, TOKENIZER_DIRS[0])
+            if not os.path.isdir(saved) or fingerprint(saved) != meta["tokenizer"]:
+                raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
+        checkpointer.close()
+    tokenizers = saved_tokenizers(workdir) if latest is not None else None
+    return build_experiment(cfg, tokenizers), latest
+
+
+def restore_state(exp: Experiment, workdir: str, step: int, mesh, example_batch) -> tuple[TrainState, dict]:
+    cfg = exp.cfg
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    shape = jax.eval_shape(lambda: init_state(exp.model, exp.head, optimizer, cfg.train.seed, example_batch, mesh))
+    shardings = state_shardings(shape, mesh)
+    abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
+    checkpointer = _checkpointer(workdir, cfg)
+    state, meta = checkpointer.restore(step, abstract)
+    checkpointer.close()
+    return state, meta
+
+
+def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Trains (or resumes) the run in `workdir`; returns the summary it also writes."""
+    exp, resume_step = open_run(cfg, workdir)
+    mesh = make_mesh(cfg.train.mesh)
+    check_batch_size(cfg.train.batch_size, mesh)
+    batches = exp.train_batches()
+    example = batches.batch(0)
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
+
+    if resume_step is not None:
+        state, meta = restore_state(exp, workdir, resume_step, mesh, example)
+        start = int(meta["data_position"])
+        echo(f"resuming {workdir} at step {resume_step}")
+    else:
+        state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, example, mesh)
+        start = 0
+        os.makedirs(workdir, exist_ok=True)
+        exp.save_tokenizers(workdir)
+        dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+    echo(config_lib.dumps(cfg))
+    num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
+    echo(f"{num_params:,} parameters on a mesh {dict(mesh.shape)}; vocabulary {exp.tokenizer.vocab.size}")
+
+    train_step = make_train_step(
+        exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state, accum_steps=cfg.optim.accum_steps
+    )
+    eval_step = make_eval_step(exp.model, exp.head, mesh)
+    checkpointer = _checkpointer(workdir, cfg)
+    tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
+    logger = RunLogger(workdir)
+    sharding = batch_sharding(mesh)
+
+    def save(state: TrainState, step: int) -> None:
+        meta = {"data_position": step, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}
+        checkpointer.save(state, meta)
+
+    def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
+        result = evaluate(exp, eval_step, state.params, split, sharding)
+        logger.write(step, split, result)
+        return result
+
+    t = cfg.train
+    pending: list[dict[str, jax.Array]] = []
+    tokens_per_step = int(example["mask"].sum())
+    bar = tqdm(total=t.steps, initial=start, desc="train", unit="step", dynamic_ncols=True, mininterval=0.5)
+    clock, clock_step = time.perf_counter(), start
+    try:
+        for step in range(start, t.steps):
+            batch = jax.device_put(batches.batch(step), sharding)
+            state, metrics = train_step(state, batch)
+            pending.append(metrics)
+            done = step + 1
+            boundary = done % t.log_every == 0 or done == t.steps
+            checkpoint_now = (t.checkpoint_every and done % t.checkpoint_every == 0) or done == t.steps
+            eval_now = t.eval_every and done % t.eval_every == 0 and done != t.steps
+            if boundary or checkpoint_now or eval_now:
+                fetched = jax.device_get(pending)
+                for offset, record in enumerate(fetched):
+                    if not math.isfinite(float(record["loss"])):
+                        raise NonFiniteLoss(
+                            f"loss became {float(record['loss'])} at step {done - len(fetched) + offset + 1}; "
+                            "stopping without checkpointing it (lower optim.learning_rate or set optim.clip_norm)"
+                        )
+                mean = {k: float(np.mean([r[k] for r in fetched])) for k in fetched[-1]}
+                now = time.perf_counter()
+                mean["tokens_per_sec"] = tokens_per_step * (done - clock_step) / max(now - clock, 1e-9)
+                clock, clock_step = now, done
+                logger.write(done, "train", mean)
+                bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
+                pending = []
+            bar.update(1)
+            if eval_now:
+                result = run_eval(state, "valid", done)
+                bar.write(f"step {done}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in result.items()))
+            if checkpoint_now:
+                save(state, done)
+        bar.close()
+        checkpointer.wait()
+        summary: dict[str, Any] = {"steps": t.steps, "parameters": num_params}
+        for split in ("valid", "test"):
+            if split in exp.data.splits:
+                summary[split] = run_eval(state, split, t.steps)
+        summary["samples"] = generation_report(exp, state.params, echo=echo)
+        logger.summary(summary)
+        return summary
+    finally:
+        bar.close()
+        checkpointer.wait()
+        checkpointer.close()
+        logger.close()

@@ -1,0 +1,109 @@
+"""Builds everything an experiment needs from its config, validating on the host first."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+
+import jax.numpy as jnp
+import flax.linen as nn
+import numpy as np
+
+from seqjax.config import Config
+from seqjax.data import (
+    LMBatches,
+    LMData,
+    ParallelData,
+    Seq2SeqBatches,
+    load_data,
+    load_tokenizer,
+    lm_eval_batches,
+    seq2seq_eval_batches,
+)
+from seqjax.heads import build_head
+from seqjax.models import build_model
+from seqjax.objectives import build_objective
+from seqjax.training import optim
+
+PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
+
+
+def validate_train(cfg: Config) -> None:
+    t = cfg.train
+    for name in ("steps", "batch_size", "log_every", "keep_checkpoints", "sample_len"):
+        if getattr(t, name) < 1:
+            raise ValueError(f"train.{name} must be >= 1, got {getattr(t, name)}")
+    for name in ("eval_every", "eval_batches", "checkpoint_every", "samples"):
+        if getattr(t, name) < 0:
+            raise ValueError(f"train.{name} must be >= 0, got {getattr(t, name)}")
+    if t.precision not in PRECISIONS:
+        raise ValueError(f"train.precision must be one of {sorted(PRECISIONS)}, got {t.precision!r}")
+    if t.batch_size % cfg.optim.accum_steps:
+        raise ValueError(
+            f"train.batch_size must be divisible by optim.accum_steps={cfg.optim.accum_steps}, got {t.batch_size}"
+        )
+    optim.validate(cfg.optim)
+
+
+@dataclasses.dataclass
+class Experiment:
+    """The data, model, head and objective of one run, built and checked from a Config."""
+
+    cfg: Config
+    data: LMData | ParallelData
+    model: nn.Module
+    head: nn.Module
+    objective: object
+
+    @property
+    def is_seq2seq(self) -> bool:
+        return isinstance(self.data, ParallelData)
+
+    @property
+    def tokenizer(self):
+        """The target-side (or LM) tokenizer: what the head predicts and decoding emits."""
+        return self.data.tgt_tokenizer if self.is_seq2seq else self.data.tokenizer
+
+    def train_batches(self):
+        c = self.cfg
+        if self.is_seq2seq:
+            src, tgt = self.data.splits["train"]
+            return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
+        return LMBatches(self.data.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
+
+    def eval_batches(self, split: str) -> Iterator[dict[str, np.ndarray]]:
+        c = self.cfg
+        if self.is_seq2seq:
+            src, tgt = self.data.splits[split]
+            for batch, _ in seq2seq_eval_batches(src, tgt, c.train.batch_size, c.data.buckets):
+                yield batch
+        else:
+            yield from lm_eval_batches(self.data.splits[split], c.train.batch_size, c.data.seq_len)
+
+    def save_tokenizers(self, workdir: str) -> None:
+        self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
+        if self.is_seq2seq:
+            self.data.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
+
+
+def saved_tokenizers(workdir: str):
+    """The tokenizers saved in a run directory, as `load_data` takes them, or None."""
+    paths = [os.path.join(workdir, name) for name in TOKENIZER_DIRS]
+    if not os.path.isdir(paths[0]):
+        return None
+    target = load_tokenizer(paths[0])
+    return (load_tokenizer(paths[1]), target) if os.path.isdir(paths[1]) else target
+
+
+def build_experiment(cfg: Config, tokenizers=None) -> Experiment:
+    """Validates `cfg`, reads the data and builds model, head and objective. Writes nothing."""
+    validate_train(cfg)
+    data = load_data(cfg.data, tokenizers)
+    tokenizer = data.tgt_tokenizer if isinstance(data, ParallelData) else data.tokenizer
+    vocab = tokenizer.vocab
+    model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if isinstance(data, ParallelData) else {}
+    model = build_model(cfg.model, vocab.size, dtype=PRECISIONS[cfg.train.precision], **model_kwargs)
+    head = build_head(cfg.head, vocab.size, np.asarray(vocab.counts))
+    return Experiment(cfg, data, model, head, build_objective(cfg.objective))

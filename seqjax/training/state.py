@@ -1,0 +1,66 @@
+"""The train state and its initialization directly onto the mesh."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh
+
+from seqjax.objectives.model_io import Batch, encoder_kwargs
+from seqjax.training.mesh import replicated
+
+
+@flax.struct.dataclass
+class TrainState:
+    """step: [] int32, updates applied; key: the run's base PRNG key (per-step keys fold in `step`)."""
+
+    step: jax.Array
+    params: Any
+    opt_state: Any
+    key: jax.Array
+
+
+def init_params(model: nn.Module, head: nn.Module, key: jax.Array, batch: Batch) -> dict[str, Any]:
+    """Initializes `{"model": ..., "head": ...}` from one example batch's shapes."""
+    model_key, head_key, dropout_key = jax.random.split(key, 3)
+    model_vars = model.init({"params": model_key, "dropout": dropout_key}, batch["inputs"], **encoder_kwargs(batch))
+    hidden = model.apply(model_vars, batch["inputs"], **encoder_kwargs(batch))
+    d = hidden.shape[-1]
+    embedding = model_vars["params"]["embed"]["embedding"] if head.tied else None
+    targets = batch["targets"].reshape(-1)
+    head_vars = head.init(
+        {"params": head_key},
+        hidden.reshape(-1, d),
+        targets,
+        head_key,
+        jnp.ones(targets.shape, jnp.float32),
+        embedding=embedding,
+        method="loss",
+    )
+    return {"model": model_vars["params"], "head": head_vars["params"]}
+
+
+def state_shardings(state_shape: TrainState, mesh: Mesh) -> TrainState:
+    """Every leaf replicated: the data-parallel placement."""
+    return jax.tree.map(lambda _: replicated(mesh), state_shape)
+
+
+def init_state(
+    model: nn.Module, head: nn.Module, optimizer: optax.GradientTransformation, seed: int, batch: Batch, mesh: Mesh
+) -> TrainState:
+    """Builds the initial state inside one jit so that it is created already placed on `mesh`."""
+    batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
+
+    def init(key):
+        init_key, run_key = jax.random.split(key)
+        params = init_params(model, head, init_key, batch)
+        return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), run_key)
+
+    key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
+    shardings = state_shardings(jax.eval_shape(init, key), mesh)
+    return jax.jit(init, out_shardings=shardings)(key)
