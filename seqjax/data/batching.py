@@ -1,0 +1,244 @@
+"""Stateless, index-addressed batches: `batch(i)` depends only on the data, the seed and i.
+
+A run's data position is the number of batches it has drawn, so a resumed run that asks
+for `batch(step)` continues exactly where it stopped. Epoch orders are permutations drawn
+from `numpy.random.default_rng((seed, epoch))`. Batches are numpy arrays of fixed shapes:
+the LM batch is always [B, T]; a seq2seq batch is [B, L] for L in a small fixed set of
+bucket lengths, which bounds recompilation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+Batch = dict[str, np.ndarray]
+
+
+def _check_positive(value: int, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def _check_stream(stream) -> np.ndarray:
+    stream = np.asarray(stream)
+    if stream.ndim != 1 or not np.issubdtype(stream.dtype, np.integer):
+        raise ValueError(f"stream must be a 1-D integer array, got {stream.dtype} {stream.shape}")
+    return stream.astype(np.int32)
+
+
+def _check_index(index: int) -> None:
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+        raise ValueError(f"index must be an int >= 0, got {index!r}")
+
+
+class LMBatches:
+    """Concatenate-and-chunk language-model batches over a token stream.
+
+    The stream [n] is cut into rows of seq_len + 1 tokens that overlap by one token (row r
+    starts at r·T), so every token after the first is a target of exactly one row. Epoch e
+    visits `batches_per_epoch` batches of rows in a permutation drawn from (seed, e); the
+    rows left over by the division into batches differ from epoch to epoch.
+    """
+
+    def __init__(self, stream: np.ndarray, batch_size: int, seq_len: int, seed: int):
+        self.stream = _check_stream(stream)
+        _check_positive(batch_size, "batch_size")
+        _check_positive(seq_len, "seq_len")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        self.batch_size, self.seq_len, self.seed = batch_size, seq_len, seed
+        self.num_rows = max(len(self.stream) - 1, 0) // seq_len
+        if self.num_rows < batch_size:
+            raise ValueError(
+                f"stream must hold at least batch_size={batch_size} rows of seq_len+1={seq_len + 1} "
+                f"tokens ({batch_size * seq_len + 1} tokens), got {len(self.stream)} tokens "
+                f"({self.num_rows} rows)"
+            )
+        self._cached_epoch: tuple[int, np.ndarray] | None = None
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.num_rows // self.batch_size
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if self._cached_epoch is None or self._cached_epoch[0] != epoch:
+            order = np.random.default_rng([self.seed, epoch]).permutation(self.num_rows)
+            self._cached_epoch = (epoch, order)
+        return self._cached_epoch[1]
+
+    def batch(self, index: int) -> Batch:
+        """The index-th batch: inputs, targets [B, T] int32 (targets = inputs shifted by one),
+        mask [B, T] float32 (all ones)."""
+        _check_index(index)
+        epoch, position = divmod(int(index), self.batches_per_epoch)
+        rows = self._permutation(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
+        windows = self.stream[rows[:, None] * self.seq_len + np.arange(self.seq_len + 1)]
+        return {
+            "inputs": windows[:, :-1],
+            "targets": windows[:, 1:],
+            "mask": np.ones((self.batch_size, self.seq_len), np.float32),
+        }
+
+
+def lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) -> Iterator[Batch]:
+    """Batches whose targets are every token of `stream` exactly once, in order.
+
+    Chunk c (row c mod B of batch c div B) holds targets stream[c·T : (c+1)·T]; its inputs
+    are the same tokens shifted right by one, the first token's context being `</s>`, the end
+    of the line before the split. The last batch is padded with `<pad>` and mask 0, so the
+    sum of masked losses over all batches is the split's exact log-likelihood.
+
+    Yields:
+      {"inputs", "targets": [B, T] int32, "mask": [B, T] float32}
+    """
+    targets = _check_stream(stream)
+    _check_positive(batch_size, "batch_size")
+    _check_positive(seq_len, "seq_len")
+    if len(targets) == 0:
+        raise ValueError("stream must hold at least one token, got 0")
+    inputs = np.concatenate([np.array([EOS_ID], np.int32), targets[:-1]])
+    per_batch = batch_size * seq_len
+    padded = -(-len(targets) // per_batch) * per_batch
+    padding = padded - len(targets)
+    shape = (-1, batch_size, seq_len)
+    inputs = np.pad(inputs, (0, padding), constant_values=PAD_ID).reshape(shape)
+    targets = np.pad(targets, (0, padding), constant_values=PAD_ID).reshape(shape)
+    mask = (np.arange(padded) < len(stream)).astype(np.float32).reshape(shape)
+    for i in range(len(inputs)):
+        yield {"inputs": inputs[i], "targets": targets[i], "mask": mask[i]}
+
+
+def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets) -> tuple[int, ...]:
+    if len(src) != len(tgt):
+        raise ValueError(f"src and tgt must have equal lengths, got {len(src)} and {len(tgt)}")
+    for name, sequences in (("src", src), ("tgt", tgt)):
+        for i, ids in enumerate(sequences):
+            if np.ndim(ids) != 1 or not np.issubdtype(np.asarray(ids).dtype, np.integer):
+                raise ValueError(f"{name}[{i}] must be a 1-D integer array, got {np.asarray(ids).dtype} {np.shape(ids)}")
+    _check_positive(batch_size, "batch_size")
+    buckets = tuple(buckets)
+    if not buckets or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2 for b in buckets):
+        raise ValueError(f"buckets must be a non-empty tuple of ints >= 2, got {buckets}")
+    if any(a >= b for a, b in zip(buckets, buckets[1:])):
+        raise ValueError(f"buckets must be strictly increasing, got {buckets}")
+    return buckets
+
+
+def _padded_lengths(src, tgt) -> np.ndarray:
+    """Positions each example needs: source + `</s>`, and `<s>` + target (or target + `</s>`)."""
+    return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
+
+
+def _pad_pairs(src, tgt, rows: np.ndarray, length: int, batch_size: int) -> Batch:
+    """A [batch_size, length] batch of examples `rows`; rows beyond them are an empty example
+    (source `</s>`, input `<s>`) with mask 0, so that no attention row is fully masked."""
+    batch = {
+        "src": np.full((batch_size, length), PAD_ID, np.int32),
+        "src_mask": np.zeros((batch_size, length), np.float32),
+        "inputs": np.full((batch_size, length), PAD_ID, np.int32),
+        "targets": np.full((batch_size, length), PAD_ID, np.int32),
+        "mask": np.zeros((batch_size, length), np.float32),
+    }
+    batch["src"][:, 0] = EOS_ID
+    batch["src_mask"][:, 0] = 1.0
+    batch["inputs"][:, 0] = BOS_ID
+    for row, example in enumerate(rows):
+        source, target = src[example], tgt[example]
+        batch["src"][row, : len(source)] = source
+        batch["src"][row, len(source)] = EOS_ID
+        batch["src_mask"][row, : len(source) + 1] = 1.0
+        batch["inputs"][row, 1 : len(target) + 1] = target
+        batch["targets"][row, : len(target)] = target
+        batch["targets"][row, len(target)] = EOS_ID
+        batch["mask"][row, : len(target) + 1] = 1.0
+    return batch
+
+
+class Seq2SeqBatches:
+    """Length-bucketed encoder-decoder batches.
+
+    Each example goes to the smallest bucket that holds it (length + 1, for `</s>` after the
+    source and `<s>`/`</s>` around the target); longer ones are dropped (`dropped` counts
+    them). Epoch e shuffles each bucket and the order of the full batches, from (seed, e);
+    a bucket's remainder (fewer than B examples) waits for a later epoch's shuffle.
+    """
+
+    def __init__(
+        self,
+        src: Sequence[np.ndarray],
+        tgt: Sequence[np.ndarray],
+        batch_size: int,
+        buckets: tuple[int, ...],
+        seed: int,
+    ):
+        self.buckets = _check_pairs(src, tgt, batch_size, buckets)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        self.src, self.tgt, self.batch_size, self.seed = src, tgt, batch_size, seed
+        bucket_of = np.searchsorted(np.array(self.buckets), _padded_lengths(src, tgt))
+        self.members = [np.flatnonzero(bucket_of == k) for k in range(len(self.buckets))]
+        self.dropped = int(np.sum(bucket_of == len(self.buckets)))
+        if self.batches_per_epoch == 0:
+            raise ValueError(
+                f"some bucket must hold batch_size={batch_size} examples, got "
+                f"{[len(m) for m in self.members]} examples in buckets {self.buckets} "
+                f"({self.dropped} longer than {self.buckets[-1] - 1} tokens dropped)"
+            )
+        self._cached_epoch: tuple[int, list[tuple[int, np.ndarray]]] | None = None
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return sum(len(m) // self.batch_size for m in self.members)
+
+    def _schedule(self, epoch: int) -> list[tuple[int, np.ndarray]]:
+        """The epoch's batches as (bucket index, example indices [B]) in drawing order."""
+        if self._cached_epoch is None or self._cached_epoch[0] != epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            batches = []
+            for k, members in enumerate(self.members):
+                full = len(members) // self.batch_size * self.batch_size
+                shuffled = rng.permutation(members)[:full].reshape(-1, self.batch_size)
+                batches += [(k, rows) for rows in shuffled]
+            order = rng.permutation(len(batches))
+            self._cached_epoch = (epoch, [batches[i] for i in order])
+        return self._cached_epoch[1]
+
+    def batch(self, index: int) -> Batch:
+        """The index-th batch: src [B, S] int32 (source + `</s>`), src_mask [B, S] float32,
+        inputs [B, T] int32 (`<s>` + target), targets [B, T] int32 (target + `</s>`),
+        mask [B, T] float32; S = T = one of `buckets`, padding `<pad>` with mask 0."""
+        _check_index(index)
+        epoch, position = divmod(int(index), self.batches_per_epoch)
+        bucket, rows = self._schedule(epoch)[position]
+        return _pad_pairs(self.src, self.tgt, rows, self.buckets[bucket], self.batch_size)
+
+
+def seq2seq_eval_batches(
+    src: Sequence[np.ndarray],
+    tgt: Sequence[np.ndarray],
+    batch_size: int,
+    buckets: tuple[int, ...],
+) -> Iterator[tuple[np.ndarray, Batch]]:
+    """Every example exactly once, bucket by bucket, in index order within a bucket.
+
+    Examples longer than the largest bucket are kept (evaluation must not drop any) in one
+    extra length: their longest, rounded up to a multiple of the largest bucket.
+
+    Yields:
+      (indices [n <= B] int64: the examples in rows 0..n-1, batch as `Seq2SeqBatches.batch`
+      whose rows n..B-1 are padding with mask 0).
+    """
+    buckets = _check_pairs(src, tgt, batch_size, buckets)
+    lengths = _padded_lengths(src, tgt)
+    if len(lengths) and lengths.max() > buckets[-1]:
+        buckets += (-(-int(lengths.max()) // buckets[-1]) * buckets[-1],)
+    bucket_of = np.searchsorted(np.array(buckets), lengths)
+    for k, length in enumerate(buckets):
+        members = np.flatnonzero(bucket_of == k)
+        for start in range(0, len(members), batch_size):
+            rows = members[start : start + batch_size]
+            yield rows, _pad_pairs(src, tgt, rows, length, batch_size)

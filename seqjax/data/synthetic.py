@@ -1,0 +1,213 @@
+"""Seeded synthetic data: seq2seq tasks with a checkable answer, and an LM grammar.
+
+Each generator draws from `numpy.random.default_rng(seed)`, so the same seed gives the same
+data on every machine. A seed may be an int or a tuple of ints, e.g. `(seed, split)` for
+independent splits from one configured seed.
+
+The grammar corpus is English-like on purpose: a model trained on it generates sentences
+a reader can judge, and `is_grammatical` judges them exactly (agreement of the verb with the
+subject's head noun across a prepositional phrase, "a"/"an", determiner number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+SYMBOLS = "0123456789abcdef"
+
+Seed = int | Sequence[int]
+
+
+def _rng(n: int, seed: Seed) -> np.random.Generator:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    seeds = [seed] if isinstance(seed, (int, np.integer)) else list(seed)
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
+        raise ValueError(f"seed must be an int >= 0 or a tuple of them, got {seed!r}")
+    return np.random.default_rng(seeds)
+
+
+def _random_strings(n: int, seed: Seed, min_len: int, max_len: int) -> list[str]:
+    if not 1 <= min_len <= max_len:
+        raise ValueError(f"lengths must satisfy 1 <= min_len <= max_len, got {min_len}, {max_len}")
+    rng = _rng(n, seed)
+    lengths = rng.integers(min_len, max_len + 1, size=n)
+    return ["".join(rng.choice(list(SYMBOLS), size=length)) for length in lengths]
+
+
+def copy_task(n: int, seed: Seed, *, min_len: int = 2, max_len: int = 20) -> tuple[list[str], list[str]]:
+    """n sources of SYMBOLS with lengths uniform in [min_len, max_len]; the target repeats them."""
+    sources = _random_strings(n, seed, min_len, max_len)
+    return sources, list(sources)
+
+
+def reverse_task(n: int, seed: Seed, *, min_len: int = 2, max_len: int = 20) -> tuple[list[str], list[str]]:
+    """As `copy_task`, with each target the source reversed."""
+    sources = _random_strings(n, seed, min_len, max_len)
+    return sources, [source[::-1] for source in sources]
+
+
+def sort_task(n: int, seed: Seed, *, min_len: int = 2, max_len: int = 20) -> tuple[list[str], list[str]]:
+    """As `copy_task`, with each target the source's symbols in ascending order."""
+    sources = _random_strings(n, seed, min_len, max_len)
+    return sources, ["".join(sorted(source)) for source in sources]
+
+
+def addition_task(n: int, seed: Seed, *, max_digits: int = 6) -> tuple[list[str], list[str]]:
+    """Sources "A+B" and targets "C" = A + B in decimal, A and B of 1..max_digits digits.
+
+    The digit count is drawn first, then the number, so short and long operands are equally
+    common (uniform numbers would almost all have max_digits digits).
+    """
+    if max_digits < 1:
+        raise ValueError(f"max_digits must be >= 1, got {max_digits}")
+    rng = _rng(n, seed)
+    digits = rng.integers(1, max_digits + 1, size=(n, 2))
+    low = np.where(digits == 1, 0, 10 ** (digits - 1))
+    operands = rng.integers(low, 10**digits)
+    sources = [f"{a}+{b}" for a, b in operands.tolist()]
+    return sources, [str(a + b) for a, b in operands.tolist()]
+
+
+SEQ2SEQ_TASKS: dict[str, Callable[[int, Seed], tuple[list[str], list[str]]]] = {
+    "copy": copy_task,
+    "reverse": reverse_task,
+    "sort": sort_task,
+    "addition": addition_task,
+}
+
+# Grammar:  S -> NP[n] VP[n] "."      NP[n] -> Det[n] Adj{0..2, distinct} Noun[n] PP?
+#           PP -> Prep NP (no PP of its own)      VP[n] -> (Vi[n] | Vt[n] NP) Adv?
+# n is singular or plural; "a" becomes "an" before a vowel (every word below is chosen so
+# that this spelling rule is also the spoken one).
+NOUNS = {
+    "cat": "cats", "dog": "dogs", "bird": "birds", "child": "children", "teacher": "teachers",
+    "farmer": "farmers", "owl": "owls", "mouse": "mice", "fox": "foxes", "girl": "girls",
+    "boy": "boys", "man": "men", "woman": "women", "horse": "horses", "student": "students",
+    "king": "kings", "queen": "queens", "elephant": "elephants", "artist": "artists",
+    "eagle": "eagles",
+}
+INTRANSITIVE_VERBS = {
+    "sleeps": "sleep", "runs": "run", "sings": "sing", "laughs": "laugh", "waits": "wait",
+    "smiles": "smile", "dances": "dance", "cries": "cry",
+}
+TRANSITIVE_VERBS = {
+    "sees": "see", "likes": "like", "chases": "chase", "follows": "follow", "watches": "watch",
+    "finds": "find", "helps": "help", "knows": "know", "meets": "meet", "admires": "admire",
+    "teaches": "teach", "carries": "carry",
+}
+ADJECTIVES = (
+    "small", "big", "old", "young", "happy", "quiet", "clever", "angry", "brave", "lazy",
+    "hungry", "gentle", "tall", "strange", "little", "curious", "proud", "sleepy", "eager", "ugly",
+)
+SINGULAR_DETERMINERS = ("a", "the", "this", "that", "every")
+PLURAL_DETERMINERS = ("the", "these", "those", "some", "many", "two", "three")
+PREPOSITIONS = ("near", "behind", "with", "under", "beside")
+ADVERBS = ("today", "again", "quietly", "slowly", "happily")
+MAX_ADJECTIVES = 2
+
+_SINGULAR, _PLURAL = 0, 1
+_NOUN_NUMBER = {**{s: _SINGULAR for s in NOUNS}, **{p: _PLURAL for p in NOUNS.values()}}
+_DETERMINERS = {
+    number: set(words) for number, words in ((_SINGULAR, SINGULAR_DETERMINERS), (_PLURAL, PLURAL_DETERMINERS))
+}
+_VERB_NUMBER = {
+    **{s: _SINGULAR for s in (*INTRANSITIVE_VERBS, *TRANSITIVE_VERBS)},
+    **{p: _PLURAL for p in (*INTRANSITIVE_VERBS.values(), *TRANSITIVE_VERBS.values())},
+}
+_TRANSITIVE = set(TRANSITIVE_VERBS) | set(TRANSITIVE_VERBS.values())
+
+
+def _article(next_word: str) -> str:
+    return "an" if next_word[0] in "aeiou" else "a"
+
+
+def _noun_phrase(rng: np.random.Generator, allow_pp: bool) -> tuple[list[str], int]:
+    number = int(rng.integers(2))
+    determiners = SINGULAR_DETERMINERS if number == _SINGULAR else PLURAL_DETERMINERS
+    determiner = determiners[rng.integers(len(determiners))]
+    num_adjectives = int(rng.choice(MAX_ADJECTIVES + 1, p=[0.5, 0.35, 0.15]))
+    adjectives = [ADJECTIVES[i] for i in rng.choice(len(ADJECTIVES), size=num_adjectives, replace=False)]
+    singular = list(NOUNS)[rng.integers(len(NOUNS))]
+    noun = singular if number == _SINGULAR else NOUNS[singular]
+    words = adjectives + [noun]
+    if determiner == "a":
+        determiner = _article(words[0])
+    words = [determiner] + words
+    if allow_pp and rng.random() < 0.3:
+        inner, _ = _noun_phrase(rng, allow_pp=False)
+        words += [PREPOSITIONS[rng.integers(len(PREPOSITIONS))]] + inner
+    return words, number
+
+
+def _sentence(rng: np.random.Generator) -> str:
+    words, number = _noun_phrase(rng, allow_pp=True)
+    verbs = TRANSITIVE_VERBS if rng.random() < 0.6 else INTRANSITIVE_VERBS
+    singular = list(verbs)[rng.integers(len(verbs))]
+    words.append(singular if number == _SINGULAR else verbs[singular])
+    if verbs is TRANSITIVE_VERBS:
+        words += _noun_phrase(rng, allow_pp=True)[0]
+    if rng.random() < 0.2:
+        words.append(ADVERBS[rng.integers(len(ADVERBS))])
+    text = " ".join(words) + "."
+    return text[0].upper() + text[1:]
+
+
+def grammar_sentences(n: int, seed: Seed) -> list[str]:
+    """n sentences of the grammar above, e.g. "The old cat near two foxes sees an owl."."""
+    rng = _rng(n, seed)
+    return [_sentence(rng) for _ in range(n)]
+
+
+def _parse_noun_phrase(words: list[str], i: int, allow_pp: bool) -> tuple[int, int] | None:
+    """(number, index after the phrase) of a noun phrase starting at words[i], or None."""
+    if i >= len(words):
+        return None
+    determiner = words[i]
+    i += 1
+    adjectives = []
+    while i < len(words) and words[i] in ADJECTIVES and len(adjectives) < MAX_ADJECTIVES:
+        adjectives.append(words[i])
+        i += 1
+    if i >= len(words) or words[i] not in _NOUN_NUMBER or len(set(adjectives)) != len(adjectives):
+        return None
+    number = _NOUN_NUMBER[words[i]]
+    if determiner in ("a", "an"):
+        if number != _SINGULAR or determiner != _article(words[i - len(adjectives)]):
+            return None
+    elif determiner not in _DETERMINERS[number]:
+        return None
+    i += 1
+    if allow_pp and i < len(words) and words[i] in PREPOSITIONS:
+        inner = _parse_noun_phrase(words, i + 1, allow_pp=False)
+        if inner is None:
+            return None
+        i = inner[1]
+    return number, i
+
+
+def is_grammatical(sentence: str) -> bool:
+    """Whether `sentence` is exactly a sentence of the grammar: spelling, agreement,
+    capitalized first letter, single spaces and the final "." included."""
+    if not sentence.endswith(".") or not sentence[:1].isupper():
+        return False
+    words = sentence[:-1].split(" ")
+    words[0] = words[0][0].lower() + words[0][1:]
+    subject = _parse_noun_phrase(words, 0, allow_pp=True)
+    if subject is None or subject[1] >= len(words):
+        return False
+    number, i = subject
+    verb = words[i]
+    if _VERB_NUMBER.get(verb) != number:
+        return False
+    i += 1
+    if verb in _TRANSITIVE:
+        obj = _parse_noun_phrase(words, i, allow_pp=True)
+        if obj is None:
+            return False
+        i = obj[1]
+    if i < len(words) and words[i] in ADVERBS:
+        i += 1
+    return i == len(words)

@@ -1,0 +1,236 @@
+"""Tokenizers built from training text: a segmentation paired with a `Vocabulary`.
+
+Every tokenizer maps text to frequency-sorted ids of its vocabulary (no `<s>`/`</s>` added)
+and back. `CharTokenizer` and `BpeTokenizer` reproduce the text exactly; `WordTokenizer`
+returns its tokens joined by single spaces, rarer words as `<unk>`.
+"""
+
+from __future__ import annotations
+
+import abc
+import collections
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocabulary
+
+TOKENIZER_KINDS = ("char", "word", "bpe")
+TOKENIZER_FILE = "tokenizer.json"
+VOCAB_FILE = "vocab.json"
+# Byte-level BPE starts from all 256 bytes, so it needs room for them plus our specials.
+BPE_MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)
+# A word is letters/digits with inner apostrophes ("don't", "o'er"); any other
+# non-space character is a token of its own.
+_WORD_PATTERN = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
+
+
+class Tokenizer(Protocol):
+    kind: str
+    vocab: Vocabulary
+
+    def encode(self, text: str) -> list[int]: ...
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
+    def decode(self, ids) -> str: ...
+    def words(self, text: str) -> int: ...
+    def save(self, directory: str | os.PathLike) -> None: ...
+
+
+def count_words(text: str) -> int:
+    """Whitespace-separated words of `text`: the denominator of per-word perplexity."""
+    return len(text.split())
+
+
+def _kept_ids(vocab: Vocabulary, ids) -> list[int]:
+    """Ids up to the first `</s>`, without `<pad>` and `<s>`."""
+    kept = []
+    for id_ in vocab.check_ids(ids, "ids").reshape(-1).tolist():
+        if id_ == EOS_ID:
+            break
+        if id_ not in (PAD_ID, BOS_ID):
+            kept.append(id_)
+    return kept
+
+
+def _check_training_text(texts: Sequence[str]) -> None:
+    if isinstance(texts, str):
+        raise ValueError("texts must be a sequence of lines, got a single string")
+    if not any(text.strip() for text in texts):
+        raise ValueError(f"texts must hold some non-blank training text, got {len(texts)} blank line(s)")
+
+
+class _SegmentingTokenizer(abc.ABC):
+    """Shared encode/decode/save for tokenizers whose pieces are strings looked up in `vocab`."""
+
+    kind = ""
+    separator = ""
+
+    def __init__(self, vocab: Vocabulary):
+        self.vocab = vocab
+
+    @staticmethod
+    @abc.abstractmethod
+    def segment(text: str) -> list[str]:
+        """The pieces of `text`, each looked up in the vocabulary."""
+
+    @classmethod
+    def train(cls, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1):
+        """Builds the vocabulary of `texts` (one line each), capped at `vocab_size` ids."""
+        _check_training_text(texts)
+        counts = collections.Counter(piece for text in texts for piece in cls.segment(text))
+        return cls(Vocabulary.from_counts(counts, num_lines=len(texts), max_size=vocab_size, min_count=min_count))
+
+    def encode(self, text: str) -> list[int]:
+        return [self.vocab.id(piece) for piece in self.segment(text)]
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(text) for text in texts]
+
+    def decode(self, ids) -> str:
+        """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
+        return self.separator.join(self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids))
+
+    def words(self, text: str) -> int:
+        return count_words(text)
+
+    def save(self, directory: str | os.PathLike) -> None:
+        _save(directory, {"kind": self.kind}, self.vocab)
+
+
+class CharTokenizer(_SegmentingTokenizer):
+    """One token per Unicode character."""
+
+    kind = "char"
+
+    @staticmethod
+    def segment(text: str) -> list[str]:
+        return list(text)
+
+
+class WordTokenizer(_SegmentingTokenizer):
+    """Whitespace-split words with punctuation as separate tokens; decode joins with spaces."""
+
+    kind = "word"
+    separator = " "
+
+    @staticmethod
+    def segment(text: str) -> list[str]:
+        return _WORD_PATTERN.findall(text)
+
+
+class BpeTokenizer:
+    """Byte-level BPE (HF `tokenizers`) whose pieces are ids of a frequency-sorted `Vocabulary`.
+
+    Byte-level pieces cover every byte, so any text encodes without `<unk>` and decodes back
+    exactly. The pieces split letters from punctuation, so no piece equals a special token.
+    """
+
+    kind = "bpe"
+
+    def __init__(self, vocab: Vocabulary, model: HfTokenizer):
+        self.vocab = vocab
+        self.model = model
+
+    @staticmethod
+    def _untrained_model() -> HfTokenizer:
+        model = HfTokenizer(models.BPE())
+        model.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        model.decoder = decoders.ByteLevel()
+        return model
+
+    @classmethod
+    def train(cls, texts: Sequence[str], *, vocab_size: int, min_count: int = 1) -> BpeTokenizer:
+        """Trains BPE on `texts` (one line each) up to `vocab_size` ids, specials included.
+
+        Merges of pairs seen fewer than `min_count` times are not learned.
+        """
+        _check_training_text(texts)
+        if vocab_size < BPE_MIN_VOCAB_SIZE:
+            raise ValueError(
+                f"vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for byte-level BPE "
+                f"(256 bytes + {len(SPECIAL_TOKENS)} specials), got {vocab_size}"
+            )
+        model = cls._untrained_model()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size - len(SPECIAL_TOKENS),
+            min_frequency=min_count,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            special_tokens=[],
+            show_progress=False,
+        )
+        model.train_from_iterator(texts, trainer)
+        counts = collections.Counter({piece: 0 for piece in model.get_vocab()})
+        for encoding in model.encode_batch(list(texts)):
+            counts.update(encoding.tokens)
+        # min_count is already spent on merges; every byte must stay, or decoding is lossy.
+        return cls(Vocabulary.from_counts(counts, num_lines=len(texts), min_count=1), model)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.vocab.id(piece) for piece in self.model.encode(text).tokens]
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [[self.vocab.id(p) for p in e.tokens] for e in self.model.encode_batch(list(texts))]
+
+    def decode(self, ids) -> str:
+        """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
+        pieces = [self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)]
+        return self.model.decoder.decode(pieces) if pieces else ""
+
+    def words(self, text: str) -> int:
+        return count_words(text)
+
+    def save(self, directory: str | os.PathLike) -> None:
+        _save(directory, {"kind": self.kind, "bpe": json.loads(self.model.to_str())}, self.vocab)
+
+
+_CLASSES = {"char": CharTokenizer, "word": WordTokenizer, "bpe": BpeTokenizer}
+
+
+def build_tokenizer(
+    kind: str, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1
+) -> Tokenizer:
+    """Builds a `kind` tokenizer ('char' | 'word' | 'bpe') from training lines `texts`.
+
+    Args:
+      vocab_size: the most ids, specials included (0: no bound; BPE needs >= 260).
+      min_count: char/word: rarer tokens become `<unk>`; bpe: rarer pairs are not merged.
+    """
+    if kind not in _CLASSES:
+        raise ValueError(f"tokenizer kind must be one of {TOKENIZER_KINDS}, got {kind!r}")
+    if vocab_size < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
+    if min_count < 1:
+        raise ValueError(f"min_count must be >= 1, got {min_count}")
+    return _CLASSES[kind].train(texts, vocab_size=vocab_size, min_count=min_count)
+
+
+def _save(directory: str | os.PathLike, settings: dict, vocab: Vocabulary) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, TOKENIZER_FILE), "w", encoding="utf-8") as file:
+        json.dump(settings, file, ensure_ascii=False)
+    vocab.save(os.path.join(directory, VOCAB_FILE))
+
+
+def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
+    """Restores a tokenizer written by its `save(directory)`."""
+    paths = [os.path.join(directory, name) for name in (TOKENIZER_FILE, VOCAB_FILE)]
+    missing = [path for path in paths if not os.path.isfile(path)]
+    if missing:
+        raise ValueError(f"tokenizer directory must hold {TOKENIZER_FILE} and {VOCAB_FILE}, missing {missing}")
+    with open(paths[0], encoding="utf-8") as file:
+        settings = json.load(file)
+    kind = settings.get("kind") if isinstance(settings, dict) else None
+    if kind not in _CLASSES:
+        raise ValueError(f"tokenizer kind must be one of {TOKENIZER_KINDS}, got {kind!r} in {paths[0]}")
+    vocab = Vocabulary.load(paths[1])
+    if kind == "bpe":
+        if "bpe" not in settings:
+            raise ValueError(f"a bpe tokenizer file must hold the 'bpe' model, missing in {paths[0]}")
+        return BpeTokenizer(vocab, HfTokenizer.from_str(json.dumps(settings["bpe"])))
+    return _CLASSES[kind](vocab)
+
