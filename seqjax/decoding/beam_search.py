@@ -1,0 +1,135 @@
+"""Beam search with the GNMT length penalty, as one compiled `lax.while_loop`.
+
+Each row keeps K live hypotheses (not ended) apart from its K best finished ones. At
+every step the K x V extensions of the live beams are ranked by total log-prob; an
+extension ending in EOS becomes a finished candidate when it ranks among the step's K
+best (so beam 1 is exactly greedy decoding), and the K best extensions that do not end
+become the new live beams. At step max_len every extension finishes.
+
+A hypothesis of length n (tokens up to and including EOS; max_len if it never emits
+EOS) scores  sum of log-probs / ((5 + n) / 6) ** length_penalty  (Wu et al., 2016).
+
+The loop stops early once, in every row, the worst of the K finished scores is at least
+the best score any live beam could still reach. Log-probs are <= 0, so a live beam's
+sum can only fall; divided by the largest penalty among its reachable final lengths
+(t + 1 ... max_len) it gives that bound. The penalty is monotone in the length, so the
+largest sits at one end: max_len when length_penalty >= 0, t + 1 when it is negative.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from seqjax.decoding.loop import PAD_ID
+from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id, is_int, is_real
+
+
+def beam_search(
+    step_fn: Callable,
+    state: Any,
+    *,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int,
+    max_len: int,
+    length_penalty: float = 0.0,
+    min_len: int = 0,
+) -> tuple[jax.Array, jax.Array]:
+    """The beam_size best hypotheses per row, best first.
+
+    Args:
+      step_fn: `(state, tokens [N] int32) -> (log_probs [N, V] float32, state)`, called
+        with N = B * beam_size rows (row b * beam_size + k is beam k of batch row b);
+        log_probs must be normalized (<= 0). Hashable.
+      state: any pytree whose every leaf has the batch B as its leading axis; each leaf
+        is repeated beam_size times and reordered with one gather per step.
+      bos_id: the first token fed to every beam; eos_id: the token that ends one.
+      beam_size: K > 0; max_len: > 0 decoding steps at most.
+      length_penalty: GNMT alpha (0 ranks by total log-prob; > 0 favours longer output).
+      min_len: EOS is forbidden at positions t < min_len (0 <= min_len <= max_len), so a
+        finished hypothesis has at least min_len tokens before its EOS.
+
+    Returns:
+      sequences: [B, K, max_len] int32, BOS excluded, 0 (PAD) after EOS.
+      scores: [B, K] float32, length-penalized, descending. A row with fewer than K
+        possible hypotheses fills the rest with score -inf and an all-PAD sequence.
+    """
+    beam_size = check_positive_int("beam_size", beam_size)
+    max_len = check_positive_int("max_len", max_len)
+    if not is_int(min_len) or not 0 <= min_len <= max_len:
+        raise ValueError(f"min_len must be an int in [0, max_len={max_len}], got {min_len!r}")
+    if not is_real(length_penalty) or not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+    _, vocab_size = check_step_contract(step_fn, state)
+    bos_id = check_token_id("bos_id", bos_id, vocab_size)
+    eos_id = check_token_id("eos_id", eos_id, vocab_size)
+    return _beam_program(
+        step_fn, state, jnp.float32(length_penalty),
+        bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len, min_len=int(min_len),
+    )
+
+
+def _extend(seqs: jax.Array, flat_index: jax.Array, vocab_size: int, t: jax.Array) -> jax.Array:
+    """Sequences of the chosen extensions: seqs [B, K, T], flat_index [B, M] into K*V -> [B, M, T]."""
+    parents = jnp.take_along_axis(seqs, (flat_index // vocab_size)[:, :, None], axis=1)
+    return parents.at[:, :, t].set(flat_index % vocab_size)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "beam_size", "max_len", "min_len")
+)
+def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, beam_size, max_len, min_len):
+    batch_size = jax.tree.leaves(state)[0].shape[0]
+    k = beam_size
+
+    def penalty(length):
+        return ((5.0 + length) / 6.0) ** length_penalty
+
+    def keep_going(carry):
+        t, live_logp, _, fin_scores, _, _, _ = carry
+        largest_penalty = jnp.maximum(penalty(t + 1.0), penalty(float(max_len)))
+        best_reachable = jnp.max(live_logp, axis=-1) / largest_penalty
+        settled = fin_scores[:, -1] >= best_reachable
+        return (t < max_len) & ~jnp.all(settled)
+
+    def step(carry):
+        t, live_logp, live_seqs, fin_scores, fin_seqs, last, beams = carry
+        log_probs, beams = step_fn(beams, last)
+        vocab_size = log_probs.shape[-1]
+        token = jnp.arange(vocab_size)
+        log_probs = jnp.where((token == eos_id) & (t < min_len), -jnp.inf, log_probs.astype(jnp.float32))
+        extended = (live_logp[:, :, None] + log_probs.reshape(batch_size, k, vocab_size)).reshape(batch_size, -1)
+        ends = jnp.tile(token == eos_id, k) | (t == max_len - 1)
+
+        best_logp, best_index = jax.lax.top_k(extended, k)
+        ended_scores = jnp.where(ends[best_index], best_logp, -jnp.inf) / penalty(t + 1.0)
+        pool_scores = jnp.concatenate([fin_scores, ended_scores], axis=1)
+        pool_seqs = jnp.concatenate([fin_seqs, _extend(live_seqs, best_index, vocab_size, t)], axis=1)
+        fin_scores, kept = jax.lax.top_k(pool_scores, k)
+        fin_seqs = jnp.take_along_axis(pool_seqs, kept[:, :, None], axis=1)
+
+        live_logp, live_index = jax.lax.top_k(jnp.where(ends, -jnp.inf, extended), k)
+        live_seqs = _extend(live_seqs, live_index, vocab_size, t)
+        parent_rows = (jnp.arange(batch_size)[:, None] * k + live_index // vocab_size).reshape(-1)
+        beams = jax.tree.map(lambda leaf: leaf[parent_rows], beams)
+        last = (live_index % vocab_size).reshape(-1).astype(jnp.int32)
+        return t + 1, live_logp, live_seqs, fin_scores, fin_seqs, last, beams
+
+    carry = (
+        jnp.int32(0),
+        jnp.full((batch_size, k), -jnp.inf, jnp.float32).at[:, 0].set(0.0),  # one live beam, no duplicates
+        jnp.full((batch_size, k, max_len), PAD_ID, jnp.int32),
+        jnp.full((batch_size, k), -jnp.inf, jnp.float32),
+        jnp.full((batch_size, k, max_len), PAD_ID, jnp.int32),
+        jnp.full((batch_size * k,), bos_id, jnp.int32),
+        jax.tree.map(lambda leaf: jnp.repeat(leaf, k, axis=0), state),
+    )
+    _, _, _, fin_scores, fin_seqs, _, _ = jax.lax.while_loop(keep_going, step, carry)
+    fin_seqs = jnp.where(jnp.isneginf(fin_scores)[:, :, None], PAD_ID, fin_seqs)
+    return fin_seqs, fin_scores

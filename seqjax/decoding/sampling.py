@@ -1,0 +1,119 @@
+"""Ancestral sampling with temperature, top-k and top-p (nucleus) truncation.
+
+The truncations are small pure functions on log-probabilities, applied in the order
+temperature -> top-k -> top-p (as in most toolkits): top-p's mass is measured on the
+tempered, top-k-truncated distribution. Each returns normalized log-probs with -inf
+outside the kept set, so sampling draws from the truncated, renormalized distribution.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from seqjax.decoding.loop import decode_loop
+from seqjax.decoding.validation import (
+    check_positive_int,
+    check_step_contract,
+    check_token_id,
+    is_int,
+    is_real,
+)
+
+
+def scale_temperature(log_probs: jax.Array, temperature: float | jax.Array) -> jax.Array:
+    """log softmax(log_probs / temperature). log_probs: [N, V] float; returns [N, V] float32."""
+    return jax.nn.log_softmax(log_probs.astype(jnp.float32) / temperature, axis=-1)
+
+
+def truncate_top_k(log_probs: jax.Array, k: int) -> jax.Array:
+    """Keeps exactly the k most probable tokens (ties: lower id first), renormalized.
+
+    log_probs: [N, V] float; k: static int in [1, V]. Returns [N, V] float32.
+    """
+    log_probs = log_probs.astype(jnp.float32)
+    _, kept = jax.lax.top_k(log_probs, k)
+    rows = jnp.arange(log_probs.shape[0])[:, None]
+    keep = jnp.zeros(log_probs.shape, bool).at[rows, kept].set(True)
+    return jax.nn.log_softmax(jnp.where(keep, log_probs, -jnp.inf), axis=-1)
+
+
+def truncate_top_p(log_probs: jax.Array, p: float | jax.Array) -> jax.Array:
+    """Keeps the smallest set of most probable tokens whose probability reaches p, renormalized.
+
+    A token is kept when the probability of the tokens ranked above it is < p, so the
+    most probable token is always kept. log_probs: [N, V] float; p in (0, 1].
+    Returns [N, V] float32.
+    """
+    log_probs = jax.nn.log_softmax(log_probs.astype(jnp.float32), axis=-1)
+    order = jnp.argsort(-log_probs, axis=-1, stable=True)
+    sorted_probs = jnp.exp(jnp.take_along_axis(log_probs, order, axis=-1))
+    # Exclusive cumulative sum: the mass strictly above each rank, exact 0 for the first.
+    mass_above = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs
+    mass_above = mass_above.at[:, 0].set(0.0)
+    rows = jnp.arange(log_probs.shape[0])[:, None]
+    keep = jnp.zeros(log_probs.shape, bool).at[rows, order].set(mass_above < p)
+    return jax.nn.log_softmax(jnp.where(keep, log_probs, -jnp.inf), axis=-1)
+
+
+def sample(
+    step_fn: Callable,
+    state: Any,
+    key: jax.Array,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Samples one continuation per row from the (tempered, truncated) model distribution.
+
+    Args:
+      step_fn: `(state, tokens [B] int32) -> (log_probs [B, V] float32, state)`; hashable.
+      state: any pytree whose every leaf has the batch B as its leading axis.
+      key: a `jax.random` key; step t draws with `fold_in(key, t)`.
+      bos_id, eos_id, max_len: as in `greedy`.
+      temperature: > 0; divides the log-probs before the truncations.
+      top_k: None (no truncation) or an int in [1, V].
+      top_p: None (no truncation) or a float in (0, 1].
+
+    Returns:
+      tokens: [B, max_len] int32, generated tokens (BOS excluded), 0 (PAD) after EOS.
+      lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
+
+    Usable inside `jax.jit` (state and key traced, the keyword arguments static).
+    """
+    max_len = check_positive_int("max_len", max_len)
+    _, vocab_size = check_step_contract(step_fn, state)
+    bos_id = check_token_id("bos_id", bos_id, vocab_size)
+    eos_id = check_token_id("eos_id", eos_id, vocab_size)
+    if not is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab_size):
+        raise ValueError(f"top_k must be None or an int in [1, vocab_size={vocab_size}], got {top_k!r}")
+    if top_p is not None and (not is_real(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    return _sample_program(
+        step_fn, state, key, jnp.float32(temperature), jnp.float32(1.0 if top_p is None else top_p),
+        bos_id=bos_id, eos_id=eos_id, max_len=max_len, top_k=None if top_k is None else int(top_k), use_top_p=top_p is not None,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "max_len", "top_k", "use_top_p"))
+def _sample_program(step_fn, state, key, temperature, top_p, *, bos_id, eos_id, max_len, top_k, use_top_p):
+    def draw(log_probs, t):
+        log_probs = scale_temperature(log_probs, temperature)
+        if top_k is not None:
+            log_probs = truncate_top_k(log_probs, top_k)
+        if use_top_p:
+            log_probs = truncate_top_p(log_probs, top_p)
+        return jax.random.categorical(jax.random.fold_in(key, t), log_probs, axis=-1)
+
+    return decode_loop(step_fn, state, draw, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
