@@ -1,0 +1,87 @@
+"""Shared benchmark plumbing: machine/version record, matmul peak, interleaved timing, tables."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def torch_or_none():
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(os.cpu_count() or 1)
+    return torch
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    info = {
+        "cpu": f"{cpu} ({os.cpu_count()} cores)",
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": f"{jax.default_backend()} ({jax.devices()[0].device_kind})",
+        "numpy": np.__version__,
+    }
+    import flax, optax
+
+    info["flax"], info["optax"] = flax.__version__, optax.__version__
+    torch = torch_or_none()
+    info["torch"] = torch.__version__ if torch else "not installed"
+    return info
+
+
+def matmul_peak(n: int = 2048, repeats: int = 7) -> float:
+    """Measured float32 matmul throughput of JAX on this machine, GFLOP/s (median)."""
+    a = jnp.ones((n, n), jnp.float32)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f(a).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / statistics.median(times) / 1e9
+
+
+def interleaved(candidates: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Median seconds per call of each candidate, timed round-robin so that load hits all alike."""
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def markdown_table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_result(name: str, title: str, body: str) -> str:
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.md")
+    info = machine()
+    with open(path, "w") as f:
+        f.write(f"# {title}\n\n")
+        f.write("Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + "\n\n")
+        f.write(body.rstrip() + "\n")
+    return path

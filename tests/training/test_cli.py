@@ -1,0 +1,106 @@
+"""The command line end to end on tiny runs: train, resume, eval, generate, and bad input."""
+
+import json
+import os
+
+import pytest
+
+from seqjax.cli import main
+
+from helpers import TINY
+
+
+def train(workdir, *overrides):
+    return main(["train", "--workdir", str(workdir), "--set", *TINY, *overrides])
+
+
+def listing(directory):
+    return sorted(
+        (os.path.relpath(os.path.join(root, f), directory), os.path.getsize(os.path.join(root, f)))
+        for root, _, files in os.walk(directory) for f in files if f != "metrics.jsonl" and "tensorboard" not in root
+    )
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("run")
+    assert train(workdir) == 0
+    return workdir
+
+
+def test_train_writes_the_run_directory(trained_run, capsys):
+    for name in ("config.json", "summary.json", "metrics.jsonl", "tokenizer", "tensorboard", "checkpoints"):
+        assert os.path.exists(trained_run / name), name
+    summary = json.loads((trained_run / "summary.json").read_text())
+    assert summary["steps"] == 4 and summary["valid"]["perplexity"] > 1
+    records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["split"] == "train"] == [2, 4]
+
+
+def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsys):
+    assert train(tmp_path) == 0
+    assert train(tmp_path, "train.steps=6") == 0
+    out = capsys.readouterr().out
+    assert "resuming" in out and "at step 4" in out
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["split"] == "train"] == [2, 4, 6]
+
+
+def test_eval_and_generate_use_the_saved_run(trained_run, capsys):
+    assert main(["eval", "--workdir", str(trained_run), "--split", "test"]) == 0
+    assert '"perplexity"' in capsys.readouterr().out
+    assert main(["generate", "--workdir", str(trained_run), "--prompt", "the ", "--num", "3", "--max-len", "8"]) == 0
+    samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
+    assert len(samples) == 3 and all(s.split("sample: ")[1].startswith("the ") for s in samples)
+
+
+def expect_user_error(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unknown_config_key_is_a_one_line_error(tmp_path, capsys):
+    expect_user_error(capsys, ["train", "--workdir", str(tmp_path / "r"), "--set", "model.widht=3"], "valid keys")
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_corpus_file_is_named(tmp_path, capsys):
+    missing = tmp_path / "nope.txt"
+    expect_user_error(
+        capsys,
+        ["train", "--workdir", str(tmp_path / "r"), "--set", "data.kind=text", f"data.train={missing}",
+         f"data.valid={missing}", f"data.test={missing}"],
+        str(missing),
+    )
+
+
+def test_undecodable_corpus_names_file_and_line(tmp_path, capsys):
+    corpus = tmp_path / "bad.txt"
+    corpus.write_bytes(b"fine line\nbad \xff\xfe line\n")
+    expect_user_error(
+        capsys,
+        ["train", "--workdir", str(tmp_path / "r"), "--set", "data.kind=text", f"data.train={corpus}",
+         f"data.valid={corpus}", f"data.test={corpus}"],
+        "line 2",
+    )
+
+
+def test_resume_with_a_different_model_is_refused_and_the_run_is_untouched(trained_run, capsys):
+    before = listing(trained_run)
+    expect_user_error(capsys, ["train", "--workdir", str(trained_run), "--set", *TINY, "model.d_model=48"],
+                      "model.d_model")
+    assert listing(trained_run) == before
+
+
+def test_resume_with_a_changed_vocabulary_is_refused(tmp_path, capsys):
+    assert train(tmp_path) == 0
+    vocab_files = sorted((tmp_path / "tokenizer").iterdir())
+    vocab_files[-1].write_text(vocab_files[-1].read_text().replace("e", "E", 1))
+    before = listing(tmp_path)
+    expect_user_error(capsys, ["train", "--workdir", str(tmp_path), "--set", *TINY], "vocabulary")
+    assert listing(tmp_path) == before
+
+
+def test_eval_of_a_directory_without_a_run_is_refused(tmp_path, capsys):
+    expect_user_error(capsys, ["eval", "--workdir", str(tmp_path)], "no run")

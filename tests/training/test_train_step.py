@@ -1,0 +1,70 @@
+import jax
+import numpy as np
+import pytest
+
+from seqjax.training import optim
+from seqjax.training.checkpoint import Checkpointer
+from seqjax.training.loop import restore_state
+from seqjax.training.mesh import batch_sharding, make_mesh
+from seqjax.training.setup import build_experiment
+from seqjax.training.state import init_state
+from seqjax.training.steps import make_train_step
+
+from helpers import tiny_config
+
+
+def run_steps(exp, mesh, steps, start=0, state=None):
+    cfg = exp.cfg
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
+    batches = exp.train_batches()
+    if state is None:
+        state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, batches.batch(0), mesh)
+    step = make_train_step(exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state,
+                           accum_steps=cfg.optim.accum_steps)
+    losses = []
+    for i in range(start, start + steps):
+        state, metrics = step(state, jax.device_put(batches.batch(i), batch_sharding(mesh)))
+        losses.append(float(metrics["loss"]))
+    return state, losses
+
+
+def assert_trees_close(a, b, **tol):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), **tol)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_eight_devices_give_the_same_loss_and_params_as_one(kind):
+    exp = build_experiment(tiny_config(f"model.kind={kind}", "model.dropout=0.0"))
+    one, losses_one = run_steps(exp, make_mesh("data:1", jax.devices()[:1]), 3)
+    eight, losses_eight = run_steps(exp, make_mesh("data:8", jax.devices()[:8]), 3)
+    np.testing.assert_allclose(losses_one, losses_eight, rtol=1e-5)
+    assert_trees_close(one.params, eight.params, rtol=1e-4, atol=1e-6)
+
+
+def test_gradient_accumulation_equals_one_big_batch():
+    mesh = make_mesh("data:1", jax.devices()[:1])
+    whole, losses_whole = run_steps(build_experiment(tiny_config("model.dropout=0.0")), mesh, 2)
+    accumulated, losses_acc = run_steps(build_experiment(tiny_config("model.dropout=0.0", "optim.accum_steps=4")), mesh, 2)
+    np.testing.assert_allclose(losses_whole, losses_acc, rtol=1e-5)
+    assert_trees_close(whole.params, accumulated.params, rtol=1e-4, atol=1e-6)
+
+
+def test_checkpoint_and_resume_continue_exactly_like_an_uninterrupted_run(tmp_path):
+    exp = build_experiment(tiny_config("model.dropout=0.2", "train.steps=6"))
+    mesh = make_mesh("data:2", jax.devices()[:2])
+    straight, straight_losses = run_steps(exp, mesh, 6)
+
+    first, first_losses = run_steps(exp, mesh, 3)
+    checkpointer = Checkpointer(str(tmp_path / "checkpoints"), keep=2)
+    checkpointer.save(first, {"data_position": 3})
+    checkpointer.wait()
+    checkpointer.close()
+    restored, meta = restore_state(exp, str(tmp_path), 3, mesh, exp.train_batches().batch(0))
+    assert meta["data_position"] == 3 and int(restored.step) == 3
+    resumed, resumed_losses = run_steps(exp, mesh, 3, start=3, state=restored)
+
+    assert first_losses + resumed_losses == straight_losses
+    for x, y in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
