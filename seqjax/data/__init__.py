@@ -1,0 +1,59 @@
+"""Data: vocabularies and tokenizers, corpus readers, synthetic tasks, index-addressed batches.
+
+Everything here runs on the host (numpy); it validates what users supply before any of it
+reaches a jitted function.
+"""
+
+from seqjax.data.batching import LMBatches, Seq2SeqBatches, lm_eval_batches, seq2seq_eval_batches
+from seqjax.data.datasets import LMData, ParallelData, load_data, validate_data_config
+from seqjax.data.readers import read_lines, read_parallel
+from seqjax.data.synthetic import (
+    SEQ2SEQ_TASKS,
+    addition_task,
+    copy_task,
+    grammar_sentences,
+    is_grammatical,
+    reverse_task,
+    sort_task,
+)
+from seqjax.data.tokenizers import (
+    BpeTokenizer,
+    CharTokenizer,
+    Tokenizer,
+    WordTokenizer,
+    build_tokenizer,
+    load_tokenizer,
+)
+from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Vocabulary
+
+__all__ = [
+    "BOS_ID",
+    "EOS_ID",
+    "PAD_ID",
+    "SPECIAL_TOKENS",
+    "UNK_ID",
+    "SEQ2SEQ_TASKS",
+    "BpeTokenizer",
+    "CharTokenizer",
+    "LMBatches",
+    "LMData",
+    "ParallelData",
+    "Seq2SeqBatches",
+    "Tokenizer",
+    "Vocabulary",
+    "WordTokenizer",
+    "addition_task",
+    "build_tokenizer",
+    "copy_task",
+    "grammar_sentences",
+    "is_grammatical",
+    "lm_eval_batches",
+    "load_data",
+    "load_tokenizer",
+    "read_lines",
+    "read_parallel",
+    "reverse_task",
+    "seq2seq_eval_batches",
+    "sort_task",
+    "validate_data_config",
+]

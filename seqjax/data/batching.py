@@ -222,15 +222,15 @@ def seq2seq_eval_batches(
     tgt: Sequence[np.ndarray],
     batch_size: int,
     buckets: tuple[int, ...],
-) -> Iterator[tuple[np.ndarray, Batch]]:
+) -> Iterator[tuple[Batch, np.ndarray]]:
     """Every example exactly once, bucket by bucket, in index order within a bucket.
 
     Examples longer than the largest bucket are kept (evaluation must not drop any) in one
     extra length: their longest, rounded up to a multiple of the largest bucket.
 
     Yields:
-      (indices [n <= B] int64: the examples in rows 0..n-1, batch as `Seq2SeqBatches.batch`
-      whose rows n..B-1 are padding with mask 0).
+      (batch as `Seq2SeqBatches.batch`, indices [B] int64: the example in each row, -1 for a
+      padding row, whose mask is 0).
     """
     buckets = _check_pairs(src, tgt, batch_size, buckets)
     lengths = _padded_lengths(src, tgt)
@@ -241,4 +241,6 @@ def seq2seq_eval_batches(
         members = np.flatnonzero(bucket_of == k)
         for start in range(0, len(members), batch_size):
             rows = members[start : start + batch_size]
-            yield rows, _pad_pairs(src, tgt, rows, length, batch_size)
+            indices = np.full(batch_size, -1, np.int64)
+            indices[: len(rows)] = rows
+            yield _pad_pairs(src, tgt, rows, length, batch_size), indices

@@ -167,8 +167,9 @@ class BpeTokenizer:
         counts = collections.Counter({piece: 0 for piece in model.get_vocab()})
         for encoding in model.encode_batch(list(texts)):
             counts.update(encoding.tokens)
-        # min_count is already spent on merges; every byte must stay, or decoding is lossy.
-        return cls(Vocabulary.from_counts(counts, num_lines=len(texts), min_count=1), model)
+        # Unused bytes and merges that later merges absorbed have count 0, yet must keep an id,
+        # or some text would encode to <unk>; min_count is already spent on the merges.
+        return cls(Vocabulary.from_counts(counts, num_lines=len(texts), min_count=0), model)
 
     def encode(self, text: str) -> list[int]:
         return [self.vocab.id(piece) for piece in self.model.encode(text).tokens]

@@ -73,15 +73,15 @@ class Vocabulary:
           counts: occurrences of each (non-special) token in the training text.
           num_lines: lines (sentences) of the training text; the count of `</s>`.
           max_size: the most ids, specials included; 0 for no bound.
-          min_count: tokens seen fewer times map to `<unk>`.
+          min_count: tokens seen fewer times map to `<unk>`; 0 keeps every token of `counts`.
         """
         if max_size != 0 and max_size <= len(SPECIAL_TOKENS):
             raise ValueError(
                 f"max_size must be 0 (no bound) or > {len(SPECIAL_TOKENS)} (the special tokens), "
                 f"got {max_size}"
             )
-        if min_count < 1:
-            raise ValueError(f"min_count must be >= 1, got {min_count}")
+        if min_count < 0:
+            raise ValueError(f"min_count must be >= 0, got {min_count}")
         clashes = sorted(set(SPECIAL_TOKENS) & set(counts))
         if clashes:
             raise ValueError(f"counts must not contain the special tokens, got {clashes}")

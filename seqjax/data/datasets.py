@@ -1,0 +1,185 @@
+"""From a `DataConfig` to encoded splits: validated config, read or generated text, tokenizers.
+
+Tokenizers are built from the train split only, unless given: a run restored from a
+checkpoint passes its saved tokenizers, so that ids mean what they meant when it was saved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from seqjax.config import DataConfig
+from seqjax.data.readers import read_lines, read_parallel
+from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
+from seqjax.data.tokenizers import TOKENIZER_KINDS, Tokenizer, build_tokenizer
+from seqjax.data.vocab import EOS_ID
+
+DATA_KINDS = ("synthetic", "text", "parallel")
+SYNTHETIC_TASKS = ("grammar", *SEQ2SEQ_TASKS)
+SPLITS = ("train", "valid", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class LMData:
+    """A language-modelling corpus.
+
+    Attributes:
+      splits: split name -> [n] int32 stream, each line's ids followed by `</s>`.
+      words: split name -> whitespace words + one per line (the `</s>`, as in the PTB
+        convention), the denominator of per-word perplexity.
+    """
+
+    tokenizer: Tokenizer
+    splits: dict[str, np.ndarray]
+    words: dict[str, int]
+
+    @property
+    def tokenizers(self) -> Tokenizer:
+        """What `load_data` takes to encode another run's data with the same ids."""
+        return self.tokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelData:
+    """A sentence-pair corpus.
+
+    Attributes:
+      splits: split name -> (sources, targets), each a list of [len] int32 id arrays (no
+        `<s>`/`</s>`; the batchers add them).
+      references, sources: split name -> the raw target / source lines, for BLEU and display.
+      dropped: split name -> pairs left out for exceeding `max_len` (train only; evaluation
+        splits keep every pair).
+    """
+
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    splits: dict[str, tuple[list[np.ndarray], list[np.ndarray]]]
+    references: dict[str, list[str]]
+    sources: dict[str, list[str]]
+    dropped: dict[str, int]
+
+    @property
+    def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        """What `load_data` takes to encode another run's data with the same ids."""
+        return self.src_tokenizer, self.tgt_tokenizer
+
+
+def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
+    value = getattr(cfg, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"data.{name} must be an int >= {minimum}, got {value!r}")
+
+
+def validate_data_config(cfg: DataConfig) -> None:
+    """Checks every field `load_data` uses, with the value and the rule in each message."""
+    if cfg.kind not in DATA_KINDS:
+        raise ValueError(f"data.kind must be one of {DATA_KINDS}, got {cfg.kind!r}")
+    if cfg.tokenizer not in TOKENIZER_KINDS:
+        raise ValueError(f"data.tokenizer must be one of {TOKENIZER_KINDS}, got {cfg.tokenizer!r}")
+    for name, minimum in (("vocab_size", 0), ("min_count", 1), ("seq_len", 1), ("max_len", 1),
+                          ("num_train", 1), ("num_eval", 1), ("seed", 0)):
+        _check_int(cfg, name, minimum)
+    buckets = cfg.buckets
+    if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets):
+        raise ValueError(f"data.buckets must be a non-empty tuple of ints >= 2, got {buckets}")
+    if any(a >= b for a, b in zip(buckets, buckets[1:])):
+        raise ValueError(f"data.buckets must be strictly increasing, got {buckets}")
+    if cfg.kind == "synthetic" and cfg.task not in SYNTHETIC_TASKS:
+        raise ValueError(f"data.task must be one of {SYNTHETIC_TASKS} for synthetic data, got {cfg.task!r}")
+    if cfg.kind in ("text", "parallel"):
+        if not cfg.train:
+            raise ValueError(f"data.train must name the training {'file' if cfg.kind == 'text' else 'prefix'}, got ''")
+        if cfg.kind == "parallel" and (not cfg.src or not cfg.tgt or cfg.src == cfg.tgt):
+            raise ValueError(f"data.src and data.tgt must be two different suffixes, got {cfg.src!r}, {cfg.tgt!r}")
+        for split in SPLITS:
+            prefix = getattr(cfg, split)
+            paths = [prefix] if cfg.kind == "text" else [f"{prefix}.{cfg.src}", f"{prefix}.{cfg.tgt}"]
+            missing = [p for p in paths if prefix and not os.path.isfile(p)]
+            if missing:
+                raise ValueError(f"data.{split} must name existing files, missing {missing}")
+
+
+def _encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
+    encoded = tokenizer.encode_batch(lines)
+    return np.fromiter(
+        (id_ for ids in encoded for id_ in (*ids, EOS_ID)),
+        dtype=np.int32,
+        count=sum(len(ids) + 1 for ids in encoded),
+    )
+
+
+def _build(cfg: DataConfig, texts: list[str]) -> Tokenizer:
+    return build_tokenizer(cfg.tokenizer, texts, vocab_size=cfg.vocab_size, min_count=cfg.min_count)
+
+
+def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer) -> LMData:
+    if tokenizer is None:
+        tokenizer = _build(cfg, texts["train"])
+    elif isinstance(tokenizer, tuple):
+        raise ValueError(f"tokenizers must be one tokenizer for a language-model corpus, got {len(tokenizer)}")
+    return LMData(
+        tokenizer,
+        {split: _encode_stream(tokenizer, lines) for split, lines in texts.items()},
+        {split: sum(tokenizer.words(line) for line in lines) + len(lines) for split, lines in texts.items()},
+    )
+
+
+def _parallel_data(
+    cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], tokenizers, shared: bool
+) -> ParallelData:
+    if tokenizers is None:
+        sources, targets = pairs["train"]
+        if shared:
+            tokenizers = (_build(cfg, sources + targets),) * 2
+        else:
+            tokenizers = (_build(cfg, sources), _build(cfg, targets))
+    elif not isinstance(tokenizers, tuple) or len(tokenizers) != 2:
+        raise ValueError(f"tokenizers must be a (source, target) pair for a parallel corpus, got {tokenizers!r}")
+    src_tokenizer, tgt_tokenizer = tokenizers
+    data = ParallelData(src_tokenizer, tgt_tokenizer, splits={}, references={}, sources={}, dropped={})
+    for split, (sources, targets) in pairs.items():
+        src_ids = [np.array(ids, np.int32) for ids in src_tokenizer.encode_batch(sources)]
+        tgt_ids = [np.array(ids, np.int32) for ids in tgt_tokenizer.encode_batch(targets)]
+        keep = range(len(sources))
+        if split == "train":
+            keep = [i for i in keep if len(src_ids[i]) <= cfg.max_len and len(tgt_ids[i]) <= cfg.max_len]
+        data.splits[split] = ([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])
+        data.sources[split] = [sources[i] for i in keep]
+        data.references[split] = [targets[i] for i in keep]
+        data.dropped[split] = len(sources) - len(keep)
+    return data
+
+
+def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
+    """Reads or generates the splits of `cfg` and encodes them.
+
+    Args:
+      cfg: `kind` synthetic (task grammar -> LMData; copy/reverse/sort/addition ->
+        ParallelData, splits generated from (seed, split number), num_train / num_eval
+        examples), text (a file per split) or parallel (a prefix per split with
+        `PREFIX.SRC` / `PREFIX.TGT`). Splits whose path is '' are left out (train is required).
+      tokenizers: None to build from the train split, else what `data.tokenizers` returned:
+        a tokenizer (LM) or a (source, target) pair (parallel).
+
+    Returns:
+      LMData or ParallelData with splits among "train", "valid", "test". Synthetic seq2seq
+      tasks share one tokenizer between source and target.
+    """
+    validate_data_config(cfg)
+    if cfg.kind == "synthetic":
+        sizes = {"train": cfg.num_train, "valid": cfg.num_eval, "test": cfg.num_eval}
+        seeds = {split: (cfg.seed, number) for number, split in enumerate(SPLITS)}
+        if cfg.task == "grammar":
+            texts = {split: grammar_sentences(sizes[split], seeds[split]) for split in SPLITS}
+            return _lm_data(cfg, texts, tokenizers)
+        task = SEQ2SEQ_TASKS[cfg.task]
+        pairs = {split: task(sizes[split], seeds[split]) for split in SPLITS}
+        return _parallel_data(cfg, pairs, tokenizers, shared=True)
+    present = [split for split in SPLITS if getattr(cfg, split)]
+    if cfg.kind == "text":
+        return _lm_data(cfg, {split: read_lines(getattr(cfg, split)) for split in present}, tokenizers)
+    pairs = {split: read_parallel(getattr(cfg, split), cfg.src, cfg.tgt) for split in present}
+    return _parallel_data(cfg, pairs, tokenizers, shared=False)
