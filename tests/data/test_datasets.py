@@ -1,0 +1,114 @@
+"""load_data: validated config, encoded splits, tokenizers from train only or as given."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from seqjax.config import DataConfig
+from seqjax.data.datasets import LMData, ParallelData, load_data
+from seqjax.data.synthetic import grammar_sentences
+from seqjax.data.vocab import EOS_ID, UNK_ID
+
+SMALL = DataConfig(num_train=100, num_eval=10, seed=3)
+
+
+def _lines(stream: np.ndarray) -> list[np.ndarray]:
+    ends = np.flatnonzero(stream == EOS_ID)
+    return np.split(stream, ends + 1)[:-1]
+
+
+def test_grammar_task_gives_one_sentence_per_line_of_the_stream():
+    data = load_data(SMALL)
+    assert isinstance(data, LMData) and set(data.splits) == {"train", "valid", "test"}
+    train = data.splits["train"]
+    assert train.dtype == np.int32 and train[-1] == EOS_ID
+    sentences = grammar_sentences(100, (3, 0))
+    assert [data.tokenizer.decode(line) for line in _lines(train)] == sentences
+    assert data.words["train"] == sum(len(s.split()) for s in sentences) + len(sentences)
+
+
+def test_vocabulary_counts_are_the_train_stream_frequencies():
+    data = load_data(SMALL)
+    counts = np.bincount(data.splits["train"], minlength=data.tokenizer.vocab.size)
+    np.testing.assert_array_equal(data.tokenizer.vocab.counts, counts)
+
+
+def test_synthetic_splits_are_deterministic_and_distinct():
+    first, second = load_data(SMALL), load_data(SMALL)
+    for split in first.splits:
+        np.testing.assert_array_equal(first.splits[split], second.splits[split])
+    assert not np.array_equal(first.splits["valid"], first.splits["test"])
+
+
+def test_seq2seq_task_shares_one_tokenizer_and_keeps_raw_text():
+    data = load_data(dataclasses.replace(SMALL, task="reverse"))
+    assert isinstance(data, ParallelData)
+    assert data.src_tokenizer is data.tgt_tokenizer
+    for split, (src, tgt) in data.splits.items():
+        assert [data.src_tokenizer.decode(s) for s in src] == data.sources[split]
+        assert [data.tgt_tokenizer.decode(t) for t in tgt] == data.references[split]
+        assert data.references[split] == [s[::-1] for s in data.sources[split]]
+
+
+def test_given_tokenizers_are_used_instead_of_building_new_ones():
+    data = load_data(dataclasses.replace(SMALL, task="addition"))
+    other = load_data(dataclasses.replace(SMALL, task="addition", seed=9), data.tokenizers)
+    assert other.tgt_tokenizer is data.tgt_tokenizer
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_text_tokenizer_is_built_from_train_only_and_missing_splits_are_left_out(tmp_path):
+    cfg = DataConfig(
+        kind="text", train=_write(tmp_path / "train.txt", "abc\nab\n"), valid=_write(tmp_path / "valid.txt", "abz\n")
+    )
+    data = load_data(cfg)
+    assert set(data.splits) == {"train", "valid"}
+    assert data.splits["valid"].tolist() == [data.tokenizer.vocab.id("a"), data.tokenizer.vocab.id("b"), UNK_ID, EOS_ID]
+
+
+def test_parallel_train_pairs_longer_than_max_len_are_dropped_but_eval_pairs_kept(tmp_path):
+    for split in ("train", "dev"):
+        _write(tmp_path / f"{split}.en", "a b\na b c d e\n")
+        _write(tmp_path / f"{split}.de", "x\ny\n")
+    cfg = DataConfig(
+        kind="parallel", tokenizer="word", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"), max_len=3
+    )
+    data = load_data(cfg)
+    assert data.src_tokenizer is not data.tgt_tokenizer
+    assert data.sources == {"train": ["a b"], "valid": ["a b", "a b c d e"]}
+    assert data.references == {"train": ["x"], "valid": ["x", "y"]}
+    assert data.dropped == {"train": 1, "valid": 0}
+    assert len(data.splits["train"][0]) == 1 and len(data.splits["valid"][1]) == 2
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"kind": "audio"}, "data.kind must be one of"),
+        ({"task": "translate"}, "data.task must be one of"),
+        ({"tokenizer": "sentencepiece"}, "data.tokenizer must be one of"),
+        ({"num_train": 0}, "data.num_train must be an int >= 1"),
+        ({"seq_len": 0}, "data.seq_len must be an int >= 1"),
+        ({"vocab_size": -1}, "data.vocab_size must be an int >= 0"),
+        ({"buckets": (32, 16)}, "data.buckets must be strictly increasing"),
+        ({"buckets": ()}, "data.buckets must be a non-empty tuple"),
+        ({"kind": "text"}, "data.train must name the training file"),
+        ({"kind": "text", "train": "/nonexistent/train.txt"}, r"data.train must name existing files"),
+        ({"kind": "parallel", "train": "/x/train", "src": "en", "tgt": "en"}, "two different suffixes"),
+        ({"tokenizer": "bpe", "vocab_size": 100}, "vocab_size must be >= 260"),
+    ],
+)
+def test_invalid_config_is_refused_with_field_and_rule(changes, message):
+    with pytest.raises(ValueError, match=message):
+        load_data(dataclasses.replace(SMALL, **changes))
+
+
+def test_wrong_number_of_tokenizers_is_refused():
+    data = load_data(SMALL)
+    with pytest.raises(ValueError, match=r"\(source, target\) pair"):
+        load_data(dataclasses.replace(SMALL, task="copy"), data.tokenizers)
