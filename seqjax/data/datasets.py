@@ -14,7 +14,7 @@ import numpy as np
 from seqjax.config import DataConfig
 from seqjax.data.readers import read_lines, read_parallel
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
-from seqjax.data.tokenizers import TOKENIZER_KINDS, Tokenizer, build_tokenizer
+from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, build_tokenizer
 from seqjax.data.vocab import EOS_ID
 
 DATA_KINDS = ("synthetic", "text", "parallel")
@@ -82,6 +82,8 @@ def validate_data_config(cfg: DataConfig) -> None:
     for name, minimum in (("vocab_size", 0), ("min_count", 1), ("seq_len", 1), ("max_len", 1),
                           ("num_train", 1), ("num_eval", 1), ("seed", 0)):
         _check_int(cfg, name, minimum)
+    if cfg.tokenizer == "bpe" and cfg.vocab_size < BPE_MIN_VOCAB_SIZE:
+        raise ValueError(f"data.vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for the bpe tokenizer, got {cfg.vocab_size}")
     buckets = cfg.buckets
     if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets):
         raise ValueError(f"data.buckets must be a non-empty tuple of ints >= 2, got {buckets}")

@@ -109,6 +109,7 @@ ADVERBS = ("today", "again", "quietly", "slowly", "happily")
 MAX_ADJECTIVES = 2
 
 _SINGULAR, _PLURAL = 0, 1
+_SINGULAR_NOUNS = tuple(NOUNS)
 _NOUN_NUMBER = {**{s: _SINGULAR for s in NOUNS}, **{p: _PLURAL for p in NOUNS.values()}}
 _DETERMINERS = {
     number: set(words) for number, words in ((_SINGULAR, SINGULAR_DETERMINERS), (_PLURAL, PLURAL_DETERMINERS))
@@ -124,33 +125,45 @@ def _article(next_word: str) -> str:
     return "an" if next_word[0] in "aeiou" else "a"
 
 
+def _pick(rng: np.random.Generator, words: Sequence[str]) -> str:
+    return words[int(rng.integers(len(words)))]
+
+
+def _distinct_adjectives(rng: np.random.Generator) -> list[str]:
+    """0, 1 or 2 distinct adjectives with probabilities 0.5, 0.35, 0.15."""
+    draw = rng.random()
+    first = int(rng.integers(len(ADJECTIVES)))
+    if draw < 0.5:
+        return []
+    if draw < 0.85:
+        return [ADJECTIVES[first]]
+    second = int(rng.integers(len(ADJECTIVES) - 1))
+    return [ADJECTIVES[first], ADJECTIVES[second + (second >= first)]]
+
+
 def _noun_phrase(rng: np.random.Generator, allow_pp: bool) -> tuple[list[str], int]:
     number = int(rng.integers(2))
-    determiners = SINGULAR_DETERMINERS if number == _SINGULAR else PLURAL_DETERMINERS
-    determiner = determiners[rng.integers(len(determiners))]
-    num_adjectives = int(rng.choice(MAX_ADJECTIVES + 1, p=[0.5, 0.35, 0.15]))
-    adjectives = [ADJECTIVES[i] for i in rng.choice(len(ADJECTIVES), size=num_adjectives, replace=False)]
-    singular = list(NOUNS)[rng.integers(len(NOUNS))]
-    noun = singular if number == _SINGULAR else NOUNS[singular]
-    words = adjectives + [noun]
+    determiner = _pick(rng, SINGULAR_DETERMINERS if number == _SINGULAR else PLURAL_DETERMINERS)
+    singular = _pick(rng, _SINGULAR_NOUNS)
+    words = _distinct_adjectives(rng) + [singular if number == _SINGULAR else NOUNS[singular]]
     if determiner == "a":
         determiner = _article(words[0])
     words = [determiner] + words
     if allow_pp and rng.random() < 0.3:
         inner, _ = _noun_phrase(rng, allow_pp=False)
-        words += [PREPOSITIONS[rng.integers(len(PREPOSITIONS))]] + inner
+        words += [_pick(rng, PREPOSITIONS)] + inner
     return words, number
 
 
 def _sentence(rng: np.random.Generator) -> str:
     words, number = _noun_phrase(rng, allow_pp=True)
     verbs = TRANSITIVE_VERBS if rng.random() < 0.6 else INTRANSITIVE_VERBS
-    singular = list(verbs)[rng.integers(len(verbs))]
+    singular = _pick(rng, tuple(verbs))
     words.append(singular if number == _SINGULAR else verbs[singular])
     if verbs is TRANSITIVE_VERBS:
         words += _noun_phrase(rng, allow_pp=True)[0]
     if rng.random() < 0.2:
-        words.append(ADVERBS[rng.integers(len(ADVERBS))])
+        words.append(_pick(rng, ADVERBS))
     text = " ".join(words) + "."
     return text[0].upper() + text[1:]
 

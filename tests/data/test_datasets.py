@@ -100,7 +100,7 @@ def test_parallel_train_pairs_longer_than_max_len_are_dropped_but_eval_pairs_kep
         ({"kind": "text"}, "data.train must name the training file"),
         ({"kind": "text", "train": "/nonexistent/train.txt"}, r"data.train must name existing files"),
         ({"kind": "parallel", "train": "/x/train", "src": "en", "tgt": "en"}, "two different suffixes"),
-        ({"tokenizer": "bpe", "vocab_size": 100}, "vocab_size must be >= 260"),
+        ({"tokenizer": "bpe", "vocab_size": 100}, "data.vocab_size must be >= 260 for the bpe tokenizer"),
     ],
 )
 def test_invalid_config_is_refused_with_field_and_rule(changes, message):
