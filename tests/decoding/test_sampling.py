@@ -1,0 +1,111 @@
+"""Sampling: the truncations against numpy, and empirical frequencies against the truncated distribution."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqjax.decoding import sample, scale_temperature, truncate_top_k, truncate_top_p
+
+# Upper 0.1% points of the chi-square distribution, by degrees of freedom.
+CHI2_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467, 5: 20.515}
+PROBS = np.array([0.12, 0.3, 0.05, 0.25, 0.08, 0.2])
+
+
+def reference_truncation(probs, *, temperature=1.0, top_k=None, top_p=None):
+    """Temperature, then the k most probable, then the smallest top set of mass >= p; renormalized."""
+    probs = probs ** (1.0 / temperature)
+    probs = probs / probs.sum()
+    order = np.argsort(-probs, kind="stable")
+    kept = len(probs) if top_k is None else top_k
+    if top_p is not None:
+        mass = np.cumsum(probs[order[:kept]] / probs[order[:kept]].sum())
+        kept = int(np.argmax(mass >= top_p)) + 1 if mass[-1] >= top_p else kept
+    truncated = np.zeros_like(probs)
+    truncated[order[:kept]] = probs[order[:kept]]
+    return truncated / truncated.sum()
+
+
+def log_probs_rows(rows):
+    return jnp.log(jnp.asarray(rows, jnp.float32))
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 7))
+@settings(max_examples=25, deadline=None)
+def test_top_k_keeps_exactly_the_k_most_probable_tokens_renormalized(seed, k):
+    probs = np.random.default_rng(seed).dirichlet(np.ones(7), size=3)
+    result = np.exp(np.asarray(truncate_top_k(log_probs_rows(probs), k)))
+    expected = np.stack([reference_truncation(row, top_k=k) for row in probs])
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-7)
+
+
+@given(st.integers(0, 2**31 - 1), st.floats(0.01, 1.0))
+@settings(max_examples=25, deadline=None)
+def test_top_p_keeps_the_smallest_most_probable_set_reaching_p(seed, p):
+    probs = np.random.default_rng(seed).dirichlet(np.ones(7), size=3)
+    mass = np.cumsum(np.sort(probs, axis=-1)[:, ::-1], axis=-1)
+    if np.min(np.abs(mass - p)) < 1e-5:  # a boundary tie float32 cannot resolve like float64
+        return
+    result = np.exp(np.asarray(truncate_top_p(log_probs_rows(probs), p)))
+    expected = np.stack([reference_truncation(row, top_p=p) for row in probs])
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_top_p_keeps_the_most_probable_token_even_for_tiny_p():
+    result = np.exp(np.asarray(truncate_top_p(log_probs_rows([PROBS]), 1e-6)))
+    np.testing.assert_allclose(result[0], np.eye(6)[1], atol=1e-7)
+
+
+def test_temperature_raises_probabilities_to_one_over_t_and_renormalizes():
+    result = np.exp(np.asarray(scale_temperature(log_probs_rows([PROBS]), 0.5)))
+    np.testing.assert_allclose(result[0], PROBS**2 / np.sum(PROBS**2), rtol=1e-5)
+
+
+def fixed_distribution(state, tokens):
+    return state["log_probs"], state
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"temperature": 0.5},
+        {"temperature": 2.0},
+        {"top_k": 3},
+        {"top_p": 0.6},
+        {"temperature": 2.0, "top_k": 4, "top_p": 0.8},
+    ],
+)
+def test_sampled_frequencies_match_the_truncated_renormalized_distribution(options):
+    rows = 20000
+    state = {"log_probs": jnp.broadcast_to(log_probs_rows(PROBS), (rows, 6))}
+    tokens, lengths = sample(fixed_distribution, state, jax.random.key(0), bos_id=0, eos_id=5, max_len=1, **options)
+    counts = np.bincount(np.asarray(tokens[:, 0]), minlength=6)
+    expected = rows * reference_truncation(PROBS, **options)
+    support = expected > 0
+    assert np.all(counts[~support] == 0)
+    chi2 = np.sum((counts[support] - expected[support]) ** 2 / expected[support])
+    assert chi2 < CHI2_999[int(support.sum()) - 1]
+
+
+def test_sample_is_a_function_of_the_key(prefix_lm):
+    max_len = 4
+    state = prefix_lm.init_state(prefix_lm.random_table(np.random.default_rng(8), 16, 3, max_len), max_len)
+    draw = lambda key: sample(prefix_lm.step_fn, state, key, bos_id=1, eos_id=0, max_len=max_len, top_k=2)[0]
+    np.testing.assert_array_equal(draw(jax.random.key(1)), draw(jax.random.key(1)))
+    assert np.any(np.asarray(draw(jax.random.key(1))) != np.asarray(draw(jax.random.key(2))))
+
+
+def test_sampled_rows_end_at_their_first_eos_and_are_padded_after_it(prefix_lm):
+    max_len, eos_id = 5, 2
+    table = prefix_lm.random_table(np.random.default_rng(9), 32, 4, max_len, eos_id=eos_id, eos_bias=1.0)
+    tokens, lengths = sample(
+        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), jax.random.key(3), bos_id=1, eos_id=eos_id, max_len=max_len
+    )
+    tokens, lengths = np.asarray(tokens), np.asarray(lengths)
+    assert 0 < np.sum(lengths < max_len) < 32
+    for row, length in zip(tokens, lengths):
+        assert eos_id not in row[: length - 1].tolist()
+        assert length == max_len or row[length - 1] == eos_id
+        np.testing.assert_array_equal(row[length:], 0)
