@@ -26,7 +26,7 @@ class DataConfig:
     vocab_size: int = 0  # upper bound on the vocabulary (0: no bound; bpe requires one)
     min_count: int = 1  # word tokenizer: rarer words become <unk>
     seq_len: int = 64  # LM: tokens per training row (concatenate-and-chunk)
-    max_len: int = 64  # parallel/seq2seq: longest source or target kept, in tokens
+    max_len: int = 63  # parallel/seq2seq: longest source or target kept, in tokens (+1 for BOS/EOS fits buckets[-1])
     buckets: tuple[int, ...] = (16, 32, 64)  # seq2seq: padded lengths, bounded recompilation
     num_train: int = 20000  # synthetic: examples (seq2seq) or sentences (LM) per split
     num_eval: int = 500

@@ -1,0 +1,51 @@
+"""Host-side checks of what callers hand a model, run while tracing (shapes are static).
+
+Token values cannot be checked here — under `jit` they are tracers; the data layer
+validates ids before batching. These checks catch wrong shapes, dtypes and sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def check_tokens(tokens, name: str = "tokens", max_len: int | None = None) -> None:
+    """tokens: [B, T] integer, T ≤ max_len when the model has a length bound."""
+    if np.ndim(tokens) != 2 or not np.issubdtype(np.dtype(tokens.dtype), np.integer):
+        raise ValueError(
+            f"{name} must be a [B, T] integer array, got shape {np.shape(tokens)} "
+            f"dtype {tokens.dtype}"
+        )
+    if max_len is not None and tokens.shape[1] > max_len:
+        raise ValueError(
+            f"{name} length must be <= model.max_len={max_len}, got {tokens.shape[1]}"
+        )
+
+
+def check_mask(mask, tokens, name: str = "mask") -> None:
+    """mask: None or [B, T] bool with the tokens' shape."""
+    if mask is None:
+        return
+    if np.shape(mask) != np.shape(tokens) or np.dtype(mask.dtype) != np.bool_:
+        raise ValueError(
+            f"{name} must be a bool array of shape {np.shape(tokens)}, got shape "
+            f"{np.shape(mask)} dtype {mask.dtype}"
+        )
+
+
+def check_embedded(embedded, tokens, width: int) -> None:
+    """embedded: None or [B, T, D] replacing the embedding lookup of `tokens`."""
+    if embedded is None:
+        return
+    expected = (*np.shape(tokens), width)
+    if np.shape(embedded) != expected:
+        raise ValueError(f"embedded must have shape {expected}, got {np.shape(embedded)}")
+
+
+def check_decode_size(batch_size, max_len, limit: int | None = None) -> None:
+    """batch_size, max_len: positive Python ints, max_len ≤ limit when the model has one."""
+    for name, value in (("batch_size", batch_size), ("max_len", max_len)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if limit is not None and max_len > limit:
+        raise ValueError(f"max_len must be <= model.max_len={limit}, got {max_len}")

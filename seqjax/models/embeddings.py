@@ -1,0 +1,51 @@
+"""Token embeddings and position encodings shared by the models."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from seqjax.config import ModelConfig
+
+
+def sinusoidal_positions(positions, width: int):
+    """Vaswani et al.'s encoding: sin on the first half of the features, cos on the second.
+
+    Args:
+      positions: [...] int32.
+    Returns:
+      [..., width] float32.
+    """
+    frequencies = 10000.0 ** (-jnp.arange(width // 2, dtype=jnp.float32) / (width // 2))
+    angles = positions[..., None].astype(jnp.float32) * frequencies
+    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+
+
+def token_embedding(vocab_size: int, width: int, name: str):
+    """[V, D] table with N(0, 1/D) entries: rows of about unit norm, so an output head tied
+    to it starts with O(1) logits; the Transformer rescales lookups by √D."""
+    return nn.Embed(
+        vocab_size, width, embedding_init=nn.initializers.normal(width**-0.5), name=name
+    )
+
+
+class PositionalInputs(nn.Module):
+    """Embeddings scaled by √D plus a position encoding, then dropout."""
+
+    cfg: ModelConfig
+
+    def setup(self):
+        if self.cfg.positions == "learned":
+            self.position_embed = nn.Embed(
+                self.cfg.max_len, self.cfg.d_model, embedding_init=nn.initializers.normal(1.0)
+            )
+        self.dropout = nn.Dropout(self.cfg.dropout)
+
+    def __call__(self, embedded, positions, train: bool = False):
+        """embedded: [B, T, D] lookups; positions: [B, T] or [T] int32 -> [B, T, D] float32."""
+        if self.cfg.positions == "learned":
+            encoding = self.position_embed(positions)
+        else:
+            encoding = sinusoidal_positions(positions, self.cfg.d_model)
+        x = embedded.astype(jnp.float32) * jnp.sqrt(float(self.cfg.d_model)) + encoding
+        return self.dropout(x, deterministic=not train)

@@ -1,0 +1,160 @@
+"""Recurrent layers (Elman, GRU, LSTM; uni- or bidirectional) and the stacked RNN LM.
+
+Each layer computes the input projection of every time step in one `[T*B, D] x [D, G*H]`
+matmul before the scan, so the sequential loop holds only the recurrent `h @ W_hh` and
+the elementwise gates (cells.py); its backward pass is the hand-written one in
+recurrence.py. Matmul operands are cast to the computation dtype; gates and carries stay
+float32 so a bfloat16 run does not accumulate rounding through time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from seqjax.config import ModelConfig
+from seqjax.models.cells import GATES, cell_step, matmul, zero_carry
+from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
+from seqjax.models.embeddings import token_embedding
+from seqjax.models.recurrence import recurrence
+
+
+class Recurrent(nn.Module):
+    """One recurrent layer: `cell` over time, input projection hoisted out of the scan.
+
+    The carry is a tuple of [B, H] float32 arrays ((c, h) for the LSTM, (h,) otherwise);
+    its last element is the layer's output.
+    """
+
+    cell: str
+    in_features: int
+    features: int
+    reverse: bool = False
+    dtype: Any = jnp.float32
+
+    def setup(self):
+        gates = GATES[self.cell] * self.features
+        self.input_kernel = self.param(
+            "input_kernel", nn.initializers.lecun_normal(), (self.in_features, gates), jnp.float32
+        )
+        self.input_bias = self.param("input_bias", self._bias_init, (gates,), jnp.float32)
+        self.recurrent_kernel = self.param(
+            "recurrent_kernel", nn.initializers.orthogonal(), (self.features, gates), jnp.float32
+        )
+        if self.cell == "gru":
+            self.recurrent_bias = self.param(
+                "recurrent_bias", nn.initializers.zeros, (self.features,), jnp.float32
+            )
+
+    def _bias_init(self, key, shape, dtype):
+        del key
+        bias = jnp.zeros(shape, dtype)
+        if self.cell == "lstm":
+            # Forget gate starts open (Jozefowicz et al. 2015) so early gradients flow through c.
+            bias = bias.at[self.features : 2 * self.features].set(1.0)
+        return bias
+
+    def initial_carry(self, batch_size: int):
+        return zero_carry(self.cell, batch_size, self.features)
+
+    def _bias(self):
+        return self.recurrent_bias if self.cell == "gru" else ()
+
+    def __call__(self, inputs, mask=None, carry=None):
+        """Runs the layer over a sequence.
+
+        Args:
+          inputs: [B, T, D_in] float.
+          mask: [B, T] bool, True at valid steps; a False step leaves the carry unchanged
+            (so trailing padding never changes what valid steps compute). None: all valid.
+          carry: initial carry, zeros if None.
+        Returns:
+          outputs [B, T, H] float32 (the carried h, unchanged at padded steps), final carry.
+        """
+        batch, time, _ = inputs.shape
+        if carry is None:
+            carry = self.initial_carry(batch)
+        time_major = jnp.swapaxes(inputs, 0, 1).reshape(time * batch, self.in_features)
+        gates_x = matmul(time_major, self.input_kernel, self.dtype) + self.input_bias
+        valid = None if mask is None else jnp.swapaxes(mask, 0, 1)
+        outputs, carry = recurrence(
+            self.cell,
+            self.dtype,
+            self.reverse,
+            gates_x.reshape(time, batch, -1),
+            valid,
+            carry,
+            self.recurrent_kernel,
+            self._bias(),
+        )
+        return jnp.swapaxes(outputs, 0, 1), carry
+
+    def step(self, carry, inputs):
+        """One time step. inputs: [B, D_in] float; returns (carry, h [B, H] float32)."""
+        gates_x = matmul(inputs, self.input_kernel, self.dtype) + self.input_bias
+        carry = cell_step(
+            self.cell, carry, gates_x, self.recurrent_kernel, self._bias(), self.dtype
+        )
+        return carry, carry[-1]
+
+
+class RNNLM(nn.Module):
+    """Embedding → stacked recurrent layers → hidden [B, T, D] (row t predicts token t+1).
+
+    Dropout (train only) acts on the embeddings, between layers and on the output — the
+    non-recurrent connections (Zaremba et al. 2014). With `cfg.residual`, layers after the
+    first add their input to their output. The decode state is the tuple of layer carries.
+    """
+
+    cfg: ModelConfig
+    vocab_size: int
+    dtype: Any = jnp.float32
+
+    def setup(self):
+        d = self.cfg.d_model
+        self.token_embed = token_embedding(self.vocab_size, d, "embed")
+        self.rnn_layers = [
+            Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)
+        ]
+        self.dropout = nn.Dropout(self.cfg.dropout)
+
+    def embed(self, tokens):
+        """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
+        return self.token_embed(tokens)
+
+    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
+        """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
+
+        Returns hidden: [B, T, D] float32.
+        """
+        check_tokens(tokens)
+        check_mask(mask, tokens)
+        check_embedded(embedded, tokens, self.cfg.d_model)
+        x = self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
+        x = self.dropout(x, deterministic=not train)
+        for index, layer in enumerate(self.rnn_layers):
+            outputs, _ = layer(x, mask)
+            if index > 0 and self.cfg.residual:
+                outputs = outputs + x
+            x = self.dropout(outputs, deterministic=not train)
+        return x
+
+    def init_decode_state(self, batch_size: int, max_len: int):
+        """Returns the per-layer carries, each a tuple of [B, D] float32 zeros.
+
+        max_len is accepted for the decode contract; a recurrence has no length bound.
+        """
+        check_decode_size(batch_size, max_len)
+        return tuple(layer.initial_carry(batch_size) for layer in self.rnn_layers)
+
+    def decode_step(self, state, token):
+        """token: [B] int32 -> (hidden [B, D] float32, next state)."""
+        x = self.token_embed(token)
+        carries = []
+        for index, layer in enumerate(self.rnn_layers):
+            carry, outputs = layer.step(state[index], x)
+            carries.append(carry)
+            x = outputs + x if index > 0 and self.cfg.residual else outputs
+        return x, tuple(carries)
