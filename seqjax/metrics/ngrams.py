@@ -1,0 +1,73 @@
+"""Clipped n-gram matches between padded id sequences, with static shapes: the core of BLEU and ROUGE-N on ids.
+
+For every hypothesis n-gram, equality with every other hypothesis n-gram and every
+reference n-gram is one boolean matrix ([B, T, T] and [B, T, S]); order n's matrices are
+order n-1's shifted and AND-ed with the unigram ones. A hypothesis n-gram counts
+min(count in hypothesis, count in reference) at its first occurrence, so the sum over
+positions is the sum over distinct n-grams that BLEU and ROUGE define.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def check_id_batch(hyp: Any, hyp_len: Any, ref: Any, ref_len: Any) -> None:
+    """Host checks of hyp [B, T], hyp_len [B], ref [B, S], ref_len [B] (integer arrays).
+
+    Shapes and dtypes are always checked; the lengths' values (0 <= hyp_len <= T,
+    0 <= ref_len <= S) when they are concrete, not traced inside a caller's jit.
+    """
+    for name, array, ndim in (("hyp", hyp, 2), ("hyp_len", hyp_len, 1), ("ref", ref, 2), ("ref_len", ref_len, 1)):
+        if jnp.ndim(array) != ndim or not jnp.issubdtype(jnp.result_type(array), jnp.integer):
+            raise ValueError(f"{name} must be a {ndim}-D integer array, got shape {jnp.shape(array)} dtype {jnp.result_type(array)}")
+    batch = jnp.shape(hyp)[0]
+    if jnp.shape(hyp_len) != (batch,) or jnp.shape(ref)[0] != batch or jnp.shape(ref_len) != (batch,):
+        raise ValueError(
+            f"hyp [B, T], hyp_len [B], ref [B, S], ref_len [B] must share B, got shapes "
+            f"{jnp.shape(hyp)}, {jnp.shape(hyp_len)}, {jnp.shape(ref)}, {jnp.shape(ref_len)}"
+        )
+    for name, lengths, limit in (("hyp_len", hyp_len, jnp.shape(hyp)[1]), ("ref_len", ref_len, jnp.shape(ref)[1])):
+        if isinstance(lengths, jax.core.Tracer):
+            continue
+        values = np.asarray(lengths)
+        if values.size and (values.min() < 0 or values.max() > limit):
+            raise ValueError(f"{name} must lie in [0, {limit}], got values in [{values.min()}, {values.max()}]")
+
+
+def ngram_statistics(
+    hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array, max_order: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Clipped matches and n-gram counts for the orders 1..max_order.
+
+    hyp: [B, T] int, hyp_len: [B] int, ref: [B, S] int, ref_len: [B] int; ids past a
+    row's length are ignored. Returns matches, hyp_counts, ref_counts: [B, max_order] int32.
+    """
+    hyp_length, ref_length = hyp.shape[1], ref.shape[1]
+    hyp_len = hyp_len.astype(jnp.int32)[:, None]
+    ref_len = ref_len.astype(jnp.int32)[:, None]
+    unigram_hh = hyp[:, :, None] == hyp[:, None, :]
+    unigram_hr = hyp[:, :, None] == ref[:, None, :]
+    same_hh, same_hr = unigram_hh, unigram_hr
+    matches, hyp_counts, ref_counts = [], [], []
+    for n in range(1, max_order + 1):
+        hyp_grams, ref_grams = max(hyp_length - n + 1, 0), max(ref_length - n + 1, 0)
+        if n > 1:
+            same_hh = same_hh[:, :hyp_grams, :hyp_grams] & unigram_hh[:, n - 1 :, n - 1 :]
+            same_hr = same_hr[:, :hyp_grams, :ref_grams] & unigram_hr[:, n - 1 :, n - 1 :]
+        hyp_valid = jnp.arange(hyp_grams) + n <= hyp_len  # [B, T - n + 1]
+        ref_valid = jnp.arange(ref_grams) + n <= ref_len
+        in_hyp = same_hh & hyp_valid[:, None, :]
+        count_in_hyp = jnp.sum(in_hyp, axis=-1)
+        count_in_ref = jnp.sum(same_hr & ref_valid[:, None, :], axis=-1)
+        earlier = jnp.arange(hyp_grams)[None, :] < jnp.arange(hyp_grams)[:, None]
+        first = hyp_valid & ~jnp.any(in_hyp & earlier, axis=-1)
+        matches.append(jnp.sum(jnp.where(first, jnp.minimum(count_in_hyp, count_in_ref), 0), axis=-1))
+        hyp_counts.append(jnp.sum(hyp_valid, axis=-1))
+        ref_counts.append(jnp.sum(ref_valid, axis=-1))
+    stack = lambda counts: jnp.stack(counts, axis=-1).astype(jnp.int32)
+    return stack(matches), stack(hyp_counts), stack(ref_counts)
