@@ -56,9 +56,21 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HeadConfig:
-    kind: str = "full"
+    kind: str = "full"  # full | sampled | nce | negative | class | tree | adaptive
     tied: bool = False  # share the output weights with the (target) input embedding
     chunk_size: int = 0  # full softmax: 0 materializes [N, V] logits, else blocks of the vocabulary
+    num_samples: int = 512  # sampled | nce | negative: K samples per step, 0 < K < V
+    proposal: str = "log_uniform"  # sampled | nce | negative: uniform | unigram | log_uniform
+    power: float = 1.0  # unigram proposal q ∝ count^power (0.75: word2vec)
+    unique: bool = True  # sampled | nce: deduplicate the K draws (negative always draws with replacement)
+    per_row_samples: bool = False  # draw K samples per row instead of one set per batch
+    remove_accidental_hits: bool = True  # sampled: a sample equal to the target is not a negative
+    log_normalizer: float = 0.0  # nce: log Z (the initial value when learned)
+    learn_normalizer: bool = False  # nce: learn log Z instead of fixing it
+    tree: str = "huffman"  # tree: huffman | balanced
+    num_classes: int = 0  # class: number of classes, 0 for ceil(sqrt(V))
+    cutoffs: tuple[int, ...] = ()  # adaptive: increasing, < V: shortlist end, then cluster starts
+    div_value: float = 4.0  # adaptive: tail cluster i projects to D / div_value^i
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""`build_head`: the head a `HeadConfig` names, with its host-built structures, validated once."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from seqjax.config import HeadConfig
+from seqjax.heads import checks, samplers
+from seqjax.heads.classes import frequency_classes
+from seqjax.heads.modules import (
+    NCE,
+    AdaptiveSoftmax,
+    ClassSoftmax,
+    FullSoftmax,
+    HierarchicalSoftmax,
+    NegativeSampling,
+    SampledSoftmax,
+)
+from seqjax.heads.tree import balanced_tree, huffman_tree
+
+KINDS = ("full", "sampled", "nce", "negative", "class", "tree", "adaptive")
+PROPOSALS = ("uniform", "unigram", "log_uniform")
+TREES = ("huffman", "balanced")
+# The data pipeline's vocabularies start with the specials pad, bos, eos, unk; the ids after
+# them are sorted by decreasing training frequency.
+NUM_SPECIAL_IDS = 4
+
+
+def build_head(cfg: HeadConfig, vocab_size: int, counts):
+    """Returns the Flax head module for `cfg` (see `seqjax.heads.modules` for its contract).
+
+    Args:
+      cfg: the head section of the experiment config.
+      vocab_size: V >= 2.
+      counts: [V] int training unigram counts of the frequency-sorted vocabulary (ids 0..3 are
+        specials and may count 0). Samplers, trees and classes use counts + 1, so that every
+        word has positive mass.
+
+    Raises:
+      ValueError: an unknown kind/proposal/tree, K outside (0, V), bad cutoffs or div_value,
+        counts of the wrong length or negative, unsorted counts for the log-uniform proposal,
+        or tying a head whose output rows are not words (the tree head).
+    """
+    if cfg.kind not in KINDS:
+        raise ValueError(f"head.kind must be one of {', '.join(KINDS)}, got {cfg.kind!r}")
+    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+    counts = np.asarray(counts)
+    if counts.shape != (vocab_size,) or not np.issubdtype(counts.dtype, np.number) or np.any(counts < 0):
+        raise ValueError(
+            f"counts must be [vocab_size={vocab_size}] non-negative numbers, got shape {counts.shape} "
+            f"with minimum {counts.min() if counts.size else None}"
+        )
+    smoothed = counts.astype(np.float64) + 1.0
+
+    if cfg.kind == "full":
+        if cfg.chunk_size < 0:
+            raise ValueError(f"head.chunk_size must be >= 0 (0: no chunking), got {cfg.chunk_size}")
+        return FullSoftmax(vocab_size, tied=cfg.tied, chunk_size=cfg.chunk_size)
+    if cfg.kind in ("sampled", "nce", "negative"):
+        return _sampling_head(cfg, vocab_size, counts, smoothed)
+    if cfg.kind == "class":
+        num_classes = cfg.num_classes or math.ceil(math.sqrt(vocab_size))
+        if not 0 < num_classes <= vocab_size:
+            raise ValueError(f"head.num_classes must be in [0, vocab_size={vocab_size}], got {cfg.num_classes}")
+        return ClassSoftmax(vocab_size, classes=frequency_classes(smoothed, num_classes), tied=cfg.tied)
+    if cfg.kind == "tree":
+        if cfg.tied:
+            raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
+        if cfg.tree not in TREES:
+            raise ValueError(f"head.tree must be one of {', '.join(TREES)}, got {cfg.tree!r}")
+        built = huffman_tree(smoothed) if cfg.tree == "huffman" else balanced_tree(vocab_size)
+        return HierarchicalSoftmax(vocab_size, tree=built)
+    cutoffs = checks.require_cutoffs(cfg.cutoffs, vocab_size)
+    if not cfg.div_value >= 1.0:
+        raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
+    return AdaptiveSoftmax(vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied)
+
+
+def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothed: np.ndarray):
+    if not 0 < cfg.num_samples < vocab_size:
+        raise ValueError(f"head.num_samples must be in (0, vocab_size={vocab_size}), got {cfg.num_samples}")
+    if cfg.proposal not in PROPOSALS:
+        raise ValueError(f"head.proposal must be one of {', '.join(PROPOSALS)}, got {cfg.proposal!r}")
+    if cfg.proposal == "uniform":
+        sampler = samplers.uniform(vocab_size)
+    elif cfg.proposal == "unigram":
+        sampler = samplers.unigram(smoothed, power=cfg.power)
+    else:
+        samplers.require_frequency_sorted(counts, num_leading=min(NUM_SPECIAL_IDS, vocab_size))
+        sampler = samplers.log_uniform(vocab_size)
+    shared = dict(
+        tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples
+    )
+    if cfg.kind == "sampled":
+        return SampledSoftmax(
+            vocab_size, unique=cfg.unique, remove_accidental_hits=cfg.remove_accidental_hits, **shared
+        )
+    if cfg.kind == "nce":
+        return NCE(
+            vocab_size, unique=cfg.unique, log_normalizer=cfg.log_normalizer,
+            learn_normalizer=cfg.learn_normalizer, **shared,
+        )
+    return NegativeSampling(vocab_size, **shared)

@@ -1,0 +1,141 @@
+"""Exact softmax cross-entropy over the whole vocabulary, optionally without [N, V] logits.
+
+Both paths walk the vocabulary in blocks under one custom VJP, so that the backward pass
+needs no one-hot matrix and touches each logits block while it is still in cache:
+
+* `chunk_size=None` keeps every logits block for the backward pass (peak memory [N, V],
+  three matmuls of [N, D] x [D, V]);
+* `chunk_size=C` keeps only the row log-normalizers and recomputes each block in the
+  backward pass (peak memory [N, C], four matmuls).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from seqjax.heads import checks
+
+# Vocabulary block of the unchunked path: [N, 2048] float32 logits for N = 2048 are 16 MiB,
+# small enough to stay in a server's last-level cache between the matmul and the reductions.
+DENSE_BLOCK = 2048
+
+
+def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | None = None):
+    """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`.
+
+    Args:
+      hidden: [N, D] float (computed in float32).
+      weights: [V, D] float, one output vector per word.
+      biases: [V] float or None.
+      targets: [N] int32 ids in [0, V).
+      chunk_size: None, or the vocabulary block C > 0 of the memory-saving path, which never
+        holds more than [N, C] logits and gives the same value and gradients.
+
+    Returns:
+      [N] float32 losses (the caller masks and reduces).
+    """
+    vocab_size, features = weights.shape if jnp.ndim(weights) == 2 else (None, None)
+    checks.require_rank("weights", weights, 2)
+    checks.require_hidden_and_targets(hidden, targets, vocab_size)
+    checks.require_table("hidden", hidden, None, features)
+    checks.require_vector("biases", biases, vocab_size)
+    if chunk_size is not None:
+        checks.require_positive_int("chunk_size", chunk_size)
+    hidden = hidden.astype(jnp.float32)
+    weights = weights.astype(jnp.float32)
+    biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else biases.astype(jnp.float32)
+    if chunk_size is None:
+        return _blocked_loss(hidden, weights, biases, targets, min(DENSE_BLOCK, vocab_size), True)
+    return _blocked_loss(hidden, weights, biases, targets, min(chunk_size, vocab_size), False)
+
+
+def _block_logits(hidden, weights, biases, start, size):
+    block_weights = lax.dynamic_slice_in_dim(weights, start, size)
+    block_biases = lax.dynamic_slice_in_dim(biases, start, size)
+    return hidden @ block_weights.T + block_biases
+
+
+def _block_starts(vocab_size: int, block: int):
+    """Starts of the full blocks (scanned) and of the remainder block (None if V % block == 0)."""
+    num_full = vocab_size // block
+    starts = jnp.arange(num_full, dtype=jnp.int32) * block
+    remainder = vocab_size - num_full * block
+    return starts, (num_full * block if remainder else None), remainder
+
+
+def _forward(hidden, weights, biases, targets, block, save_logits):
+    """Returns per-row losses, row log-normalizers [N] and, if asked, the logits blocks."""
+    vocab_size = weights.shape[0]
+    starts, remainder_start, remainder = _block_starts(vocab_size, block)
+
+    def accumulate(carry, logits):
+        running_max, running_sum = carry
+        new_max = jnp.maximum(running_max, logits.max(axis=1))
+        rescaled = running_sum * jnp.exp(running_max - new_max)
+        return new_max, rescaled + jnp.exp(logits - new_max[:, None]).sum(axis=1)
+
+    def step(carry, start):
+        logits = _block_logits(hidden, weights, biases, start, block)
+        return accumulate(carry, logits), (logits if save_logits else None)
+
+    rows = hidden.shape[0]
+    carry = (jnp.full((rows,), -jnp.inf, jnp.float32), jnp.zeros((rows,), jnp.float32))
+    carry, saved = lax.scan(step, carry, starts)
+    saved_remainder = None
+    if remainder_start is not None:
+        logits = _block_logits(hidden, weights, biases, remainder_start, remainder)
+        carry = accumulate(carry, logits)
+        saved_remainder = logits if save_logits else None
+    running_max, running_sum = carry
+    log_normalizer = running_max + jnp.log(running_sum)
+    target_logits = jnp.einsum("nd,nd->n", hidden, weights[targets]) + biases[targets]
+    return log_normalizer - target_logits, log_normalizer, (saved, saved_remainder)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _blocked_loss(hidden, weights, biases, targets, block, save_logits):
+    return _forward(hidden, weights, biases, targets, block, save_logits)[0]
+
+
+def _blocked_loss_fwd(hidden, weights, biases, targets, block, save_logits):
+    losses, log_normalizer, saved = _forward(hidden, weights, biases, targets, block, save_logits)
+    return losses, (hidden, weights, biases, targets, log_normalizer, saved)
+
+
+def _blocked_loss_bwd(block, save_logits, residuals, loss_grads):
+    hidden, weights, biases, targets, log_normalizer, (saved, saved_remainder) = residuals
+    vocab_size = weights.shape[0]
+    starts, remainder_start, remainder = _block_starts(vocab_size, block)
+
+    # d loss_n / d logit_nv = p_nv - [v = t_n]; the softmax part is done block by block here,
+    # the one-hot part as a gather/scatter of N rows below, never as an [N, V] matrix.
+    def block_grads(carry, start, logits, size):
+        hidden_grad, weights_grad, biases_grad = carry
+        if logits is None:
+            logits = _block_logits(hidden, weights, biases, start, size)
+        probs = jnp.exp(logits - log_normalizer[:, None]) * loss_grads[:, None]
+        hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
+        weights_grad = lax.dynamic_update_slice_in_dim(weights_grad, probs.T @ hidden, start, 0)
+        biases_grad = lax.dynamic_update_slice_in_dim(biases_grad, probs.sum(axis=0), start, 0)
+        return hidden_grad, weights_grad, biases_grad
+
+    def step(carry, inputs):
+        start, logits = inputs
+        return block_grads(carry, start, logits, block), None
+
+    carry = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
+    carry, _ = lax.scan(step, carry, (starts, saved))
+    if remainder_start is not None:
+        carry = block_grads(carry, remainder_start, saved_remainder, remainder)
+    hidden_grad, weights_grad, biases_grad = carry
+    hidden_grad = hidden_grad - loss_grads[:, None] * weights[targets]
+    weights_grad = weights_grad.at[targets].add(-loss_grads[:, None] * hidden)
+    biases_grad = biases_grad.at[targets].add(-loss_grads)
+    return hidden_grad, weights_grad, biases_grad, None
+
+
+_blocked_loss.defvjp(_blocked_loss_fwd, _blocked_loss_bwd)

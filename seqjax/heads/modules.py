@@ -1,0 +1,261 @@
+"""Flax heads: each owns its output parameters and offers `loss` (training) and `log_probs`.
+
+The head contract (DESIGN.md), for every head below:
+
+    variables = head.init({"params": key}, hidden, targets, key, mask, embedding, method="loss")
+    loss, aux = head.apply(variables, hidden, targets, key, mask, embedding, method="loss")
+    log_probs = head.apply(variables, hidden, embedding, method="log_probs")
+
+hidden: [N, D] float (computed in float32); targets: [N] int32; key: a PRNG key (used by the
+sampling heads); mask: [N] float32 or None; embedding: [V, D] input table or None.
+`loss` is the scalar float32 sum(mask · per-row loss) / max(sum(mask), 1) with
+aux = {"tokens": sum(mask)}; `log_probs` is the exact normalized [N, V] float32 for every
+head, the sampling ones included (there the full softmax over the same scores).
+
+Tying (`tied=True`) replaces the head's [V, D] word vectors by the caller's `embedding`:
+the word table of the full, sampled, NCE and negative-sampling heads, the word level of the
+class-based head, the shortlist rows of the adaptive head. Tree nodes are not words, so the
+tree head cannot be tied (`build_head` refuses it).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
+from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
+from seqjax.heads.full import full_softmax_loss
+from seqjax.heads.sampled import negative_sampling_loss, nce_loss, sampled_softmax_loss
+from seqjax.heads.samplers import Sampler
+from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
+
+
+def masked_mean(per_row, mask):
+    """(sum(mask · per_row) / max(sum(mask), 1), {"tokens": sum(mask)}) in float32."""
+    mask = jnp.ones_like(per_row) if mask is None else mask.astype(jnp.float32)
+    tokens = mask.sum()
+    return (mask * per_row).sum() / jnp.maximum(tokens, 1.0), {"tokens": tokens}
+
+
+def _normal(features: int):
+    # Scores h·w stay O(1) at initialization when w has variance 1 / D.
+    return nn.initializers.normal(stddev=features**-0.5)
+
+
+def _word_table(module: nn.Module, name: str, rows: int, features: int, embedding):
+    """The module's own [rows, D] table, or the first `rows` rows of a tied embedding."""
+    if not module.tied:
+        return module.param(name, _normal(features), (rows, features), jnp.float32)
+    if embedding is None:
+        raise ValueError(f"{type(module).__name__} is tied: pass the input embedding [V, D], got None")
+    if embedding.ndim != 2 or embedding.shape != (module.vocab_size, features):
+        raise ValueError(
+            f"embedding must have shape [V={module.vocab_size}, D={features}], got {embedding.shape}"
+        )
+    return embedding[:rows].astype(jnp.float32)
+
+
+def _word_parameters(module: nn.Module, features: int, embedding) -> dict:
+    """[V, D] word vectors (own or tied) and [V] biases; call from a compact method."""
+    return {
+        "weights": _word_table(module, "weights", module.vocab_size, features, embedding),
+        "biases": module.param("biases", nn.initializers.zeros, (module.vocab_size,), jnp.float32),
+    }
+
+
+class _WordScores(nn.Module):
+    """Heads that score words with one [V, D] table and [V] biases; exact log-probs over them."""
+
+    vocab_size: int
+    tied: bool = False
+
+    @nn.compact
+    def parameters(self, features: int, embedding=None) -> dict:
+        return _word_parameters(self, features, embedding)
+
+    def log_probs(self, hidden, embedding=None):
+        params = self.parameters(hidden.shape[-1], embedding)
+        scores = hidden.astype(jnp.float32) @ params["weights"].T + params["biases"]
+        return jax.nn.log_softmax(scores, axis=-1)
+
+
+class FullSoftmax(_WordScores):
+    """Exact softmax; `chunk_size` > 0 scores the vocabulary in blocks (no [N, V] logits)."""
+
+    chunk_size: int = 0
+
+    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+        params = self.parameters(hidden.shape[-1], embedding)
+        per_row = full_softmax_loss(
+            hidden, params["weights"], params["biases"], targets, chunk_size=self.chunk_size or None
+        )
+        return masked_mean(per_row, mask)
+
+
+class _SamplingHead(_WordScores):
+    """Draws K samples from `sampler` per call (shared by the batch, or one draw per row)."""
+
+    sampler: Sampler | None = None
+    num_samples: int = 512
+    unique: bool = True
+    per_row_samples: bool = False
+
+    def draw(self, key, targets):
+        """Samples with their log expected counts, and the targets' log expected counts [N]."""
+        rows = targets.shape[0] if self.per_row_samples else None
+        drawn = self.sampler.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
+        target_log_q = self.sampler.log_expected_count(targets, self.num_samples, unique=self.unique)
+        return drawn, target_log_q
+
+
+class SampledSoftmax(_SamplingHead):
+    """Importance-sampled softmax (`sampled_softmax_loss`) for training; exact `log_probs`."""
+
+    remove_accidental_hits: bool = True
+
+    def loss(self, hidden, targets, key, mask=None, embedding=None):
+        params = self.parameters(hidden.shape[-1], embedding)
+        drawn, target_log_q = self.draw(key, targets)
+        per_row = sampled_softmax_loss(
+            hidden, params["weights"], params["biases"], targets, drawn.ids, drawn.log_expected_counts,
+            target_log_q, remove_accidental_hits=self.remove_accidental_hits,
+        )
+        return masked_mean(per_row, mask)
+
+
+class NCE(_SamplingHead):
+    """Noise-contrastive estimation (`nce_loss`); log Z fixed, or a learned scalar parameter."""
+
+    log_normalizer: float = 0.0
+    learn_normalizer: bool = False
+
+    @nn.compact
+    def parameters(self, features: int, embedding=None) -> dict:
+        params = _word_parameters(self, features, embedding)
+        if self.learn_normalizer:
+            init = nn.initializers.constant(self.log_normalizer)
+            params["log_normalizer"] = self.param("log_normalizer", init, (), jnp.float32)
+        else:
+            params["log_normalizer"] = jnp.float32(self.log_normalizer)
+        return params
+
+    def loss(self, hidden, targets, key, mask=None, embedding=None):
+        params = self.parameters(hidden.shape[-1], embedding)
+        drawn, target_log_q = self.draw(key, targets)
+        per_row = nce_loss(
+            hidden, params["weights"], params["biases"], targets, drawn.ids, drawn.log_expected_counts,
+            target_log_q, log_normalizer=params["log_normalizer"],
+        )
+        return masked_mean(per_row, mask)
+
+
+class NegativeSampling(_SamplingHead):
+    """word2vec's negative sampling (`negative_sampling_loss`), negatives drawn with replacement."""
+
+    unique: bool = False
+
+    def loss(self, hidden, targets, key, mask=None, embedding=None):
+        params = self.parameters(hidden.shape[-1], embedding)
+        drawn, _ = self.draw(key, targets)
+        per_row = negative_sampling_loss(
+            hidden, params["weights"], params["biases"], targets, drawn.ids
+        )
+        return masked_mean(per_row, mask)
+
+
+class ClassSoftmax(nn.Module):
+    """Two-level class-based softmax over `classes`; tying applies to the word level."""
+
+    vocab_size: int
+    classes: Classes | None = None
+    tied: bool = False
+
+    @nn.compact
+    def parameters(self, features: int, embedding=None) -> dict:
+        num_classes = self.classes.num_classes
+        return {
+            "class_weights": self.param("class_weights", _normal(features), (num_classes, features), jnp.float32),
+            "class_biases": self.param("class_biases", nn.initializers.zeros, (num_classes,), jnp.float32),
+            **_word_parameters(self, features, embedding),
+        }
+
+    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+        p = self.parameters(hidden.shape[-1], embedding)
+        per_row = class_softmax_loss(
+            hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], targets, self.classes
+        )
+        return masked_mean(per_row, mask)
+
+    def log_probs(self, hidden, embedding=None):
+        p = self.parameters(hidden.shape[-1], embedding)
+        return class_log_probs(
+            hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes
+        )
+
+
+class HierarchicalSoftmax(nn.Module):
+    """Binary-tree softmax over `tree` (balanced or Huffman); V − 1 node vectors, never tied."""
+
+    vocab_size: int
+    tree: Tree | None = None
+
+    @nn.compact
+    def parameters(self, features: int) -> dict:
+        nodes = self.vocab_size - 1
+        return {
+            "node_weights": self.param("node_weights", _normal(features), (nodes, features), jnp.float32),
+            "node_biases": self.param("node_biases", nn.initializers.zeros, (nodes,), jnp.float32),
+        }
+
+    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+        p = self.parameters(hidden.shape[-1])
+        per_row = tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
+        return masked_mean(per_row, mask)
+
+    def log_probs(self, hidden, embedding=None):
+        p = self.parameters(hidden.shape[-1])
+        return tree_log_probs(hidden, p["node_weights"], p["node_biases"], self.tree)
+
+
+class AdaptiveSoftmax(nn.Module):
+    """Adaptive softmax with `cutoffs` and `div_value`; tying applies to the shortlist rows."""
+
+    vocab_size: int
+    cutoffs: tuple[int, ...] = ()
+    div_value: float = 4.0
+    tied: bool = False
+
+    @nn.compact
+    def parameters(self, features: int, embedding=None) -> dict:
+        shortlist, clusters = self.cutoffs[0], len(self.cutoffs)
+        cluster_weights = self.param("cluster_weights", _normal(features), (clusters, features), jnp.float32)
+        shortlist_weights = _word_table(self, "shortlist_weights", shortlist, features, embedding)
+        bounds = self.cutoffs + (self.vocab_size,)
+        widths = tail_dimensions(features, clusters, self.div_value)
+        projections, tails = [], []
+        for index, width in enumerate(widths):
+            projections.append(
+                self.param(f"tail_projection_{index}", _normal(features), (features, width), jnp.float32)
+            )
+            size = bounds[index + 1] - bounds[index]
+            tails.append(self.param(f"tail_weights_{index}", _normal(width), (size, width), jnp.float32))
+        return {
+            "head_weights": jnp.concatenate([shortlist_weights, cluster_weights], axis=0),
+            "tail_projections": projections,
+            "tail_weights": tails,
+        }
+
+    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+        p = self.parameters(hidden.shape[-1], embedding)
+        per_row = adaptive_softmax_loss(
+            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], targets, self.cutoffs
+        )
+        return masked_mean(per_row, mask)
+
+    def log_probs(self, hidden, embedding=None):
+        p = self.parameters(hidden.shape[-1], embedding)
+        return adaptive_log_probs(
+            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], self.cutoffs
+        )

@@ -1,0 +1,177 @@
+"""Proposal distributions q over the vocabulary for sampled softmax, NCE and negative sampling.
+
+A sampler draws K ids from an explicit key and returns them with their *log expected
+counts*, the quantity the sampled losses subtract from the logits:
+
+* with replacement, the expected number of times id c appears among K draws: log(K·q(c));
+* `unique=True`, the K draws are deduplicated: the first occurrence of an id keeps slot and
+  gets log P(c ∈ S) = log(1 − (1 − q(c))^K), the exact inclusion probability of K i.i.d.
+  draws; later repeats get log expected count +inf, which removes them from every sampled
+  loss (their corrected logit is −inf). The K output slots keep a static shape.
+
+Samples are shared by the whole batch (`sample(key, K)`: [K]) or drawn per row
+(`sample(key, K, num_rows=N)`: [N, K]).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seqjax.heads import checks
+
+
+@dataclasses.dataclass(frozen=True)
+class Samples:
+    """ids: [K] or [N, K] int32; log_expected_counts: same shape, float32."""
+
+    ids: jax.Array
+    log_expected_counts: jax.Array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sampler:
+    """A proposal over ids [0, V): `name` (uniform | unigram | log_uniform) and its table.
+
+    `log_probs` is the [V] float32 log q. Non-uniform samplers draw with Walker's alias
+    method: `accept` [V] float32 and `alias` [V] int32 (None for uniform), exact to float32
+    resolution per id, where an inverse CDF in float32 would lose the rare ids of a 1M vocabulary.
+    """
+
+    name: str
+    vocab_size: int
+    log_probs: jax.Array
+    accept: jax.Array | None = None
+    alias: jax.Array | None = None
+
+    def log_prob(self, ids):
+        """log q(ids): same shape as `ids`, float32."""
+        checks.require_ids("ids", ids, self.vocab_size)
+        return self.log_probs[ids]
+
+    def log_expected_count(self, ids, num_samples: int, *, unique: bool = False):
+        """Log expected count of `ids` among `num_samples` draws (see the module docstring).
+
+        Used for the targets' correction (`target_log_q` of the sampled losses).
+        """
+        checks.require_positive_int("num_samples", num_samples)
+        return _log_expected(self.log_prob(ids), num_samples, unique)
+
+    def sample(self, key, num_samples: int, *, unique: bool = False, num_rows: int | None = None) -> Samples:
+        """Draws `num_samples` ids ([K], or [num_rows, K] with an independent draw per row)."""
+        checks.require_positive_int("num_samples", num_samples)
+        if num_samples >= self.vocab_size:
+            raise ValueError(
+                f"num_samples must be < vocab_size={self.vocab_size}, got {num_samples}"
+            )
+        if num_rows is None:
+            return _draw(self, key, num_samples, unique)
+        checks.require_positive_int("num_rows", num_rows)
+        keys = jax.random.split(key, num_rows)
+        return jax.vmap(lambda k: _draw(self, k, num_samples, unique))(keys)
+
+
+jax.tree_util.register_dataclass(Samples, data_fields=["ids", "log_expected_counts"], meta_fields=[])
+
+
+def uniform(vocab_size: int) -> Sampler:
+    """q(c) = 1 / V."""
+    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    log_probs = jnp.full((vocab_size,), -math.log(vocab_size), jnp.float32)
+    return Sampler("uniform", vocab_size, log_probs)
+
+
+def log_uniform(vocab_size: int) -> Sampler:
+    """Zipfian q(c) = (log(c + 2) − log(c + 1)) / log(V + 1) over frequency-sorted ids.
+
+    Id 0 must be the most frequent word; `require_frequency_sorted` checks a count vector.
+    """
+    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    ids = np.arange(vocab_size, dtype=np.float64)
+    probs = (np.log(ids + 2) - np.log(ids + 1)) / np.log(vocab_size + 1)
+    return _alias_sampler("log_uniform", probs / probs.sum())
+
+
+def unigram(counts, power: float = 1.0) -> Sampler:
+    """q(c) ∝ counts[c] ** power (power 0.75 for word2vec's negative sampling).
+
+    Args:
+      counts: [V] positive counts (smooth zeros first, e.g. counts + 1).
+      power: finite exponent >= 0 (0 gives the uniform distribution).
+    """
+    values = checks.require_counts("counts", counts)
+    if isinstance(power, bool) or not isinstance(power, (int, float)) or not (math.isfinite(power) and power >= 0):
+        raise ValueError(f"power must be a finite number >= 0, got {power!r}")
+    weights = values**power
+    return _alias_sampler("unigram", weights / weights.sum())
+
+
+def _alias_sampler(name: str, probs: np.ndarray) -> Sampler:
+    """Vose's alias tables for `probs` [V] float64 (summing to 1), built on the host in O(V)."""
+    size = probs.size
+    scaled = probs * size
+    accept = np.ones(size, np.float64)
+    alias = np.arange(size, dtype=np.int64)
+    small = [i for i in range(size) if scaled[i] < 1.0]
+    large = [i for i in range(size) if scaled[i] >= 1.0]
+    while small and large:
+        low, high = small.pop(), large.pop()
+        accept[low] = scaled[low]
+        alias[low] = high
+        scaled[high] -= 1.0 - scaled[low]
+        (small if scaled[high] < 1.0 else large).append(high)
+    # What is left has scaled probability 1 up to rounding: always accepted.
+    return Sampler(
+        name,
+        size,
+        jnp.asarray(np.log(probs), jnp.float32),
+        jnp.asarray(accept, jnp.float32),
+        jnp.asarray(alias, jnp.int32),
+    )
+
+
+def require_frequency_sorted(counts, num_leading: int = 0) -> None:
+    """Raises unless counts[num_leading:] is non-increasing (what `log_uniform` assumes).
+
+    `num_leading` skips leading special ids (padding, <bos>, ...) whose counts are arbitrary.
+    """
+    values = np.asarray(counts)[num_leading:]
+    rises = np.nonzero(np.diff(values) > 0)[0]
+    if rises.size:
+        at = int(rises[0]) + num_leading
+        raise ValueError(
+            "counts must be frequency-sorted (non-increasing after the first "
+            f"{num_leading} ids) for the log_uniform proposal, got counts[{at}]={values[at - num_leading]} "
+            f"< counts[{at + 1}]={values[at - num_leading + 1]}"
+        )
+
+
+def _log_expected(log_q, num_samples: int, unique: bool):
+    if unique:
+        # log(1 - (1 - q)^K), computed as log(-expm1(K log1p(-q))) to stay exact for tiny q.
+        return jnp.log(-jnp.expm1(num_samples * jnp.log1p(-jnp.exp(log_q))))
+    return math.log(num_samples) + log_q
+
+
+def _draw(sampler: Sampler, key, num_samples: int, unique: bool) -> Samples:
+    bucket_key, accept_key = jax.random.split(key)
+    ids = jax.random.randint(bucket_key, (num_samples,), 0, sampler.vocab_size, jnp.int32)
+    if sampler.alias is not None:
+        keep = jax.random.uniform(accept_key, (num_samples,), jnp.float32) < sampler.accept[ids]
+        ids = jnp.where(keep, ids, sampler.alias[ids])
+    log_expected = _log_expected(sampler.log_probs[ids], num_samples, unique)
+    if unique:
+        log_expected = jnp.where(_is_repeat(ids), jnp.inf, log_expected)
+    return Samples(ids, log_expected)
+
+
+def _is_repeat(ids):
+    """[K] bool: True where the id already appeared at an earlier slot."""
+    order = jnp.argsort(ids, stable=True)
+    sorted_ids = ids[order]
+    repeat_sorted = jnp.concatenate([jnp.zeros((1,), bool), sorted_ids[1:] == sorted_ids[:-1]])
+    return jnp.zeros_like(repeat_sorted).at[order].set(repeat_sorted)
