@@ -17,7 +17,7 @@ MAX_LEN = CACHE_LEN - 1  # the prompt token takes the first cache slot
 def transformer():
     cfg = ModelConfig(kind="transformer", d_model=16, layers=2, heads=2, d_ff=32, dropout=0.0, max_len=CACHE_LEN)
     model = build_model(cfg, VOCAB)
-    variables = model.init(jax.random.key(0), jnp.zeros((1, CACHE_LEN), jnp.int32))
+    variables = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, CACHE_LEN), jnp.int32))
     # A random output layer, scaled so that the next-token distributions are far from uniform.
     output = 3.0 * jax.random.normal(jax.random.key(1), (VOCAB, cfg.d_model))
     log_probs = lambda hidden: jax.nn.log_softmax(hidden @ output.T, axis=-1)
@@ -36,8 +36,8 @@ def transformer():
 
     # A different one-token prompt per row, fed through each step function, so that rows differ.
     prompts = jnp.array([3, 5, 7], jnp.int32)
-    _, cached_state = cached_step(model.apply(variables, BATCH, CACHE_LEN, method="init_decode_state"), prompts)
-    _, recomputing_state = recomputing_step(
+    _, cached_state = jax.jit(cached_step)(model.apply(variables, BATCH, CACHE_LEN, method="init_decode_state"), prompts)
+    _, recomputing_state = jax.jit(recomputing_step)(
         (jnp.zeros((BATCH, CACHE_LEN), jnp.int32), jnp.zeros((BATCH,), jnp.int32)), prompts
     )
     return (cached_step, cached_state), (recomputing_step, recomputing_state)
