@@ -91,18 +91,19 @@ def sample(
     Usable inside `jax.jit` (state and key traced, the keyword arguments static).
     """
     max_len = check_positive_int("max_len", max_len)
+    if not is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if top_p is not None and (not is_real(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
     _, vocab_size = check_step_contract(step_fn, state)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
-    if not is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab_size):
         raise ValueError(f"top_k must be None or an int in [1, vocab_size={vocab_size}], got {top_k!r}")
-    if top_p is not None and (not is_real(top_p) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
     return _sample_program(
         step_fn, state, key, jnp.float32(temperature), jnp.float32(1.0 if top_p is None else top_p),
-        bos_id=bos_id, eos_id=eos_id, max_len=max_len, top_k=None if top_k is None else int(top_k), use_top_p=top_p is not None,
+        bos_id=bos_id, eos_id=eos_id, max_len=max_len,
+        top_k=None if top_k is None else int(top_k), use_top_p=top_p is not None,
     )
 
 

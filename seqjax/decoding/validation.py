@@ -46,10 +46,14 @@ def check_step_contract(step_fn: Callable, state: Any) -> tuple[int, int]:
     """
     leaves = jax.tree.leaves(state)
     if not leaves:
-        raise ValueError("state must have at least one array leaf (the decoders read the batch size from it), got an empty pytree")
+        raise ValueError(
+            "state must have at least one array leaf (the decoders read the batch size from it), got an empty pytree"
+        )
     leading = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in leaves}
     if len(leading) != 1 or None in leading:
-        raise ValueError(f"every state leaf must have the batch as its leading axis, got leading sizes {sorted(leading, key=str)}")
+        raise ValueError(
+            f"every state leaf must have the batch as its leading axis, got leading sizes {sorted(leading, key=str)}"
+        )
     (batch_size,) = leading
     if batch_size == 0:
         raise ValueError("the batch size (leading axis of the state) must be positive, got 0")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,22 +20,23 @@ import jax
 import jax.numpy as jnp
 import sacrebleu
 
-from seqjax.metrics.ngrams import check_id_batch, ngram_statistics
+from seqjax.metrics.ngrams import ngram_statistics
+from seqjax.metrics.validation import check_id_batch, check_text_pairs
 
 SMOOTHING_DEFAULTS = {"none": None, "floor": 0.1, "add-k": 1.0, "exp": None}
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a", smooth: str = "exp") -> float:
+def corpus_bleu(
+    hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a", smooth: str = "exp"
+) -> float:
     """sacrebleu corpus BLEU (0-100) of detokenized hypotheses against one reference each."""
-    if isinstance(hypotheses, str) or isinstance(references, str) or len(hypotheses) != len(references):
-        raise ValueError(
-            f"hypotheses and references must be sequences of strings of equal length, got "
-            f"{type(hypotheses).__name__} and {type(references).__name__}"
-            + ("" if isinstance(hypotheses, str) or isinstance(references, str) else f" of lengths {len(hypotheses)} and {len(references)}")
-        )
+    check_text_pairs(hypotheses, references)
+    if tokenize not in sacrebleu.BLEU.TOKENIZERS:
+        raise ValueError(f"tokenize must be one of {sorted(sacrebleu.BLEU.TOKENIZERS)}, got {tokenize!r}")
     if smooth not in SMOOTHING_DEFAULTS:
         raise ValueError(f"smooth must be one of {sorted(SMOOTHING_DEFAULTS)}, got {smooth!r}")
-    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize, smooth_method=smooth).score)
+    bleu = sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize, smooth_method=smooth)
+    return float(bleu.score)
 
 
 def bleu_from_statistics(
@@ -79,13 +81,13 @@ def bleu_from_statistics(
 
 
 def _check_options(max_order: Any, smooth: Any, smooth_value: Any) -> float:
-    if isinstance(max_order, bool) or not isinstance(max_order, int) or max_order <= 0:
+    if isinstance(max_order, bool) or not isinstance(max_order, numbers.Integral) or max_order <= 0:
         raise ValueError(f"max_order must be a positive int, got {max_order!r}")
     if smooth not in SMOOTHING_DEFAULTS:
         raise ValueError(f"smooth must be one of {sorted(SMOOTHING_DEFAULTS)}, got {smooth!r}")
     if smooth_value is None:
         return SMOOTHING_DEFAULTS[smooth] or 0.0
-    if isinstance(smooth_value, bool) or not isinstance(smooth_value, (int, float)) or not (
+    if isinstance(smooth_value, bool) or not isinstance(smooth_value, numbers.Real) or not (
         math.isfinite(smooth_value) and smooth_value >= 0
     ):
         raise ValueError(f"smooth_value must be None or a finite number >= 0, got {smooth_value!r}")
@@ -104,7 +106,9 @@ def sentence_bleu_ids(
     """
     smooth_value = _check_options(max_order, smooth, smooth_value)
     check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _sentence_bleu_program(hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value)
+    return _sentence_bleu_program(
+        hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value
+    )
 
 
 def corpus_bleu_ids(
@@ -117,7 +121,9 @@ def corpus_bleu_ids(
     """
     smooth_value = _check_options(max_order, smooth, smooth_value)
     check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _corpus_bleu_program(hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value)
+    return _corpus_bleu_program(
+        hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value"))

@@ -17,7 +17,10 @@ def _check_count(name: str, count) -> None:
 
 
 def perplexity(nll_sum: jax.Array | float, tokens: jax.Array | int) -> jax.Array:
-    """exp(nll_sum / tokens). nll_sum: [...] float, nats summed over `tokens` predictions: [...]. Returns [...] float32."""
+    """exp(nll_sum / tokens). nll_sum: [...] float nats summed over `tokens`: [...] predictions.
+
+    Returns [...] float32.
+    """
     _check_count("tokens", tokens)
     count = jnp.asarray(tokens, jnp.float32)
     return jnp.exp(jnp.asarray(nll_sum, jnp.float32) / jnp.maximum(count, 1.0))

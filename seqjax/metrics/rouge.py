@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seqjax.metrics.ngrams import check_id_batch, ngram_statistics
+from seqjax.metrics.ngrams import ngram_statistics
+from seqjax.metrics.validation import check_id_batch, check_text_pairs
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -61,9 +62,7 @@ def rouge_l(hypothesis: Sequence[Hashable], reference: Sequence[Hashable]) -> fl
 
 def rouge(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
     """Mean ROUGE-1/2/L F-measures over pairs of texts: {"rouge1", "rouge2", "rougeL"} in [0, 1]."""
-    if isinstance(hypotheses, str) or isinstance(references, str) or len(hypotheses) != len(references):
-        raise ValueError("hypotheses and references must be sequences of strings of equal length, got "
-                         f"{type(hypotheses).__name__} and {type(references).__name__}")
+    check_text_pairs(hypotheses, references)
     if not hypotheses:
         raise ValueError("hypotheses must hold at least one text, got 0")
     pairs = [(rouge_tokens(h), rouge_tokens(r)) for h, r in zip(hypotheses, references)]

@@ -109,5 +109,7 @@ def test_bad_shapes_and_lengths_raise():
         corpus_bleu_ids(hyp[0], hyp_len, ref, ref_len)
     with pytest.raises(ValueError, match="hyp_len must lie in \\[0, 8\\], got values in"):
         corpus_bleu_ids(hyp, hyp_len + 9, ref, ref_len)
-    with pytest.raises(ValueError, match="hypotheses and references must be sequences of strings of equal length"):
+    with pytest.raises(ValueError, match="hypotheses and references must have equal length, got 1 and 2"):
         corpus_bleu(["a"], ["a", "b"])
+    with pytest.raises(ValueError, match="tokenize must be one of .*, got 'moses'"):
+        corpus_bleu(["a"], ["a"], tokenize="moses")
