@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax import decoding
-from seqjax.data import BOS_ID, EOS_ID, is_grammatical
+from seqjax.data import BOS_ID, EOS_ID, is_grammatical, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu
 from seqjax.objectives.model_io import encoder_kwargs, tied_embedding
 from seqjax.training.setup import Experiment
@@ -47,7 +47,7 @@ def prefill(model: nn.Module, params, state, prefix: jax.Array):
 
 @partial(jax.jit, static_argnames=("model", "head", "prompt", "num", "max_len", "temperature", "top_k", "top_p"))
 def sample_lm(model, head, params, key, *, prompt, num, max_len, temperature=1.0, top_k=None, top_p=None):
-    """Samples `num` continuations of `prompt` (a tuple of ids starting with BOS).
+    """Samples `num` continuations of `prompt` (a tuple of ids starting with EOS, the LM's line start).
 
     Returns tokens [num, max_len] int32 (after the prompt, padded after EOS) and lengths [num].
     """
@@ -72,7 +72,7 @@ def lm_samples(exp: Experiment, params, *, echo=print, prompt: str = "", num: in
     """Samples from a language model; on the synthetic grammar also scores how many are grammatical."""
     cfg = exp.cfg.train
     tokenizer = exp.tokenizer
-    ids = (BOS_ID, *tokenizer.encode(prompt))
+    ids = (EOS_ID, *tokenizer.encode(prompt))  # LM streams separate lines with EOS; it is what precedes a line
     grammar = exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "grammar"
     num = num or (256 if grammar else cfg.samples)
     tokens, lengths = jax.device_get(
@@ -91,8 +91,6 @@ def lm_samples(exp: Experiment, params, *, echo=print, prompt: str = "", num: in
 
 def translate(exp: Experiment, params, split: str, *, echo=print) -> dict:
     """Greedy-decodes `split`; returns exact match, sacrebleu BLEU and the copy-the-source BLEU."""
-    from seqjax.data import seq2seq_eval_batches
-
     src, tgt = exp.data.splits[split]
     hypotheses = [""] * len(src)
     for batch, indices in seq2seq_eval_batches(src, tgt, exp.cfg.train.batch_size, exp.cfg.data.buckets):

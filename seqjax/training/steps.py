@@ -78,7 +78,7 @@ def make_train_step(
             metrics = dict(metrics, tokens=batch["mask"].sum())
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics = dict(metrics, loss=loss, grad_norm=optax.global_norm(grads), learning_rate=schedule(state.step))
+        metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads), learning_rate=schedule(state.step))
         return TrainState(state.step + 1, params, opt_state, state.key), metrics
 
     shardings = state_shardings(state_shape, mesh)
