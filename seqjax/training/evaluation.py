@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 
 import jax
 import numpy as np
 
+from seqjax.metrics import perplexity, word_perplexity
 from seqjax.training.generation import lm_samples, translate
 from seqjax.training.setup import Experiment
 
@@ -24,10 +24,10 @@ def evaluate(exp: Experiment, eval_step, params, split: str, sharding) -> dict[s
         batches = itertools.islice(batches, exp.cfg.train.eval_batches)
     sums = [eval_step(params, jax.device_put(batch, sharding)) for batch in batches]
     nll_sum, tokens = (float(x) for x in np.sum(jax.device_get(sums), axis=0))
-    result = {"nll": nll_sum / max(tokens, 1.0), "perplexity": math.exp(nll_sum / max(tokens, 1.0)), "tokens": tokens}
+    result = {"nll": nll_sum / max(tokens, 1.0), "perplexity": float(perplexity(nll_sum, tokens)), "tokens": tokens}
     words = getattr(exp.data, "words", {}).get(split)
     if words and not exp.cfg.train.eval_batches:
-        result["word_perplexity"] = math.exp(nll_sum / words)
+        result["word_perplexity"] = float(word_perplexity(nll_sum, words))
     return result
 
 

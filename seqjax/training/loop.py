@@ -145,7 +145,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
             bar.update(1)
             if eval_now:
                 result = run_eval(state, "valid", done)
-                bar.write(f"step {done}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in result.items()))
+                bar.write(f"step {done}: valid " + ", ".join(f"{k} {v:,.4g}" for k, v in result.items()))
             if checkpoint_now:
                 save(state, done)
         bar.close()
@@ -154,6 +154,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
         for split in ("valid", "test"):
             if split in exp.data.splits:
                 summary[split] = run_eval(state, split, t.steps)
+                echo(f"{split}: " + ", ".join(f"{k} {v:,.4g}" for k, v in summary[split].items()))
         summary["samples"] = generation_report(exp, state.params, echo=echo)
         logger.summary(summary)
         return summary
