@@ -6,7 +6,7 @@ softmax over the shortlist [0, c_1) plus one entry per tail cluster; tail cluste
 D / div^i dimensions (i = 1..n), so p(w | h) = p(cluster(w) | h) · p(w | cluster(w), h).
 
 Static shapes: a tail's rows are data-dependent, so the loss sorts the rows of each tail to
-the front and scores a fixed-size bucket of them (N, N/2, ..., N/16, or none), picking with
+the front and scores a fixed-size bucket of them (N, N/2, N/4, N/8, or none), picking with
 `lax.switch` the smallest bucket that holds all of the tail's rows. The result is exact for
 any batch and costs at most twice the rows the tail really has, instead of every row.
 """
@@ -25,8 +25,8 @@ from seqjax.heads import checks
 from seqjax.heads.full import full_softmax_loss
 
 # Buckets N, N/2, ..., N / 2^BUCKET_HALVINGS rows per tail cluster (plus the empty bucket):
-# each halving adds one compiled branch, and the waste is below 2x above N / 2^BUCKET_HALVINGS.
-BUCKET_HALVINGS = 4
+# each halving adds one compiled branch, and the waste is below 2x above N / 2^BUCKET_HALVINGS rows.
+BUCKET_HALVINGS = 3
 
 
 def tail_dimensions(features: int, num_clusters: int, div_value: float) -> tuple[int, ...]:
@@ -60,7 +60,7 @@ def adaptive_softmax_loss(
     """
     cutoffs, bounds = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs)
     checks.require_hidden_and_targets(hidden, targets, bounds[-1])
-    hidden = hidden.astype(jnp.float32)
+    hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     shortlist = cutoffs[0]
     cluster = jnp.searchsorted(jnp.asarray(cutoffs, jnp.int32), targets, side="right")  # 0: shortlist
     head_targets = jnp.where(cluster == 0, targets, shortlist + cluster - 1)
@@ -68,50 +68,80 @@ def adaptive_softmax_loss(
     for index, (projection, weights) in enumerate(zip(tail_projections, tail_weights)):
         in_tail = cluster == index + 1
         local_targets = targets - bounds[index]
-        losses = losses + _tail_losses(hidden, projection, weights, local_targets, in_tail)
+        losses = losses + _tail_losses(
+            hidden, jnp.asarray(projection, jnp.float32), jnp.asarray(weights, jnp.float32), local_targets, in_tail
+        )
     return losses
 
 
 def adaptive_log_probs(hidden, head_weights, tail_projections: Sequence, tail_weights: Sequence, cutoffs):
     """Exact normalized log p(w | h) for every word: [N, V] float32."""
     cutoffs, _ = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs)
-    hidden = hidden.astype(jnp.float32)
+    hidden = jnp.asarray(hidden, jnp.float32)
     shortlist = cutoffs[0]
-    head_log_probs = jax.nn.log_softmax(hidden @ head_weights.astype(jnp.float32).T, axis=1)
+    head_log_probs = jax.nn.log_softmax(hidden @ jnp.asarray(head_weights, jnp.float32).T, axis=1)
     parts = [head_log_probs[:, :shortlist]]
     for index, (projection, weights) in enumerate(zip(tail_projections, tail_weights)):
-        projected = hidden @ projection.astype(jnp.float32)
-        tail_log_probs = jax.nn.log_softmax(projected @ weights.astype(jnp.float32).T, axis=1)
+        projected = hidden @ jnp.asarray(projection, jnp.float32)
+        tail_log_probs = jax.nn.log_softmax(projected @ jnp.asarray(weights, jnp.float32).T, axis=1)
         parts.append(head_log_probs[:, shortlist + index, None] + tail_log_probs)
     return jnp.concatenate(parts, axis=1)
 
 
+@jax.custom_vjp
 def _tail_losses(hidden, projection, weights, local_targets, in_tail):
-    """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere, via a row bucket."""
+    """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere, via a row bucket.
+
+    The custom VJP runs `lax.switch` in the forward and the backward pass separately: JAX's
+    own linearization of a switch returns every branch's residuals from every branch, which
+    would allocate the largest bucket's [N, tail] logits even when the smallest one runs.
+    """
+    return _switch_buckets(hidden, projection, weights, local_targets, in_tail, None)
+
+
+def _tail_losses_fwd(hidden, projection, weights, local_targets, in_tail):
+    losses = _switch_buckets(hidden, projection, weights, local_targets, in_tail, None)
+    return losses, (hidden, projection, weights, local_targets, in_tail)
+
+
+def _tail_losses_bwd(residuals, loss_grads):
+    hidden, projection, weights, local_targets, in_tail = residuals
+    grads = _switch_buckets(hidden, projection, weights, local_targets, in_tail, loss_grads)
+    return grads + (None, None)
+
+
+_tail_losses.defvjp(_tail_losses_fwd, _tail_losses_bwd)
+
+
+def _switch_buckets(hidden, projection, weights, local_targets, in_tail, loss_grads):
+    """Tail losses [N] (loss_grads None), or their VJP (hidden, projection, weights) grads."""
     rows = hidden.shape[0]
     bucket_sizes = sorted({max(1, math.ceil(rows / 2**k)) for k in range(BUCKET_HALVINGS + 1)})
     count = in_tail.sum()
     # Rows of the tail first, in their original order; the rest after them.
     order = jnp.argsort(jnp.logical_not(in_tail), stable=True)
 
-    def scored(size):
-        def branch(hidden, projection, weights):
-            picked = order[:size]
-            valid = jnp.arange(size) < count
-            targets = jnp.where(valid, local_targets[picked], 0)
-            losses = full_softmax_loss(hidden[picked] @ projection, weights, None, targets)
-            return jnp.zeros((rows,), jnp.float32).at[picked].add(jnp.where(valid, losses, 0.0))
+    def bucket(size):
+        picked = order[:size]
+        valid = jnp.arange(size) < count
+        targets = jnp.where(valid, local_targets[picked], 0)
 
-        return branch
+        def losses(hidden, projection, weights):
+            per_row = full_softmax_loss(hidden[picked] @ projection, weights, None, targets)
+            return jnp.zeros((rows,), jnp.float32).at[picked].add(jnp.where(valid, per_row, 0.0))
+
+        if loss_grads is None:
+            return losses
+        return lambda *params: jax.vjp(losses, *params)[1](loss_grads)
 
     def empty(hidden, projection, weights):
-        return jnp.zeros((rows,), jnp.float32)
+        if loss_grads is None:
+            return jnp.zeros((rows,), jnp.float32)
+        return jnp.zeros_like(hidden), jnp.zeros_like(projection), jnp.zeros_like(weights)
 
-    branches = [empty] + [scored(size) for size in bucket_sizes]
+    branches = [empty] + [bucket(size) for size in bucket_sizes]
     which = jnp.where(count == 0, 0, 1 + jnp.searchsorted(jnp.asarray(bucket_sizes), count, side="left"))
-    return lax.switch(
-        which, branches, hidden, projection.astype(jnp.float32), weights.astype(jnp.float32)
-    )
+    return lax.switch(which, branches, hidden, projection, weights)
 
 
 def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs):

@@ -89,7 +89,7 @@ def class_softmax_loss(
     """
     _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes)
     checks.require_hidden_and_targets(hidden, targets, classes.vocab_size)
-    hidden = hidden.astype(jnp.float32)
+    hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     class_of = jnp.asarray(classes.class_of)[targets]
     class_log_probs = jax.nn.log_softmax(_affine(hidden, class_weights, class_biases), axis=1)
     target_class_log_probs = jnp.take_along_axis(class_log_probs, class_of[:, None], axis=1)[:, 0]
@@ -98,9 +98,9 @@ def class_softmax_loss(
     starts = jnp.asarray(classes.starts)[class_of]
     in_class = offsets[None, :] < jnp.asarray(classes.sizes)[class_of][:, None]  # [N, M]
     word_ids = jnp.minimum(starts[:, None] + offsets[None, :], classes.vocab_size - 1)
-    word_scores = jnp.einsum("nd,nmd->nm", hidden, word_weights.astype(jnp.float32)[word_ids])
+    word_scores = jnp.einsum("nd,nmd->nm", hidden, jnp.asarray(word_weights, jnp.float32)[word_ids])
     if word_biases is not None:
-        word_scores = word_scores + word_biases.astype(jnp.float32)[word_ids]
+        word_scores = word_scores + jnp.asarray(word_biases, jnp.float32)[word_ids]
     word_scores = jnp.where(in_class, word_scores, -jnp.inf)
     target_scores = jnp.take_along_axis(word_scores, (targets - starts)[:, None], axis=1)[:, 0]
     word_log_probs = target_scores - jax.nn.logsumexp(word_scores, axis=1)
@@ -110,7 +110,7 @@ def class_softmax_loss(
 def class_log_probs(hidden, class_weights, class_biases, word_weights, word_biases, classes: Classes):
     """Exact normalized log p(w | h) for every word: [N, V] float32 (one [N, D] x [D, V] matmul)."""
     _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes)
-    hidden = hidden.astype(jnp.float32)
+    hidden = jnp.asarray(hidden, jnp.float32)
     class_of = jnp.asarray(classes.class_of)
     class_log_probs_ = jax.nn.log_softmax(_affine(hidden, class_weights, class_biases), axis=1)
     word_scores = _affine(hidden, word_weights, word_biases)
@@ -124,8 +124,8 @@ def class_log_probs(hidden, class_weights, class_biases, word_weights, word_bias
 
 
 def _affine(hidden, weights, biases):
-    scores = hidden @ weights.astype(jnp.float32).T
-    return scores if biases is None else scores + biases.astype(jnp.float32)
+    scores = hidden @ jnp.asarray(weights, jnp.float32).T
+    return scores if biases is None else scores + jnp.asarray(biases, jnp.float32)
 
 
 def _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes: Classes) -> None:

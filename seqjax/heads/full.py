@@ -45,9 +45,9 @@ def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | Non
     checks.require_vector("biases", biases, vocab_size)
     if chunk_size is not None:
         checks.require_positive_int("chunk_size", chunk_size)
-    hidden = hidden.astype(jnp.float32)
-    weights = weights.astype(jnp.float32)
-    biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else biases.astype(jnp.float32)
+    hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
+    weights = jnp.asarray(weights, jnp.float32)
+    biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else jnp.asarray(biases, jnp.float32)
     if chunk_size is None:
         return _blocked_loss(hidden, weights, biases, targets, min(DENSE_BLOCK, vocab_size), True)
     return _blocked_loss(hidden, weights, biases, targets, min(chunk_size, vocab_size), False)

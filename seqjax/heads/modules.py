@@ -34,7 +34,7 @@ from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
 
 def masked_mean(per_row, mask):
     """(sum(mask · per_row) / max(sum(mask), 1), {"tokens": sum(mask)}) in float32."""
-    mask = jnp.ones_like(per_row) if mask is None else mask.astype(jnp.float32)
+    mask = jnp.ones_like(per_row) if mask is None else jnp.asarray(mask, jnp.float32)
     tokens = mask.sum()
     return (mask * per_row).sum() / jnp.maximum(tokens, 1.0), {"tokens": tokens}
 
@@ -54,7 +54,7 @@ def _word_table(module: nn.Module, name: str, rows: int, features: int, embeddin
         raise ValueError(
             f"embedding must have shape [V={module.vocab_size}, D={features}], got {embedding.shape}"
         )
-    return embedding[:rows].astype(jnp.float32)
+    return jnp.asarray(embedding[:rows], jnp.float32)
 
 
 def _word_parameters(module: nn.Module, features: int, embedding) -> dict:
@@ -77,7 +77,7 @@ class _WordScores(nn.Module):
 
     def log_probs(self, hidden, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
-        scores = hidden.astype(jnp.float32) @ params["weights"].T + params["biases"]
+        scores = jnp.asarray(hidden, jnp.float32) @ params["weights"].T + params["biases"]
         return jax.nn.log_softmax(scores, axis=-1)
 
 

@@ -39,6 +39,7 @@ def sampled_softmax_loss(
       [N] float32 losses.
     """
     sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    targets, samples = jnp.asarray(targets), jnp.asarray(samples)
     sample_scores = sample_scores - sample_log_q
     target_scores = target_scores - target_log_q
     if remove_accidental_hits:
@@ -93,15 +94,16 @@ def _broadcast_samples(samples):
 def _scores(hidden, weights, biases, targets, samples, sample_log_q, target_log_q):
     """Raw scores h·w + b of the samples ([N, K]) and of the targets ([N]), in float32."""
     _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
-    hidden = hidden.astype(jnp.float32)
-    weights = weights.astype(jnp.float32)
+    hidden = jnp.asarray(hidden, jnp.float32)
+    weights = jnp.asarray(weights, jnp.float32)
+    targets, samples = jnp.asarray(targets), jnp.asarray(samples)
     target_scores = jnp.einsum("nd,nd->n", hidden, weights[targets])
     if samples.ndim == 1:
         sample_scores = hidden @ weights[samples].T
     else:
         sample_scores = jnp.einsum("nd,nkd->nk", hidden, weights[samples])
     if biases is not None:
-        biases = biases.astype(jnp.float32)
+        biases = jnp.asarray(biases, jnp.float32)
         target_scores = target_scores + biases[targets]
         sample_scores = sample_scores + biases[samples]
     return sample_scores, target_scores

@@ -16,6 +16,7 @@ Samples are shared by the whole batch (`sample(key, K)`: [K]) or drawn per row
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -68,11 +69,9 @@ class Sampler:
             raise ValueError(
                 f"num_samples must be < vocab_size={self.vocab_size}, got {num_samples}"
             )
-        if num_rows is None:
-            return _draw(self, key, num_samples, unique)
-        checks.require_positive_int("num_rows", num_rows)
-        keys = jax.random.split(key, num_rows)
-        return jax.vmap(lambda k: _draw(self, k, num_samples, unique))(keys)
+        if num_rows is not None:
+            checks.require_positive_int("num_rows", num_rows)
+        return _draw(self.log_probs, self.accept, self.alias, key, num_samples, unique, num_rows)
 
 
 jax.tree_util.register_dataclass(Samples, data_fields=["ids", "log_expected_counts"], meta_fields=[])
@@ -157,13 +156,17 @@ def _log_expected(log_q, num_samples: int, unique: bool):
     return math.log(num_samples) + log_q
 
 
-def _draw(sampler: Sampler, key, num_samples: int, unique: bool) -> Samples:
+@functools.partial(jax.jit, static_argnames=("num_samples", "unique", "num_rows"))
+def _draw(log_probs, accept, alias, key, num_samples: int, unique: bool, num_rows: int | None) -> Samples:
+    if num_rows is not None:
+        keys = jax.random.split(key, num_rows)
+        return jax.vmap(lambda k: _draw(log_probs, accept, alias, k, num_samples, unique, None))(keys)
     bucket_key, accept_key = jax.random.split(key)
-    ids = jax.random.randint(bucket_key, (num_samples,), 0, sampler.vocab_size, jnp.int32)
-    if sampler.alias is not None:
-        keep = jax.random.uniform(accept_key, (num_samples,), jnp.float32) < sampler.accept[ids]
-        ids = jnp.where(keep, ids, sampler.alias[ids])
-    log_expected = _log_expected(sampler.log_probs[ids], num_samples, unique)
+    ids = jax.random.randint(bucket_key, (num_samples,), 0, log_probs.shape[0], jnp.int32)
+    if alias is not None:
+        keep = jax.random.uniform(accept_key, (num_samples,), jnp.float32) < accept[ids]
+        ids = jnp.where(keep, ids, alias[ids])
+    log_expected = _log_expected(log_probs[ids], num_samples, unique)
     if unique:
         log_expected = jnp.where(_is_repeat(ids), jnp.inf, log_expected)
     return Samples(ids, log_expected)

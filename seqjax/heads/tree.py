@@ -105,12 +105,14 @@ def tree_softmax_loss(hidden, node_weights, node_biases, targets, tree: Tree):
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_hidden_and_targets(hidden, targets, tree.vocab_size)
+    targets = jnp.asarray(targets)
     nodes = jnp.asarray(tree.nodes)[targets]
     signs = 2.0 * jnp.asarray(tree.codes)[targets].astype(jnp.float32) - 1.0
     mask = jnp.asarray(tree.mask)[targets].astype(jnp.float32)
-    scores = jnp.einsum("nd,nld->nl", hidden.astype(jnp.float32), node_weights.astype(jnp.float32)[nodes])
+    path_weights = jnp.asarray(node_weights, jnp.float32)[nodes]
+    scores = jnp.einsum("nd,nld->nl", jnp.asarray(hidden, jnp.float32), path_weights)
     if node_biases is not None:
-        scores = scores + node_biases.astype(jnp.float32)[nodes]
+        scores = scores + jnp.asarray(node_biases, jnp.float32)[nodes]
     return -(mask * jax.nn.log_sigmoid(signs * scores)).sum(axis=1)
 
 
@@ -123,9 +125,9 @@ def tree_log_probs(hidden, node_weights, node_biases, tree: Tree):
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_rank("hidden", hidden, 2)
-    scores = hidden.astype(jnp.float32) @ node_weights.astype(jnp.float32).T
+    scores = jnp.asarray(hidden, jnp.float32) @ jnp.asarray(node_weights, jnp.float32).T
     if node_biases is not None:
-        scores = scores + node_biases.astype(jnp.float32)
+        scores = scores + jnp.asarray(node_biases, jnp.float32)
     log_right, log_left = jax.nn.log_sigmoid(scores), jax.nn.log_sigmoid(-scores)
 
     def branch(parent_ids, codes):

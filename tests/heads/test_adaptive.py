@@ -1,0 +1,94 @@
+"""Adaptive softmax: exact normalized log-probs, and a loss exact for every row bucket."""
+
+import jax
+import numpy as np
+import pytest
+
+from seqjax.heads import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
+
+VOCAB, FEATURES, CUTOFFS, DIV = 40, 8, (10, 25), 2.0
+
+
+def random_parameters(seed, rows=37):
+    rng = np.random.default_rng(seed)
+    widths = tail_dimensions(FEATURES, len(CUTOFFS), DIV)
+    bounds = CUTOFFS + (VOCAB,)
+    return (
+        rng.normal(size=(rows, FEATURES)).astype(np.float32),
+        rng.normal(size=(CUTOFFS[0] + len(CUTOFFS), FEATURES)).astype(np.float32),
+        [rng.normal(size=(FEATURES, w)).astype(np.float32) for w in widths],
+        [rng.normal(size=(bounds[i + 1] - bounds[i], w)).astype(np.float32) for i, w in enumerate(widths)],
+    )
+
+
+def test_tail_dimensions_divide_the_width_by_div_to_the_cluster_index():
+    assert tail_dimensions(512, 3, 4.0) == (128, 32, 8)
+    assert tail_dimensions(8, 4, 4.0) == (2, 1, 1, 1)
+
+
+def test_adaptive_log_probs_are_normalized():
+    hidden, head, projections, tails = random_parameters(0)
+    log_probs = adaptive_log_probs(hidden, head, projections, tails, CUTOFFS)
+    assert log_probs.shape == (len(hidden), VOCAB)
+    np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_adaptive_log_prob_of_a_tail_word_is_cluster_probability_times_tail_probability():
+    hidden, head, projections, tails = random_parameters(1, rows=1)
+    softmax = lambda x: np.exp(x - x.max()) / np.exp(x - x.max()).sum()  # noqa: E731
+    h = hidden.astype(np.float64)[0]
+    word = 30  # second tail cluster [25, 40)
+    cluster_prob = softmax(head @ h)[CUTOFFS[0] + 1]
+    tail_prob = softmax(tails[1] @ (h @ projections[1]))[word - CUTOFFS[1]]
+    got = np.exp(adaptive_log_probs(hidden, head, projections, tails, CUTOFFS)[0, word])
+    np.testing.assert_allclose(got, cluster_prob * tail_prob, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "targets",
+    [
+        np.random.default_rng(0).integers(0, VOCAB, 37),  # every cluster, mid-size buckets
+        np.zeros(37, np.int64),  # tails empty
+        np.full(37, VOCAB - 1),  # one tail holds every row: the largest bucket
+        np.array([12] + [0] * 36),  # one row in a tail: the smallest bucket
+    ],
+    ids=["mixed", "shortlist_only", "last_tail_only", "single_tail_row"],
+)
+def test_adaptive_loss_equals_negative_log_probs_at_the_target(targets):
+    hidden, head, projections, tails = random_parameters(2)
+    targets = targets.astype(np.int32)
+    log_probs = adaptive_log_probs(hidden, head, projections, tails, CUTOFFS)
+    loss = jax.jit(adaptive_softmax_loss, static_argnums=5)(hidden, head, projections, tails, targets, CUTOFFS)
+    np.testing.assert_allclose(loss, -log_probs[np.arange(len(targets)), targets], rtol=1e-5, atol=1e-5)
+
+
+def test_adaptive_loss_gradient_matches_gradient_of_log_probs():
+    hidden, head, projections, tails = random_parameters(3)
+    targets = np.random.default_rng(3).integers(0, VOCAB, len(hidden)).astype(np.int32)
+    rows = np.arange(len(targets))
+    grad_loss = jax.jit(
+        jax.grad(lambda *p: adaptive_softmax_loss(*p, targets, CUTOFFS).sum(), argnums=(0, 1, 2, 3))
+    )(hidden, head, projections, tails)
+    grad_exact = jax.jit(
+        jax.grad(lambda *p: -adaptive_log_probs(*p, CUTOFFS)[rows, targets].sum(), argnums=(0, 1, 2, 3))
+    )(hidden, head, projections, tails)
+    for got, expected in zip(jax.tree.leaves(grad_loss), jax.tree.leaves(grad_exact)):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cutoffs", [(25, 10), (10, 10), (0, 25), (-5, 25)])
+def test_adaptive_loss_rejects_unsorted_or_non_positive_cutoffs(cutoffs):
+    hidden, head, projections, tails = random_parameters(4)
+    with pytest.raises(ValueError, match="cutoffs must be increasing ints in"):
+        adaptive_softmax_loss(hidden, head, projections, tails, np.zeros(len(hidden), np.int32), cutoffs)
+
+
+def test_adaptive_loss_rejects_tail_tables_that_do_not_match_the_cutoffs():
+    hidden, head, projections, tails = random_parameters(5)
+    with pytest.raises(ValueError, match=r"tail_weights\[0\] must have shape \[20, 4\]"):
+        adaptive_softmax_loss(hidden, head, projections, tails, np.zeros(len(hidden), np.int32), (10, 30))
+
+
+def test_tail_dimensions_rejects_div_value_below_one():
+    with pytest.raises(ValueError, match="div_value must be a number >= 1"):
+        tail_dimensions(8, 2, 0.5)

@@ -1,0 +1,87 @@
+"""Class-based softmax: equal-mass classes, normalized exact log-probs, loss consistency."""
+
+import jax
+import numpy as np
+import pytest
+
+from seqjax.heads import class_log_probs, class_softmax_loss, frequency_classes
+
+COUNTS = np.array([50, 20, 10, 6, 5, 3, 2, 1, 1, 1, 1])
+
+
+def random_parameters(seed, num_classes, vocab, rows=6, features=4):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.normal(size=(rows, features)).astype(np.float32),
+        rng.normal(size=(num_classes, features)).astype(np.float32),
+        rng.normal(size=(num_classes,)).astype(np.float32),
+        rng.normal(size=(vocab, features)).astype(np.float32),
+        rng.normal(size=(vocab,)).astype(np.float32),
+        rng.integers(0, vocab, size=rows).astype(np.int32),
+    )
+
+
+def test_frequency_classes_are_contiguous_non_empty_and_cover_the_vocabulary():
+    classes = frequency_classes(COUNTS, 4)
+    assert classes.sizes.min() >= 1 and classes.sizes.sum() == len(COUNTS)
+    np.testing.assert_array_equal(classes.class_of, np.repeat(np.arange(4), classes.sizes))
+    np.testing.assert_array_equal(classes.starts, np.concatenate([[0], np.cumsum(classes.sizes)[:-1]]))
+
+
+def test_frequency_classes_have_equal_mass_when_counts_allow_it():
+    classes = frequency_classes(np.ones(12), 4)
+    np.testing.assert_array_equal(classes.sizes, [3, 3, 3, 3])
+    zipf = 1000.0 / np.arange(1, 2001)
+    masses = np.bincount(frequency_classes(zipf, 10).class_of, weights=zipf) / zipf.sum()
+    assert np.all(np.abs(masses[1:] - 0.1) < 0.02)  # class 0 holds the single heaviest word
+
+
+@pytest.mark.parametrize("num_classes", [1, 3, 11])
+def test_class_log_probs_are_normalized_and_the_loss_is_their_negative_at_the_target(num_classes):
+    classes = frequency_classes(COUNTS, num_classes)
+    hidden, cw, cb, ww, wb, targets = random_parameters(num_classes, num_classes, len(COUNTS))
+    log_probs = class_log_probs(hidden, cw, cb, ww, wb, classes)
+    np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, rtol=1e-5)
+    losses = class_softmax_loss(hidden, cw, cb, ww, wb, targets, classes)
+    np.testing.assert_allclose(losses, -log_probs[np.arange(len(targets)), targets], rtol=1e-5)
+
+
+def test_class_log_prob_is_class_probability_times_within_class_probability():
+    classes = frequency_classes(COUNTS, 3)
+    hidden, cw, cb, ww, wb, _ = random_parameters(5, 3, len(COUNTS), rows=1)
+    softmax = lambda x: np.exp(x - x.max()) / np.exp(x - x.max()).sum()  # noqa: E731
+    class_probs = softmax((hidden.astype(np.float64) @ cw.T + cb)[0])
+    word_scores = (hidden.astype(np.float64) @ ww.T + wb)[0]
+    word = 9
+    c = classes.class_of[word]
+    members = np.arange(classes.starts[c], classes.starts[c] + classes.sizes[c])
+    expected = class_probs[c] * softmax(word_scores[members])[word - classes.starts[c]]
+    got = np.exp(class_log_probs(hidden, cw, cb, ww, wb, classes)[0, word])
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_class_softmax_gradient_matches_gradient_of_log_probs():
+    classes = frequency_classes(COUNTS, 3)
+    hidden, cw, cb, ww, wb, targets = random_parameters(6, 3, len(COUNTS))
+    rows = np.arange(len(targets))
+    grad_loss = jax.jit(jax.grad(lambda w: class_softmax_loss(hidden, cw, cb, w, wb, targets, classes).sum()))
+    grad_exact = jax.jit(jax.grad(lambda w: -class_log_probs(hidden, cw, cb, w, wb, classes)[rows, targets].sum()))
+    np.testing.assert_allclose(grad_loss(ww), grad_exact(ww), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_classes", [0, 12])
+def test_frequency_classes_rejects_class_counts_outside_one_to_vocab(num_classes):
+    with pytest.raises(ValueError, match="num_classes must be"):
+        frequency_classes(COUNTS, num_classes)
+
+
+def test_frequency_classes_rejects_zero_counts():
+    with pytest.raises(ValueError, match="counts must be finite and > 0"):
+        frequency_classes(np.array([3, 0, 1]), 2)
+
+
+def test_class_softmax_loss_rejects_class_table_of_wrong_size():
+    classes = frequency_classes(COUNTS, 3)
+    hidden, cw, cb, ww, wb, targets = random_parameters(7, 4, len(COUNTS))
+    with pytest.raises(ValueError, match=r"class_weights must have shape \[3, 4\]"):
+        class_softmax_loss(hidden, cw, None, ww, wb, targets, classes)

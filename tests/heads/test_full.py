@@ -1,0 +1,105 @@
+"""full_softmax_loss: the exact cross-entropy, and its chunked path's value and gradients."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seqjax.heads import full_softmax_loss
+
+
+def reference_loss(hidden, weights, biases, targets):
+    """−log softmax(h W^T + b)[t], in float64 numpy."""
+    logits = hidden.astype(np.float64) @ weights.astype(np.float64).T + biases
+    top = logits.max(axis=1, keepdims=True)
+    log_normalizer = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+    return log_normalizer - logits[np.arange(len(targets)), targets]
+
+
+def random_problem(seed, rows=6, features=5, vocab=23):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.normal(size=(rows, features)).astype(np.float32),
+        rng.normal(size=(vocab, features)).astype(np.float32),
+        rng.normal(size=(vocab,)).astype(np.float32),
+        rng.integers(0, vocab, size=rows).astype(np.int32),
+    )
+
+
+def test_full_softmax_loss_equals_reference_cross_entropy():
+    hidden, weights, biases, targets = random_problem(0, rows=9, vocab=4097)
+    losses = full_softmax_loss(hidden, weights, biases, targets)
+    np.testing.assert_allclose(losses, reference_loss(hidden, weights, biases, targets), rtol=1e-5, atol=1e-5)
+
+
+def test_full_softmax_loss_without_biases_equals_zero_biases():
+    hidden, weights, biases, targets = random_problem(1)
+    np.testing.assert_allclose(
+        full_softmax_loss(hidden, weights, None, targets),
+        full_softmax_loss(hidden, weights, np.zeros_like(biases), targets),
+        rtol=1e-6,
+    )
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 30])  # one word per block, a remainder block, one block
+def test_chunked_full_softmax_equals_unchunked_value_and_gradients(chunk_size):
+    hidden, weights, biases, targets = random_problem(chunk_size)
+    cotangent = np.random.default_rng(chunk_size).normal(size=targets.shape).astype(np.float32)
+
+    def weighted(chunk):
+        return lambda h, w, b: jnp.vdot(cotangent, full_softmax_loss(h, w, b, targets, chunk_size=chunk))
+
+    def value_and_grads(chunk):
+        return jax.jit(jax.value_and_grad(weighted(chunk), argnums=(0, 1, 2)))(hidden, weights, biases)
+
+    plain_value, plain_grads = value_and_grads(None)
+    value, grads = value_and_grads(chunk_size)
+    np.testing.assert_allclose(value, plain_value, rtol=1e-5)
+    for got, expected in zip(grads, plain_grads):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_full_softmax_gradient_equals_softmax_minus_one_hot():
+    hidden, weights, biases, targets = random_problem(2)
+    hidden_grad = jax.grad(lambda h: full_softmax_loss(h, weights, biases, targets).sum())(hidden)
+    logits = hidden.astype(np.float64) @ weights.T + biases
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    probs[np.arange(len(targets)), targets] -= 1.0
+    np.testing.assert_allclose(hidden_grad, probs @ weights, rtol=1e-4, atol=1e-5)
+
+
+def test_full_softmax_loss_is_vmappable_and_jittable():
+    hidden, weights, biases, targets = random_problem(3)
+    stacked = jax.vmap(lambda h, t: full_softmax_loss(h, weights, biases, t, chunk_size=4))(
+        np.stack([hidden, -hidden]), np.stack([targets, targets])
+    )
+    jitted = jax.jit(full_softmax_loss, static_argnames="chunk_size")(hidden, weights, biases, targets, chunk_size=4)
+    np.testing.assert_allclose(stacked[0], jitted, rtol=1e-5)
+    np.testing.assert_allclose(stacked[1], reference_loss(-hidden, weights, biases, targets), rtol=1e-5)
+
+
+def test_full_softmax_loss_computes_bfloat16_hidden_in_float32():
+    hidden, weights, biases, targets = random_problem(4)
+    losses = full_softmax_loss(hidden.astype(jnp.bfloat16), weights, biases, targets)
+    assert losses.dtype == jnp.float32
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(targets=np.array([0, 1, 2, 3, 4, 23], np.int32)), "targets must lie in"),
+        (dict(targets=np.array([-1, 1, 2, 3, 4, 5], np.int32)), "targets must lie in"),
+        (dict(targets=np.zeros(5, np.int32)), "one id per hidden row"),
+        (dict(biases=np.zeros(7, np.float32)), "biases must have shape"),
+        (dict(hidden=np.zeros((6, 4), np.float32)), "hidden must have shape"),
+        (dict(chunk_size=0), "chunk_size must be a positive int"),
+    ],
+)
+def test_full_softmax_loss_rejects_bad_input_on_the_host(change, message):
+    hidden, weights, biases, targets = random_problem(5)
+    args = dict(hidden=hidden, weights=weights, biases=biases, targets=targets)
+    chunk = change.pop("chunk_size", None)
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        full_softmax_loss(**args, chunk_size=chunk)

@@ -1,0 +1,126 @@
+"""Flax heads built by build_head, under the head contract: loss, exact log-probs, tying, errors."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seqjax.config import HeadConfig, override, Config
+from seqjax.heads import build_head
+
+VOCAB, FEATURES, ROWS = 40, 8, 12
+# Specials pad/bos/eos/unk first (arbitrary counts), then frequency-sorted words.
+COUNTS = np.concatenate([[0, 0, 30, 0], np.arange(VOCAB - 4, 0, -1) * 3])
+KINDS = ["full", "sampled", "nce", "negative", "class", "tree", "adaptive"]
+BASE = HeadConfig(num_samples=6, cutoffs=(10, 25), div_value=2.0, num_classes=5)
+
+
+def inputs(seed=0):
+    keys = jax.random.split(jax.random.key(seed), 4)
+    hidden = jax.random.normal(keys[0], (ROWS, FEATURES))
+    targets = jax.random.randint(keys[1], (ROWS,), 0, VOCAB)
+    mask = jnp.ones(ROWS).at[:3].set(0.0)
+    embedding = jax.random.normal(keys[3], (VOCAB, FEATURES))
+    return hidden, targets, keys[2], mask, embedding
+
+
+def init_and_apply(cfg, tied_embedding=None):
+    head = build_head(cfg, VOCAB, COUNTS)
+    hidden, targets, key, mask, _ = inputs()
+    variables = head.init({"params": jax.random.key(1)}, hidden, targets, key, mask, tied_embedding, method="loss")
+    loss_fn = jax.jit(lambda v, *a: head.apply(v, *a, method="loss"))
+    loss, aux = loss_fn(variables, hidden, targets, key, mask, tied_embedding)
+    log_probs = head.apply(variables, hidden, tied_embedding, method="log_probs")
+    return head, variables, loss, aux, log_probs
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_head_gives_normalized_exact_log_probs_and_a_finite_masked_loss(kind):
+    _, _, loss, aux, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind))
+    assert log_probs.shape == (ROWS, VOCAB) and log_probs.dtype == jnp.float32
+    np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, rtol=1e-5)
+    assert loss.shape == () and np.isfinite(loss)
+    assert float(aux["tokens"]) == ROWS - 3
+
+
+@pytest.mark.parametrize("kind", ["full", "class", "tree", "adaptive"])
+def test_exact_head_loss_is_masked_mean_negative_log_prob_of_targets(kind):
+    _, _, loss, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, chunk_size=7))
+    _, targets, _, mask, _ = inputs()
+    expected = -(mask * log_probs[jnp.arange(ROWS), targets]).sum() / mask.sum()
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["full", "sampled", "nce", "negative", "class", "adaptive"])
+def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(kind):
+    embedding = inputs()[4]
+    _, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), embedding)
+    shapes = [leaf.shape for leaf in jax.tree.leaves(variables)]
+    assert (VOCAB, FEATURES) not in shapes and (BASE.cutoffs[0], FEATURES) not in shapes
+    if kind in ("full", "sampled", "nce", "negative"):
+        hidden = inputs()[0]
+        expected = jax.nn.log_softmax(hidden @ embedding.T + variables["params"]["biases"])
+        np.testing.assert_allclose(log_probs, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tied_head_without_embedding_raises_at_init():
+    with pytest.raises(ValueError, match="is tied: pass the input embedding"):
+        init_and_apply(dataclasses.replace(BASE, kind="full", tied=True), None)
+
+
+def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
+    head = build_head(dataclasses.replace(BASE, kind="nce", learn_normalizer=True), VOCAB, COUNTS)
+    hidden, targets, key, mask, _ = inputs()
+    variables = head.init({"params": key}, hidden, targets, key, mask, None, method="loss")
+    loss = jax.jit(lambda v, k: head.apply(v, hidden, targets, k, mask, method="loss")[0])
+    assert float(loss(variables, jax.random.key(5))) != float(loss(variables, jax.random.key(6)))
+    grads = jax.grad(loss)(variables, key)["params"]
+    assert set(grads) == {"weights", "biases", "log_normalizer"}
+    assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
+
+
+def test_head_config_is_selectable_from_cli_overrides():
+    config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10,25", "head.div_value=2", "head.num_samples=6"])
+    assert config.head.cutoffs == (10, 25)
+    _, _, loss, _, _ = init_and_apply(config.head)
+    assert np.isfinite(loss)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(kind="softmax"), "head.kind must be one of"),
+        (dict(kind="tree", tied=True), "head.tied must be false for head.kind=tree"),
+        (dict(kind="sampled", num_samples=VOCAB), r"head.num_samples must be in \(0, vocab_size=40\)"),
+        (dict(kind="nce", num_samples=0), r"head.num_samples must be in \(0, vocab_size=40\)"),
+        (dict(kind="sampled", proposal="zipf"), "head.proposal must be one of"),
+        (dict(kind="negative", proposal="unigram", power=-1.0), "power must be a finite number >= 0"),
+        (dict(kind="tree", tree="random"), "head.tree must be one of"),
+        (dict(kind="class", num_classes=VOCAB + 1), "head.num_classes must be in"),
+        (dict(kind="adaptive", cutoffs=(25, 10)), "cutoffs must be increasing ints in"),
+        (dict(kind="adaptive", cutoffs=(10, 40)), r"cutoffs must be increasing ints in \(0, vocab_size=40\)"),
+        (dict(kind="adaptive", cutoffs=()), "cutoffs must be increasing ints in"),
+        (dict(kind="adaptive", div_value=0.5), "head.div_value must be >= 1"),
+        (dict(kind="full", chunk_size=-1), "head.chunk_size must be >= 0"),
+    ],
+)
+def test_build_head_rejects_bad_config_on_the_host(change, message):
+    with pytest.raises(ValueError, match=message):
+        build_head(dataclasses.replace(BASE, **change), VOCAB, COUNTS)
+
+
+def test_build_head_rejects_counts_of_wrong_length_or_negative():
+    with pytest.raises(ValueError, match=r"counts must be \[vocab_size=40\] non-negative"):
+        build_head(BASE, VOCAB, COUNTS[:-1])
+    with pytest.raises(ValueError, match=r"counts must be \[vocab_size=40\] non-negative"):
+        build_head(BASE, VOCAB, np.where(np.arange(VOCAB) == 7, -1, COUNTS))
+
+
+def test_log_uniform_proposal_rejects_a_vocabulary_that_is_not_frequency_sorted():
+    unsorted = COUNTS.copy()
+    unsorted[[10, 20]] = unsorted[[20, 10]]
+    with pytest.raises(ValueError, match="counts must be frequency-sorted"):
+        build_head(dataclasses.replace(BASE, kind="sampled", proposal="log_uniform"), VOCAB, unsorted)
+    build_head(dataclasses.replace(BASE, kind="sampled", proposal="unigram"), VOCAB, unsorted)

@@ -1,0 +1,170 @@
+"""Sampled softmax, NCE and negative sampling against the equations and the full softmax."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seqjax.heads import full_softmax_loss, negative_sampling_loss, nce_loss, sampled_softmax_loss
+
+
+def random_problem(seed, rows=6, features=4, vocab=10):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.normal(size=(rows, features)).astype(np.float32),
+        rng.normal(size=(vocab, features)).astype(np.float32),
+        rng.normal(size=(vocab,)).astype(np.float32),
+        rng.integers(0, vocab, size=rows).astype(np.int32),
+    )
+
+
+def relative_error(got, expected):
+    return float(np.linalg.norm(np.asarray(got) - expected) / np.linalg.norm(expected))
+
+
+def full_gradients(hidden, weights, biases, targets):
+    return jax.grad(lambda h, w: full_softmax_loss(h, w, biases, targets).sum(), argnums=(0, 1))(hidden, weights)
+
+
+def test_sampled_softmax_equals_full_softmax_when_samples_cover_vocab():
+    hidden, weights, biases, targets = random_problem(0)
+    vocab = weights.shape[0]
+    samples = np.arange(vocab, dtype=np.int32)
+    log_k_q = np.zeros(vocab, np.float32)  # uniform q = 1/V, K = V: log K·q = 0
+    losses = sampled_softmax_loss(hidden, weights, biases, targets, samples, log_k_q, np.zeros(len(targets)))
+    np.testing.assert_allclose(losses, full_softmax_loss(hidden, weights, biases, targets), rtol=1e-5)
+
+
+def test_sampled_softmax_gradient_converges_to_full_softmax_gradient_as_k_grows():
+    # With replacement and the true class kept among the samples, Σ_k exp(s_k) / (K q_k) is an
+    # unbiased estimate of the partition function, so the gradient is consistent in K.
+    hidden, weights, biases, targets = random_problem(1)
+    vocab = weights.shape[0]
+    expected = full_gradients(hidden, weights, biases, targets)
+    errors = []
+    for num_samples in (20, 200, 20000):
+        samples = jax.random.randint(jax.random.key(num_samples), (num_samples,), 0, vocab)
+        log_k_q = jnp.full((num_samples,), np.log(num_samples / vocab))
+        target_log_k_q = jnp.full(targets.shape, np.log(num_samples / vocab))
+        grads = jax.jit(
+            jax.grad(
+                lambda h, w: sampled_softmax_loss(
+                    h, w, biases, targets, samples, log_k_q, target_log_k_q, remove_accidental_hits=False
+                ).sum(),
+                argnums=(0, 1),
+            )
+        )(hidden, weights)
+        errors.append(max(relative_error(g, e) for g, e in zip(grads, expected)))
+    assert errors[-1] < 0.05 and errors[-1] < errors[0], errors
+
+
+def test_sampled_softmax_gives_accidental_hits_no_mass():
+    hidden, weights, biases, _ = random_problem(2, rows=1)
+    targets = np.array([3], np.int32)
+    with_hit = np.array([3, 5, 7], np.int32)
+    without_hit = np.array([5, 7], np.int32)
+    losses = [
+        sampled_softmax_loss(hidden, weights, biases, targets, s, np.zeros(len(s)), np.zeros(1))
+        for s in (with_hit, without_hit)
+    ]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
+
+
+def test_sampled_softmax_ignores_slots_with_infinite_log_expected_count():
+    hidden, weights, biases, targets = random_problem(3)
+    samples = np.array([1, 2, 2, 4], np.int32)
+    dropped = sampled_softmax_loss(
+        hidden, weights, biases, targets, samples, np.array([0.0, 0.0, np.inf, 0.0]), np.zeros(len(targets))
+    )
+    kept = sampled_softmax_loss(hidden, weights, biases, targets, samples[[0, 1, 3]], np.zeros(3), np.zeros(len(targets)))
+    np.testing.assert_allclose(dropped, kept, rtol=1e-6)
+
+
+def test_per_row_samples_equal_shared_samples_when_every_row_draws_the_same():
+    hidden, weights, biases, targets = random_problem(4)
+    samples, log_q = np.array([0, 5, 9], np.int32), np.array([0.1, -0.2, 0.3], np.float32)
+    rows = len(targets)
+    for loss in (sampled_softmax_loss, nce_loss):
+        shared = loss(hidden, weights, biases, targets, samples, log_q, np.zeros(rows))
+        per_row = loss(
+            hidden, weights, biases, targets, np.tile(samples, (rows, 1)), np.tile(log_q, (rows, 1)), np.zeros(rows)
+        )
+        np.testing.assert_allclose(shared, per_row, rtol=1e-6)
+
+
+def test_nce_loss_equals_logistic_equations():
+    hidden, weights, biases, targets = random_problem(5)
+    samples = np.array([1, 1, 6], np.int32)
+    sample_log_q, target_log_q = np.log([0.3, 0.3, 0.2]), np.log(np.linspace(0.1, 0.6, len(targets)))
+    log_z = 0.7
+    sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    scores = hidden.astype(np.float64) @ weights.T + biases
+    true_delta = scores[np.arange(len(targets)), targets] - log_z - target_log_q
+    noise_delta = scores[:, samples] - log_z - sample_log_q
+    expected = -np.log(sigmoid(true_delta)) - np.log(1 - sigmoid(noise_delta)).sum(axis=1)
+    got = nce_loss(hidden, weights, biases, targets, samples, sample_log_q, target_log_q, log_normalizer=log_z)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_nce_gradient_approaches_log_likelihood_gradient_for_self_normalized_model():
+    hidden, weights, biases, targets = random_problem(6)
+    vocab = weights.shape[0]
+    # A last feature of 1 in every word vector and −logsumexp(rest) in every hidden row makes
+    # Σ_c exp(s_c) = 1 per row: the model is self-normalized (log Z = 0).
+    weights[:, -1] = 1.0
+    hidden[:, -1] = 0.0
+    scores = hidden.astype(np.float64) @ weights.T + biases
+    hidden[:, -1] = -np.log(np.exp(scores).sum(axis=1))
+    expected = full_gradients(hidden, weights, biases, targets)
+    num_samples = 20000
+    samples = jax.random.randint(jax.random.key(0), (num_samples,), 0, vocab)
+    log_k_q = jnp.full((num_samples,), np.log(num_samples / vocab))
+    grads = jax.jit(
+        jax.grad(
+            lambda h, w: nce_loss(h, w, biases, targets, samples, log_k_q, jnp.full(targets.shape, log_k_q[0])).sum(),
+            argnums=(0, 1),
+        )
+    )(hidden, weights)
+    for got, want in zip(grads, expected):
+        assert relative_error(got, want) < 0.05, relative_error(got, want)
+
+
+def test_negative_sampling_loss_equals_word2vec_objective():
+    hidden, weights, biases, targets = random_problem(7)
+    samples = np.array([[1, 2], [3, 3], [0, 9], [4, 5], [6, 7], [8, 8]], np.int32)
+    log_sigmoid = lambda x: -np.log1p(np.exp(-x))  # noqa: E731
+    scores = hidden.astype(np.float64) @ weights.T
+    positive = log_sigmoid(scores[np.arange(len(targets)), targets])
+    negative = log_sigmoid(-np.take_along_axis(scores, samples, axis=1)).sum(axis=1)
+    got = negative_sampling_loss(hidden, weights, None, targets, samples)
+    np.testing.assert_allclose(got, -(positive + negative), rtol=1e-5)
+
+
+def test_sampled_losses_are_jittable_with_traced_samples():
+    hidden, weights, biases, targets = random_problem(8)
+    samples, log_q = np.array([2, 4], np.int32), np.zeros(2, np.float32)
+    eager = sampled_softmax_loss(hidden, weights, biases, targets, samples, log_q, np.zeros(len(targets)))
+    jitted = jax.jit(sampled_softmax_loss)(hidden, weights, biases, targets, samples, log_q, np.zeros(len(targets)))
+    np.testing.assert_allclose(eager, jitted, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(samples=np.array([0, 10], np.int32)), r"samples must lie in \[0, 10\)"),
+        (dict(samples=np.zeros((2, 3), np.int32)), r"samples must have shape \[K\] or \[N=6, K\]"),
+        (dict(samples=np.zeros((0,), np.int32), sample_log_q=np.zeros(0)), "samples must hold K > 0 ids"),
+        (dict(sample_log_q=np.zeros(3)), "sample_log_q must have the shape of samples"),
+        (dict(target_log_q=np.zeros(5)), r"target_log_q must have shape \[N=6\]"),
+        (dict(targets=np.full(6, 11, np.int32)), r"targets must lie in \[0, 10\)"),
+    ],
+)
+def test_sampled_softmax_rejects_bad_input_on_the_host(change, message):
+    hidden, weights, biases, targets = random_problem(9)
+    args = dict(
+        hidden=hidden, weights=weights, biases=biases, targets=targets,
+        samples=np.array([1, 2], np.int32), sample_log_q=np.zeros(2), target_log_q=np.zeros(6),
+    )
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        sampled_softmax_loss(**args)
