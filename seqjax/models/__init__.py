@@ -11,10 +11,11 @@ from typing import Any
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
+from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
 from seqjax.models.transformer import TransformerLM
 
-LANGUAGE_MODELS = {"rnn": RNNLM, "transformer": TransformerLM}
+LANGUAGE_MODELS = {"rnn": RNNLM, "transformer": TransformerLM, "nnlm": NNLM}
 CELLS = ("lstm", "gru", "elman")
 POSITIONS = ("sinusoidal", "learned")
 NORMS = ("pre", "post")
@@ -40,6 +41,8 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int) -> None:
         raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout}")
     if cfg.kind == "rnn":
         _check_one_of("model.cell", cfg.cell, CELLS)
+    if cfg.kind == "nnlm":
+        _check_positive("model.context", cfg.context)
     if cfg.kind == "transformer":
         _check_positive("model.heads", cfg.heads)
         _check_positive("model.d_ff", cfg.d_ff)
@@ -65,4 +68,4 @@ def build_model(cfg: ModelConfig, vocab_size: int, *, dtype: Any = jnp.float32):
     return LANGUAGE_MODELS[cfg.kind](cfg, vocab_size, dtype=dtype)
 
 
-__all__ = ["build_model", "validate_model_config", "RNNLM", "TransformerLM"]
+__all__ = ["build_model", "validate_model_config", "NNLM", "RNNLM", "TransformerLM"]

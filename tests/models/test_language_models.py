@@ -26,10 +26,14 @@ CONFIGS = {
     "transformer_dilated_window": dataclasses.replace(
         TINY, kind="transformer", window=2, dilation=2
     ),
+    "nnlm": dataclasses.replace(TINY, kind="nnlm", context=3),
+    "nnlm_direct": dataclasses.replace(TINY, kind="nnlm", context=2, direct=True),
 }
 
 REPRESENTATIVE = ["lstm", "transformer_sinusoidal"]
-CAUSALITY = ["lstm", "gru", "elman", "transformer_learned", "transformer_dilated_window"]
+CAUSALITY = [
+    "lstm", "gru", "elman", "transformer_learned", "transformer_dilated_window", "nnlm_direct"
+]
 
 
 @functools.cache

@@ -1,0 +1,87 @@
+"""Fixed-window neural language model (Bengio et al. 2003).
+
+Row t sees the embeddings of the `cfg.context` most recent tokens x_{t-k+1..t},
+concatenated into e_t ([k*D]); hidden_t = tanh(e_t H + d), plus e_t W with
+`cfg.direct`. Bengio's direct connections run from the context straight to the
+logits; here the output head's weights U follow the hidden, so U(tanh(eH + d) + eW)
+carries them as a rank-D factorization U·W. Positions before the start of the sequence
+(and padded tokens) contribute zero vectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from seqjax.config import ModelConfig
+from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
+from seqjax.models.embeddings import token_embedding
+
+
+class NNLM(nn.Module):
+    """tokens [B, T] → hidden [B, T, D]. Decode state: the last k tokens and their validity."""
+
+    cfg: ModelConfig
+    vocab_size: int
+    dtype: Any = jnp.float32
+
+    def setup(self):
+        d = self.cfg.d_model
+        self.token_embed = token_embedding(self.vocab_size, d, "embed")
+        self.hidden = nn.Dense(d, dtype=self.dtype)
+        if self.cfg.direct:
+            self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
+        self.dropout = nn.Dropout(self.cfg.dropout)
+
+    def embed(self, tokens):
+        """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
+        return self.token_embed(tokens)
+
+    def _hidden(self, windows, train):
+        """windows: [..., k*D] float32 -> [..., D] float32."""
+        windows = self.dropout(windows, deterministic=not train)
+        hidden = jnp.tanh(self.hidden(windows).astype(jnp.float32))
+        if self.cfg.direct:
+            hidden = hidden + self.direct(windows).astype(jnp.float32)
+        return self.dropout(hidden, deterministic=not train)
+
+    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
+        """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
+
+        Returns hidden: [B, T, D] float32.
+        """
+        check_tokens(tokens)
+        check_mask(mask, tokens)
+        check_embedded(embedded, tokens, self.cfg.d_model)
+        x = self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
+        if mask is not None:
+            x = jnp.where(mask[..., None], x, 0.0)
+        length = tokens.shape[1]
+        # Window slot j holds x_{t-j}: the sequence shifted right by j, zeros shifted in.
+        padded = jnp.pad(x, ((0, 0), (self.cfg.context - 1, 0), (0, 0)))
+        slots = [
+            padded[:, self.cfg.context - 1 - j : self.cfg.context - 1 - j + length]
+            for j in range(self.cfg.context)
+        ]
+        return self._hidden(jnp.concatenate(slots, axis=-1), train)
+
+    def init_decode_state(self, batch_size: int, max_len: int):
+        """{"tokens": [B, k] int32, "valid": [B, k] bool}, newest token in the first column.
+
+        max_len is accepted for the decode contract; the window has a fixed size.
+        """
+        check_decode_size(batch_size, max_len)
+        shape = (batch_size, self.cfg.context)
+        return {"tokens": jnp.zeros(shape, jnp.int32), "valid": jnp.zeros(shape, bool)}
+
+    def decode_step(self, state, token):
+        """token: [B] int32 -> (hidden [B, D] float32, next state)."""
+        tokens = jnp.concatenate([token[:, None], state["tokens"][:, :-1]], axis=1)
+        valid = jnp.concatenate(
+            [jnp.ones_like(state["valid"][:, :1]), state["valid"][:, :-1]], axis=1
+        )
+        x = jnp.where(valid[..., None], self.token_embed(tokens), 0.0)
+        hidden = self._hidden(x.reshape(x.shape[0], -1), False)
+        return hidden, {"tokens": tokens, "valid": valid}
