@@ -103,6 +103,7 @@ class TrainConfig:
     eval_batches: int = 0  # 0: the whole split (exact perplexity)
     checkpoint_every: int = 500  # 0: only at the end
     keep_checkpoints: int = 3
+    init_from: str = ""  # a run directory whose latest parameters start a fresh run (e.g. RL after MLE)
     samples: int = 4  # generated samples printed at the end
     sample_len: int = 64
 

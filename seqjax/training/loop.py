@@ -6,6 +6,8 @@ so a bad config, file or vocabulary never damages an existing run.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import time
@@ -71,6 +73,28 @@ def restore_state(exp: Experiment, workdir: str, step: int, mesh, example_batch)
     return state, meta
 
 
+def pretrained_params(exp: Experiment, source: str, mesh, example_batch):
+    """The latest parameters of the run in `source`, which must share data, model and head."""
+    path = os.path.join(source, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"train.init_from={source!r} holds no run (no config.json)")
+    with open(path) as f:
+        saved = config_lib.from_dict(json.load(f))
+    for section in ("data", "model", "head"):
+        if getattr(saved, section) != getattr(exp.cfg, section):
+            raise ValueError(f"train.init_from={source!r} has a different {section} config: {getattr(saved, section)}")
+    source_vocab = saved_tokenizers(source)
+    source_vocab = source_vocab[1] if isinstance(source_vocab, tuple) else source_vocab
+    if source_vocab is None or source_vocab.vocab.to_json() != exp.tokenizer.vocab.to_json():
+        raise ValueError(f"train.init_from={source!r} has a different vocabulary")
+    step = _checkpointer(source, saved).latest_step()
+    if step is None:
+        raise ValueError(f"train.init_from={source!r} has no checkpoint")
+    source_exp = dataclasses.replace(exp, cfg=saved)
+    state, _ = restore_state(source_exp, source, step, mesh, example_batch)
+    return state.params
+
+
 def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Trains (or resumes) the run in `workdir`; returns the summary it also writes."""
     exp, resume_step = open_run(cfg, workdir)
@@ -87,6 +111,9 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
         echo(f"resuming {workdir} at step {resume_step}")
     else:
         state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, example, mesh)
+        if cfg.train.init_from:
+            state = state.replace(params=pretrained_params(exp, cfg.train.init_from, mesh, example))
+            echo(f"parameters initialized from {cfg.train.init_from}")
         start = 0
         os.makedirs(workdir, exist_ok=True)
         exp.save_tokenizers(workdir)

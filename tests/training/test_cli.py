@@ -104,3 +104,15 @@ def test_resume_with_a_changed_vocabulary_is_refused(tmp_path, capsys):
 
 def test_eval_of_a_directory_without_a_run_is_refused(tmp_path, capsys):
     expect_user_error(capsys, ["eval", "--workdir", str(tmp_path)], "no run")
+
+
+def test_init_from_starts_a_new_run_from_trained_parameters(trained_run, tmp_path, capsys):
+    assert train(tmp_path / "rl", f"train.init_from={trained_run}", "optim.learning_rate=1e-3") == 0
+    assert "parameters initialized from" in capsys.readouterr().out
+
+
+def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, capsys):
+    expect_user_error(
+        capsys, ["train", "--workdir", str(tmp_path / "x"), "--set", *TINY, "model.d_model=48",
+                 f"train.init_from={trained_run}"], "different model config"
+    )
