@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
 import sys
+
+import numpy as np
 
 from seqjax import config as config_lib
 
@@ -60,29 +63,46 @@ def cmd_train(args) -> None:
     train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name))
 
 
+def decode_options(args):
+    from seqjax.training.generation import DecodeOptions
+
+    sample = args.temperature is not None or args.top_k is not None or args.top_p is not None
+    return DecodeOptions(beam=args.beam, length_penalty=args.length_penalty, sample=sample,
+                         temperature=1.0 if args.temperature is None else args.temperature,
+                         top_k=args.top_k, top_p=args.top_p)
+
+
 def cmd_eval(args) -> None:
     from seqjax.training.evaluation import evaluate
     from seqjax.training.generation import translate
     from seqjax.training.mesh import batch_sharding
     from seqjax.training.steps import make_eval_step
 
+    options = decode_options(args)
     exp, state, mesh = restored(args.workdir, args.set)
     if args.split not in exp.data.splits:
         raise ValueError(f"--split must be one of {sorted(exp.data.splits)}, got {args.split!r}")
-    result = evaluate(exp, make_eval_step(exp.model, exp.head, mesh), state.params, args.split, batch_sharding(mesh))
-    print(json.dumps({args.split: result}, indent=2))
+    result = {args.split: evaluate(exp, make_eval_step(exp.model, exp.head, mesh), state.params, args.split,
+                                   batch_sharding(mesh))}
     if exp.is_seq2seq:
-        translate(exp, state.params, args.split)
+        result["generation"] = translate(exp, state.params, args.split, options=options)
+    print(json.dumps(result, indent=2))
 
 
 def cmd_generate(args) -> None:
-    from seqjax.training.generation import lm_samples
+    from seqjax.training.generation import lm_samples, translate_texts
 
-    exp, state, _ = restored(args.workdir, args.set + [f"train.sample_len={args.max_len}", f"train.samples={args.num}"])
+    options = decode_options(args)
+    overrides = args.set + [f"train.sample_len={args.max_len}", f"train.samples={args.num}"]
+    exp, state, _ = restored(args.workdir, overrides)
     if exp.is_seq2seq:
-        raise ValueError("generate continues prompts of a language model; use `seqjax eval` for a seq2seq run")
-    lm_samples(exp, state.params, prompt=args.prompt, num=args.num, seed=args.seed, temperature=args.temperature,
-               top_k=args.top_k, top_p=args.top_p)
+        source = np.asarray(exp.data.src_tokenizer.encode(args.prompt), np.int32)
+        (hypothesis,) = translate_texts(exp, state.params, [source], options)
+        print(f"{args.prompt} -> {hypothesis}")
+        return
+    if not options.sample and options.beam == 1 and args.num > 1:
+        options = dataclasses.replace(options, sample=True)  # several greedy continuations would all be equal
+    lm_samples(exp, state.params, prompt=args.prompt, num=args.num, seed=args.seed, options=options)
 
 
 def cmd_bench(args) -> None:
@@ -94,6 +114,15 @@ def cmd_bench(args) -> None:
         raise ValueError(f"unknown benchmark {args.name!r}; available: {sorted(f[:-3] for f in os.listdir(root) if f.endswith('.py'))}")
     sys.argv = [path, *args.rest]
     runpy.run_path(path, run_name="__main__")
+
+
+def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
+    d = p.add_argument_group("decoding (default greedy; any sampling flag samples; --beam N > 1 is beam search)")
+    d.add_argument("--beam", type=int, default=1)
+    d.add_argument("--length-penalty", type=float, default=0.0, help="GNMT alpha for beam search")
+    d.add_argument("--temperature", type=float, default=None)
+    d.add_argument("--top-k", type=int, default=None)
+    d.add_argument("--top-p", type=float, default=None)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -108,17 +137,16 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--workdir", required=True)
     e.add_argument("--split", default="test")
     e.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    add_decoding_arguments(e)
     e.set_defaults(func=cmd_eval)
-    g = sub.add_parser("generate", help="sample continuations of a prompt from a trained language model")
+    g = sub.add_parser("generate", help="continue a prompt (LM) or translate it (seq2seq) with a trained run")
     g.add_argument("--workdir", required=True)
     g.add_argument("--prompt", default="")
     g.add_argument("--max-len", type=int, default=64)
     g.add_argument("--num", type=int, default=4)
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=None)
-    g.add_argument("--top-p", type=float, default=None)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    add_decoding_arguments(g)
     g.set_defaults(func=cmd_generate)
     b = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
     b.add_argument("name")

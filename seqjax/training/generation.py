@@ -1,7 +1,13 @@
-"""Generation glue: composes a model's decode step with a head into the decoders' step function."""
+"""Generation glue: a model's decode step composed with a head, run by the decoders.
+
+`make_step_fn` is the only place where models and heads meet the decoders; everything
+else here chooses a decoder (greedy, sampling, beam search), feeds prompts, and turns ids
+back into text with the run's tokenizer.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 
@@ -12,9 +18,34 @@ import numpy as np
 
 from seqjax import decoding
 from seqjax.data import BOS_ID, EOS_ID, is_grammatical, seq2seq_eval_batches
-from seqjax.metrics import corpus_bleu
+from seqjax.metrics import corpus_bleu, rouge
 from seqjax.objectives.model_io import encoder_kwargs, tied_embedding
 from seqjax.training.setup import Experiment
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeOptions:
+    """How to decode: beam > 1 is beam search; otherwise sampling if `sample`, else greedy."""
+
+    beam: int = 1
+    length_penalty: float = 0.0
+    sample: bool = False
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self):
+        if self.beam < 1:
+            raise ValueError(f"beam must be >= 1, got {self.beam}")
+        if self.beam > 1 and self.sample:
+            raise ValueError("choose beam search (beam > 1) or sampling, not both")
+
+    def describe(self) -> str:
+        if self.beam > 1:
+            return f"beam {self.beam}, length penalty {self.length_penalty}"
+        if self.sample:
+            return f"sampling (temperature {self.temperature}, top-k {self.top_k}, top-p {self.top_p})"
+        return "greedy"
 
 
 def make_step_fn(model: nn.Module, head: nn.Module, params) -> Callable:
@@ -45,70 +76,96 @@ def prefill(model: nn.Module, params, state, prefix: jax.Array):
     return state
 
 
-@partial(jax.jit, static_argnames=("model", "head", "prompt", "num", "max_len", "temperature", "top_k", "top_p"))
-def sample_lm(model, head, params, key, *, prompt, num, max_len, temperature=1.0, top_k=None, top_p=None):
-    """Samples `num` continuations of `prompt` (a tuple of ids starting with EOS, the LM's line start).
+def _best_beam(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The best hypothesis of beam search [B, K, T] as tokens [B, T] and lengths [B] (incl. EOS)."""
+    best = sequences[:, 0]
+    is_eos = best == EOS_ID
+    lengths = jnp.where(is_eos.any(axis=1), jnp.argmax(is_eos, axis=1) + 1, best.shape[1])
+    return best, lengths.astype(jnp.int32)
 
-    Returns tokens [num, max_len] int32 (after the prompt, padded after EOS) and lengths [num].
+
+@partial(jax.jit, static_argnames=("model", "head", "prompt", "num", "max_len", "options"))
+def decode(model, head, params, key, batch=None, *, prompt, num, max_len, options: DecodeOptions):
+    """Decodes `num` rows after `prompt` (ids; its last one is fed first), for an encoder batch or an LM.
+
+    Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
     """
     prefix = jnp.broadcast_to(jnp.asarray(prompt[:-1], jnp.int32), (num, len(prompt) - 1))
-    state = prefill(model, params, init_state(model, params, num, len(prompt) + max_len), prefix)
-    return decoding.sample(
-        make_step_fn(model, head, params), state, key, bos_id=prompt[-1], eos_id=EOS_ID, max_len=max_len,
-        temperature=temperature, top_k=top_k, top_p=top_p,
-    )
-
-
-@partial(jax.jit, static_argnames=("model", "head", "max_len"))
-def greedy_translate(model, head, params, batch, *, max_len):
-    """Greedy decoding of a seq2seq batch: tokens [B, max_len] int32, lengths [B] int32."""
-    batch_size = batch["src"].shape[0]
-    state = init_state(model, params, batch_size, max_len + 1, batch)
-    return decoding.greedy(make_step_fn(model, head, params), state, bos_id=BOS_ID, eos_id=EOS_ID, max_len=max_len)
+    state = prefill(model, params, init_state(model, params, num, len(prompt) + max_len, batch), prefix)
+    step_fn = make_step_fn(model, head, params)
+    common = dict(bos_id=prompt[-1], eos_id=EOS_ID, max_len=max_len)
+    if options.beam > 1:
+        sequences, _ = decoding.beam_search(
+            step_fn, state, beam_size=options.beam, length_penalty=options.length_penalty, **common
+        )
+        return _best_beam(sequences)
+    if options.sample:
+        return decoding.sample(
+            step_fn, state, key, temperature=options.temperature, top_k=options.top_k, top_p=options.top_p, **common
+        )
+    return decoding.greedy(step_fn, state, **common)
 
 
 def lm_samples(exp: Experiment, params, *, echo=print, prompt: str = "", num: int | None = None, seed: int = 0,
-               temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> dict:
-    """Samples from a language model; on the synthetic grammar also scores how many are grammatical."""
+               options: DecodeOptions = DecodeOptions(sample=True)) -> dict:
+    """Continues `prompt` with a language model; on the synthetic grammar also scores grammaticality."""
     cfg = exp.cfg.train
     tokenizer = exp.tokenizer
-    ids = (EOS_ID, *tokenizer.encode(prompt))  # LM streams separate lines with EOS; it is what precedes a line
+    ids = (EOS_ID, *tokenizer.encode(prompt))  # LM streams separate lines with EOS: it is what precedes a line
     grammar = exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "grammar"
     num = num or (256 if grammar else cfg.samples)
     tokens, lengths = jax.device_get(
-        sample_lm(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num, max_len=cfg.sample_len,
-                  temperature=temperature, top_k=top_k, top_p=top_p)
+        decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num, max_len=cfg.sample_len,
+               options=options)
     )
     texts = [prompt + tokenizer.decode(row[:n].tolist()) for row, n in zip(tokens, lengths)]
-    report: dict = {"samples": texts[: cfg.samples]}
+    report: dict = {"decoding": options.describe(), "samples": texts[: cfg.samples]}
     if grammar:
         report["grammatical"] = float(np.mean([is_grammatical(t) for t in texts]))
-        echo(f"{report['grammatical']:.1%} of {num} sampled sentences are grammatical")
+        echo(f"{report['grammatical']:.1%} of {num} sentences ({options.describe()}) are grammatical")
     for text in texts[: cfg.samples]:
         echo(f"  sample: {text}")
     return report
 
 
-def translate(exp: Experiment, params, split: str, *, echo=print) -> dict:
-    """Greedy-decodes `split`; returns exact match, sacrebleu BLEU and the copy-the-source BLEU."""
-    src, tgt = exp.data.splits[split]
-    hypotheses = [""] * len(src)
-    for batch, indices in seq2seq_eval_batches(src, tgt, exp.cfg.train.batch_size, exp.cfg.data.buckets):
+def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options: DecodeOptions) -> list[str]:
+    """Decodes source id arrays with a seq2seq model; returns one detokenized hypothesis each."""
+    hypotheses = [""] * len(sources)
+    dummy_targets = [np.zeros(0, np.int32)] * len(sources)
+    for batch, indices in seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets):
+        src = {"src": batch["src"], "src_mask": batch["src_mask"]}
+        max_len = max(exp.cfg.data.max_len, batch["src"].shape[1]) + 1  # static per bucket: bounded compiles
         tokens, lengths = jax.device_get(
-            greedy_translate(exp.model, exp.head, params, batch, max_len=batch["inputs"].shape[1])
+            decode(exp.model, exp.head, params, jax.random.PRNGKey(0), src, prompt=(BOS_ID,),
+                   num=batch["src"].shape[0], max_len=max_len, options=options)
         )
         for row, n, index in zip(tokens, lengths, indices):
             if index >= 0:
                 hypotheses[index] = exp.tokenizer.decode(row[:n].tolist())
+    return hypotheses
+
+
+def translate(exp: Experiment, params, split: str, *, echo=print, options: DecodeOptions = DecodeOptions()) -> dict:
+    """Decodes `split`; returns exact match, sacrebleu BLEU and ROUGE, next to copy-the-source."""
+    src, _ = exp.data.splits[split]
+    hypotheses = translate_texts(exp, params, src, options)
     references = exp.data.references[split]
     sources = exp.data.sources[split]
     report = {
+        "decoding": options.describe(),
         "exact_match": float(np.mean([h == r for h, r in zip(hypotheses, references)])),
         "bleu": corpus_bleu(hypotheses, references),
+        "rougeL": rouge(hypotheses, references)["rougeL"],
         "copy_bleu": corpus_bleu(sources, references),
-        "samples": [{"source": s, "output": h, "reference": r} for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.samples]],
+        "copy_rougeL": rouge(sources, references)["rougeL"],
+        "samples": [
+            {"source": s, "output": h, "reference": r}
+            for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.samples]
+        ],
     }
-    echo(f"{split}: exact match {report['exact_match']:.1%}, BLEU {report['bleu']:.2f} (copy-the-source {report['copy_bleu']:.2f})")
+    echo(f"{split} ({options.describe()}): exact match {report['exact_match']:.1%}, BLEU {report['bleu']:.2f}, "
+         f"ROUGE-L {report['rougeL']:.3f} (copy-the-source: BLEU {report['copy_bleu']:.2f}, "
+         f"ROUGE-L {report['copy_rougeL']:.3f})")
     for item in report["samples"]:
         echo(f"  {item['source']} -> {item['output']}   (reference {item['reference']})")
     return report

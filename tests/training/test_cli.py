@@ -116,3 +116,18 @@ def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, ca
         capsys, ["train", "--workdir", str(tmp_path / "x"), "--set", *TINY, "model.d_model=48",
                  f"train.init_from={trained_run}"], "different model config"
     )
+
+
+@pytest.mark.parametrize("flags", [["--beam", "3", "--length-penalty", "0.6"], ["--top-k", "5", "--temperature", "0.7"],
+                                   ["--top-p", "0.9"]])
+def test_generate_with_each_decoding_strategy(trained_run, capsys, flags):
+    assert main(["generate", "--workdir", str(trained_run), "--prompt", "A ", "--num", "2", "--max-len", "10", *flags]) == 0
+    samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
+    assert len(samples) == 2
+
+
+def test_bad_decoding_flags_are_user_errors(trained_run, capsys):
+    generate = ["generate", "--workdir", str(trained_run), "--max-len", "8"]
+    expect_user_error(capsys, generate + ["--beam", "0"], "beam must be >= 1")
+    expect_user_error(capsys, generate + ["--top-p", "1.5"], "top_p")
+    expect_user_error(capsys, ["generate", "--workdir", str(trained_run), "--max-len", "100"], "max_len")
