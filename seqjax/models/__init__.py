@@ -1,7 +1,9 @@
 """Models: Flax Linen modules mapping tokens to hidden states [B, T, D], used via init/apply.
 
 `build_model(cfg, vocab_size)` validates the config on the host and returns the module.
-Every model exposes `embed`, `init_decode_state` and `decode_step` (see DESIGN.md).
+Every model exposes `embed`, `init_decode_state` and `decode_step` (see DESIGN.md);
+seq2seq models (`is_seq2seq(cfg)`) also take `src`/`src_mask` in `apply` and in
+`init_decode_state`, and name their source embedding `src_embed`.
 """
 
 from __future__ import annotations
@@ -13,12 +15,28 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
+from seqjax.models.seq2seq_attention import AttentionSeq2Seq
+from seqjax.models.seq2seq_rnn import RNNSeq2Seq
+from seqjax.models.seq2seq_transformer import TransformerSeq2Seq
 from seqjax.models.transformer import TransformerLM
 
 LANGUAGE_MODELS = {"rnn": RNNLM, "transformer": TransformerLM, "nnlm": NNLM}
+SEQ2SEQ_MODELS = {
+    "rnn_seq2seq": RNNSeq2Seq,
+    "attention_seq2seq": AttentionSeq2Seq,
+    "transformer_seq2seq": TransformerSeq2Seq,
+}
+RECURRENT_KINDS = ("rnn", "rnn_seq2seq", "attention_seq2seq")
+TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
 CELLS = ("lstm", "gru", "elman")
 POSITIONS = ("sinusoidal", "learned")
 NORMS = ("pre", "post")
+ATTENTION_SCORES = ("additive", "dot", "general")
+
+
+def is_seq2seq(cfg: ModelConfig) -> bool:
+    """True for encoder–decoders, whose apply and init_decode_state take src/src_mask."""
+    return cfg.kind in SEQ2SEQ_MODELS
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -31,41 +49,76 @@ def _check_one_of(name: str, value: str, choices) -> None:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
-def validate_model_config(cfg: ModelConfig, vocab_size: int) -> None:
+def _check_transformer(cfg: ModelConfig) -> None:
+    _check_positive("model.heads", cfg.heads)
+    _check_positive("model.d_ff", cfg.d_ff)
+    _check_positive("model.max_len", cfg.max_len)
+    _check_positive("model.dilation", cfg.dilation)
+    _check_one_of("model.positions", cfg.positions, POSITIONS)
+    _check_one_of("model.norm", cfg.norm, NORMS)
+    if cfg.d_model % cfg.heads:
+        raise ValueError(
+            f"model.d_model must be divisible by model.heads={cfg.heads}, got {cfg.d_model}"
+        )
+    if cfg.positions == "sinusoidal" and cfg.d_model % 2:
+        raise ValueError(f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}")
+    if not isinstance(cfg.window, int) or isinstance(cfg.window, bool) or cfg.window < 0:
+        raise ValueError(f"model.window must be an int >= 0 (0: unbounded), got {cfg.window!r}")
+
+
+def validate_model_config(
+    cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None
+) -> None:
     """Raises ValueError naming the first config value outside its rule."""
-    _check_one_of("model.kind", cfg.kind, tuple(LANGUAGE_MODELS))
+    _check_one_of("model.kind", cfg.kind, (*LANGUAGE_MODELS, *SEQ2SEQ_MODELS))
     _check_positive("vocab_size", vocab_size)
+    if src_vocab_size is not None:
+        _check_positive("src_vocab_size", src_vocab_size)
     _check_positive("model.d_model", cfg.d_model)
     _check_positive("model.layers", cfg.layers)
-    if not 0.0 <= cfg.dropout < 1.0:
-        raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout}")
-    if cfg.kind == "rnn":
+    if isinstance(cfg.dropout, bool) or not 0.0 <= cfg.dropout < 1.0:
+        raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout!r}")
+    if cfg.kind in RECURRENT_KINDS:
         _check_one_of("model.cell", cfg.cell, CELLS)
+    if cfg.kind in TRANSFORMER_KINDS:
+        _check_transformer(cfg)
     if cfg.kind == "nnlm":
         _check_positive("model.context", cfg.context)
-    if cfg.kind == "transformer":
-        _check_positive("model.heads", cfg.heads)
-        _check_positive("model.d_ff", cfg.d_ff)
-        _check_positive("model.max_len", cfg.max_len)
-        _check_positive("model.dilation", cfg.dilation)
-        _check_one_of("model.positions", cfg.positions, POSITIONS)
-        _check_one_of("model.norm", cfg.norm, NORMS)
-        if cfg.d_model % cfg.heads:
-            raise ValueError(
-                f"model.d_model must be divisible by model.heads={cfg.heads}, got {cfg.d_model}"
-            )
-        if cfg.positions == "sinusoidal" and cfg.d_model % 2:
-            raise ValueError(
-                f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}"
-            )
-        if not isinstance(cfg.window, int) or cfg.window < 0:
-            raise ValueError(f"model.window must be an int >= 0 (0: unbounded), got {cfg.window}")
+    if cfg.kind == "attention_seq2seq":
+        _check_one_of("model.attention", cfg.attention, ATTENTION_SCORES)
+    if cfg.kind in ("rnn_seq2seq", "attention_seq2seq") and cfg.bidirectional and cfg.d_model % 2:
+        raise ValueError(
+            f"model.d_model must be even for a bidirectional encoder (D/2 per direction), "
+            f"got {cfg.d_model}"
+        )
 
 
-def build_model(cfg: ModelConfig, vocab_size: int, *, dtype: Any = jnp.float32):
-    """Returns the Linen module for `cfg.kind`; parameters float32, matmuls in `dtype`."""
-    validate_model_config(cfg, vocab_size)
+def build_model(
+    cfg: ModelConfig,
+    vocab_size: int,
+    *,
+    dtype: Any = jnp.float32,
+    src_vocab_size: int | None = None,
+):
+    """Returns the Linen module for `cfg.kind`; parameters float32, matmuls in `dtype`.
+
+    src_vocab_size: seq2seq source vocabulary, vocab_size (a shared vocabulary) if None.
+    """
+    validate_model_config(cfg, vocab_size, src_vocab_size)
+    if is_seq2seq(cfg):
+        source = vocab_size if src_vocab_size is None else src_vocab_size
+        return SEQ2SEQ_MODELS[cfg.kind](cfg, vocab_size, source, dtype=dtype)
     return LANGUAGE_MODELS[cfg.kind](cfg, vocab_size, dtype=dtype)
 
 
-__all__ = ["build_model", "validate_model_config", "NNLM", "RNNLM", "TransformerLM"]
+__all__ = [
+    "AttentionSeq2Seq",
+    "NNLM",
+    "RNNLM",
+    "RNNSeq2Seq",
+    "TransformerLM",
+    "TransformerSeq2Seq",
+    "build_model",
+    "is_seq2seq",
+    "validate_model_config",
+]

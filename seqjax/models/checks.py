@@ -49,3 +49,13 @@ def check_decode_size(batch_size, max_len, limit: int | None = None) -> None:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if limit is not None and max_len > limit:
         raise ValueError(f"max_len must be <= model.max_len={limit}, got {max_len}")
+
+
+def check_source(src, src_mask, batch_size: int) -> None:
+    """src: [B, S] integer with B == batch_size; src_mask: None or [B, S] bool."""
+    if src is None:
+        raise ValueError("src must be a [B, S] integer array for a seq2seq model, got None")
+    check_tokens(src, "src")
+    check_mask(src_mask, src, "src_mask")
+    if src.shape[0] != batch_size:
+        raise ValueError(f"src batch must equal the target batch {batch_size}, got {src.shape[0]}")

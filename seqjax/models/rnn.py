@@ -158,3 +158,50 @@ class RNNLM(nn.Module):
             carries.append(carry)
             x = outputs + x if index > 0 and self.cfg.residual else outputs
         return x, tuple(carries)
+
+
+class RNNEncoder(nn.Module):
+    """Stacked (optionally bidirectional) recurrent encoder over source embeddings.
+
+    With `cfg.bidirectional` each layer runs a forward and a backward recurrence of width
+    D/2 and concatenates them, so outputs and final carries are D wide either way and can
+    initialize a D-wide decoder. Padded source steps (src_mask False) leave both carries
+    unchanged: the forward final carry is the one at the last valid token, and the
+    backward recurrence starts at it.
+    """
+
+    cfg: ModelConfig
+    dtype: Any = jnp.float32
+
+    def setup(self):
+        d = self.cfg.d_model
+        width = d // 2 if self.cfg.bidirectional else d
+        self.forward_layers = [
+            Recurrent(self.cfg.cell, d, width, dtype=self.dtype) for _ in range(self.cfg.layers)
+        ]
+        if self.cfg.bidirectional:
+            self.backward_layers = [
+                Recurrent(self.cfg.cell, d, width, reverse=True, dtype=self.dtype)
+                for _ in range(self.cfg.layers)
+            ]
+        self.dropout = nn.Dropout(self.cfg.dropout)
+
+    def __call__(self, x, mask=None, train: bool = False):
+        """x: [B, S, D] float32; mask: [B, S] bool or None.
+
+        Returns outputs [B, S, D] float32 and the per-layer final carries ([B, D] tuples).
+        """
+        finals = []
+        for index in range(self.cfg.layers):
+            outputs, carry = self.forward_layers[index](x, mask)
+            if self.cfg.bidirectional:
+                backward, backward_carry = self.backward_layers[index](x, mask)
+                outputs = jnp.concatenate([outputs, backward], axis=-1)
+                carry = tuple(
+                    jnp.concatenate(pair, axis=-1) for pair in zip(carry, backward_carry)
+                )
+            if index > 0 and self.cfg.residual:
+                outputs = outputs + x
+            x = self.dropout(outputs, deterministic=not train)
+            finals.append(carry)
+        return x, tuple(finals)

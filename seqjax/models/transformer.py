@@ -79,6 +79,10 @@ class Block(nn.Module):
             x = self._cross(x, memory, memory_mask, False)
         return self._feed_forward(x, False), cache
 
+    def memory(self, encoded):
+        """encoded: [B, S, D] -> this block's cross-attention {"k", "v"}: [B, S, heads, Dh]."""
+        return self.cross_attention.memory(encoded)
+
     def empty_cache(self, batch_size: int, max_len: int):
         shape = (batch_size, max_len, self.cfg.heads, self.cfg.d_model // self.cfg.heads)
         return {"k": jnp.zeros(shape, self.dtype), "v": jnp.zeros(shape, self.dtype)}

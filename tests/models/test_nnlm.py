@@ -12,10 +12,10 @@ V, B, T, K, D = 11, 2, 6, 3, 8
 CFG = ModelConfig(kind="nnlm", d_model=D, context=K, direct=True, dropout=0.0)
 
 
-def test_hidden_follows_the_windowed_equation_with_zeros_before_the_start():
+def test_hidden_follows_the_windowed_equation_with_zeros_before_the_start(random_variables):
     model = build_model(CFG, V)
     tokens = jax.random.randint(jax.random.key(0), (B, T), 0, V)
-    params = model.init(jax.random.key(1), tokens)["params"]
+    params = random_variables(model, tokens)["params"]
     table = np.asarray(params["embed"]["embedding"], np.float64)
     h, d = np.asarray(params["hidden"]["kernel"]), np.asarray(params["hidden"]["bias"])
     w = np.asarray(params["direct"]["kernel"])
@@ -31,10 +31,10 @@ def test_hidden_follows_the_windowed_equation_with_zeros_before_the_start():
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_tokens_older_than_the_window_do_not_matter():
+def test_tokens_older_than_the_window_do_not_matter(random_variables):
     model = build_model(dataclasses.replace(CFG, direct=False), V)
     tokens = jax.random.randint(jax.random.key(0), (B, T), 0, V)
-    variables = model.init(jax.random.key(1), tokens)
+    variables = random_variables(model, tokens)
     changed = tokens.at[:, 0].set((tokens[:, 0] + 1) % V)
     before, after = model.apply(variables, tokens), model.apply(variables, changed)
     np.testing.assert_allclose(before[:, K:], after[:, K:], rtol=1e-6)
