@@ -91,7 +91,11 @@ class InputFeedingDecoder(nn.Module):
             carries.append(carry)
             if index > 0 and self.cfg.residual:
                 outputs = outputs + x
-            x = self.dropout(outputs, deterministic=not train) if index + 1 < len(self.layers) else outputs
+            # Between layers only: the top layer's h_t feeds the attention, whose output
+            # h̃_t gets the dropout.
+            if index + 1 < len(self.layers):
+                outputs = self.dropout(outputs, deterministic=not train)
+            x = outputs
         context = self.attention(x, source["keys"], source["memory"], source["mask"])
         attentional = jnp.tanh(self.combine(jnp.concatenate([context, x], axis=-1)))
         attentional = self.dropout(attentional.astype(jnp.float32), deterministic=not train)

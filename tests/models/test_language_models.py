@@ -31,8 +31,9 @@ ALL_VALID = jnp.ones((B, T), bool)
 class Prepared:
     """A model with random weights and one compiled eval forward, shared by the tests."""
 
-    def __init__(self, name, random_variables, dtype=jnp.float32):
-        self.model = build_model(CONFIGS[name], V, dtype=dtype)
+    def __init__(self, name, random_variables):
+        self.name = name
+        self.model = build_model(CONFIGS[name], V)
         self.tokens = jax.random.randint(jax.random.key(0), (B, T), 0, V)
         self.variables = random_variables(self.model, self.tokens)
         self.forward = jax.jit(lambda v, tokens, mask: self.model.apply(v, tokens, mask=mask))
@@ -127,14 +128,13 @@ def test_dropout_acts_only_when_training(prepared):
     assert not np.allclose(dropped, prepared.hidden(prepared.tokens))
 
 
-@pytest.mark.parametrize("name", REPRESENTATIVE)
-def test_bfloat16_computation_keeps_float32_params_and_hidden(name, random_variables):
-    reference = _PREPARED.get(name) or Prepared(name, random_variables)
-    model = build_model(CONFIGS[name], V, dtype=jnp.bfloat16)
-    variables, tokens = reference.variables, reference.tokens
+@pytest.mark.parametrize("prepared", REPRESENTATIVE, indirect=True)
+def test_bfloat16_computation_keeps_float32_hidden(prepared):
+    model = build_model(CONFIGS[prepared.name], V, dtype=jnp.bfloat16)
+    variables, tokens = prepared.variables, prepared.tokens
     hidden = jax.jit(model.apply)(variables, tokens)
     assert hidden.dtype == jnp.float32
-    np.testing.assert_allclose(hidden, reference.hidden(tokens), atol=0.1)
+    np.testing.assert_allclose(hidden, prepared.hidden(tokens), atol=0.1)
     state = model.apply(variables, B, T, method="init_decode_state")
     decode = jax.jit(functools.partial(model.apply, method="decode_step"))
     step_hidden, _ = decode(variables, state, tokens[:, 0])

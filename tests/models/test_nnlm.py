@@ -1,4 +1,7 @@
-"""Fixed-window LM against its equation: hidden_t = tanh(e_t H + d) + e_t W, e_t = [x_t; ...; x_{t-k+1}]."""
+"""Fixed-window LM against its equation.
+
+hidden_t = tanh(e_t H + d) + e_t W with e_t = [x_t; x_{t-1}; ...; x_{t-k+1}].
+"""
 
 import dataclasses
 

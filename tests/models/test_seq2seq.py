@@ -28,6 +28,7 @@ class Prepared:
     """A model with random weights and one compiled eval forward, shared by the tests."""
 
     def __init__(self, name, random_variables):
+        self.name = name
         self.model = build_model(CONFIGS[name], V, src_vocab_size=V_SRC)
         self.tokens = jax.random.randint(jax.random.key(0), (B, T), 0, V)
         self.src = jax.random.randint(jax.random.key(1), (B, S), 0, V_SRC)
@@ -119,8 +120,7 @@ def test_training_applies_dropout(prepared):
 
 @pytest.mark.parametrize("prepared", ["attention_additive", "transformer_seq2seq"], indirect=True)
 def test_bfloat16_computation_returns_float32_hidden(prepared):
-    name = next(key for key, value in _PREPARED.items() if value is prepared)
-    half = build_model(CONFIGS[name], V, src_vocab_size=V_SRC, dtype=jnp.bfloat16)
+    half = build_model(CONFIGS[prepared.name], V, src_vocab_size=V_SRC, dtype=jnp.bfloat16)
     half_hidden = jax.jit(
         lambda v, tokens, src: half.apply(v, tokens, src=src, src_mask=SRC_MASK)
     )(prepared.variables, prepared.tokens, prepared.src)
@@ -130,7 +130,8 @@ def test_bfloat16_computation_returns_float32_hidden(prepared):
 
 @pytest.mark.parametrize("prepared", ["rnn_seq2seq"], indirect=True)
 def test_missing_or_mismatched_source_is_rejected_on_the_host(prepared):
-    model, variables, tokens, src = prepared.model, prepared.variables, prepared.tokens, prepared.src
+    model, variables = prepared.model, prepared.variables
+    tokens, src = prepared.tokens, prepared.src
     with pytest.raises(ValueError, match="src must be a \\[B, S\\] integer array"):
         model.apply(variables, tokens)
     with pytest.raises(ValueError, match="src batch must equal the target batch 3, got 2"):
