@@ -1,0 +1,118 @@
+"""Interpolated Kneser–Ney n-gram language model (Chen & Goodman 1998), on the host.
+
+A baseline, not a Linen module: `fit` counts a token stream once and the returned model
+answers `log_prob(context, token)` and `perplexity(stream)`. With absolute discount δ,
+
+  P_k(w | h) = (max(c_k(h w) − δ, 0) + δ · N₁₊(h •) · P_{k−1}(w | h⁻)) / Σ_v c_k(h v)
+
+where h⁻ drops h's oldest token, c_n are raw counts at the top order and c_k (k < n) are
+continuation counts N₁₊(• h w) (how many distinct tokens precede h w). An unseen context
+backs off entirely to P_{k−1}; P_0 is uniform over the vocabulary, so every token keeps
+some probability and each P_k sums to one. A query whose context is shorter than n − 1
+(the start of a stream) is answered at order len(context) + 1.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class KneserNeyLM:
+    """Counts of an interpolated Kneser–Ney model; build it with `fit`.
+
+    tables[k - 1] maps a context (tuple of k − 1 ids) to (counts {token: c_k}, Σ c_k,
+    N₁₊(h •)) for order k = 1..order.
+    """
+
+    order: int
+    vocab_size: int
+    discount: float
+    tables: tuple[dict, ...]
+
+    def log_prob(self, context: Sequence[int], token: int) -> float:
+        """Natural log of P(token | the last order − 1 tokens of context)."""
+        _check_ids("context", context, self.vocab_size)
+        _check_ids("token", [token], self.vocab_size)
+        return math.log(self._prob(tuple(int(t) for t in context), int(token)))
+
+    def _prob(self, context: tuple[int, ...], token: int) -> float:
+        history = context[len(context) - min(len(context), self.order - 1) :]
+        prob = 1.0 / self.vocab_size
+        for k in range(1, len(history) + 2):
+            entry = self.tables[k - 1].get(history[len(history) - (k - 1) :])
+            if entry is None:
+                continue
+            counts, total, distinct = entry
+            discounted = max(counts.get(token, 0) - self.discount, 0.0)
+            prob = (discounted + self.discount * distinct * prob) / total
+        return prob
+
+    def perplexity(self, stream: Sequence[int]) -> float:
+        """exp of the mean negative log-probability of every token given its history."""
+        tokens = _check_ids("stream", stream, self.vocab_size)
+        if not tokens:
+            raise ValueError("stream must hold at least one token, got an empty stream")
+        total = 0.0
+        for t, token in enumerate(tokens):
+            total -= math.log(self._prob(tuple(tokens[max(0, t - self.order + 1) : t]), token))
+        return math.exp(total / len(tokens))
+
+
+def _check_ids(name: str, ids: Sequence[int], vocab_size: int | None) -> list[int]:
+    array = np.asarray(ids)
+    if array.size and (array.ndim != 1 or not np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"{name} must be a 1-D sequence of int token ids, got {array.dtype}")
+    if array.size and (array.min() < 0 or (vocab_size is not None and array.max() >= vocab_size)):
+        bound = "" if vocab_size is None else f" and < vocab_size={vocab_size}"
+        raise ValueError(
+            f"{name} ids must be >= 0{bound}, got range [{array.min()}, {array.max()}]"
+        )
+    return [int(t) for t in array.reshape(-1)]
+
+
+def _table(counts: collections.Counter) -> dict:
+    grouped: dict[tuple[int, ...], dict[int, int]] = collections.defaultdict(dict)
+    for gram, count in counts.items():
+        grouped[gram[:-1]][gram[-1]] = count
+    return {
+        context: (followers, sum(followers.values()), len(followers))
+        for context, followers in grouped.items()
+    }
+
+
+def fit(
+    stream: Sequence[int], order: int, vocab_size: int | None = None, discount: float = 0.75
+) -> KneserNeyLM:
+    """Counts an interpolated Kneser–Ney model of `order` from a stream of token ids.
+
+    Args:
+      stream: [N] int token ids (sentences joined with an end-of-sentence id).
+      order: n, the longest n-gram counted (1: unigram).
+      vocab_size: V; max(stream) + 1 if None.
+      discount: δ in (0, 1].
+    """
+    if not isinstance(order, int) or isinstance(order, bool) or order < 1:
+        raise ValueError(f"order must be an int >= 1, got {order!r}")
+    if not 0.0 < discount <= 1.0:
+        raise ValueError(f"discount must be in (0, 1], got {discount}")
+    if vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size <= 0):
+        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    tokens = _check_ids("stream", stream, vocab_size)
+    if not tokens:
+        raise ValueError("stream must hold at least one token, got an empty stream")
+    vocab_size = max(tokens) + 1 if vocab_size is None else vocab_size
+    grams = collections.Counter(
+        tuple(tokens[i : i + order]) for i in range(len(tokens) - order + 1)
+    )
+    tables = [_table(grams)]
+    for _ in range(order - 1):
+        # Continuation counts: each distinct longer gram adds one to its suffix.
+        grams = collections.Counter(gram[1:] for gram in grams)
+        tables.append(_table(grams))
+    return KneserNeyLM(order, vocab_size, float(discount), tuple(reversed(tables)))
