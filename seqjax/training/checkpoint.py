@@ -3,7 +3,9 @@
 A checkpoint holds the state (parameters, optimizer state, step, PRNG key) and a JSON
 record of the data position, the resolved config and the tokenizer fingerprint. Orbax
 writes into a temporary folder and renames it, so a crash never leaves a half-written
-checkpoint behind; the last `keep` are kept.
+checkpoint behind; the last `keep` are kept. Arrays are stored as global arrays, each
+process writing the shards it holds, and restored onto whatever shardings the target
+state carries: a checkpoint moves between meshes, strategies and process counts.
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ RESUMABLE_CHANGES = {
     "train.samples",
     "train.sample_len",
     "train.mesh",
+    # A checkpoint restores onto any mesh, strategy or number of processes.
+    "train.sharding",
+    "train.step_kind",
+    "train.vocab_parallel",
+    "train.distributed",
+    "train.coordinator",
+    "train.num_processes",
+    "train.process_id",
+    "train.heartbeat_timeout",
 }
 
 

@@ -1,8 +1,10 @@
 """The device mesh and how arrays are placed on it.
 
 A single device is a mesh of size one; every run, small or large, goes through the same
-`jit` + `NamedSharding` program. The batch is split along the `data` axis; parameters
-and optimizer state are replicated.
+program. The batch is split along the `data` axis; where parameters and optimizer state
+go is the sharding strategy's business (`seqjax.training.sharding`). Devices are laid out
+by `jax.make_mesh`, which keeps each `model` group on closely connected devices and, in a
+multi-process run, each process's devices on a contiguous block of the `data` axis.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 AXES = ("data", "model")
 
@@ -51,9 +53,14 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
 
 
 def make_mesh(spec: str = "data:-1", devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """The mesh of `spec` over `devices` (default: every device of every process)."""
     devices = list(jax.devices() if devices is None else devices)
     sizes = parse_mesh(spec, len(devices))
-    return Mesh(np.asarray(devices).reshape([sizes[a] for a in AXES]), AXES)
+    shape = [sizes[a] for a in AXES]
+    if devices == jax.devices():
+        # Auto axes: shardings are chosen by the program (NamedSharding), not carried by types.
+        return jax.make_mesh(shape, AXES, axis_types=(AxisType.Auto,) * len(AXES))
+    return Mesh(np.asarray(devices).reshape(shape), AXES)
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -65,8 +72,9 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P("data"))
 
 
-def check_batch_size(batch_size: int, mesh: Mesh) -> None:
-    if batch_size % mesh.shape["data"]:
-        raise ValueError(
-            f"train.batch_size must be divisible by the data axis size {mesh.shape['data']}, got {batch_size}"
-        )
+def check_batch_size(batch_size: int, mesh: Mesh, accum_steps: int = 1) -> None:
+    """Every microbatch (batch_size / accum_steps rows) must split evenly over `data`."""
+    data = mesh.shape["data"]
+    if batch_size % (data * accum_steps):
+        times = f" times optim.accum_steps={accum_steps}" if accum_steps > 1 else ""
+        raise ValueError(f"train.batch_size must be divisible by the data axis size {data}{times}, got {batch_size}")

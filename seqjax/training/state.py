@@ -12,7 +12,7 @@ import optax
 from jax.sharding import Mesh
 
 from seqjax.objectives.model_io import Batch, encoder_kwargs
-from seqjax.training.mesh import replicated
+from seqjax.training.sharding import tree_shardings
 
 
 @flax.struct.dataclass
@@ -45,15 +45,22 @@ def init_params(model: nn.Module, head: nn.Module, key: jax.Array, batch: Batch)
     return {"model": model_vars["params"], "head": head_vars["params"]}
 
 
-def state_shardings(state_shape: TrainState, mesh: Mesh) -> TrainState:
-    """Every leaf replicated: the data-parallel placement."""
-    return jax.tree.map(lambda _: replicated(mesh), state_shape)
+def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data") -> TrainState:
+    """The NamedSharding of every leaf under `strategy` (data | fsdp | tensor | fsdp_tensor)."""
+    return tree_shardings(state_shape, mesh, strategy)
 
 
 def init_state(
-    model: nn.Module, head: nn.Module, optimizer: optax.GradientTransformation, seed: int, batch: Batch, mesh: Mesh
+    model: nn.Module,
+    head: nn.Module,
+    optimizer: optax.GradientTransformation,
+    seed: int,
+    batch: Batch,
+    mesh: Mesh,
+    strategy: str = "data",
 ) -> TrainState:
-    """Builds the initial state inside one jit so that it is created already placed on `mesh`."""
+    """Builds the initial state inside one jit so that it is created already placed on `mesh`:
+    a sharded parameter is never materialized whole on one device."""
     batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
 
     def init(key):
@@ -62,5 +69,5 @@ def init_state(
         return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), run_key)
 
     key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
-    shardings = state_shardings(jax.eval_shape(init, key), mesh)
+    shardings = state_shardings(jax.eval_shape(init, key), mesh, strategy)
     return jax.jit(init, out_shardings=shardings)(key)

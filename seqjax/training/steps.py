@@ -1,4 +1,9 @@
-"""The jitted train and eval steps over a mesh."""
+"""The jitted train and eval steps over a mesh (the compiler inserts the collectives).
+
+The batch is split over `data`; parameters and optimizer state are placed by the run's
+sharding strategy (`seqjax.training.sharding`), and the update keeps that placement.
+`seqjax.training.shard_map_step` is the same update with explicit collectives.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from seqjax.objectives.model_io import Batch, hidden_states, token_nll
 from seqjax.training.mesh import batch_sharding, replicated
 from seqjax.training.state import TrainState, state_shardings
 
 Objective = Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
+TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
 
 
 def _microbatches(batch: Batch, accum_steps: int) -> Batch:
@@ -28,6 +34,59 @@ def _microbatches(batch: Batch, accum_steps: int) -> Batch:
     return jax.tree.map(split, batch)
 
 
+def weighted_loss_and_grads(
+    model: nn.Module,
+    head: nn.Module,
+    objective: Objective,
+    params,
+    batch: Batch,
+    key: jax.Array,
+    step: jax.Array,
+    *,
+    accum_steps: int,
+    total_tokens: jax.Array,
+    microbatch_sharding: NamedSharding | None = None,
+):
+    """Σ over `accum_steps` microbatches of share · (loss, metrics, grads), share = tokens / total.
+
+    With `total_tokens` the batch's own token count this is the update of the whole batch
+    at once; with a count summed over devices it is one device's part of the global update.
+    Microbatch a draws dropout from fold_in(key, a); a single microbatch uses `key` itself.
+    Only one microbatch's activations are alive at a time (`lax.scan`).
+    """
+
+    def part(micro_batch, micro_key):
+        def loss_fn(p):
+            return objective(model, head, p, micro_batch, micro_key, step)
+
+        (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        share = micro_batch["mask"].sum() / total_tokens
+        return jax.tree.map(lambda x: share * x, (loss, metrics, grads))
+
+    if accum_steps == 1:
+        return part(batch, key)
+    micro = _microbatches(batch, accum_steps)
+    if microbatch_sharding is not None:
+        micro = jax.lax.with_sharding_constraint(micro, microbatch_sharding)
+
+    def accumulate(carry, inputs):
+        index, micro_batch = inputs
+        return jax.tree.map(jnp.add, carry, part(micro_batch, jax.random.fold_in(key, index))), None
+
+    first = jax.tree.map(lambda x: x[0], micro)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(part, first, key))
+    totals, _ = jax.lax.scan(accumulate, zeros, (jnp.arange(accum_steps), micro))
+    return totals
+
+
+def apply_update(optimizer, schedule, state: TrainState, loss, metrics, grads):
+    """The optimizer update and the step's metrics (loss, grad_norm, learning_rate added)."""
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads), learning_rate=schedule(state.step))
+    return TrainState(state.step + 1, params, opt_state, state.key), metrics
+
+
 def make_train_step(
     model: nn.Module,
     head: nn.Module,
@@ -38,50 +97,28 @@ def make_train_step(
     state_shape: TrainState,
     *,
     accum_steps: int = 1,
-) -> Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]:
+    strategy: str = "data",
+) -> TrainStep:
     """One optimizer update: gradients of the objective over `accum_steps` microbatches.
 
     Microbatch gradients are weighted by their share of the batch's target tokens, so the
-    update equals the one from the whole batch at once.
+    update equals the one from the whole batch at once. The state keeps the placement of
+    `strategy` (see `seqjax.training.sharding`); the batch is split over `data`.
     """
-
-    def loss_and_grads(params, batch, key, step):
-        def loss_fn(p):
-            return objective(model, head, p, batch, key, step)
-
-        return jax.value_and_grad(loss_fn, has_aux=True)(params)
 
     def train_step(state: TrainState, batch: Batch):
         key = jax.random.fold_in(state.key, state.step)
-        if accum_steps == 1:
-            (loss, metrics), grads = loss_and_grads(state.params, batch, key, state.step)
-        else:
-            total = jnp.maximum(batch["mask"].sum(), 1.0)
+        tokens = batch["mask"].sum()
+        # Microbatches stay on the devices that hold their rows when the rows divide evenly.
+        even = (batch["mask"].shape[0] // accum_steps) % mesh.shape["data"] == 0
+        loss, metrics, grads = weighted_loss_and_grads(
+            model, head, objective, state.params, batch, key, state.step,
+            accum_steps=accum_steps, total_tokens=jnp.maximum(tokens, 1.0),
+            microbatch_sharding=NamedSharding(mesh, P(None, "data")) if even else None,
+        )
+        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
-            def accumulate(carry, micro):
-                index, micro_batch = micro
-                (loss, metrics), grads = loss_and_grads(
-                    state.params, micro_batch, jax.random.fold_in(key, index), state.step
-                )
-                share = micro_batch["mask"].sum() / total
-                carry = jax.tree.map(lambda acc, x: acc + share * x, carry, (loss, metrics, grads))
-                return carry, None
-
-            micro = (jnp.arange(accum_steps), _microbatches(batch, accum_steps))
-            zero_loss, zero_metrics = jax.eval_shape(
-                lambda: objective(model, head, state.params, jax.tree.map(lambda x: x[0], micro[1]), key, state.step)
-            )
-            zeros = jax.tree.map(
-                lambda s: jnp.zeros(s.shape, s.dtype), (zero_loss, zero_metrics, state.params)
-            )
-            (loss, metrics, grads), _ = jax.lax.scan(accumulate, zeros, micro)
-            metrics = dict(metrics, tokens=batch["mask"].sum())
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads), learning_rate=schedule(state.step))
-        return TrainState(state.step + 1, params, opt_state, state.key), metrics
-
-    shardings = state_shardings(state_shape, mesh)
+    shardings = state_shardings(state_shape, mesh, strategy)
     return jax.jit(
         train_step,
         in_shardings=(shardings, batch_sharding(mesh)),
@@ -91,11 +128,14 @@ def make_train_step(
 
 
 def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> Callable[..., tuple[jax.Array, jax.Array]]:
-    """Exact evaluation: (sum of target NLL over unmasked tokens, token count), both [] float32."""
+    """Exact evaluation: (sum of target NLL over unmasked tokens, token count), both [] float32.
+
+    The parameters keep whatever placement they have (any strategy); the batch is split over `data`.
+    """
 
     def eval_step(params, batch: Batch):
         hidden = hidden_states(model, params, batch, jax.random.key(0), train=False)
         nll = token_nll(head, params, hidden, batch["targets"])
         return (nll * batch["mask"]).sum(), batch["mask"].sum()
 
-    return jax.jit(eval_step, in_shardings=(replicated(mesh), batch_sharding(mesh)), out_shardings=replicated(mesh))
+    return jax.jit(eval_step, in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh))

@@ -1,0 +1,117 @@
+"""Multi-process runs on JAX's own multi-controller runtime (`jax.distributed`).
+
+Every process runs the same program on its local devices; `jax.distributed.initialize`
+connects them through a coordinator (process 0), after which `jax.devices()` lists every
+device of every process and one jitted step spans them all. seqjax adds only the edges:
+where the settings come from, which rows of a batch a process supplies, and which process
+speaks. Settings come from the config, else the environment (`JAX_COORDINATOR_ADDRESS`,
+`JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`), else JAX's cluster detection (Cloud TPU, SLURM,
+Open MPI, Kubernetes). A process that stops sending heartbeats for `heartbeat_timeout`
+seconds is declared dead and the coordination service terminates the others with an error
+naming it, so a lost peer never leaves a run hanging.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+
+from seqjax.config import TrainConfig
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _env_int(environ: Mapping[str, str], name: str) -> int | None:
+    value = environ.get(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"${name} must be an integer, got {value!r}") from None
+
+
+def initialize_arguments(cfg: TrainConfig, environ: Mapping[str, str] = os.environ) -> dict:
+    """The keyword arguments of `jax.distributed.initialize` for `cfg`, checked on the host.
+
+    Unset values (coordinator "", num_processes 0, process_id -1) fall back to the
+    environment, then to JAX's cluster detection (left out of the arguments).
+
+    Raises:
+      ValueError: a malformed coordinator address, num_processes < 1, or a process id
+        outside [0, num_processes).
+    """
+    coordinator = cfg.coordinator or environ.get("JAX_COORDINATOR_ADDRESS", "")
+    num_processes = cfg.num_processes or _env_int(environ, "JAX_NUM_PROCESSES")
+    process_id = cfg.process_id if cfg.process_id >= 0 else _env_int(environ, "JAX_PROCESS_ID")
+    if coordinator:
+        host, sep, port = coordinator.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"train.coordinator must be HOST:PORT, got {coordinator!r}")
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"train.num_processes must be >= 1, got {num_processes}")
+    if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
+        raise ValueError(f"train.process_id must be in [0, {num_processes}), got {process_id}")
+    if cfg.heartbeat_timeout < 1:
+        raise ValueError(f"train.heartbeat_timeout must be >= 1 second, got {cfg.heartbeat_timeout}")
+    arguments: dict = {"heartbeat_timeout_seconds": cfg.heartbeat_timeout}
+    if coordinator:
+        arguments["coordinator_address"] = coordinator
+        if coordinator.rpartition(":")[0] in LOOPBACK_HOSTS:
+            # A single-machine run listens on loopback only, not on every interface.
+            arguments["coordinator_bind_address"] = coordinator
+    if num_processes is not None:
+        arguments["num_processes"] = num_processes
+    if process_id is not None:
+        arguments["process_id"] = process_id
+    return arguments
+
+
+def initialize(cfg: TrainConfig) -> None:
+    """Joins the multi-process run when `cfg.distributed` is set; must precede any computation."""
+    if not cfg.distributed or jax.distributed.is_initialized():
+        return
+    jax.distributed.initialize(**initialize_arguments(cfg))
+
+
+def is_main_process() -> bool:
+    """Process 0 prints, logs and writes the run's files; every process saves its checkpoint shards."""
+    return jax.process_index() == 0
+
+
+def local_rows(sharding: NamedSharding, rows: int) -> list[tuple[int, int]]:
+    """The row ranges [start, stop) of a [rows, ...] array split by `sharding` that this
+    process's devices hold, in order (replicas counted once)."""
+    ranges = set()
+    for index in sharding.addressable_devices_indices_map((rows,)).values():
+        start, stop, _ = index[0].indices(rows)
+        ranges.add((start, stop))
+    return sorted(ranges)
+
+
+def global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
+    """The global [B, ...] arrays of `batch` split over processes by `sharding`.
+
+    Batches are index-addressed and cheap to build on the host, so every process builds
+    batch i; it then hands only the rows its own devices hold (`local_rows`) to
+    `jax.make_array_from_process_local_data`, which assembles the global array without any
+    transfer between processes. In a single-process run this is `jax.device_put`.
+    """
+    if jax.process_count() == 1:
+        return jax.device_put(dict(batch), sharding)
+    out = {}
+    for name, value in batch.items():
+        local = np.concatenate([value[start:stop] for start, stop in local_rows(sharding, value.shape[0])])
+        out[name] = jax.make_array_from_process_local_data(sharding, local, value.shape)
+    return out
+
+
+def barrier(name: str) -> None:
+    """Waits until every process reaches the barrier `name` (no-op in a single process)."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)
