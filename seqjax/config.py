@@ -98,6 +98,14 @@ class TrainConfig:
     seed: int = 0
     precision: str = "float32"  # float32 | bfloat16 (matmuls; parameters and softmax stay float32)
     mesh: str = "data:-1"  # axis sizes, -1 takes the remaining devices; axes: data, model
+    sharding: str = "data"  # data | fsdp | tensor | fsdp_tensor (docs/scaling.md)
+    step_kind: str = "jit"  # jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)
+    vocab_parallel: bool = False  # full-softmax loss with the vocabulary split over the model axis
+    distributed: bool = False  # join a multi-process run (jax.distributed.initialize)
+    coordinator: str = ""  # HOST:PORT of process 0; "": $JAX_COORDINATOR_ADDRESS or cluster detection
+    num_processes: int = 0  # 0: $JAX_NUM_PROCESSES or cluster detection
+    process_id: int = -1  # -1: $JAX_PROCESS_ID or cluster detection
+    heartbeat_timeout: int = 100  # seconds without heartbeats before a process counts as dead
     log_every: int = 20
     eval_every: int = 500  # 0: only at the end
     eval_batches: int = 0  # 0: the whole split (exact perplexity)
@@ -122,14 +130,6 @@ def _field_types(cls) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
-    sharding: str = "data"  # data | fsdp | tensor | fsdp_tensor (docs/scaling.md)
-    step_kind: str = "jit"  # jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)
-    vocab_parallel: bool = False  # full-softmax loss with the vocabulary split over the model axis
-    distributed: bool = False  # join a multi-process run (jax.distributed.initialize)
-    coordinator: str = ""  # HOST:PORT of process 0; "": $JAX_COORDINATOR_ADDRESS or cluster detection
-    num_processes: int = 0  # 0: $JAX_NUM_PROCESSES or cluster detection
-    process_id: int = -1  # -1: $JAX_PROCESS_ID or cluster detection
-    heartbeat_timeout: int = 100  # seconds without heartbeats before a process counts as dead
 
 def _coerce(text_or_value: Any, kind: Any, key: str) -> Any:
     """Converts a CLI string (or a JSON value) to the annotated type, or raises ValueError."""
