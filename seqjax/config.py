@@ -75,7 +75,31 @@ class HeadConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ObjectiveConfig:
+    # teacher_forcing | scheduled_sampling | random_replacement | gradient_penalty | reinforce | mixer | minimum_risk
     kind: str = "teacher_forcing"
+    # scheduled sampling: ε, the probability of feeding the gold token, decays with the step
+    schedule: str = "inverse_sigmoid"  # linear max(eps_min, k − c·step) | exponential k^step | inverse_sigmoid k/(k+e^(step/k))
+    k: float = 200.0  # linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1
+    c: float = 1e-4  # linear: decrease of ε per step
+    eps_min: float = 0.0  # linear: floor of ε
+    feed: str = "argmax"  # the model's own token: argmax | sample | soft (parallel mode: expected embedding)
+    mode: str = "auto"  # scan (decode-step lax.scan) | parallel (n passes) | auto: scan for RNNs, else parallel
+    passes: int = 2  # parallel: model passes, the last one gets the loss
+    first_pass_grad: bool = False  # parallel with soft feed: backpropagate through the earlier passes
+    # random replacement: per row with sequence_rate, per decoder input with token_rate
+    sequence_rate: float = 0.5
+    token_rate: float = 0.3
+    pool: str = "target"  # replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)
+    penalty: float = 0.5  # gradient_penalty: λ of λ·||∂CE/∂(input embeddings)||²
+    # sequence level: reinforce | mixer | minimum_risk
+    samples: int = 4  # sequences per source (MRT candidates)
+    baseline: str = "self_critical"  # reinforce, mixer: self_critical | mean (of the other samples) | none
+    mle_weight: float = 0.0  # loss = mle_weight·teacher forcing + (1 − mle_weight)·sequence loss
+    delta_start: int = 2  # mixer: Δ = delta_start + delta_growth·floor(step / delta_every) last tokens are RL
+    delta_growth: int = 2
+    delta_every: int = 1000
+    candidates: str = "sample"  # minimum_risk: sample | beam
+    alpha: float = 5e-3  # minimum_risk: Q ∝ p^alpha on the candidates
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,13 +12,14 @@ import os
 import numpy as np
 
 from seqjax.config import DataConfig
+from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
 from seqjax.data.readers import read_lines, read_parallel
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
 from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, build_tokenizer
 from seqjax.data.vocab import EOS_ID
 
 DATA_KINDS = ("synthetic", "text", "parallel")
-SYNTHETIC_TASKS = ("grammar", *SEQ2SEQ_TASKS)
+SYNTHETIC_TASKS = ("grammar", "oracle", *SEQ2SEQ_TASKS)
 SPLITS = ("train", "valid", "test")
 
 
@@ -159,7 +160,7 @@ def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
     """Reads or generates the splits of `cfg` and encodes them.
 
     Args:
-      cfg: `kind` synthetic (task grammar -> LMData; copy/reverse/sort/addition ->
+      cfg: `kind` synthetic (task grammar or oracle -> LMData; copy/reverse/sort/addition ->
         ParallelData, splits generated from (seed, split number), num_train / num_eval
         examples), text (a file per split) or parallel (a prefix per split with
         `PREFIX.SRC` / `PREFIX.TGT`). Splits whose path is '' are left out (train is required).
@@ -168,7 +169,9 @@ def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
 
     Returns:
       LMData or ParallelData with splits among "train", "valid", "test". Synthetic seq2seq
-      tasks share one tokenizer between source and target.
+      tasks share one tokenizer between source and target. The oracle task (oracle.py) has
+      its own word vocabulary of every oracle token: data.tokenizer, vocab_size and
+      min_count do not apply to it.
     """
     validate_data_config(cfg)
     if cfg.kind == "synthetic":
@@ -177,6 +180,10 @@ def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
         if cfg.task == "grammar":
             texts = {split: grammar_sentences(sizes[split], seeds[split]) for split in SPLITS}
             return _lm_data(cfg, texts, tokenizers)
+        if cfg.task == "oracle":
+            oracle = make_oracle()
+            texts = {split: oracle_lines(oracle_sample(oracle, sizes[split], seeds[split])) for split in SPLITS}
+            return _lm_data(cfg, texts, tokenizers or oracle_tokenizer(oracle, texts["train"]))
         task = SEQ2SEQ_TASKS[cfg.task]
         pairs = {split: task(sizes[split], seeds[split]) for split in SPLITS}
         return _parallel_data(cfg, pairs, tokenizers, shared=True)

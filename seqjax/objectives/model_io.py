@@ -74,3 +74,39 @@ def token_nll(head: nn.Module, params: Params, hidden: jax.Array, targets: jax.A
     )
     nll = -jnp.take_along_axis(log_probs, targets.reshape(-1, 1), axis=-1)[:, 0]
     return nll.reshape(targets.shape)
+
+
+def embed_tokens(model: nn.Module, params: Params, tokens: jax.Array) -> jax.Array:
+    """The model's (target) embedding lookup [B, T, D] float32 of tokens [B, T] int32: what
+    `hidden_states(..., embedded=...)` replaces."""
+    return model.apply({"params": params["model"]}, tokens, method="embed")
+
+
+def token_log_probs(head: nn.Module, params: Params, hidden: jax.Array) -> jax.Array:
+    """The head's exact log-probabilities [..., V] float32 for hidden [..., D]."""
+    d = hidden.shape[-1]
+    log_probs = head.apply(
+        {"params": params["head"]}, hidden.reshape(-1, d), embedding=tied_embedding(head, params), method="log_probs"
+    )
+    return log_probs.reshape(*hidden.shape[:-1], -1)
+
+
+def init_decode_state(model: nn.Module, params: Params, batch: Batch, max_len: int):
+    """The decode state for the batch's rows (encoding the batch's source, if any), room for
+    max_len steps; every leaf has the batch B as its leading axis."""
+    batch_size = batch["inputs"].shape[0]
+    return model.apply(
+        {"params": params["model"]}, batch_size, max_len, method="init_decode_state", **encoder_kwargs(batch)
+    )
+
+
+def make_step_fn(model: nn.Module, head: nn.Module, params: Params):
+    """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state): the decoders' contract."""
+    embedding = tied_embedding(head, params)
+
+    def step_fn(state, tokens):
+        hidden, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
+        log_probs = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
+        return log_probs, state
+
+    return step_fn

@@ -1,0 +1,97 @@
+"""Random replacement of decoder inputs (Su 2020): teacher forcing on noisy prefixes.
+
+A row is chosen with probability `sequence_rate`; in a chosen row each decoder input after
+the first (the first is the start token) is replaced with probability `token_rate` by a
+token drawn uniformly from the pool: the row's own gold decoder inputs (pool "target"), or
+the vocabulary without the special tokens (pool "vocab"). The labels stay gold, so the
+model learns to predict the right next token after a prefix that contains mistakes.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from seqjax.data import SPECIAL_TOKENS
+from seqjax.objectives.checks import check_number, check_one_of
+from seqjax.objectives.model_io import Batch, Params, head_loss, hidden_states
+
+POOLS = ("target", "vocab")
+
+
+def check_random_replacement(*, sequence_rate: float, token_rate: float, pool: str) -> None:
+    check_number("sequence_rate", sequence_rate, 0.0, 1.0)
+    check_number("token_rate", token_rate, 0.0, 1.0)
+    check_one_of("pool", pool, POOLS)
+
+
+def replace_inputs(
+    batch: Batch,
+    key: jax.Array,
+    *,
+    vocab_size: int,
+    sequence_rate: float,
+    token_rate: float,
+    pool: str,
+) -> tuple[jax.Array, jax.Array]:
+    """Draws the noisy decoder inputs.
+
+    Args:
+      batch: `inputs [B, T] int32` and `mask [B, T] float32`; a position is replaceable
+        when t ≥ 1 and its mask is on.
+      vocab_size: V, for pool "vocab" (draws ids in [4, V), after the special tokens).
+
+    Returns:
+      inputs: [B, T] int32 with the replacements.
+      replaced: [B, T] bool, the positions that were drawn anew (a draw may repeat the
+        original token).
+    """
+    check_random_replacement(sequence_rate=sequence_rate, token_rate=token_rate, pool=pool)
+    if pool == "vocab" and vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens) for pool=vocab, got {vocab_size}")
+    inputs = batch["inputs"]
+    rows, length = inputs.shape
+    row_key, token_key, draw_key = jax.random.split(key, 3)
+    eligible = (batch["mask"] > 0) & (jnp.arange(length) >= 1)
+    chosen_rows = jax.random.uniform(row_key, (rows, 1)) < sequence_rate
+    replaced = eligible & chosen_rows & (jax.random.uniform(token_key, (rows, length)) < token_rate)
+    if pool == "target":
+        # Uniform over the row's eligible positions: categorical over log(0 or 1) logits.
+        logits = jnp.where(eligible, 0.0, -jnp.inf)
+        positions = jax.random.categorical(draw_key, logits[:, None, :], shape=(rows, length))
+        # A row with no eligible position has nothing to replace; its draws are never used.
+        draws = jnp.take_along_axis(inputs, jnp.clip(positions, 0, length - 1), axis=1)
+    else:
+        draws = jax.random.randint(draw_key, (rows, length), len(SPECIAL_TOKENS), vocab_size, jnp.int32)
+    return jnp.where(replaced, draws, inputs), replaced
+
+
+def random_replacement(
+    model: nn.Module,
+    head: nn.Module,
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    step: jax.Array,
+    *,
+    sequence_rate: float = 0.5,
+    token_rate: float = 0.3,
+    pool: str = "target",
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Teacher forcing on randomly corrupted decoder inputs, gold labels.
+
+    Returns:
+      loss: [] float32, the head's masked mean loss.
+      metrics: the head's aux and "replaced" (replaced / replaceable positions).
+    """
+    del step  # the rates do not change over training
+    check_random_replacement(sequence_rate=sequence_rate, token_rate=token_rate, pool=pool)
+    replace_key, model_key, head_key = jax.random.split(key, 3)
+    inputs, replaced = replace_inputs(
+        batch, replace_key, vocab_size=model.vocab_size, sequence_rate=sequence_rate, token_rate=token_rate, pool=pool
+    )
+    hidden = hidden_states(model, params, batch, model_key, train=True, inputs=inputs)
+    loss, metrics = head_loss(head, params, hidden, batch, head_key)
+    replaceable = ((batch["mask"] > 0) & (jnp.arange(inputs.shape[1]) >= 1)).sum()
+    return loss, dict(metrics, replaced=replaced.sum() / jnp.maximum(replaceable, 1.0))

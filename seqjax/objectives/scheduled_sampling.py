@@ -1,0 +1,167 @@
+"""Scheduled sampling (Bengio et al. 2015): feed the gold token with probability ε, else the
+model's own prediction, with ε decaying over training (schedules.py).
+
+Two implementations, both feeding each row and position independently:
+
+* `scan` (faithful, any model with the decode-step contract): one `lax.scan` over the
+  decode step; the token fed at step t is the gold one or the model's choice at step t − 1
+  given everything it was fed before. The decode step is the inference path (no dropout),
+  and it is sequential, which suits recurrent decoders.
+* `parallel` (Duckworth et al. 2019; Mihaylova & Martins 2019), for Transformers: a
+  teacher-forced pass predicts every position at once; positions that lost the coin flip
+  take the prediction of the position before; `passes − 1` such prediction passes, then a
+  last pass gets the loss. With passes = T the fed tokens equal the scan's (argmax feed).
+  `feed="soft"` feeds the probability-weighted mix of embeddings instead of a token, the
+  one case where a gradient can flow through the earlier passes (`first_pass_grad`).
+
+The loss is the head's training loss on gold targets; the coin flips are the same in
+every pass.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from seqjax.models import RECURRENT_KINDS
+from seqjax.objectives.checks import check_int, check_one_of
+from seqjax.objectives.model_io import (
+    Batch,
+    Params,
+    embed_tokens,
+    head_loss,
+    hidden_states,
+    token_log_probs,
+)
+from seqjax.objectives.rollout import FEEDS, choose, rollout
+from seqjax.objectives.schedules import check_schedule, gold_probability
+
+MODES = ("auto", "scan", "parallel")
+PARALLEL_FEEDS = (*FEEDS, "soft")
+
+
+def check_scheduled_sampling(
+    *, schedule: str, k: float, c: float, eps_min: float, feed: str, mode: str, passes: int, first_pass_grad: bool
+) -> None:
+    """Host checks of the scheduled-sampling options (mode "auto" is resolved per model later)."""
+    check_schedule(schedule, k=k, c=c, eps_min=eps_min)
+    check_one_of("mode", mode, MODES)
+    check_one_of("feed", feed, PARALLEL_FEEDS)
+    if feed == "soft" and mode == "scan":
+        raise ValueError("feed must be argmax or sample for mode=scan (the decode step takes tokens), got 'soft'")
+    check_int("passes", passes, 2)
+    if first_pass_grad and feed != "soft":
+        raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={feed!r}")
+
+
+def resolve_mode(model: nn.Module, mode: str) -> str:
+    """"auto" is the scan for recurrent decoders and the parallel passes for the others."""
+    if mode != "auto":
+        return mode
+    return "scan" if model.cfg.kind in RECURRENT_KINDS else "parallel"
+
+
+def gold_coins(key: jax.Array, shape: tuple[int, int], epsilon: jax.Array) -> jax.Array:
+    """[B, T] bool: True (feed gold) with probability ε, always True at position 0 (the start)."""
+    coins = jax.random.uniform(key, shape) < epsilon
+    return coins.at[:, 0].set(True)
+
+
+def scan_inputs(
+    model: nn.Module, head: nn.Module, params: Params, batch: Batch, gold: jax.Array, key: jax.Array, *, feed: str
+) -> tuple[jax.Array, jax.Array]:
+    """Sequential scheduled sampling: (hidden [B, T, D] float32, fed tokens [B, T] int32)."""
+    hidden, fed, _ = rollout(model, head, params, batch, gold, key, feed=feed)
+    return hidden, fed
+
+
+def _shift_right(x: jax.Array, first: jax.Array) -> jax.Array:
+    """Position t gets x at t − 1 (the prediction made there); position 0 gets `first`."""
+    return jnp.concatenate([first, x[:, :-1]], axis=1)
+
+
+def parallel_inputs(
+    model: nn.Module,
+    head: nn.Module,
+    params: Params,
+    batch: Batch,
+    gold: jax.Array,
+    key: jax.Array,
+    *,
+    feed: str,
+    passes: int,
+    first_pass_grad: bool = False,
+) -> tuple[jax.Array, jax.Array | None]:
+    """n-pass scheduled sampling: (hidden [B, T, D] float32 of the last pass, fed tokens
+    [B, T] int32, or None for `feed="soft"`, which feeds embeddings)."""
+    inputs = batch["inputs"]
+    keys = jax.random.split(key, 2 * passes)
+    earlier = params if first_pass_grad else jax.lax.stop_gradient(params)
+    gold_embedded = embed_tokens(model, params, inputs)
+    fed, embedded = inputs, None
+    for index in range(passes - 1):
+        hidden = hidden_states(model, earlier, batch, keys[2 * index], train=True, inputs=fed, embedded=embedded)
+        log_probs = token_log_probs(head, earlier, hidden)
+        if feed == "soft":
+            table = embed_tokens(model, earlier, jnp.arange(log_probs.shape[-1])[None])[0]
+            mixed = _shift_right(jnp.exp(log_probs) @ table, gold_embedded[:, :1])
+            embedded = jnp.where(gold[..., None], gold_embedded, mixed)
+            fed = None
+        else:
+            predicted = choose(feed)(log_probs, keys[2 * index + 1])
+            fed = jnp.where(gold, inputs, _shift_right(predicted, inputs[:, :1]))
+    final_inputs = inputs if fed is None else fed
+    hidden = hidden_states(model, params, batch, keys[-1], train=True, inputs=final_inputs, embedded=embedded)
+    return hidden, fed
+
+
+def scheduled_sampling(
+    model: nn.Module,
+    head: nn.Module,
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    step: jax.Array,
+    *,
+    schedule: str = "inverse_sigmoid",
+    k: float = 200.0,
+    c: float = 1e-4,
+    eps_min: float = 0.0,
+    feed: str = "argmax",
+    mode: str = "auto",
+    passes: int = 2,
+    first_pass_grad: bool = False,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Scheduled sampling with ε = schedule(step), the probability of feeding the gold token.
+
+    Args:
+      schedule, k, c, eps_min: the decay of ε (schedules.py; c and eps_min: linear only).
+      feed: argmax | sample (| soft, parallel mode only): what the model feeds itself.
+      mode: scan | parallel | auto (scan for recurrent models, parallel otherwise).
+      passes: parallel mode: passes ≥ 2 in all, the last one gets the loss.
+      first_pass_grad: parallel mode with soft feed: backpropagate through earlier passes.
+
+    Returns:
+      loss: [] float32, the head's masked mean loss on gold targets.
+      metrics: the head's aux, "epsilon" (ε at this step) and "gold_fed" (the fraction of
+        target positions after the first that were fed the gold token).
+    """
+    check_scheduled_sampling(
+        schedule=schedule, k=k, c=c, eps_min=eps_min, feed=feed, mode=mode, passes=passes,
+        first_pass_grad=first_pass_grad,
+    )
+    mode = resolve_mode(model, mode)
+    coin_key, feed_key, head_key = jax.random.split(key, 3)
+    epsilon = gold_probability(schedule, step, k=k, c=c, eps_min=eps_min)
+    gold = gold_coins(coin_key, batch["inputs"].shape, epsilon)
+    if mode == "scan":
+        hidden, _ = scan_inputs(model, head, params, batch, gold, feed_key, feed=feed)
+    else:
+        hidden, _ = parallel_inputs(
+            model, head, params, batch, gold, feed_key, feed=feed, passes=passes, first_pass_grad=first_pass_grad
+        )
+    loss, metrics = head_loss(head, params, hidden, batch, head_key)
+    later = batch["mask"][:, 1:]
+    gold_fed = (gold[:, 1:] * later).sum() / jnp.maximum(later.sum(), 1.0)
+    return loss, dict(metrics, epsilon=epsilon, gold_fed=gold_fed)

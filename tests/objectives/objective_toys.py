@@ -1,0 +1,72 @@
+"""Tiny models and batches shared by the objective tests, and exact expectations by enumeration."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seqjax.config import HeadConfig, ModelConfig
+from seqjax.data import BOS_ID, EOS_ID
+from seqjax.heads import build_head
+from seqjax.models import build_model, is_seq2seq
+from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, truncate
+from seqjax.training.state import init_params
+
+
+def tiny(kind: str = "rnn", *, vocab: int = 7, d_model: int = 8, seed: int = 0, batch=None):
+    """(model, head, params): one layer, no dropout, D = d_model, full softmax over `vocab`."""
+    cfg = ModelConfig(kind=kind, d_model=d_model, layers=1, heads=2, d_ff=2 * d_model, dropout=0.0, max_len=32)
+    model = build_model(cfg, vocab)
+    head = build_head(HeadConfig(), vocab, np.ones(vocab, np.int64))
+    example = batch if batch is not None else lm_batch(np.random.default_rng(seed), 2, 4, vocab, seq2seq=is_seq2seq(cfg))
+    params = init_params(model, head, jax.random.key(seed), example)
+    return model, head, params
+
+
+def lm_batch(rng, rows: int, length: int, vocab: int, *, start: int = EOS_ID, seq2seq: bool = False):
+    """Random targets over the vocabulary; inputs = start token then the targets shifted right.
+
+    With seq2seq, also a random source of the same length (all positions real).
+    """
+    targets = rng.integers(0, vocab, size=(rows, length)).astype(np.int32)
+    inputs = np.concatenate([np.full((rows, 1), start, np.int32), targets[:, :-1]], axis=1)
+    batch = {"inputs": inputs, "targets": targets, "mask": np.ones((rows, length), np.float32)}
+    if seq2seq:
+        batch["src"] = rng.integers(4, vocab, size=(rows, length)).astype(np.int32)
+        batch["src_mask"] = np.ones((rows, length), np.float32)
+    return {k: jnp.asarray(v) for k, v in batch.items()}
+
+
+def reference_batch(reference, length: int, rows: int = 1):
+    """`rows` copies of a one-sentence target `reference` (ids, EOS appended), padded to `length`."""
+    ids = list(reference) + [EOS_ID]
+    targets = np.zeros((rows, length), np.int32)
+    targets[:, : len(ids)] = ids
+    mask = np.zeros((rows, length), np.float32)
+    mask[:, : len(ids)] = 1.0
+    inputs = np.concatenate([np.full((rows, 1), BOS_ID, np.int32), targets[:, :-1]], axis=1)
+    return {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets), "mask": jnp.asarray(mask)}
+
+
+def all_sequences(vocab: int, length: int) -> jax.Array:
+    """Every token string [V^T, T] int32."""
+    return jnp.asarray(list(itertools.product(range(vocab), repeat=length)), jnp.int32)
+
+
+def expected_reward_fn(model, head, batch_row, vocab: int, length: int):
+    """params -> E_{y ~ model}[BLEU(y) / 100] for the one-row batch, summed exactly over V^T strings.
+
+    A sampled sequence stops at its first EOS; summing the full-length string probability over
+    everything after it marginalizes those tokens out, so each string counts its truncation.
+    """
+    strings = all_sequences(vocab, length)
+    repeated = jax.tree.map(lambda x: jnp.repeat(x, strings.shape[0], axis=0), batch_row)
+    lengths = lengths_after(strings)
+    rewards = bleu_rewards(truncate(strings, lengths), lengths, repeated)
+
+    def expected(params):
+        log_probs = candidate_log_probs(model, head, params, repeated, strings).sum(axis=1)
+        return jnp.sum(jnp.exp(log_probs) * rewards)
+
+    return expected
