@@ -12,6 +12,7 @@ import numpy as np
 
 from seqjax.config import Config
 from seqjax.data import (
+    SEQ2SEQ_TASKS,
     LMBatches,
     LMData,
     ParallelData,
@@ -22,7 +23,7 @@ from seqjax.data import (
     seq2seq_eval_batches,
 )
 from seqjax.heads import build_head
-from seqjax.models import build_model
+from seqjax.models import SEQ2SEQ_MODELS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 
@@ -100,6 +101,13 @@ def saved_tokenizers(workdir: str):
 def build_experiment(cfg: Config, tokenizers=None) -> Experiment:
     """Validates `cfg`, reads the data and builds model, head and objective. Writes nothing."""
     validate_train(cfg)
+    parallel = cfg.data.kind == "parallel" or (cfg.data.kind == "synthetic" and cfg.data.task in SEQ2SEQ_TASKS)
+    if parallel != is_seq2seq(cfg.model):
+        need = "an encoder-decoder (model.kind in " + ", ".join(SEQ2SEQ_MODELS) + ")" if parallel else "a language model"
+        raise ValueError(
+            f"model.kind={cfg.model.kind!r} does not fit data.kind={cfg.data.kind!r} data.task={cfg.data.task!r}: "
+            f"that data needs {need}"
+        )
     data = load_data(cfg.data, tokenizers)
     tokenizer = data.tgt_tokenizer if isinstance(data, ParallelData) else data.tokenizer
     vocab = tokenizer.vocab

@@ -131,3 +131,22 @@ def test_bad_decoding_flags_are_user_errors(trained_run, capsys):
     expect_user_error(capsys, generate + ["--beam", "0"], "beam must be >= 1")
     expect_user_error(capsys, generate + ["--top-p", "1.5"], "top_p")
     expect_user_error(capsys, ["generate", "--workdir", str(trained_run), "--max-len", "100"], "max_len")
+
+
+def test_a_language_model_on_seq2seq_data_is_refused(tmp_path, capsys):
+    expect_user_error(capsys, ["train", "--workdir", str(tmp_path / "r"), "--set", "data.task=reverse", "model.kind=rnn"],
+                      "needs an encoder-decoder")
+
+
+def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
+    # One bucket: every bucket length is its own compiled program, and compiling dominates here.
+    seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_len=20"]
+    assert train(tmp_path, *seq2seq) == 0
+    assert "copy-the-source" in capsys.readouterr().out
+    assert main(["eval", "--workdir", str(tmp_path), "--split", "test", "--beam", "2", "--length-penalty", "0.6"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("{"):])
+    assert result["generation"]["decoding"] == "beam 2, length penalty 0.6"
+    assert 0 <= result["generation"]["bleu"] <= 100 and result["test"]["perplexity"] > 1
+    assert main(["generate", "--workdir", str(tmp_path), "--prompt", "abc", "--max-len", "8"]) == 0
+    assert capsys.readouterr().out.startswith("abc -> ")
