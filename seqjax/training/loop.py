@@ -73,7 +73,9 @@ def restore_state(
     cfg = exp.cfg
     strategy = cfg.train.sharding if strategy is None else strategy
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-    shape = jax.eval_shape(lambda: init_state(exp.model, exp.head, optimizer, cfg.train.seed, example_batch, mesh))
+    shape = jax.eval_shape(
+        lambda: init_state(exp.model, exp.head, optimizer, cfg.train.seed, example_batch, mesh, strategy)
+    )
     shardings = state_shardings(shape, mesh, strategy)
     abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
     checkpointer = _checkpointer(workdir, cfg)
