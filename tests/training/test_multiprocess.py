@@ -1,0 +1,144 @@
+"""Real multi-process runs: two OS processes on localhost, 4 CPU devices each, gloo collectives."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from seqjax.training import optim
+from seqjax.training.loop import restore_state
+from seqjax.training.mesh import batch_sharding, make_mesh
+from seqjax.training.setup import build_experiment
+from seqjax.training.state import init_state
+from seqjax.training.steps import make_train_step
+
+from helpers import TINY, tiny_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LR = 1e-3
+SETTINGS = ["model.dropout=0.0", f"optim.learning_rate={LR}", "train.batch_size=16", "train.steps=2",
+            "train.log_every=1", "train.checkpoint_every=2", "train.eval_batches=1", "train.samples=0"]
+
+TRAIN_WORKER = """
+import sys
+from seqjax import config
+from seqjax.training.loop import train
+workdir, *overrides = sys.argv[1:]
+train(config.override(config.Config(), overrides), workdir)
+"""
+
+COLLECTIVE_WORKER = """
+import sys
+import jax
+import numpy as np
+from seqjax.config import TrainConfig
+from seqjax.training import distributed
+from seqjax.training.mesh import batch_sharding, make_mesh
+port, process_id = sys.argv[1:]
+distributed.initialize(TrainConfig(distributed=True, coordinator=f"127.0.0.1:{port}", num_processes=2,
+                                   process_id=int(process_id), heartbeat_timeout=3))
+values = distributed.global_batch({"x": np.ones(8, np.float32)}, batch_sharding(make_mesh("data:8")))["x"]
+total = jax.jit(lambda x: x.sum())
+print("ready", float(total(values)), flush=True)
+while True:
+    total(values).block_until_ready()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(code, args, log_prefix):
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu", PYTHONPATH=REPO)
+    out, err = open(f"{log_prefix}.out", "w"), open(f"{log_prefix}.err", "w")
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=out, stderr=err)
+
+
+def tail(path, lines=30):
+    with open(path) as f:
+        return "".join(f.readlines()[-lines:])
+
+
+def wait_all(processes, logs, timeout):
+    deadline = time.monotonic() + timeout
+    try:
+        return [p.wait(timeout=max(deadline - time.monotonic(), 1)) for p in processes]
+    except subprocess.TimeoutExpired:
+        pytest.fail("worker timed out:\n" + "\n".join(tail(f"{log}.err") for log in logs))
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def one_process_reference(exp, steps):
+    """(params, losses) of `steps` updates in this process on its 8 devices."""
+    cfg = exp.cfg
+    mesh = make_mesh("data:8", jax.devices()[:8])
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
+    batches = exp.train_batches()
+    state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, batches.batch(0), mesh)
+    step = make_train_step(exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
+    losses = []
+    for i in range(steps):
+        state, metrics = step(state, jax.device_put(batches.batch(i), batch_sharding(mesh)))
+        losses.append(float(metrics["loss"]))
+    return state.params, losses
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one_process_with_eight_devices(tmp_path):
+    port, workdir = free_port(), tmp_path / "run"
+    shared = [*TINY, *SETTINGS, "train.mesh=data:8", "train.distributed=true", f"train.coordinator=127.0.0.1:{port}",
+              "train.num_processes=2", "train.heartbeat_timeout=30"]
+    logs = [str(tmp_path / f"process{i}") for i in range(2)]
+    processes = [launch(TRAIN_WORKER, [str(workdir), *shared, f"train.process_id={i}"], logs[i]) for i in range(2)]
+    codes = wait_all(processes, logs, timeout=420)
+    assert codes == [0, 0], "\n".join(tail(f"{log}.err") for log in logs)
+
+    exp = build_experiment(tiny_config(*SETTINGS))
+    params, losses = one_process_reference(exp, 2)
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    np.testing.assert_allclose([r["loss"] for r in records if r["split"] == "train"], losses, rtol=1e-5)
+    restored, _ = restore_state(exp, str(workdir), 2, make_mesh("data:8", jax.devices()[:8]), exp.train_batches().batch(0))
+    for got, want in zip(jax.tree.leaves(restored.params), jax.tree.leaves(params)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=LR / 2)
+    assert "parameters on a mesh" in tail(f"{logs[0]}.out", 1000)
+    printed = [line for line in tail(f"{logs[1]}.out", 1000).splitlines() if not line.startswith("[Gloo]")]
+    assert printed == []  # only process 0 prints (gloo's own connection lines aside)
+
+
+def test_killing_one_process_stops_the_other_with_a_clear_error(tmp_path):
+    port = free_port()
+    logs = [str(tmp_path / f"process{i}") for i in range(2)]
+    processes = [launch(COLLECTIVE_WORKER, [str(port), str(i)], logs[i]) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all("ready" in tail(f"{log}.out") for log in logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                pytest.fail("workers did not start:\n" + "\n".join(tail(f"{log}.err") for log in logs))
+            time.sleep(0.2)
+        processes[1].send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        code = processes[0].wait(timeout=60)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert code != 0 and time.monotonic() - killed_at < 60
+    error = tail(f"{logs[0]}.err", 200)
+    assert "stopped sending heartbeats" in error or "another task died" in error, error
