@@ -68,9 +68,9 @@ def adaptive_softmax_loss(
     for index, (projection, weights) in enumerate(zip(tail_projections, tail_weights)):
         in_tail = cluster == index + 1
         local_targets = targets - bounds[index]
-        losses = losses + _tail_losses(
-            hidden, jnp.asarray(projection, jnp.float32), jnp.asarray(weights, jnp.float32), local_targets, in_tail
-        )
+        projection = jnp.asarray(projection, jnp.float32)
+        weights = jnp.asarray(weights, jnp.float32)
+        losses = losses + _tail_losses(hidden, projection, weights, local_targets, in_tail)
     return losses
 
 

@@ -65,7 +65,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts):
     if cfg.kind == "class":
         num_classes = cfg.num_classes or math.ceil(math.sqrt(vocab_size))
         if not 0 < num_classes <= vocab_size:
-            raise ValueError(f"head.num_classes must be in [0, vocab_size={vocab_size}], got {cfg.num_classes}")
+            raise ValueError(
+                f"head.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), got {cfg.num_classes}"
+            )
         return ClassSoftmax(vocab_size, classes=frequency_classes(smoothed, num_classes), tied=cfg.tied)
     if cfg.kind == "tree":
         if cfg.tied:

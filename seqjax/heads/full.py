@@ -38,8 +38,8 @@ def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | Non
     Returns:
       [N] float32 losses (the caller masks and reduces).
     """
-    vocab_size, features = weights.shape if jnp.ndim(weights) == 2 else (None, None)
     checks.require_rank("weights", weights, 2)
+    vocab_size, features = weights.shape
     checks.require_hidden_and_targets(hidden, targets, vocab_size)
     checks.require_table("hidden", hidden, None, features)
     checks.require_vector("biases", biases, vocab_size)

@@ -36,7 +36,9 @@ def masked_mean(per_row, mask):
     """(sum(mask · per_row) / max(sum(mask), 1), {"tokens": sum(mask)}) in float32."""
     mask = jnp.ones_like(per_row) if mask is None else jnp.asarray(mask, jnp.float32)
     tokens = mask.sum()
-    return (mask * per_row).sum() / jnp.maximum(tokens, 1.0), {"tokens": tokens}
+    # where, not a product: a padded row's loss may be inf, and 0 · inf is nan.
+    total = jnp.where(mask > 0, mask * per_row, 0.0).sum()
+    return total / jnp.maximum(tokens, 1.0), {"tokens": tokens}
 
 
 def _normal(features: int):
@@ -174,10 +176,10 @@ class ClassSoftmax(nn.Module):
 
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
-        num_classes = self.classes.num_classes
+        shape = (self.classes.num_classes, features)
         return {
-            "class_weights": self.param("class_weights", _normal(features), (num_classes, features), jnp.float32),
-            "class_biases": self.param("class_biases", nn.initializers.zeros, (num_classes,), jnp.float32),
+            "class_weights": self.param("class_weights", _normal(features), shape, jnp.float32),
+            "class_biases": self.param("class_biases", nn.initializers.zeros, shape[:1], jnp.float32),
             **_word_parameters(self, features, embedding),
         }
 
@@ -200,6 +202,7 @@ class HierarchicalSoftmax(nn.Module):
 
     vocab_size: int
     tree: Tree | None = None
+    tied: bool = False  # part of every head's interface; build_head refuses True for trees
 
     @nn.compact
     def parameters(self, features: int) -> dict:

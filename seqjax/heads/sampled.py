@@ -38,12 +38,13 @@ def sampled_softmax_loss(
     Returns:
       [N] float32 losses.
     """
-    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples)
     targets, samples = jnp.asarray(targets), jnp.asarray(samples)
     sample_scores = sample_scores - sample_log_q
     target_scores = target_scores - target_log_q
     if remove_accidental_hits:
-        hits = _broadcast_samples(samples) == targets[:, None]
+        hits = jnp.atleast_2d(samples) == targets[:, None]
         sample_scores = jnp.where(hits, -jnp.inf, sample_scores)
     # The finite target column keeps the normalizer finite even if every sample is dropped.
     all_scores = jnp.concatenate([target_scores[:, None], sample_scores], axis=1)
@@ -65,7 +66,8 @@ def nce_loss(hidden, weights, biases, targets, samples, sample_log_q, target_log
     Returns:
       [N] float32 losses.
     """
-    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples)
     log_normalizer = jnp.asarray(log_normalizer, jnp.float32)
     target_logits = target_scores - log_normalizer - target_log_q
     sample_logits = sample_scores - log_normalizer - sample_log_q
@@ -83,29 +85,32 @@ def negative_sampling_loss(hidden, weights, biases, targets, samples):
     Returns:
       [N] float32 losses.
     """
-    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, None, None)
+    _validate(hidden, weights, biases, targets, samples, None, None)
+    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples)
     return jax.nn.softplus(-target_scores) + jax.nn.softplus(sample_scores).sum(axis=1)
 
 
-def _broadcast_samples(samples):
-    return samples[None, :] if samples.ndim == 1 else samples
-
-
-def _scores(hidden, weights, biases, targets, samples, sample_log_q, target_log_q):
+def _scores(hidden, weights, biases, targets, samples):
     """Raw scores h·w + b of the samples ([N, K]) and of the targets ([N]), in float32."""
-    _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
     hidden = jnp.asarray(hidden, jnp.float32)
     weights = jnp.asarray(weights, jnp.float32)
     targets, samples = jnp.asarray(targets), jnp.asarray(samples)
-    target_scores = jnp.einsum("nd,nd->n", hidden, weights[targets])
-    if samples.ndim == 1:
-        sample_scores = hidden @ weights[samples].T
-    else:
-        sample_scores = jnp.einsum("nd,nkd->nk", hidden, weights[samples])
+    rows = targets.shape[0]
+    # One gather of the targets' and the samples' rows, so that the backward pass scatters
+    # into a single dense [V, D] gradient.
+    ids = jnp.concatenate([targets, samples.reshape(-1)])
+    gathered = weights[ids]
     if biases is not None:
-        biases = jnp.asarray(biases, jnp.float32)
-        target_scores = target_scores + biases[targets]
-        sample_scores = sample_scores + biases[samples]
+        gathered_biases = jnp.asarray(biases, jnp.float32)[ids]
+    target_scores = jnp.einsum("nd,nd->n", hidden, gathered[:rows])
+    sample_rows = gathered[rows:].reshape(samples.shape + (weights.shape[1],))
+    if samples.ndim == 1:
+        sample_scores = hidden @ sample_rows.T
+    else:
+        sample_scores = jnp.einsum("nd,nkd->nk", hidden, sample_rows)
+    if biases is not None:
+        target_scores = target_scores + gathered_biases[:rows]
+        sample_scores = sample_scores + gathered_biases[rows:].reshape(samples.shape)
     return sample_scores, target_scores
 
 

@@ -103,7 +103,8 @@ def unigram(counts, power: float = 1.0) -> Sampler:
       power: finite exponent >= 0 (0 gives the uniform distribution).
     """
     values = checks.require_counts("counts", counts)
-    if isinstance(power, bool) or not isinstance(power, (int, float)) or not (math.isfinite(power) and power >= 0):
+    is_number = isinstance(power, (int, float)) and not isinstance(power, bool)
+    if not (is_number and math.isfinite(power) and power >= 0):
         raise ValueError(f"power must be a finite number >= 0, got {power!r}")
     weights = values**power
     return _alias_sampler("unigram", weights / weights.sum())

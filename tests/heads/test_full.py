@@ -74,7 +74,8 @@ def test_full_softmax_loss_is_vmappable_and_jittable():
     stacked = jax.vmap(lambda h, t: full_softmax_loss(h, weights, biases, t, chunk_size=4))(
         np.stack([hidden, -hidden]), np.stack([targets, targets])
     )
-    jitted = jax.jit(full_softmax_loss, static_argnames="chunk_size")(hidden, weights, biases, targets, chunk_size=4)
+    jitted = jax.jit(full_softmax_loss, static_argnames="chunk_size")
+    jitted = jitted(hidden, weights, biases, targets, chunk_size=4)
     np.testing.assert_allclose(stacked[0], jitted, rtol=1e-5)
     np.testing.assert_allclose(stacked[1], reference_loss(-hidden, weights, biases, targets), rtol=1e-5)
 

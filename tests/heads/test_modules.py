@@ -1,20 +1,22 @@
 """Flax heads built by build_head, under the head contract: loss, exact log-probs, tying, errors."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.config import HeadConfig, override, Config
-from seqjax.heads import build_head
+from seqjax.config import Config, HeadConfig, override
+from seqjax.heads import AdaptiveSoftmax, FullSoftmax, build_head
 
 VOCAB, FEATURES, ROWS = 40, 8, 12
 # Specials pad/bos/eos/unk first (arbitrary counts), then frequency-sorted words.
 COUNTS = np.concatenate([[0, 0, 30, 0], np.arange(VOCAB - 4, 0, -1) * 3])
 KINDS = ["full", "sampled", "nce", "negative", "class", "tree", "adaptive"]
-BASE = HeadConfig(num_samples=6, cutoffs=(10, 25), div_value=2.0, num_classes=5)
+# One tail cluster keeps compilation short; tests/heads/test_adaptive.py covers several.
+BASE = HeadConfig(num_samples=6, cutoffs=(10,), div_value=2.0, num_classes=5)
 
 
 def inputs(seed=0):
@@ -26,13 +28,15 @@ def inputs(seed=0):
     return hidden, targets, keys[2], mask, embedding
 
 
-def init_and_apply(cfg, tied_embedding=None):
+@functools.lru_cache(maxsize=None)  # tests share compiled heads: compilation dominates their time
+def init_and_apply(cfg, tied=False, pass_embedding=True):
     head = build_head(cfg, VOCAB, COUNTS)
-    hidden, targets, key, mask, _ = inputs()
-    variables = head.init({"params": jax.random.key(1)}, hidden, targets, key, mask, tied_embedding, method="loss")
-    loss_fn = jax.jit(lambda v, *a: head.apply(v, *a, method="loss"))
-    loss, aux = loss_fn(variables, hidden, targets, key, mask, tied_embedding)
-    log_probs = head.apply(variables, hidden, tied_embedding, method="log_probs")
+    hidden, targets, key, mask, embedding = inputs()
+    embedding = embedding if tied and pass_embedding else None
+    init = jax.jit(lambda k, *a: head.init({"params": k}, *a, method="loss"))
+    variables = init(jax.random.key(1), hidden, targets, key, mask, embedding)
+    loss, aux = jax.jit(lambda v, *a: head.apply(v, *a, method="loss"))(variables, hidden, targets, key, mask, embedding)
+    log_probs = jax.jit(lambda v, *a: head.apply(v, *a, method="log_probs"))(variables, hidden, embedding)
     return head, variables, loss, aux, log_probs
 
 
@@ -47,16 +51,22 @@ def test_every_head_gives_normalized_exact_log_probs_and_a_finite_masked_loss(ki
 
 @pytest.mark.parametrize("kind", ["full", "class", "tree", "adaptive"])
 def test_exact_head_loss_is_masked_mean_negative_log_prob_of_targets(kind):
-    _, _, loss, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, chunk_size=7))
+    _, _, loss, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind))
     _, targets, _, mask, _ = inputs()
     expected = -(mask * log_probs[jnp.arange(ROWS), targets]).sum() / mask.sum()
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
 
 
+def test_chunked_full_softmax_head_equals_unchunked_head():
+    plain = init_and_apply(dataclasses.replace(BASE, kind="full"))
+    chunked = init_and_apply(dataclasses.replace(BASE, kind="full", chunk_size=7))
+    np.testing.assert_allclose(chunked[2], plain[2], rtol=1e-6)
+
+
 @pytest.mark.parametrize("kind", ["full", "sampled", "nce", "negative", "class", "adaptive"])
 def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(kind):
     embedding = inputs()[4]
-    _, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), embedding)
+    _, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), tied=True)
     shapes = [leaf.shape for leaf in jax.tree.leaves(variables)]
     assert (VOCAB, FEATURES) not in shapes and (BASE.cutoffs[0], FEATURES) not in shapes
     if kind in ("full", "sampled", "nce", "negative"):
@@ -67,25 +77,27 @@ def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(
 
 def test_tied_head_without_embedding_raises_at_init():
     with pytest.raises(ValueError, match="is tied: pass the input embedding"):
-        init_and_apply(dataclasses.replace(BASE, kind="full", tied=True), None)
+        init_and_apply(dataclasses.replace(BASE, kind="full", tied=True), tied=True, pass_embedding=False)
 
 
 def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
     head = build_head(dataclasses.replace(BASE, kind="nce", learn_normalizer=True), VOCAB, COUNTS)
     hidden, targets, key, mask, _ = inputs()
-    variables = head.init({"params": key}, hidden, targets, key, mask, None, method="loss")
+    variables = jax.jit(lambda k: head.init({"params": k}, hidden, targets, k, mask, None, method="loss"))(key)
     loss = jax.jit(lambda v, k: head.apply(v, hidden, targets, k, mask, method="loss")[0])
     assert float(loss(variables, jax.random.key(5))) != float(loss(variables, jax.random.key(6)))
-    grads = jax.grad(loss)(variables, key)["params"]
+    grads = jax.jit(jax.grad(loss))(variables, key)["params"]
     assert set(grads) == {"weights", "biases", "log_normalizer"}
     assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
 
 
 def test_head_config_is_selectable_from_cli_overrides():
-    config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10,25", "head.div_value=2", "head.num_samples=6"])
-    assert config.head.cutoffs == (10, 25)
-    _, _, loss, _, _ = init_and_apply(config.head)
-    assert np.isfinite(loss)
+    config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10,25", "head.div_value=2"])
+    head = build_head(config.head, VOCAB, COUNTS)
+    assert isinstance(head, AdaptiveSoftmax) and head.cutoffs == (10, 25) and head.div_value == 2.0
+    config = override(Config(), ["head.kind=full", "head.chunk_size=16", "head.tied=true"])
+    head = build_head(config.head, VOCAB, COUNTS)
+    assert isinstance(head, FullSoftmax) and head.chunk_size == 16 and head.tied
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,8 @@ def test_tree_log_prob_is_sum_of_logistic_decisions_along_the_path():
     path = tree.nodes[word][tree.mask[word]]
     signs = 2.0 * tree.codes[word][tree.mask[word]] - 1.0
     expected = log_sigmoid(signs * scores[path]).sum()
-    np.testing.assert_allclose(tree_log_probs(hidden, node_weights, node_biases, tree)[0, word], expected, rtol=1e-5)
+    got = tree_log_probs(hidden, node_weights, node_biases, tree)[0, word]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
 def test_tree_softmax_gradient_matches_gradient_of_log_probs():
