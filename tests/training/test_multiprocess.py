@@ -113,7 +113,8 @@ def test_two_processes_train_like_one_process_with_eight_devices(tmp_path):
     params, losses = one_process_reference(exp, 2)
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     np.testing.assert_allclose([r["loss"] for r in records if r["split"] == "train"], losses, rtol=1e-5)
-    restored, _ = restore_state(exp, str(workdir), 2, make_mesh("data:8", jax.devices()[:8]), exp.train_batches().batch(0))
+    mesh = make_mesh("data:8", jax.devices()[:8])
+    restored, _ = restore_state(exp, str(workdir), 2, mesh, exp.train_batches().batch(0))
     for got, want in zip(jax.tree.leaves(restored.params), jax.tree.leaves(params)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=LR / 2)
     assert "parameters on a mesh" in tail(f"{logs[0]}.out", 1000)

@@ -24,7 +24,8 @@ def experiment_and_state():
     """A tiny experiment and its initial state on the host (Adam moments made non-zero)."""
     exp = build_experiment(tiny_config())
     optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
-    state = jax.device_get(init_state(exp.model, exp.head, optimizer, 0, exp.train_batches().batch(0), mesh_of("data:1")))
+    batch = exp.train_batches().batch(0)
+    state = jax.device_get(init_state(exp.model, exp.head, optimizer, 0, batch, mesh_of("data:1")))
     moments = jax.tree.map(lambda x: x + 0.5 if x.dtype == np.float32 else x, state.opt_state)
     return exp, state.replace(opt_state=moments)
 
