@@ -71,11 +71,15 @@ def draw_candidates(
         present = jnp.isfinite(scores)
     lengths = lengths_after(tokens)
     tokens = truncate(tokens, lengths)
-    per_row = tokens.reshape(rows, samples, length)
-    same = jnp.all(per_row[:, :, None, :] == per_row[:, None, :, :], axis=-1)
-    earlier = jnp.tril(jnp.ones((samples, samples), bool), k=-1)
-    repeat = jnp.any(same & earlier & present[:, None, :], axis=-1)
-    return tokens, lengths, present & ~repeat
+    return tokens, lengths, first_occurrences(tokens.reshape(rows, samples, length), present)
+
+
+def first_occurrences(candidates: jax.Array, present: jax.Array) -> jax.Array:
+    """[B, n] bool: present candidates [B, n, T] that do not repeat an earlier present one."""
+    n = candidates.shape[1]
+    same = jnp.all(candidates[:, :, None, :] == candidates[:, None, :, :], axis=-1)
+    earlier = jnp.tril(jnp.ones((n, n), bool), k=-1)
+    return present & ~jnp.any(same & earlier & present[:, None, :], axis=-1)
 
 
 def expected_risk(log_probs: jax.Array, costs: jax.Array, available: jax.Array, *, alpha: float) -> jax.Array:

@@ -1,0 +1,82 @@
+"""REINFORCE and MIXER: the estimator's mean is the exact gradient of the expected reward."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from objective_toys import expected_reward_fn, reference_batch, tiny
+from seqjax.objectives import mixer, reinforce
+from seqjax.objectives.reinforce import leave_one_out_mean, mixer_delta, reinforce_surrogate
+
+VOCAB, LENGTH = 6, 3  # ids 4 and 5 are words; 6^3 strings to enumerate
+REFERENCE = (4, 5)
+
+
+@pytest.mark.parametrize("baseline", ["none", "self_critical", "mean"])
+def test_estimator_mean_is_the_exact_gradient_of_the_expected_bleu(baseline):
+    row = reference_batch(REFERENCE, LENGTH)
+    model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=row, seed=1)
+    exact = jax.jit(jax.grad(expected_reward_fn(model, head, row, VOCAB, LENGTH)))(params)
+    batch = reference_batch(REFERENCE, LENGTH, rows=16)
+    objective = functools.partial(reinforce, model, head, samples=4, baseline=baseline)
+
+    @jax.jit
+    def estimates(keys):
+        return jax.vmap(lambda key: jax.grad(lambda p: objective(p, batch, key, jnp.int32(0))[0])(params))(keys)
+
+    groups = estimates(jax.random.split(jax.random.key(2), 64))  # 64 independent means of 64 samples
+    for want, got in zip(jax.tree.leaves(exact), jax.tree.leaves(groups)):
+        mean = -np.asarray(got).mean(axis=0)  # the objective is minimized: its gradient is −∇E[r]
+        standard_error = np.asarray(got).std(axis=0, ddof=1) / np.sqrt(len(got))
+        np.testing.assert_array_less(np.abs(mean - np.asarray(want)), 5 * standard_error + 1e-5)
+
+
+def test_leave_one_out_mean_averages_the_other_samples():
+    rewards = jnp.asarray([[1.0, 2.0, 6.0], [0.0, 0.0, 3.0]])
+    np.testing.assert_allclose(leave_one_out_mean(rewards), [[4.0, 3.5, 1.5], [1.5, 1.5, 0.0]])
+
+
+def test_surrogate_gradient_is_advantage_times_score_and_ignores_masked_rows():
+    log_probs = jnp.asarray([[-1.0, -2.0], [-0.5, -0.1]])
+    rewards, baselines = jnp.asarray([[1.0, 0.0], [5.0, 5.0]]), jnp.asarray([[0.25, 0.25], [0.0, 0.0]])
+    grad = jax.grad(reinforce_surrogate)(log_probs, rewards, baselines, jnp.asarray([1.0, 0.0]))
+    np.testing.assert_allclose(grad, [[-0.75 / 2, 0.25 / 2], [0.0, 0.0]])
+
+
+def test_mixer_delta_grows_by_steps():
+    delta = functools.partial(mixer_delta, delta_start=2, delta_growth=3, delta_every=100)
+    assert [int(delta(s)) for s in (0, 99, 100, 250)] == [2, 2, 5, 8]
+
+
+def test_mixer_with_delta_beyond_the_length_is_reinforce():
+    batch = reference_batch(REFERENCE, LENGTH, rows=4)
+    model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=batch)
+    key, step = jax.random.key(3), jnp.int32(0)
+
+    @jax.jit
+    def both(params):
+        plain = jax.value_and_grad(lambda p: reinforce(model, head, p, batch, key, step, samples=2)[0])(params)
+        mixed = jax.value_and_grad(
+            lambda p: mixer(model, head, p, batch, key, step, samples=2, delta_start=LENGTH, delta_growth=0)[0]
+        )(params)
+        return plain, mixed
+
+    for a, b in zip(*(jax.tree.leaves(x) for x in both(params))):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: reinforce(None, None, None, None, None, 0, samples=1, baseline="mean"), "samples must be >= 2"),
+        (lambda: reinforce(None, None, None, None, None, 0, baseline="critic"), "baseline must be one of"),
+        (lambda: reinforce(None, None, None, None, None, 0, mle_weight=2.0), "mle_weight must be"),
+        (lambda: mixer(None, None, None, None, None, 0, delta_every=0), "delta_every must be an int >= 1"),
+    ],
+)
+def test_bad_options_are_rejected(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
