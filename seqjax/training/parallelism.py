@@ -103,7 +103,7 @@ def batch_split(exp: Experiment, mesh: Mesh, example: dict) -> dict[str, int]:
 
 def describe_batch(split: dict[str, int]) -> str:
     return (
-        f"batch: effective {split['effective_rows']:,} rows / {split['effective_tokens']:,} tokens per update = "
-        f"{split['accum_steps']} microbatches of {split['micro_rows']:,} rows / {split['micro_tokens']:,} tokens; "
+        f"batch: effective {split['effective_rows']:,} rows / {split['effective_tokens']:,} tokens per update, "
+        f"{split['accum_steps']} microbatch(es) of {split['micro_rows']:,} rows / {split['micro_tokens']:,} tokens; "
         f"per device {split['device_micro_rows']:,} rows / {split['device_micro_tokens']:,} tokens per microbatch"
     )
