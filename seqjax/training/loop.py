@@ -21,8 +21,7 @@ from tqdm import tqdm
 
 from seqjax import config as config_lib
 from seqjax.config import Config
-from seqjax.training import optim
-from seqjax.training import distributed
+from seqjax.training import distributed, optim
 from seqjax.training.checkpoint import Checkpointer, config_differences, dump_json, fingerprint
 from seqjax.training.evaluation import evaluate, generation_report
 from seqjax.training.mesh import batch_sharding, make_mesh
@@ -151,14 +150,14 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
     checkpointer = _checkpointer(workdir, cfg)
     tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
     sharding = batch_sharding(mesh)
-    split = batch_split(exp, mesh, example)
+    batch_layout = batch_split(exp, mesh, example)
     abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
     memory = memory_report(train_step, state, abstract_batch)
-    echo(describe_batch(split))
+    echo(describe_batch(batch_layout))
     echo(describe_memory(memory))
     logger = RunLogger(workdir) if main else None
     if main:
-        dump_json(os.path.join(workdir, "memory.json"), {"batch": split, "per_device_bytes": memory})
+        dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
 
     def save(state: TrainState, step: int) -> None:
         meta = {"data_position": step, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}

@@ -59,8 +59,8 @@ def make_shard_map_train_step(
         loss, metrics, grads = lax.psum(part, "data")
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
-    # Without replication typing (check_vma=False) the gradient taken inside the body is the
-    # device's own, so the psum above is the one all-reduce; it also lets model and head code
+    # Without replication typing (check_vma=False) the gradient taken inside `device_step` is
+    # the device's own, so its psum is the one all-reduce; it also lets model and head code
     # written for global arrays (scans with freshly built carries) run unchanged per device.
     step = jax.shard_map(
         device_step, mesh=mesh, in_specs=(P(), P("data")), out_specs=(P(), P()), check_vma=False

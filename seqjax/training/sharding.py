@@ -133,11 +133,3 @@ def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
 
     return jax.tree_util.tree_map_with_path(place, tree)
 
-
-def describe(tree: Any, shardings: Any) -> list[tuple[str, tuple[int, ...], str]]:
-    """(path, global shape, partition spec) per leaf, for printing a plan."""
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-    return [
-        (path_name(path), tuple(leaf.shape), str(sharding.spec))
-        for (path, leaf), sharding in zip(leaves, jax.tree.leaves(shardings))
-    ]

@@ -1,7 +1,6 @@
 """The vocabulary-parallel softmax equals the full softmax in value and gradient, without [N, V]."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
