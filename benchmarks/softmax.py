@@ -144,25 +144,52 @@ def _compiled(jitted, *args):
     return (lambda: jax.block_until_ready(executable(*args))), total, memory.temp_size_in_bytes
 
 
-def torch_cases(torch, vocab_size: int, hidden, targets):
-    """`F.cross_entropy` of h W^T + b and `AdaptiveLogSoftmaxWithLoss`, forward + backward."""
+def torch_cases(torch, vocab_size: int, hidden, targets, memory_limit: float):
+    """`F.cross_entropy` of h W^T + b and `AdaptiveLogSoftmaxWithLoss`, forward + backward, as
+    {name: builder}; a builder returns (None, estimated bytes, None) when the estimate of its
+    float32 tensors (parameters, gradients, logits and their gradients) exceeds the limit."""
     nn = torch.nn
-    h = torch.tensor(np.asarray(hidden), requires_grad=True)
-    t = torch.tensor(np.asarray(targets), dtype=torch.long)
-    weights = (0.05 * torch.randn(vocab_size, h.shape[1])).requires_grad_()
-    biases = torch.zeros(vocab_size, requires_grad=True)
-    adaptive = nn.AdaptiveLogSoftmaxWithLoss(h.shape[1], vocab_size, list(adaptive_cutoffs(vocab_size)), div_value=4.0)
+    rows, features = hidden.shape
+    cutoffs = adaptive_cutoffs(vocab_size)
+    bounds = (0,) + cutoffs + (vocab_size,)
+    per_cluster = np.bincount(np.searchsorted(np.array(cutoffs), np.asarray(targets), side="right"))
+    tail_logits = sum(int(n) * (bounds[i + 1] - bounds[i]) for i, n in enumerate(per_cluster) if i > 0)
+    estimates = {
+        "full": 4 * (3 * rows * vocab_size + 3 * vocab_size * features),
+        "adaptive": 4 * (3 * vocab_size * features + 3 * rows * (cutoffs[0] + len(cutoffs)) + 3 * tail_logits),
+    }
 
-    def full():
-        h.grad = weights.grad = biases.grad = None
-        nn.functional.cross_entropy(h @ weights.T + biases, t).backward()
+    def inputs():
+        h = torch.tensor(np.asarray(hidden), requires_grad=True)
+        return h, torch.tensor(np.asarray(targets), dtype=torch.long)
 
-    def adaptive_step():
-        h.grad = None
-        adaptive.zero_grad(set_to_none=True)
-        adaptive(h, t).loss.backward()
+    def full_case():
+        if estimates["full"] > memory_limit:
+            return None, estimates["full"], None
+        h, t = inputs()
+        weights = (0.05 * torch.randn(vocab_size, features)).requires_grad_()
+        biases = torch.zeros(vocab_size, requires_grad=True)
 
-    return {"torch F.cross_entropy": full, "torch AdaptiveLogSoftmaxWithLoss": adaptive_step}
+        def step():
+            h.grad = weights.grad = biases.grad = None
+            nn.functional.cross_entropy(h @ weights.T + biases, t).backward()
+
+        return step, None, None
+
+    def adaptive_case():
+        if estimates["adaptive"] > memory_limit:
+            return None, estimates["adaptive"], None
+        h, t = inputs()
+        adaptive = nn.AdaptiveLogSoftmaxWithLoss(features, vocab_size, list(cutoffs), div_value=4.0)
+
+        def step():
+            h.grad = None
+            adaptive.zero_grad(set_to_none=True)
+            adaptive(h, t).loss.backward()
+
+        return step, None, None
+
+    return {"torch F.cross_entropy": full_case, "torch AdaptiveLogSoftmaxWithLoss": adaptive_case}
 
 
 def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=None):
@@ -185,13 +212,12 @@ def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=Non
                 builders[name] = functools.partial(jax_case, cfg, vocab_size, counts, hidden, targets)
         builders.update(baseline_cases(vocab_size, shapes, hidden, targets))
         if torch is not None:
-            for name, fn in torch_cases(torch, vocab_size, hidden, targets).items():
-                builders[name] = lambda fn=fn: (fn, None, None)
+            builders.update(torch_cases(torch, vocab_size, hidden, targets, memory_limit))
         builders = {n: b for n, b in builders.items() if not only or n == "full" or any(w in n for w in only)}
         group, group_bytes = {}, 0
         for index, (name, build) in enumerate(builders.items()):
             fn, total, temp = build()
-            if total and total > memory_limit:
+            if fn is None or (total and total > memory_limit):
                 row[name] = (None, total, temp, f"skipped: needs {total / 2**30:.1f} GiB")
                 _print_row(vocab_size, name, row[name])
             else:

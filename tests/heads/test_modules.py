@@ -136,3 +136,13 @@ def test_log_uniform_proposal_rejects_a_vocabulary_that_is_not_frequency_sorted(
     with pytest.raises(ValueError, match="counts must be frequency-sorted"):
         build_head(dataclasses.replace(BASE, kind="sampled", proposal="log_uniform"), VOCAB, unsorted)
     build_head(dataclasses.replace(BASE, kind="sampled", proposal="unigram"), VOCAB, unsorted)
+
+
+def test_per_row_sampling_head_draws_independent_samples_for_each_row():
+    cfg = dataclasses.replace(BASE, kind="sampled", per_row_samples=True)
+    head, variables, loss, _, _ = init_and_apply(cfg)
+    hidden, targets, key, mask, _ = inputs()
+    drawn, _ = head.apply(variables, key, targets, method="draw")
+    assert drawn.ids.shape == (ROWS, BASE.num_samples)
+    assert len({tuple(row) for row in np.asarray(drawn.ids)}) > 1
+    assert np.isfinite(loss)
