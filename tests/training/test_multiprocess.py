@@ -12,7 +12,9 @@ import jax
 import numpy as np
 import pytest
 
+from seqjax.config import TrainConfig
 from seqjax.training import optim
+from seqjax.training.distributed import initialize_arguments
 from seqjax.training.loop import restore_state
 from seqjax.training.mesh import batch_sharding, make_mesh
 from seqjax.training.setup import build_experiment
@@ -81,6 +83,38 @@ def wait_all(processes, logs, timeout):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_distributed_settings_come_from_the_config_else_the_environment():
+    environ = {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"}
+    from_env = initialize_arguments(TrainConfig(distributed=True), environ)
+    assert from_env == {"coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 3,
+                        "heartbeat_timeout_seconds": 100}
+    from_config = initialize_arguments(TrainConfig(distributed=True, process_id=0, heartbeat_timeout=7), environ)
+    assert from_config["process_id"] == 0 and from_config["heartbeat_timeout_seconds"] == 7
+
+
+def test_cluster_detection_fills_what_neither_config_nor_environment_sets():
+    assert initialize_arguments(TrainConfig(distributed=True), {}) == {"heartbeat_timeout_seconds": 100}
+
+
+def test_a_loopback_coordinator_listens_on_loopback_only():
+    arguments = initialize_arguments(TrainConfig(coordinator="127.0.0.1:4000", num_processes=2, process_id=1), {})
+    assert arguments["coordinator_bind_address"] == "127.0.0.1:4000"
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"coordinator": "10.0.0.1"}, "HOST:PORT"),
+        ({"num_processes": 2, "process_id": 2}, r"process_id must be in \[0, 2\), got 2"),
+        ({"num_processes": -1}, "num_processes must be >= 1"),
+        ({"heartbeat_timeout": 0}, "heartbeat_timeout must be >= 1"),
+    ],
+)
+def test_malformed_distributed_settings_are_clear_errors(settings, message):
+    with pytest.raises(ValueError, match=message):
+        initialize_arguments(TrainConfig(distributed=True, **settings), {})
 
 
 def one_process_reference(exp, steps):
