@@ -63,8 +63,8 @@ def free_port() -> int:
 def launch(code, args, log_prefix):
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu", PYTHONPATH=REPO)
-    out, err = open(f"{log_prefix}.out", "w"), open(f"{log_prefix}.err", "w")
-    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=out, stderr=err)
+    with open(f"{log_prefix}.out", "w") as out, open(f"{log_prefix}.err", "w") as err:  # the child keeps its copies
+        return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=out, stderr=err)
 
 
 def tail(path, lines=30):
