@@ -69,7 +69,8 @@ def objective_options(cfg: ObjectiveConfig) -> dict:
 
 def build_objective(cfg: ObjectiveConfig):
     """`cfg.kind`'s objective with `cfg`'s options bound: f(model, head, params, batch, key, step)."""
-    return functools.partial(OBJECTIVES[cfg.kind], **objective_options(cfg))
+    options = objective_options(cfg)
+    return functools.partial(OBJECTIVES[cfg.kind], **options)
 
 
 __all__ = [

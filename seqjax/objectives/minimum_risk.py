@@ -22,7 +22,7 @@ from seqjax.data import BOS_ID, EOS_ID
 from seqjax.objectives.model_io import Batch, Params, init_decode_state, make_step_fn
 from seqjax.objectives.checks import check_int, check_number, check_one_of
 from seqjax.objectives.reinforce import mix_with_mle
-from seqjax.objectives.rollout import rollout
+from seqjax.objectives.rollout import choose, rollout
 from seqjax.objectives.sequences import (
     bleu_rewards,
     candidate_log_probs,
@@ -59,7 +59,7 @@ def draw_candidates(
     if candidates == "sample":
         repeated = repeat_rows(batch, samples)
         gold = jnp.zeros(repeated["inputs"].shape, bool)
-        _, _, tokens = rollout(model, head, frozen, repeated, gold, key, feed="sample")
+        _, _, tokens = rollout(model, head, frozen, repeated, gold, key, choose("sample"))
         present = jnp.ones((rows, samples), bool)
     else:
         step_fn = start_step_fn(make_step_fn(model, head, frozen))

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_int, check_number, check_one_of
 from seqjax.objectives.model_io import Batch, Params
-from seqjax.objectives.rollout import rollout
+from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
 from seqjax.objectives.teacher_forcing import teacher_forcing
 
@@ -77,11 +77,18 @@ def mixer_delta(step: jax.Array, *, delta_start: int, delta_growth: int, delta_e
     return delta_start + delta_growth * (jnp.asarray(step, jnp.int32) // delta_every)
 
 
-def _continue(model, head, params, batch, prefix, key, feed):
-    """Gold targets before `prefix` [N], then the model's own tokens: (tokens [N, T], lengths [N])."""
+def continue_after_prefix(
+    model: nn.Module, head: nn.Module, params: Params, batch: Batch, prefix: jax.Array, key: jax.Array,
+    greedy: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Each row's gold targets before `prefix` [N] int32, then the model's own tokens, drawn
+    (or the most probable where `greedy` [N] bool), without gradients.
+
+    Returns tokens [N, T] int32 and lengths [N] int32 (to the first EOS at or after the prefix).
+    """
     positions = jnp.arange(batch["inputs"].shape[1])
     gold = positions[None, :] <= prefix[:, None]
-    _, _, chosen = rollout(model, head, params, batch, gold, key, feed=feed)
+    _, _, chosen = rollout(model, head, jax.lax.stop_gradient(params), batch, gold, key, choose_per_row(greedy))
     tokens = jnp.where(positions[None, :] < prefix[:, None], batch["targets"], chosen)
     return tokens, lengths_after(tokens, prefix)
 
@@ -99,23 +106,31 @@ def prefix_reinforce_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Cross-entropy on each row's first `prefix` [B] int32 targets, REINFORCE after them.
 
+    The K samples of every row and, for the self-critical baseline, its greedy sequence are
+    rolled out together (rows B·K + B) and rewarded by one BLEU computation.
+
     Returns the loss [] float32 (per-sequence sums averaged over sequences) and metrics
     "reward", "baseline" (means over real rows) and "sample_length".
     """
     check_reinforce(samples=samples, baseline=baseline, mle_weight=0.0)
-    frozen = jax.lax.stop_gradient(params)
     rows = batch["inputs"].shape[0]
-    repeated = repeat_rows(batch, samples)
-    repeated_prefix = jnp.repeat(prefix, samples)
-    tokens, lengths = _continue(model, head, frozen, repeated, repeated_prefix, key, "sample")
-    rewards = bleu_rewards(tokens, lengths, repeated).reshape(rows, samples)
+    drawn = rows * samples
+    repeated, repeated_prefix = repeat_rows(batch, samples), jnp.repeat(prefix, samples)
+    rollout_rows, rollout_prefix = repeated, repeated_prefix
     if baseline == "self_critical":
-        greedy, greedy_lengths = _continue(model, head, frozen, batch, prefix, key, "argmax")
-        baselines = jnp.broadcast_to(bleu_rewards(greedy, greedy_lengths, batch)[:, None], rewards.shape)
+        rollout_rows = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), repeated, batch)
+        rollout_prefix = jnp.concatenate([repeated_prefix, prefix])
+    greedy = jnp.arange(rollout_prefix.shape[0]) >= drawn
+    tokens, lengths = continue_after_prefix(model, head, params, rollout_rows, rollout_prefix, key, greedy)
+    all_rewards = bleu_rewards(tokens, lengths, rollout_rows)
+    rewards = all_rewards[:drawn].reshape(rows, samples)
+    if baseline == "self_critical":
+        baselines = jnp.broadcast_to(all_rewards[drawn:, None], rewards.shape)
     elif baseline == "mean":
         baselines = leave_one_out_mean(rewards)
     else:
         baselines = jnp.zeros_like(rewards)
+    tokens, lengths = tokens[:drawn], lengths[:drawn]
     log_probs = candidate_log_probs(model, head, params, repeated, tokens)
     positions = jnp.arange(tokens.shape[1])[None, :]
     sampled = (positions >= repeated_prefix[:, None]) & (positions < lengths[:, None])

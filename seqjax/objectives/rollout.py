@@ -31,6 +31,16 @@ def choose(feed: str) -> Select:
     return lambda log_probs, key: jax.random.categorical(key, log_probs, axis=-1).astype(jnp.int32)
 
 
+def choose_per_row(greedy: jax.Array) -> Select:
+    """A select that takes the most probable token in the rows where greedy [B] bool, else draws."""
+
+    def select(log_probs, key):
+        drawn = jax.random.categorical(key, log_probs, axis=-1)
+        return jnp.where(greedy, jnp.argmax(log_probs, axis=-1), drawn).astype(jnp.int32)
+
+    return select
+
+
 def rollout(
     model: nn.Module,
     head: nn.Module,
@@ -38,8 +48,7 @@ def rollout(
     batch: Batch,
     gold: jax.Array,
     key: jax.Array,
-    *,
-    feed: str,
+    select: Select,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Feeds gold or model tokens, one step at a time.
 
@@ -47,15 +56,14 @@ def rollout(
       batch: its `inputs [B, T] int32` are the gold decoder inputs (and `src`, `src_mask`
         the source of an encoder-decoder).
       gold: [B, T] bool, True where step t feeds `inputs[:, t]`; step 0 always feeds it.
-      key: draws of `feed="sample"`; step t uses `fold_in(key, t)`.
-      feed: "argmax" or "sample", how the model chooses its token.
+      key: step t's choice gets `fold_in(key, t)`.
+      select: how the model chooses its token, `choose(feed)` or `choose_per_row(greedy)`.
 
     Returns:
       hidden: [B, T] + [D] float32, the decoder states (differentiable in `params`).
       fed: [B, T] int32, the tokens fed at each step.
       chosen: [B, T] int32, the model's choice at each step (the token it would feed next).
     """
-    select = choose(feed)
     inputs = batch["inputs"]
     state = init_decode_state(model, params, batch, inputs.shape[1])
     # Choosing needs only the values: no gradient flows through an argmax or a draw.

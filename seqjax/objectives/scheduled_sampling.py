@@ -72,7 +72,7 @@ def scan_inputs(
     model: nn.Module, head: nn.Module, params: Params, batch: Batch, gold: jax.Array, key: jax.Array, *, feed: str
 ) -> tuple[jax.Array, jax.Array]:
     """Sequential scheduled sampling: (hidden [B, T, D] float32, fed tokens [B, T] int32)."""
-    hidden, fed, _ = rollout(model, head, params, batch, gold, key, feed=feed)
+    hidden, fed, _ = rollout(model, head, params, batch, gold, key, choose(feed))
     return hidden, fed
 
 
