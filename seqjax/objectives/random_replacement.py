@@ -49,7 +49,9 @@ def replace_inputs(
     """
     check_random_replacement(sequence_rate=sequence_rate, token_rate=token_rate, pool=pool)
     if pool == "vocab" and vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens) for pool=vocab, got {vocab_size}")
+        raise ValueError(
+            f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens) for pool=vocab, got {vocab_size}"
+        )
     inputs = batch["inputs"]
     rows, length = inputs.shape
     row_key, token_key, draw_key = jax.random.split(key, 3)

@@ -13,7 +13,11 @@ MIXER (Ranzato et al. 2016) keeps cross-entropy on the first L − Δ target tok
 (L its length), and samples and reinforces only the last Δ, with Δ growing over training:
 Δ = delta_start + delta_growth·⌊step / delta_every⌋. With Δ ≥ L it is REINFORCE. The
 per-sequence losses (cross-entropy summed over the gold prefix, plus the surrogate) are
-averaged over sequences.
+averaged over sequences. Ranzato et al. learn a linear baseline from the decoder state;
+MIXER here takes the baselines above (self-critical: the greedy continuation of the prefix).
+
+The reference of a row is its targets; samples start from the row's first decoder input
+(`<s>` for an encoder-decoder, the chunk's first token for a language model).
 
 Sampling runs one `lax.scan` over the decode step without gradients (rollout.py);
 the log-probabilities are then scored by a teacher-forced pass without dropout, so they

@@ -98,7 +98,7 @@ def parallel_inputs(
     inputs = batch["inputs"]
     keys = jax.random.split(key, 2 * passes)
     earlier = params if first_pass_grad else jax.lax.stop_gradient(params)
-    gold_embedded = embed_tokens(model, params, inputs)
+    gold_embedded = embed_tokens(model, params, inputs) if feed == "soft" else None
     fed, embedded = inputs, None
     for index in range(passes - 1):
         hidden = hidden_states(model, earlier, batch, keys[2 * index], train=True, inputs=fed, embedded=embedded)

@@ -20,9 +20,10 @@ def tiny(kind: str = "rnn", *, vocab: int = 7, d_model: int = 8, seed: int = 0, 
     cfg = ModelConfig(kind=kind, d_model=d_model, layers=1, heads=2, d_ff=2 * d_model, dropout=0.0, max_len=32)
     model = build_model(cfg, vocab)
     head = build_head(HeadConfig(), vocab, np.ones(vocab, np.int64))
-    example = batch if batch is not None else lm_batch(np.random.default_rng(seed), 2, 4, vocab, seq2seq=is_seq2seq(cfg))
+    if batch is None:
+        batch = lm_batch(np.random.default_rng(seed), 2, 4, vocab, seq2seq=is_seq2seq(cfg))
     # Drawn at random in init's shapes: running Flax's init op by op costs seconds per model.
-    shapes = jax.eval_shape(lambda key: init_params(model, head, key, example), jax.random.key(seed))
+    shapes = jax.eval_shape(lambda key: init_params(model, head, key, batch), jax.random.key(seed))
     rng = np.random.default_rng(seed)
     params = jax.tree.map(lambda s: jnp.asarray(0.5 * rng.standard_normal(s.shape), s.dtype), shapes)
     return model, head, params

@@ -43,7 +43,8 @@ def test_epsilon_zero_with_argmax_feeds_the_greedy_decode():
     batch = lm_batch(np.random.default_rng(1), 4, LENGTH, VOCAB)
     model, head, params = tiny("rnn", vocab=VOCAB, batch=batch, seed=3)
     never_gold = jnp.zeros(batch["inputs"].shape, bool)
-    _, fed = jax.jit(functools.partial(scan_inputs, model, head, feed="argmax"))(params, batch, never_gold, jax.random.key(0))
+    scan = jax.jit(functools.partial(scan_inputs, model, head, feed="argmax"))
+    _, fed = scan(params, batch, never_gold, jax.random.key(0))
     greedy, lengths = decoding.greedy(
         make_step_fn(model, head, params), init_decode_state(model, params, batch, LENGTH),
         bos_id=EOS_ID, eos_id=EOS_ID, max_len=LENGTH - 1,
@@ -58,7 +59,8 @@ def test_parallel_passes_equal_to_the_length_feed_the_same_tokens_as_the_scan():
     batch = lm_batch(np.random.default_rng(2), 4, LENGTH, VOCAB)
     model, head, params = tiny("transformer", vocab=VOCAB, batch=batch, seed=5)
     gold = gold_coins(jax.random.key(7), batch["inputs"].shape, 0.4)
-    _, sequential = jax.jit(functools.partial(scan_inputs, model, head, feed="argmax"))(params, batch, gold, jax.random.key(0))
+    scan = jax.jit(functools.partial(scan_inputs, model, head, feed="argmax"))
+    _, sequential = scan(params, batch, gold, jax.random.key(0))
     parallel = functools.partial(parallel_inputs, model, head, feed="argmax", passes=LENGTH)
     _, fed = jax.jit(parallel)(params, batch, gold, jax.random.key(0))
     np.testing.assert_array_equal(fed, sequential)
