@@ -54,18 +54,21 @@ def replace_inputs(
         )
     inputs = batch["inputs"]
     rows, length = inputs.shape
-    row_key, token_key, draw_key = jax.random.split(key, 3)
+    # One draw of uniforms for the row coin, the token coins and the replacement choice.
+    row_u, token_u, draw_u = jax.random.uniform(key, (3, rows, length))
     eligible = (batch["mask"] > 0) & (jnp.arange(length) >= 1)
-    chosen_rows = jax.random.uniform(row_key, (rows, 1)) < sequence_rate
-    replaced = eligible & chosen_rows & (jax.random.uniform(token_key, (rows, length)) < token_rate)
+    replaced = eligible & (row_u[:, :1] < sequence_rate) & (token_u < token_rate)
     if pool == "target":
-        # Uniform over the row's eligible positions: categorical over log(0 or 1) logits.
-        logits = jnp.where(eligible, 0.0, -jnp.inf)
-        positions = jax.random.categorical(draw_key, logits[:, None, :], shape=(rows, length))
+        # Uniform rank among the row's eligible positions, then the position holding that rank.
+        rank = jnp.floor(draw_u * eligible.sum(axis=1, keepdims=True)).astype(jnp.int32)
+        running = jnp.cumsum(eligible, axis=1)
+        positions = jnp.argmax(running[:, None, :] > rank[:, :, None], axis=-1)
         # A row with no eligible position has nothing to replace; its draws are never used.
-        draws = jnp.take_along_axis(inputs, jnp.clip(positions, 0, length - 1), axis=1)
+        draws = jnp.take_along_axis(inputs, positions, axis=1)
     else:
-        draws = jax.random.randint(draw_key, (rows, length), len(SPECIAL_TOKENS), vocab_size, jnp.int32)
+        others = vocab_size - len(SPECIAL_TOKENS)
+        offsets = jnp.minimum(jnp.floor(draw_u * others).astype(jnp.int32), others - 1)
+        draws = len(SPECIAL_TOKENS) + offsets
     return jnp.where(replaced, draws, inputs), replaced
 
 
