@@ -77,13 +77,14 @@ class HeadConfig:
 class ObjectiveConfig:
     # teacher_forcing | scheduled_sampling | random_replacement | gradient_penalty | reinforce | mixer | minimum_risk
     kind: str = "teacher_forcing"
-    # scheduled sampling: ε, the probability of feeding the gold token, decays with the step
-    schedule: str = "inverse_sigmoid"  # linear max(eps_min, k − c·step) | exponential k^step | inverse_sigmoid k/(k+e^(step/k))
+    # scheduled sampling: ε, the probability of feeding the gold token, decays with the step:
+    # linear max(eps_min, k − c·step) | exponential k^step | inverse_sigmoid k / (k + e^(step/k))
+    schedule: str = "inverse_sigmoid"
     k: float = 200.0  # linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1
     c: float = 1e-4  # linear: decrease of ε per step
     eps_min: float = 0.0  # linear: floor of ε
     feed: str = "argmax"  # the model's own token: argmax | sample | soft (parallel mode: expected embedding)
-    mode: str = "auto"  # scan (decode-step lax.scan) | parallel (n passes) | auto: scan for RNNs, else parallel
+    mode: str = "auto"  # scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens
     passes: int = 2  # parallel: model passes, the last one gets the loss
     first_pass_grad: bool = False  # parallel with soft feed: backpropagate through the earlier passes
     # random replacement: per row with sequence_rate, per decoder input with token_rate

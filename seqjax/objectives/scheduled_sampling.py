@@ -55,11 +55,11 @@ def check_scheduled_sampling(
         raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={feed!r}")
 
 
-def resolve_mode(model: nn.Module, mode: str) -> str:
-    """"auto" is the scan for recurrent decoders and the parallel passes for the others."""
+def resolve_mode(model: nn.Module, mode: str, feed: str) -> str:
+    """"auto" is the scan for recurrent decoders fed tokens, the parallel passes otherwise."""
     if mode != "auto":
         return mode
-    return "scan" if model.cfg.kind in RECURRENT_KINDS else "parallel"
+    return "scan" if model.cfg.kind in RECURRENT_KINDS and feed != "soft" else "parallel"
 
 
 def gold_coins(key: jax.Array, shape: tuple[int, int], epsilon: jax.Array) -> jax.Array:
@@ -138,7 +138,7 @@ def scheduled_sampling(
     Args:
       schedule, k, c, eps_min: the decay of ε (schedules.py; c and eps_min: linear only).
       feed: argmax | sample (| soft, parallel mode only): what the model feeds itself.
-      mode: scan | parallel | auto (scan for recurrent models, parallel otherwise).
+      mode: scan | parallel | auto (scan for recurrent models fed tokens, parallel otherwise).
       passes: parallel mode: passes ≥ 2 in all, the last one gets the loss.
       first_pass_grad: parallel mode with soft feed: backpropagate through earlier passes.
 
@@ -151,7 +151,7 @@ def scheduled_sampling(
         schedule=schedule, k=k, c=c, eps_min=eps_min, feed=feed, mode=mode, passes=passes,
         first_pass_grad=first_pass_grad,
     )
-    mode = resolve_mode(model, mode)
+    mode = resolve_mode(model, mode, feed)
     coin_key, feed_key, head_key = jax.random.split(key, 3)
     epsilon = gold_probability(schedule, step, k=k, c=c, eps_min=eps_min)
     gold = gold_coins(coin_key, batch["inputs"].shape, epsilon)
