@@ -15,6 +15,7 @@ VOCAB, LENGTH = 6, 3  # ids 4 and 5 are words; 6^3 strings to enumerate
 REFERENCE = (4, 5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("baseline", ["none", "self_critical"])
 def test_estimator_mean_is_the_exact_gradient_of_the_expected_bleu(baseline):
     row = reference_batch(REFERENCE, LENGTH)
