@@ -114,7 +114,8 @@ def _inverse_cdf(probs: np.ndarray, mass: np.ndarray) -> np.ndarray:
     columns = starts[block][:, None] + np.arange(size)
     inside = np.where(columns < vocab, np.take_along_axis(probs, np.minimum(columns, vocab - 1), axis=1), 0.0)
     offset = (np.cumsum(inside, axis=1) <= (mass - before)[:, None]).sum(axis=1)
-    return np.minimum(starts[block] + offset, vocab - 1)
+    # Rounding can put the mass past the block's own sum: stay on its last token.
+    return np.minimum(starts[block] + np.minimum(offset, size - 1), vocab - 1)
 
 
 def _sample_rows(oracle: Oracle, uniforms: np.ndarray) -> np.ndarray:
