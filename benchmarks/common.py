@@ -83,5 +83,8 @@ def write_result(name: str, title: str, body: str) -> str:
     with open(path, "w") as f:
         f.write(f"# {title}\n\n")
         f.write("Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + "\n\n")
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        f.write(f"Load average (1, 5, 15 min) when written: {load} — on 2 cores, above ~1 means other work "
+                "shared the machine and absolute figures (not the side-by-side ratios) are depressed.\n\n")
         f.write(body.rstrip() + "\n")
     return path

@@ -44,8 +44,8 @@ from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
 from seqjax.data import BOS_ID, EOS_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
-from seqjax.objectives.model_io import tied_embedding  # noqa: E402
-from seqjax.training.generation import init_state, make_step_fn  # noqa: E402
+from seqjax.objectives.model_io import make_step_fn, tied_embedding  # noqa: E402
+from seqjax.training.generation import init_state  # noqa: E402
 from seqjax.training.state import init_params  # noqa: E402
 
 # Far below any real log-prob, yet finite: sums of K x V extensions stay ordered.

@@ -73,7 +73,7 @@ def decode_options(args):
 
 
 def cmd_eval(args) -> None:
-    from seqjax.training.evaluation import evaluate
+    from seqjax.training.evaluation import evaluate, oracle_report
     from seqjax.training.generation import translate
     from seqjax.training.mesh import batch_sharding
     from seqjax.training.steps import make_eval_step
@@ -86,6 +86,8 @@ def cmd_eval(args) -> None:
                                    batch_sharding(mesh))}
     if exp.is_seq2seq:
         result["generation"] = translate(exp, state.params, args.split, options=options)
+    if exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "oracle":
+        result["oracle"] = oracle_report(exp, state.params)
     print(json.dumps(result, indent=2))
 
 

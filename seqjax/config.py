@@ -16,7 +16,7 @@ from typing import Any
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     kind: str = "synthetic"  # synthetic | text | parallel
-    task: str = "grammar"  # synthetic task: grammar (LM) | copy | reverse | sort | addition
+    task: str = "grammar"  # synthetic task: grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)
     train: str = ""  # text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)
     valid: str = ""
     test: str = ""

@@ -1,8 +1,6 @@
-"""Generation glue: a model's decode step composed with a head, run by the decoders.
-
-`make_step_fn` is the only place where models and heads meet the decoders; everything
-else here chooses a decoder (greedy, sampling, beam search), feeds prompts, and turns ids
-back into text with the run's tokenizer.
+"""Generation glue: chooses a decoder (greedy, sampling, beam search), feeds prompts, and
+turns ids back into text with the run's tokenizer. Models and heads meet the decoders in
+`model_io.make_step_fn`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import numpy as np
 from seqjax import decoding
 from seqjax.data import BOS_ID, EOS_ID, is_grammatical, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
-from seqjax.objectives.model_io import encoder_kwargs, tied_embedding
+from seqjax.objectives.model_io import encoder_kwargs, make_step_fn
 from seqjax.training.setup import Experiment
 
 
@@ -46,18 +44,6 @@ class DecodeOptions:
         if self.sample:
             return f"sampling (temperature {self.temperature}, top-k {self.top_k}, top-p {self.top_p})"
         return "greedy"
-
-
-def make_step_fn(model: nn.Module, head: nn.Module, params) -> Callable:
-    """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state)."""
-    embedding = tied_embedding(head, params)
-
-    def step_fn(state, tokens):
-        hidden, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
-        log_probs = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
-        return log_probs, state
-
-    return step_fn
 
 
 def init_state(model: nn.Module, params, batch_size: int, max_len: int, batch=None):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from seqjax.data import BOS_ID, EOS_ID
-from seqjax.training.generation import init_state, make_step_fn
+from seqjax.objectives.model_io import make_step_fn
+from seqjax.training.generation import init_state
 
 BENCHMARK = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "decode.py"
 

@@ -150,3 +150,10 @@ def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     assert 0 <= result["generation"]["bleu"] <= 100 and result["test"]["perplexity"] > 1
     assert main(["generate", "--workdir", str(tmp_path), "--prompt", "abc", "--max-len", "8"]) == 0
     assert capsys.readouterr().out.startswith("abc -> ")
+
+
+def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, capsys):
+    assert train(tmp_path, "optim.learning_rate=1e30", "optim.clip_norm=0", "optim.warmup_steps=0") == 1
+    err = capsys.readouterr().err
+    assert "training stopped" in err and "at step" in err and "Traceback" not in err
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
