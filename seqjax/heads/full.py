@@ -1,12 +1,12 @@
 """Exact softmax cross-entropy over the whole vocabulary, optionally without [N, V] logits.
 
-Both paths walk the vocabulary in blocks under one custom VJP, so that the backward pass
-needs no one-hot matrix and touches each logits block while it is still in cache:
-
-* `chunk_size=None` keeps every logits block for the backward pass (peak memory [N, V],
-  three matmuls of [N, D] x [D, V]);
-* `chunk_size=C` keeps only the row log-normalizers and recomputes each block in the
-  backward pass (peak memory [N, C], four matmuls).
+* `chunk_size=None`: one [N, D] x [D, V] matmul, a fused logsumexp and autodiff (peak
+  memory [N, V], three matmuls in all). A blocked scan over the vocabulary was measured
+  2.1x slower here (1.24 s vs 0.60 s at N=2048, D=512, V=10k on 2 CPU cores): XLA's single
+  large matmul beats many [N, 2048] ones.
+* `chunk_size=C`: blocks of the vocabulary under a custom VJP that keeps only the row
+  log-normalizers and recomputes each block in the backward pass (peak memory [N, C],
+  four matmuls, no one-hot matrix).
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from seqjax.heads import checks
-
-# Vocabulary block of the unchunked path: [N, 2048] float32 logits for N = 2048 are 16 MiB,
-# small enough to stay in a server's last-level cache between the matmul and the reductions.
-DENSE_BLOCK = 2048
-
 
 def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | None = None):
     """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`.
@@ -49,7 +44,9 @@ def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | Non
     weights = jnp.asarray(weights, jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else jnp.asarray(biases, jnp.float32)
     if chunk_size is None:
-        return _blocked_loss(hidden, weights, biases, targets, min(DENSE_BLOCK, vocab_size), True)
+        logits = hidden @ weights.T + biases
+        target_logits = jnp.take_along_axis(logits, targets[:, None], axis=1)[:, 0]
+        return jax.nn.logsumexp(logits, axis=1) - target_logits
     return _blocked_loss(hidden, weights, biases, targets, min(chunk_size, vocab_size), False)
 
 
