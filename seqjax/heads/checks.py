@@ -80,6 +80,19 @@ def require_hidden_and_targets(hidden, targets, vocab_size: int) -> None:
     require_ids("targets", targets, vocab_size)
 
 
+def require_output_layer(hidden, weights, biases, targets) -> tuple[int, int]:
+    """`hidden: [N, D]`, `weights: [V, D]`, `biases: [V]` or None, `targets: [N]` in [0, V).
+
+    Returns (V, D).
+    """
+    require_rank("weights", weights, 2)
+    vocab_size, features = np.shape(weights)
+    require_hidden_and_targets(hidden, targets, vocab_size)
+    require_table("hidden", hidden, None, features)
+    require_vector("biases", biases, vocab_size)
+    return vocab_size, features
+
+
 def require_table(name: str, table, rows: int | None, features: int) -> None:
     """A parameter table `[rows, features]` (rows None: any)."""
     require_rank(name, table, 2)

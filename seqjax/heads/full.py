@@ -33,11 +33,7 @@ def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | Non
     Returns:
       [N] float32 losses (the caller masks and reduces).
     """
-    checks.require_rank("weights", weights, 2)
-    vocab_size, features = weights.shape
-    checks.require_hidden_and_targets(hidden, targets, vocab_size)
-    checks.require_table("hidden", hidden, None, features)
-    checks.require_vector("biases", biases, vocab_size)
+    vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     if chunk_size is not None:
         checks.require_positive_int("chunk_size", chunk_size)
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)

@@ -115,11 +115,7 @@ def _scores(hidden, weights, biases, targets, samples):
 
 
 def _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q):
-    checks.require_rank("weights", weights, 2)
-    vocab_size, features = np.shape(weights)
-    checks.require_hidden_and_targets(hidden, targets, vocab_size)
-    checks.require_table("hidden", hidden, None, features)
-    checks.require_vector("biases", biases, vocab_size)
+    vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     rows = np.shape(hidden)[0]
     if np.ndim(samples) not in (1, 2) or (np.ndim(samples) == 2 and np.shape(samples)[0] != rows):
         raise ValueError(f"samples must have shape [K] or [N={rows}, K], got {np.shape(samples)}")

@@ -57,11 +57,7 @@ def vocab_parallel_softmax_loss(
     Returns:
       [N] float32 losses (the caller masks and reduces).
     """
-    checks.require_rank("weights", weights, 2)
-    vocab_size, features = weights.shape
-    checks.require_hidden_and_targets(hidden, targets, vocab_size)
-    checks.require_table("hidden", hidden, None, features)
-    checks.require_vector("biases", biases, vocab_size)
+    vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     if vocab_axis not in mesh.shape:
         raise ValueError(f"vocab_axis must be an axis of the mesh {dict(mesh.shape)}, got {vocab_axis!r}")
     if row_axis is not None and (row_axis not in mesh.shape or row_axis == vocab_axis):
