@@ -18,9 +18,7 @@ def shakespeare_data(tokenizer: str = "char", **changes) -> DataConfig:
         train=os.path.join(CORPUS, "train.txt"),
         valid=os.path.join(CORPUS, "valid.txt"),
         test=os.path.join(CORPUS, "test.txt"),
-        tokenizer=tokenizer,
-        seq_len=128,
-        **changes,
+        **{"tokenizer": tokenizer, "seq_len": 128, **changes},
     )
 
 

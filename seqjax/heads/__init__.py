@@ -4,7 +4,8 @@ Pure functions (import one without the rest): `full_softmax_loss`, `sampled_soft
 `nce_loss`, `negative_sampling_loss`, `tree_softmax_loss` / `tree_log_probs` with
 `balanced_tree` / `huffman_tree`, `class_softmax_loss` / `class_log_probs` with
 `frequency_classes`, `adaptive_softmax_loss` / `adaptive_log_probs`; proposal distributions in
-`seqjax.heads.samplers`. Flax heads under the head contract, and `build_head(cfg, V, counts)`.
+`seqjax.heads.samplers`; row-sparse table gradients for the sampling losses with
+`seqjax.heads.rows.compact`. Flax heads under the head contract, and `build_head(cfg, V, counts)`.
 """
 
 from seqjax.heads import samplers

@@ -1,0 +1,77 @@
+"""Row-sparse gradients: `compact` renumbering, and losses on compacted rows equal the full table's."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqjax.heads import negative_sampling_loss, nce_loss, sampled_softmax_loss
+from seqjax.heads.rows import compact
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=40))
+def test_compact_renumbers_ids_onto_their_distinct_values(values):
+    ids = np.array(values, np.int32)
+    distinct, local = compact(ids)
+    distinct, local = np.asarray(distinct), np.asarray(local)
+    count = len(set(values))
+    assert distinct.shape == ids.shape and local.shape == ids.shape
+    np.testing.assert_array_equal(distinct[:count], np.unique(ids))
+    np.testing.assert_array_equal(distinct[local], ids)
+
+
+def test_compact_keeps_the_shape_of_its_ids_under_jit():
+    ids = jnp.array([[7, 2, 7], [2, 9, 0]], jnp.int32)
+    distinct, local = jax.jit(compact)(ids)
+    assert local.shape == (2, 3)
+    np.testing.assert_array_equal(np.asarray(distinct)[np.asarray(local)], np.asarray(ids))
+
+
+@pytest.mark.parametrize("ids", [np.array([3, -1]), np.zeros((0,), np.int32)])
+def test_compact_refuses_negative_or_no_ids(ids):
+    with pytest.raises(ValueError, match="ids"):
+        compact(ids)
+
+
+LOSSES = {
+    "sampled": lambda h, w, b, t, s, lq, tq: sampled_softmax_loss(h, w, b, t, s, lq, tq),
+    "nce": lambda h, w, b, t, s, lq, tq: nce_loss(h, w, b, t, s, lq, tq, log_normalizer=0.5),
+    "negative": lambda h, w, b, t, s, lq, tq: negative_sampling_loss(h, w, b, t, s),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOSSES))
+@pytest.mark.parametrize("per_row", [False, True])
+def test_row_gradients_equal_the_rows_of_the_dense_gradient(kind, per_row):
+    rng = np.random.default_rng(0)
+    rows, features, vocab, k = 6, 4, 40, 5
+    hidden = rng.normal(size=(rows, features)).astype(np.float32)
+    weights = rng.normal(size=(vocab, features)).astype(np.float32)
+    biases = rng.normal(size=(vocab,)).astype(np.float32)
+    targets = np.array([1, 3, 3, 7, 1, 20], np.int32)  # repeated targets
+    shape = (rows, k) if per_row else (k,)
+    samples = rng.integers(0, 8, size=shape).astype(np.int32)  # duplicates and accidental hits
+    sample_log_q = rng.normal(size=shape).astype(np.float32)
+    target_log_q = rng.normal(size=(rows,)).astype(np.float32)
+    loss = LOSSES[kind]
+
+    def dense(w, b):
+        return loss(hidden, w, b, targets, samples, sample_log_q, target_log_q).sum()
+
+    distinct, local = compact(np.concatenate([targets, samples.reshape(-1)]))
+    local_targets, local_samples = local[:rows], local[rows:].reshape(shape)
+
+    def sparse(row_weights, row_biases):
+        return loss(hidden, row_weights, row_biases, local_targets, local_samples, sample_log_q, target_log_q).sum()
+
+    value, (weight_grad, bias_grad) = jax.value_and_grad(dense, argnums=(0, 1))(weights, biases)
+    row_value, (row_weight_grad, row_bias_grad) = jax.value_and_grad(sparse, argnums=(0, 1))(
+        weights[distinct], biases[distinct]
+    )
+    np.testing.assert_allclose(row_value, value, rtol=1e-6)
+    scattered = jnp.zeros_like(weights).at[distinct].add(row_weight_grad)
+    np.testing.assert_allclose(scattered, weight_grad, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(jnp.zeros_like(biases).at[distinct].add(row_bias_grad), bias_grad, rtol=1e-5, atol=1e-6)
