@@ -6,9 +6,12 @@ softmax over the shortlist [0, c_1) plus one entry per tail cluster; tail cluste
 D / div^i dimensions (i = 1..n), so p(w | h) = p(cluster(w) | h) · p(w | cluster(w), h).
 
 Static shapes: a tail's rows are data-dependent, so the loss sorts the rows of each tail to
-the front and scores a fixed-size bucket of them (N, N/2, N/4, N/8, or none), picking with
-`lax.switch` the smallest bucket that holds all of the tail's rows. The result is exact for
-any batch and costs at most twice the rows the tail really has, instead of every row.
+the front and scores a fixed-size bucket of them (N, N/√2, N/2, ..., N/16, or none), picking
+with `lax.switch` the smallest bucket that holds all of the tail's rows. The result is exact
+for any batch and costs at most √2 times the rows the tail really has, instead of every row.
+A wide tail is scored in blocks of TAIL_CHUNK words (`full_softmax_loss`'s chunked path):
+its projected width is small (D / div^i), so [rows, tail] logits would be memory-bound to
+write and read back, and blocks that stay in cache run about twice as fast.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from jax import lax
 from seqjax.heads import checks
 from seqjax.heads.full import full_softmax_loss
 
-# Buckets N, N/2, ..., N / 2^BUCKET_HALVINGS rows per tail cluster (plus the empty bucket):
-# each halving adds one compiled branch, and the waste is below 2x above N / 2^BUCKET_HALVINGS rows.
-BUCKET_HALVINGS = 3
+# Buckets N / √2^k rows per tail cluster, k = 0..2·BUCKET_HALVINGS (plus the empty bucket):
+# each adds one compiled branch, and the waste is below √2x above N / 2^BUCKET_HALVINGS rows.
+BUCKET_HALVINGS = 4
+TAIL_CHUNK = 4096  # words per block of a tail's softmax (measured best of 1k/4k/16k at d = 32, 128)
 
 
 def tail_dimensions(features: int, num_clusters: int, div_value: float) -> tuple[int, ...]:
@@ -116,7 +120,8 @@ _tail_losses.defvjp(_tail_losses_fwd, _tail_losses_bwd)
 def _switch_buckets(hidden, projection, weights, local_targets, in_tail, loss_grads):
     """Tail losses [N] (loss_grads None), or their VJP (hidden, projection, weights) grads."""
     rows = hidden.shape[0]
-    bucket_sizes = sorted({max(1, math.ceil(rows / 2**k)) for k in range(BUCKET_HALVINGS + 1)})
+    bucket_sizes = sorted({max(1, math.ceil(rows / 2 ** (k / 2))) for k in range(2 * BUCKET_HALVINGS + 1)})
+    chunk_size = TAIL_CHUNK if weights.shape[0] > TAIL_CHUNK else None
     count = in_tail.sum()
     # Rows of the tail first, in their original order; the rest after them.
     order = jnp.argsort(jnp.logical_not(in_tail), stable=True)
@@ -127,7 +132,7 @@ def _switch_buckets(hidden, projection, weights, local_targets, in_tail, loss_gr
         targets = jnp.where(valid, local_targets[picked], 0)
 
         def losses(hidden, projection, weights):
-            per_row = full_softmax_loss(hidden[picked] @ projection, weights, None, targets)
+            per_row = full_softmax_loss(hidden[picked] @ projection, weights, None, targets, chunk_size=chunk_size)
             return jnp.zeros((rows,), jnp.float32).at[picked].add(jnp.where(valid, per_row, 0.0))
 
         if loss_grads is None:
