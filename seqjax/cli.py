@@ -47,6 +47,8 @@ def restored(workdir: str, overrides: list[str]):
     from seqjax.training.mesh import make_mesh
 
     cfg = config_lib.override(run_config(workdir), overrides)
+    if cfg.model.kind == "ngram":
+        raise ValueError(f"--workdir {workdir} is an n-gram run, which keeps no model: summary.json holds its perplexity")
     exp, step = open_run(cfg, workdir)
     if step is None:
         raise ValueError(f"--workdir {workdir} has no checkpoint yet")

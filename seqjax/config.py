@@ -35,7 +35,7 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "transformer"  # rnn | transformer | nnlm | rnn_seq2seq | attention_seq2seq | transformer_seq2seq
+    kind: str = "transformer"  # rnn | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq
     cell: str = "lstm"  # rnn: lstm | gru | elman
     d_model: int = 128
     layers: int = 2
@@ -48,7 +48,7 @@ class ModelConfig:
     norm: str = "pre"  # transformer: pre | post (LayerNorm before or after each residual add)
     window: int = 0  # transformer self-attention: keys seen per query (sliding window), 0 = all
     dilation: int = 1  # transformer sliding window: gap between attended keys
-    context: int = 4  # nnlm: previous tokens whose embeddings are concatenated
+    context: int = 4  # nnlm: previous tokens whose embeddings are concatenated; ngram: the order − 1
     direct: bool = False  # nnlm: direct (linear) connections from the context to the hidden
     bidirectional: bool = True  # rnn seq2seq encoders: forward and backward layers
     attention: str = "additive"  # attention_seq2seq score: additive | dot | general

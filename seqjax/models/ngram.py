@@ -53,15 +53,31 @@ class KneserNeyLM:
             prob = (discounted + self.discount * distinct * prob) / total
         return prob
 
-    def perplexity(self, stream: Sequence[int]) -> float:
-        """exp of the mean negative log-probability of every token given its history."""
+    def nll_sum(self, stream: Sequence[int], history: Sequence[int] = ()) -> float:
+        """Σ_t −log P(stream[t] | the order − 1 ids before it), in nats, over every token of stream.
+
+        history: ids that precede the stream, the context of its first tokens but not scored
+        (the neural evaluation gives a split's first token the history `</s>`).
+        """
         tokens = _check_ids("stream", stream, self.vocab_size)
         if not tokens:
             raise ValueError("stream must hold at least one token, got an empty stream")
+        past = _check_ids("history", history, self.vocab_size)
+        ids = past[len(past) - min(len(past), self.order - 1) :] + tokens
+        # Repeated (context, token) pairs are common (characters, frequent words): score each once.
+        cache: dict[tuple[int, ...], float] = {}
         total = 0.0
-        for t, token in enumerate(tokens):
-            total -= math.log(self._prob(tuple(tokens[max(0, t - self.order + 1) : t]), token))
-        return math.exp(total / len(tokens))
+        for t in range(len(ids) - len(tokens), len(ids)):
+            gram = tuple(ids[max(0, t - self.order + 1) : t + 1])
+            nll = cache.get(gram)
+            if nll is None:
+                nll = cache[gram] = -math.log(self._prob(gram[:-1], gram[-1]))
+            total += nll
+        return total
+
+    def perplexity(self, stream: Sequence[int], history: Sequence[int] = ()) -> float:
+        """exp of the mean negative log-probability of every token given its history (see nll_sum)."""
+        return math.exp(self.nll_sum(stream, history) / len(stream))
 
 
 def _check_ids(name: str, ids: Sequence[int], vocab_size: int | None) -> list[int]:

@@ -27,6 +27,7 @@ from seqjax.training.evaluation import evaluate, generation_report
 from seqjax.training.mesh import batch_sharding, make_mesh
 from seqjax.training.logging import RunLogger
 from seqjax.training.memory import describe_memory, memory_report
+from seqjax.training.ngram_baseline import NGRAM_KIND, train_ngram
 from seqjax.training.parallelism import batch_split, build_train_step, describe_batch, parallel_head, validate_layout
 from seqjax.training.setup import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
 from seqjax.training.state import TrainState, init_state, state_shardings
@@ -110,7 +111,10 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
 
     In a multi-process run (train.distributed) every process calls this; process 0 alone
     prints, logs and writes the run's files, and all of them write checkpoint shards.
+    model.kind=ngram counts the Kneser–Ney baseline instead (`ngram_baseline.train_ngram`).
     """
+    if cfg.model.kind == NGRAM_KIND:
+        return train_ngram(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)
     main = distributed.is_main_process()
     echo = echo if main else (lambda _: None)

@@ -47,6 +47,15 @@ def test_perplexity_is_exp_of_mean_negative_log_prob_over_histories():
     assert model.perplexity(stream) < V
 
 
+def test_history_is_the_context_of_the_first_tokens_but_is_not_scored():
+    stream, history = [1, 2, 0, 1], [3, 0]
+    model = fit([0, 1, 2, 3, 0, 1, 2, 0, 1, 3], order=3, vocab_size=V)
+    ids = history + stream
+    expected = -sum(model.log_prob(ids[t - 2 : t], ids[t]) for t in range(len(history), len(ids)))
+    assert model.nll_sum(stream, history=history) == pytest.approx(expected)
+    assert model.perplexity(stream, history=history) == pytest.approx(math.exp(expected / len(stream)))
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

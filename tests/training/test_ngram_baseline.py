@@ -1,0 +1,93 @@
+"""model.kind=ngram from the command line: the run directory, exact perplexity over the
+tokens the neural evaluation counts, and the configs it refuses."""
+
+import json
+import math
+
+import pytest
+
+from seqjax.cli import main
+from seqjax.data import EOS_ID, lm_eval_batches, load_data
+from seqjax.models.ngram import fit
+from seqjax.training.loop import train
+
+from helpers import TINY, tiny_config
+
+NGRAM = ["model.kind=ngram", "model.context=2"]
+
+
+def quiet(_):
+    pass
+
+
+def test_cli_trains_the_ngram_and_writes_the_run_directory(tmp_path, capsys):
+    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, *NGRAM]) == 0
+    out = capsys.readouterr().out
+    assert "3-gram Kneser–Ney" in out and "valid: nll" in out and "test: nll" in out
+    for name in ("config.json", "summary.json", "metrics.jsonl", "tokenizer"):
+        assert (tmp_path / name).exists(), name
+    assert not (tmp_path / "checkpoints").exists()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["order"] == 3 and summary["parameters"] > 0
+    for split in ("valid", "test"):
+        result = summary[split]
+        assert set(result) == {"nll", "perplexity", "tokens", "word_perplexity"}
+        assert result["perplexity"] == pytest.approx(math.exp(result["nll"]))
+        assert 1 < result["perplexity"] < 5  # the grammar is nearly deterministic per character
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["split"] for r in records] == ["valid", "test"]
+
+
+def test_perplexity_is_kneser_ney_of_the_split_after_eos_over_the_neural_eval_tokens(tmp_path):
+    cfg = tiny_config(*NGRAM)
+    summary = train(cfg, str(tmp_path), echo=quiet)
+    data = load_data(cfg.data)
+    model = fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
+    for split in ("valid", "test"):
+        stream = data.splits[split]
+        neural_tokens = sum(b["mask"].sum() for b in lm_eval_batches(stream, cfg.train.batch_size, cfg.data.seq_len))
+        assert summary[split]["tokens"] == neural_tokens == len(stream)
+        assert summary[split]["perplexity"] == pytest.approx(model.perplexity(stream, history=[EOS_ID]), rel=1e-12)
+
+
+def test_eval_batches_scores_only_the_tokens_of_those_batches(tmp_path):
+    cfg = tiny_config(*NGRAM, "train.eval_batches=1")
+    summary = train(cfg, str(tmp_path), echo=quiet)
+    data = load_data(cfg.data)
+    first = next(lm_eval_batches(data.splits["valid"], cfg.train.batch_size, cfg.data.seq_len))
+    model = fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
+    expected = model.nll_sum(first["targets"].reshape(-1), history=[EOS_ID]) / first["mask"].sum()
+    assert summary["valid"]["tokens"] == first["mask"].sum()
+    assert summary["valid"]["nll"] == pytest.approx(expected)
+    assert "word_perplexity" not in summary["valid"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["data.task=reverse"], "is sentence-pair data, which needs an encoder-decoder"),
+        (["model.context=-1"], "model.context must be an int >= 0 (the n-gram order - 1)"),
+        (["head.kind=sampled"], "head.kind='sampled' does not apply to model.kind=ngram"),
+        (["objective.kind=reinforce"], "objective.kind='reinforce' does not apply to model.kind=ngram"),
+        (["train.init_from=elsewhere"], "train.init_from='elsewhere' does not apply to model.kind=ngram"),
+    ],
+)
+def test_configs_the_ngram_cannot_honour_are_refused(tmp_path, capsys, overrides, message):
+    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, *NGRAM, *overrides]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_a_workdir_holding_another_run_is_refused_and_eval_explains_there_is_no_model(tmp_path, capsys):
+    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, *NGRAM]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, "model.kind=ngram", "model.context=3"]) == 2
+    assert "holds another run: model.context" in capsys.readouterr().err
+    assert main(["eval", "--workdir", str(tmp_path)]) == 2
+    assert "n-gram run, which keeps no model" in capsys.readouterr().err
+
+
+def test_the_same_ngram_command_again_recounts_the_same_numbers(tmp_path):
+    first = train(tiny_config(*NGRAM), str(tmp_path), echo=quiet)
+    again = train(tiny_config(*NGRAM), str(tmp_path), echo=quiet)
+    assert again["valid"] == first["valid"] and again["test"] == first["test"]
