@@ -4,7 +4,9 @@ A run's data position is the number of batches it has drawn, so a resumed run th
 for `batch(step)` continues exactly where it stopped. Epoch orders are permutations drawn
 from `numpy.random.default_rng((seed, epoch))`. Batches are numpy arrays of fixed shapes:
 the LM batch is always [B, T]; a seq2seq batch is [B, L] for L in a small fixed set of
-bucket lengths, which bounds recompilation.
+bucket lengths, which bounds recompilation. `batch(i, rows)` builds only the chosen rows
+of batch i — what one process of a multi-process run feeds its devices — equal to those
+rows of the whole batch.
 """
 
 from __future__ import annotations
@@ -33,6 +35,31 @@ def _check_stream(stream) -> np.ndarray:
 def _check_index(index: int) -> None:
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
         raise ValueError(f"index must be an int >= 0, got {index!r}")
+
+
+RowRanges = Sequence[tuple[int, int]]
+
+
+def _selected_rows(rows: RowRanges | None, batch_size: int) -> np.ndarray:
+    """Positions [N] int64 in the global batch of the row ranges [start, stop), concatenated
+    in the order given; every position (N = B) when `rows` is None."""
+    if rows is None:
+        return np.arange(batch_size)
+
+    def valid(span) -> bool:
+        return (
+            isinstance(span, (tuple, list))
+            and len(span) == 2
+            and all(not isinstance(x, bool) and isinstance(x, (int, np.integer)) for x in span)
+            and 0 <= span[0] < span[1] <= batch_size
+        )
+
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows or not all(map(valid, rows)):
+        raise ValueError(
+            f"rows must be a non-empty sequence of (start, stop) ranges with "
+            f"0 <= start < stop <= batch_size={batch_size}, got {rows!r}"
+        )
+    return np.concatenate([np.arange(start, stop) for start, stop in rows])
 
 
 class LMBatches:
@@ -70,17 +97,23 @@ class LMBatches:
             self._cached_epoch = (epoch, order)
         return self._cached_epoch[1]
 
-    def batch(self, index: int) -> Batch:
-        """The index-th batch: inputs, targets [B, T] int32 (targets = inputs shifted by one),
-        mask [B, T] float32 (all ones)."""
+    def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
+        """The index-th batch, or only its row ranges `rows` ([start, stop) pairs, N rows in
+        all, in the order given; all B rows when None), equal to those rows of the whole batch.
+
+        Returns:
+          inputs, targets [N, T] int32 (targets = inputs shifted by one), mask [N, T] float32
+          (all ones).
+        """
         _check_index(index)
+        selected = _selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
-        rows = self._permutation(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
-        windows = self.stream[rows[:, None] * self.seq_len + np.arange(self.seq_len + 1)]
+        order = self._permutation(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
+        windows = self.stream[order[selected, None] * self.seq_len + np.arange(self.seq_len + 1)]
         return {
             "inputs": windows[:, :-1],
             "targets": windows[:, 1:],
-            "mask": np.ones((self.batch_size, self.seq_len), np.float32),
+            "mask": np.ones((len(selected), self.seq_len), np.float32),
         }
 
 
@@ -207,14 +240,23 @@ class Seq2SeqBatches:
             self._cached_epoch = (epoch, [batches[i] for i in order])
         return self._cached_epoch[1]
 
-    def batch(self, index: int) -> Batch:
-        """The index-th batch: src [B, S] int32 (source + `</s>`), src_mask [B, S] float32,
-        inputs [B, T] int32 (`<s>` + target), targets [B, T] int32 (target + `</s>`),
-        mask [B, T] float32; S = T = one of `buckets`, padding `<pad>` with mask 0."""
+    def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
+        """The index-th batch, or only its row ranges `rows` ([start, stop) pairs, N rows in
+        all, in the order given; all B rows when None), equal to those rows of the whole batch.
+
+        The length S = T is the bucket of the whole batch (the schedule draws each batch from
+        one bucket), so every process's rows of batch i have the same shape.
+
+        Returns:
+          src [N, S] int32 (source + `</s>`), src_mask [N, S] float32, inputs [N, T] int32
+          (`<s>` + target), targets [N, T] int32 (target + `</s>`), mask [N, T] float32;
+          padding `<pad>` with mask 0.
+        """
         _check_index(index)
+        selected = _selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
-        bucket, rows = self._schedule(epoch)[position]
-        return _pad_pairs(self.src, self.tgt, rows, self.buckets[bucket], self.batch_size)
+        bucket, examples = self._schedule(epoch)[position]
+        return _pad_pairs(self.src, self.tgt, examples[selected], self.buckets[bucket], len(selected))
 
 
 def seq2seq_eval_batches(

@@ -17,11 +17,11 @@ import os
 from collections.abc import Mapping
 
 import jax
-import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 
 from seqjax.config import TrainConfig
+from seqjax.data.batching import LMBatches, Seq2SeqBatches
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
@@ -94,21 +94,26 @@ def local_rows(sharding: NamedSharding, rows: int) -> list[tuple[int, int]]:
     return sorted(ranges)
 
 
-def global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-    """The global [B, ...] arrays of `batch` split over processes by `sharding`.
+def global_batch(
+    batches: LMBatches | Seq2SeqBatches, index: int, sharding: NamedSharding
+) -> dict[str, jax.Array]:
+    """Batch `index` of `batches` as global [B, ...] arrays split over devices by `sharding`.
 
-    Batches are index-addressed and cheap to build on the host, so every process builds
-    batch i; it then hands only the rows its own devices hold (`local_rows`) to
-    `jax.make_array_from_process_local_data`, which assembles the global array without any
-    transfer between processes. In a single-process run this is `jax.device_put`.
+    In a single-process run this is `jax.device_put` of the whole batch. In a multi-process
+    run each process builds only the rows its own devices hold (`local_rows`, N of the B rows)
+    and `jax.make_array_from_process_local_data` assembles the global arrays from these
+    [N, ...] pieces without any transfer between processes.
+
+    Returns:
+      the arrays of `batches.batch(index)`, each [B, ...] with its dtype, sharded by `sharding`.
     """
     if jax.process_count() == 1:
-        return jax.device_put(dict(batch), sharding)
-    out = {}
-    for name, value in batch.items():
-        local = np.concatenate([value[start:stop] for start, stop in local_rows(sharding, value.shape[0])])
-        out[name] = jax.make_array_from_process_local_data(sharding, local, value.shape)
-    return out
+        return jax.device_put(batches.batch(index), sharding)
+    local = batches.batch(index, rows=local_rows(sharding, batches.batch_size))
+    return {
+        name: jax.make_array_from_process_local_data(sharding, value, (batches.batch_size, *value.shape[1:]))
+        for name, value in local.items()
+    }
 
 
 def barrier(name: str) -> None:

@@ -182,7 +182,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
     clock, clock_step = time.perf_counter(), start
     try:
         for step in range(start, t.steps):
-            batch = distributed.global_batch(batches.batch(step), sharding)
+            batch = distributed.global_batch(batches, step, sharding)
             state, metrics = train_step(state, batch)
             pending.append(metrics)
             done = step + 1

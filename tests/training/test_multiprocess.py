@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from seqjax.config import TrainConfig
-from seqjax.training import optim
+from seqjax.data.batching import LMBatches
+from seqjax.training import distributed, optim
 from seqjax.training.distributed import initialize_arguments
 from seqjax.training.loop import restore_state
 from seqjax.training.mesh import batch_sharding, make_mesh
@@ -41,12 +42,14 @@ import sys
 import jax
 import numpy as np
 from seqjax.config import TrainConfig
+from seqjax.data.batching import LMBatches
 from seqjax.training import distributed
 from seqjax.training.mesh import batch_sharding, make_mesh
 port, process_id = sys.argv[1:]
 distributed.initialize(TrainConfig(distributed=True, coordinator=f"127.0.0.1:{port}", num_processes=2,
                                    process_id=int(process_id), heartbeat_timeout=3))
-values = distributed.global_batch({"x": np.ones(8, np.float32)}, batch_sharding(make_mesh("data:8")))["x"]
+batches = LMBatches(np.arange(33, dtype=np.int32), batch_size=8, seq_len=4, seed=0)
+values = distributed.global_batch(batches, 0, batch_sharding(make_mesh("data:8")))["mask"]
 total = jax.jit(lambda x: x.sum())
 print("ready", float(total(values)), flush=True)
 while True:
@@ -115,6 +118,24 @@ def test_a_loopback_coordinator_listens_on_loopback_only():
 def test_malformed_distributed_settings_are_clear_errors(settings, message):
     with pytest.raises(ValueError, match=message):
         initialize_arguments(TrainConfig(distributed=True, **settings), {})
+
+
+def test_local_rows_of_a_data_sharded_batch_are_each_devices_rows_in_order():
+    sharding = batch_sharding(make_mesh("data:8", jax.devices()[:8]))
+    assert distributed.local_rows(sharding, 16) == [(2 * d, 2 * d + 2) for d in range(8)]
+
+
+def test_assembling_process_local_rows_equals_placing_the_whole_batch(monkeypatch):
+    """The multi-process path, taken in one process that holds every row: the global arrays
+    built from the rows its devices hold equal `jax.device_put` of the whole batch."""
+    sharding = batch_sharding(make_mesh("data:4,model:2", jax.devices()[:8]))
+    batches = LMBatches(np.random.default_rng(0).integers(0, 50, 300).astype(np.int32), 8, 5, seed=1)
+    placed = jax.device_put(batches.batch(7), sharding)
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
+    assembled = distributed.global_batch(batches, 7, sharding)
+    for name, value in placed.items():
+        assert assembled[name].shape == value.shape and assembled[name].sharding == sharding
+        np.testing.assert_array_equal(np.asarray(assembled[name]), np.asarray(value))
 
 
 def one_process_reference(exp, steps):
