@@ -1,6 +1,9 @@
 """Test-wide setup: 8 simulated CPU devices (set before jax is imported) for sharding tests."""
 
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))  # project_scripts, for the tests of benchmarks and experiments
 
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"

@@ -1,30 +1,17 @@
 """The decode benchmark's variants compute what the library's decoders compute, so its ratios compare equal work."""
 
-import importlib.util
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from project_scripts import load_script
 
 from seqjax.data import BOS_ID, EOS_ID
 from seqjax.objectives.model_io import make_step_fn
 from seqjax.training.generation import init_state
 
-BENCHMARK = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "decode.py"
-
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("decode_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_benchmark()
+bench = load_script("benchmarks/decode.py", "decode_benchmark")
 TINY = bench.Shapes(
     batch=3, max_len=6, beam_size=3, vocab=13, d_model=16, layers=1, heads=2, d_ff=32, cached_steps_per_call=3
 )

@@ -1,27 +1,15 @@
 """The objectives benchmark (benchmarks/objectives.py) times what the training loop would run,
 and its ratios are against teacher forcing."""
 
-import importlib.util
-import pathlib
 import sys
 
 import pytest
+from project_scripts import load_script
 
 from seqjax import config as config_lib
 from seqjax.objectives import objective_options
 
-BENCHMARK = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "objectives.py"
-
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("objectives_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_benchmark()
+bench = load_script("benchmarks/objectives.py", "objectives_benchmark")
 
 
 @pytest.mark.parametrize("quick", [False, True])

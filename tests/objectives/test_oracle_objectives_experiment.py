@@ -1,31 +1,19 @@
 """The oracle-objectives sweep (experiments/oracle_objectives.py): its schedules, its table and
 its resume, checked without training."""
 
-import importlib.util
 import json
 import math
 import os
 import pathlib
-import sys
 
 import pytest
+from project_scripts import load_script
 
 from seqjax import config as config_lib
 from seqjax.objectives import objective_options
 from seqjax.objectives.schedules import gold_probability
 
-EXPERIMENT = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "oracle_objectives.py"
-
-
-def load_experiment():
-    spec = importlib.util.spec_from_file_location("oracle_objectives_experiment", EXPERIMENT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep = load_experiment()
+sweep = load_script("experiments/oracle_objectives.py", "oracle_objectives_experiment")
 
 
 @pytest.mark.parametrize("steps", [6, 1200])
