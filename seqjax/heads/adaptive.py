@@ -5,10 +5,9 @@ softmax over the shortlist [0, c_1) plus one entry per tail cluster; tail cluste
 [c_i, c_{i+1}) (c_{n+1} = V) and scores its words from a projection of the hidden state to
 D / div^i dimensions (i = 1..n), so p(w | h) = p(cluster(w) | h) · p(w | cluster(w), h).
 
-Static shapes: a tail's rows are data-dependent, so the loss sorts the rows of each tail to
-the front and scores a fixed-size bucket of them (N, N/√2, N/2, ..., N/16, or none), picking
-with `lax.switch` the smallest bucket that holds all of the tail's rows. The result is exact
-for any batch and costs at most √2 times the rows the tail really has, instead of every row.
+Static shapes: a tail's rows are data-dependent, so each tail scores its own rows only, in
+blocks of TAIL_BLOCK_ROWS rows (`selected_rows.selected_row_losses`): exact for any batch, at
+most one block more than the rows the tail really has, instead of every row.
 A wide tail is scored in blocks of TAIL_CHUNK words (`full_softmax_loss`'s chunked path):
 its projected width is small (D / div^i), so [rows, tail] logits would be memory-bound to
 write and read back, and blocks that stay in cache run about twice as fast.
@@ -16,20 +15,17 @@ write and read back, and blocks that stay in cache run about twice as fast.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from seqjax.heads import checks
 from seqjax.heads.full import full_softmax_loss
+from seqjax.heads.selected_rows import selected_row_losses
 
-# Buckets N / √2^k rows per tail cluster, k = 0..2·BUCKET_HALVINGS (plus the empty bucket):
-# each adds one compiled branch, and the waste is below √2x above N / 2^BUCKET_HALVINGS rows.
-BUCKET_HALVINGS = 4
+TAIL_BLOCK_ROWS = 512  # rows per block of a tail: few loop trips, each a matmul-sized block
 TAIL_CHUNK = 4096  # words per block of a tail's softmax (measured best of 1k/4k/16k at d = 32, 128)
 
 
@@ -92,61 +88,16 @@ def adaptive_log_probs(hidden, head_weights, tail_projections: Sequence, tail_we
     return jnp.concatenate(parts, axis=1)
 
 
-@jax.custom_vjp
 def _tail_losses(hidden, projection, weights, local_targets, in_tail):
-    """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere, via a row bucket.
-
-    The custom VJP runs `lax.switch` in the forward and the backward pass separately: JAX's
-    own linearization of a switch returns every branch's residuals from every branch, which
-    would allocate the largest bucket's [N, tail] logits even when the smallest one runs.
-    """
-    return _switch_buckets(hidden, projection, weights, local_targets, in_tail, None)
-
-
-def _tail_losses_fwd(hidden, projection, weights, local_targets, in_tail):
-    losses = _switch_buckets(hidden, projection, weights, local_targets, in_tail, None)
-    return losses, (hidden, projection, weights, local_targets, in_tail)
-
-
-def _tail_losses_bwd(residuals, loss_grads):
-    hidden, projection, weights, local_targets, in_tail = residuals
-    grads = _switch_buckets(hidden, projection, weights, local_targets, in_tail, loss_grads)
-    return grads + (None, None)
-
-
-_tail_losses.defvjp(_tail_losses_fwd, _tail_losses_bwd)
-
-
-def _switch_buckets(hidden, projection, weights, local_targets, in_tail, loss_grads):
-    """Tail losses [N] (loss_grads None), or their VJP (hidden, projection, weights) grads."""
-    rows = hidden.shape[0]
-    bucket_sizes = sorted({max(1, math.ceil(rows / 2 ** (k / 2))) for k in range(2 * BUCKET_HALVINGS + 1)})
+    """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere."""
     chunk_size = TAIL_CHUNK if weights.shape[0] > TAIL_CHUNK else None
-    count = in_tail.sum()
-    # Rows of the tail first, in their original order; the rest after them.
-    order = jnp.argsort(jnp.logical_not(in_tail), stable=True)
 
-    def bucket(size):
-        picked = order[:size]
-        valid = jnp.arange(size) < count
-        targets = jnp.where(valid, local_targets[picked], 0)
+    def row_losses(hidden, params, targets):
+        projection, weights = params
+        return full_softmax_loss(hidden @ projection, weights, None, targets, chunk_size=chunk_size)
 
-        def losses(hidden, projection, weights):
-            per_row = full_softmax_loss(hidden[picked] @ projection, weights, None, targets, chunk_size=chunk_size)
-            return jnp.zeros((rows,), jnp.float32).at[picked].add(jnp.where(valid, per_row, 0.0))
-
-        if loss_grads is None:
-            return losses
-        return lambda *params: jax.vjp(losses, *params)[1](loss_grads)
-
-    def empty(hidden, projection, weights):
-        if loss_grads is None:
-            return jnp.zeros((rows,), jnp.float32)
-        return jnp.zeros_like(hidden), jnp.zeros_like(projection), jnp.zeros_like(weights)
-
-    branches = [empty] + [bucket(size) for size in bucket_sizes]
-    which = jnp.where(count == 0, 0, 1 + jnp.searchsorted(jnp.asarray(bucket_sizes), count, side="left"))
-    return lax.switch(which, branches, hidden, projection, weights)
+    targets = jnp.where(in_tail, local_targets, 0)
+    return selected_row_losses(row_losses, TAIL_BLOCK_ROWS, hidden, (projection, weights), targets, in_tail)
 
 
 def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs):

@@ -69,6 +69,30 @@ def test_class_softmax_gradient_matches_gradient_of_log_probs():
     np.testing.assert_allclose(grad_loss(ww), grad_exact(ww), rtol=1e-4, atol=1e-6)
 
 
+def test_class_softmax_over_size_tiers_matches_log_probs_in_value_and_gradient():
+    # Zipfian counts over 700 words in 6 equal-mass classes: sizes from 1 to hundreds of words,
+    # so rows fall in several size tiers and bucket sizes (some tiers hold one or two rows).
+    counts = np.round(1e5 / np.arange(1, 701)).astype(np.int64)
+    classes = frequency_classes(counts, 6)
+    assert classes.sizes.min() <= 64 < 256 < classes.sizes.max()
+    hidden, cw, cb, ww, wb, _ = random_parameters(7, 6, 700, rows=37, features=5)
+    targets = np.random.default_rng(8).choice(700, size=37, p=counts / counts.sum()).astype(np.int32)
+    targets[:3] = [0, 350, 699]  # the first, a middle and the last class
+    rows = np.arange(len(targets))
+
+    def loss(h, w, b):
+        return class_softmax_loss(h, cw, cb, w, b, targets, classes)
+
+    def exact(h, w, b):
+        return -class_log_probs(h, cw, cb, w, b, classes)[rows, targets]
+
+    np.testing.assert_allclose(jax.jit(loss)(hidden, ww, wb), exact(hidden, ww, wb), rtol=1e-5)
+    grads = jax.jit(jax.grad(lambda *a: loss(*a).sum(), argnums=(0, 1, 2)))(hidden, ww, wb)
+    expected = jax.grad(lambda *a: exact(*a).sum(), argnums=(0, 1, 2))(hidden, ww, wb)
+    for got, want in zip(grads, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("num_classes", [0, 12])
 def test_frequency_classes_rejects_class_counts_outside_one_to_vocab(num_classes):
     with pytest.raises(ValueError, match="num_classes must be"):

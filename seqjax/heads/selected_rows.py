@@ -1,0 +1,83 @@
+"""Per-row losses of a data-dependent subset of rows, at the cost of that subset, under jit.
+
+Adaptive softmax scores a tail cluster only for the rows whose target lies in it; the class
+softmax scores a large class only for the rows whose target lies in it. The subset's size
+is data-dependent but shapes must be static, so `selected_row_losses` sorts the selected rows
+to the front and walks them in blocks of a fixed number of rows with a `lax.fori_loop` whose
+trip count is the number of blocks the subset fills. Time follows the selected rows (at most
+one block of waste) and memory is one block's, whatever the batch holds.
+
+A loop with a data-dependent trip count has no reverse-mode derivative in JAX, so the custom
+VJP runs a second loop over the same blocks that accumulates their VJPs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def selected_row_losses(row_losses: Callable, block_rows: int, hidden, params, row_data, selected):
+    """[N] float32: row_losses on the rows where `selected`, 0 on the others.
+
+    Args:
+      row_losses: (hidden [R, D], params, row_data with leading axis R) -> [R] float32 losses,
+        R = block_rows; differentiable in hidden and params, and finite for every row of
+        `row_data` (blocks are padded with unselected rows, whose losses are dropped).
+      block_rows: rows per block (static; capped at N).
+      hidden: [N, D] float32; params: a pytree of float arrays (not per row).
+      row_data: a pytree of per-row arrays [N, ...] (ids, offsets), not differentiated.
+      selected: [N] bool.
+    """
+    return _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
+
+
+def _forward(row_losses, block_rows, hidden, params, row_data, selected):
+    losses = _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
+    return losses, (hidden, params, row_data, selected)
+
+
+def _backward(row_losses, block_rows, residuals, loss_grads):
+    hidden, params, row_data, selected = residuals
+    hidden_grad, params_grad = _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_grads)
+    return hidden_grad, params_grad, None, None
+
+
+selected_row_losses.defvjp(_forward, _backward)
+
+
+def _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_grads):
+    """The losses [N] (loss_grads None), or their VJP (hidden grad, params grad)."""
+    rows = hidden.shape[0]
+    block = max(1, min(block_rows, rows))
+    count = selected.sum()
+    order = jnp.argsort(jnp.logical_not(selected), stable=True)  # selected rows first, in order
+    # Padded to whole blocks, so that no block's dynamic slice is shifted back to fit.
+    order = jnp.concatenate([order, jnp.zeros((-rows % block,), order.dtype)])
+
+    def block_at(index):
+        positions = index * block + jnp.arange(block)
+        picked = lax.dynamic_slice_in_dim(order, index * block, block)
+        return picked, positions < count, jax.tree.map(lambda leaf: leaf[picked], row_data)
+
+    def forward_block(index, losses):
+        picked, valid, data = block_at(index)
+        per_row = row_losses(hidden[picked], params, data)
+        return losses.at[picked].add(jnp.where(valid, per_row, 0.0))
+
+    def backward_block(index, grads):
+        picked, valid, data = block_at(index)
+        _, vjp = jax.vjp(lambda h, p: row_losses(h, p, data), hidden[picked], params)
+        hidden_grad, params_grad = vjp(jnp.where(valid, loss_grads[picked], 0.0))
+        return grads[0].at[picked].add(hidden_grad), jax.tree.map(jnp.add, grads[1], params_grad)
+
+    num_blocks = (count + block - 1) // block
+    if loss_grads is None:
+        return lax.fori_loop(0, num_blocks, forward_block, jnp.zeros((rows,), jnp.float32))
+    zeros = (jnp.zeros_like(hidden), jax.tree.map(jnp.zeros_like, params))
+    return lax.fori_loop(0, num_blocks, backward_block, zeros)
