@@ -16,9 +16,8 @@ gradients), and XLA's peak estimate.
 
 Without accelerators the 8 devices are simulated on the host CPU
 (`--xla_force_host_platform_device_count=8`): they share its cores, so step times say
-nothing about scaling and only memory and correctness are meaningful. The single-GPU
-tokens/s and MFU measurement of issue 7 is not implemented: no GPU was lent to the task
-that wrote this benchmark.
+nothing about scaling and only memory and correctness are meaningful. Single-GPU
+tokens/s and MFU are measured by benchmarks/mfu.py.
 
 Writes benchmarks/results/scaling.md and scaling.png (`--quick`: small shapes, *_quick.*).
 """
@@ -218,8 +217,8 @@ def main() -> None:
         f"{shapes.vocab:,}, batch {shapes.batch} x {shapes.time} tokens, full softmax, AdamW, float32; "
         f"baseline: data parallel (jit) in the same process; median of {args.repeats} interleaved steps.\n\n"
         f"{note}\n\n{table(rows, shapes.batch * shapes.time)}\n\n"
-        "Single-GPU tokens/s and MFU (bf16, mid-size Transformer LM): not measured — no GPU was lent to the "
-        "task that wrote this benchmark.\n"
+        "Single-GPU tokens/s and MFU (bf16, mid-size Transformer LM) are `benchmarks/mfu.py`'s, measured only "
+        "where a GPU is lent (results/mfu.md).\n"
     )
     print(body)
     path = write_result(name, "Scaling: sharding strategies on 8 devices", body)

@@ -1,0 +1,166 @@
+"""Single-device training throughput and model FLOP utilization (MFU) of a Transformer LM.
+
+    python benchmarks/mfu.py [--quick] [--precision bfloat16] [--peak-tflops P] [--repeats 5] [--steps 5]
+
+The library's jitted train step (teacher forcing, full softmax, AdamW) of a mid-size
+decoder-only Transformer on random tokens, on the first device JAX sees (a GPU when one is
+there). MFU = model FLOPs per second / peak, with the model FLOPs of the PaLM paper's count
+(6 per parameter-multiply per token for forward + backward, plus 12·L·T·D for attention
+scores and values; embedding lookups and elementwise work not counted, so MFU is a lower
+bound on the hardware's utilization). Two peaks: the matmul throughput this process
+measures in the run's dtype (always), and `--peak-tflops`, the chip's nominal dense peak
+(e.g. 989 for an H100 SXM in bf16), when given.
+
+Writes benchmarks/results/mfu.md (`--quick`: tiny shapes, mfu_quick.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import machine, markdown_table, write_result  # noqa: E402
+
+from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
+from seqjax.heads import build_head  # noqa: E402
+from seqjax.models import build_model  # noqa: E402
+from seqjax.objectives import teacher_forcing  # noqa: E402
+from seqjax.training.mesh import make_mesh  # noqa: E402
+from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
+from seqjax.training.setup import PRECISIONS  # noqa: E402
+from seqjax.training.state import init_state  # noqa: E402
+from seqjax.training.steps import make_train_step  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    batch: int
+    time: int
+    vocab: int
+    model: ModelConfig
+
+
+# ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
+# units to be busy, small enough for one 80 GB device with AdamW in float32.
+FULL = Shapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, heads=16, d_ff=4096,
+                                            dropout=0.0, max_len=1024))
+QUICK = Shapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
+                                       dropout=0.0, max_len=32))
+
+
+def train_flops_per_token(shapes: Shapes) -> float:
+    """Forward + backward matmul FLOPs per token: 6 · (per-layer weights · L + output layer) + 12·L·T·D.
+
+    Per layer: Q, K, V and output projections (4·D²) and the MLP (2·D·F); attention scores and
+    values over all T keys (the causal mask does not skip work in a dense kernel).
+    """
+    m = shapes.model
+    weights = m.layers * (4 * m.d_model**2 + 2 * m.d_model * m.d_ff) + m.d_model * shapes.vocab
+    return 6.0 * weights + 12.0 * m.layers * shapes.time * m.d_model
+
+
+def matmul_peak_tflops(dtype, n: int = 4096, repeats: int = 10) -> float:
+    """Median measured [n, n] x [n, n] matmul throughput in `dtype` on the default device, TFLOP/s."""
+    a = jnp.ones((n, n), dtype)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f(a).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / statistics.median(times) / 1e12
+
+
+def train_step(shapes: Shapes, precision: str):
+    """(run n steps and block, parameter count) for the library's step on one fixed batch."""
+    model = build_model(shapes.model, shapes.vocab, dtype=PRECISIONS[precision])
+    head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
+    optim_cfg = OptimConfig(warmup_steps=0, schedule="constant")
+    optimizer = make_optimizer(optim_cfg, 1000)
+    mesh = make_mesh("data:1", jax.devices()[:1])
+    tokens = np.random.default_rng(0).integers(4, shapes.vocab, (shapes.batch, shapes.time + 1), dtype=np.int32)
+    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": np.ones((shapes.batch, shapes.time), np.float32)}
+    state = init_state(model, head, optimizer, 0, batch, mesh)
+    step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
+                           state)
+    count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
+    batch = jax.device_put(batch)
+    holder = {"state": state}
+
+    def run(steps: int) -> None:
+        for _ in range(steps):
+            holder["state"], metrics = step(holder["state"], batch)
+        jax.block_until_ready(metrics["loss"])
+
+    return run, count
+
+
+def measure(shapes: Shapes, precision: str, repeats: int, steps: int) -> dict:
+    run, params = train_step(shapes, precision)
+    run(2)  # compile, warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(steps)
+        times.append(time.perf_counter() - start)
+    step_s = statistics.median(times) / steps
+    tokens_per_s = shapes.batch * shapes.time / step_s
+    return {"params": params, "step_s": step_s, "tokens_per_s": tokens_per_s,
+            "model_tflops": tokens_per_s * train_flops_per_token(shapes) / 1e12}
+
+
+def report(shapes: Shapes, precision: str, result: dict, measured_peak: float, nominal_peak: float | None,
+           peak_size: int = 4096) -> str:
+    m = shapes.model
+    rows = [[
+        f"B={shapes.batch} T={shapes.time} D={m.d_model} L={m.layers} H={m.heads} F={m.d_ff} V={shapes.vocab}",
+        f"{result['params']:,}", precision, f"{result['step_s'] * 1000:,.1f}", f"{result['tokens_per_s']:,.0f}",
+        f"{result['model_tflops']:.2f}", f"{result['model_tflops'] / measured_peak:.0%}",
+        f"{result['model_tflops'] / nominal_peak:.0%}" if nominal_peak else "-",
+    ]]
+    header = ["shape", "parameters", "matmuls", "ms / step", "tokens/s", "model TFLOP/s", "MFU (measured peak)",
+              "MFU (nominal peak)"]
+    device = jax.devices()[0]
+    peaks = f"measured {precision} matmul peak {measured_peak:.3g} TFLOP/s ({peak_size}³, median of 10)"
+    if nominal_peak:
+        peaks += f"; nominal peak given {nominal_peak:g} TFLOP/s"
+    return (f"Device: {device.platform} ({device.device_kind}); {peaks}. Model FLOPs per token "
+            f"{train_flops_per_token(shapes) / 1e6:,.1f} MFLOP (PaLM count, forward + backward); parameters and "
+            f"softmax in float32, model matmuls in {precision}.\n\n{markdown_table(header, rows)}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
+    parser.add_argument("--precision", default="bfloat16", choices=sorted(PRECISIONS))
+    parser.add_argument("--peak-tflops", type=float, default=None, help="the chip's nominal dense peak, TFLOP/s")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.steps < 1:
+        raise ValueError(f"--repeats and --steps must be >= 1, got {args.repeats}, {args.steps}")
+    if args.peak_tflops is not None and args.peak_tflops <= 0:
+        raise ValueError(f"--peak-tflops must be > 0, got {args.peak_tflops}")
+    shapes = QUICK if args.quick else FULL
+    print("machine:", machine())
+    peak_size = 512 if args.quick else 4096
+    measured_peak = matmul_peak_tflops(PRECISIONS[args.precision], n=peak_size)
+    result = measure(shapes, args.precision, args.repeats, args.steps)
+    body = report(shapes, args.precision, result, measured_peak, args.peak_tflops, peak_size)
+    print(body)
+    name = "mfu_quick" if args.quick else "mfu"
+    print("wrote", write_result(name, "Single-device training throughput and MFU: Transformer LM", body))
+
+
+if __name__ == "__main__":
+    main()
