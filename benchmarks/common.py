@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import statistics
@@ -11,6 +12,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from seqjax.config import ModelConfig
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -46,9 +49,32 @@ def machine() -> dict[str, str]:
     return info
 
 
-def matmul_peak(n: int = 2048, repeats: int = 7) -> float:
-    """Measured float32 matmul throughput of JAX on this machine, GFLOP/s (median)."""
-    a = jnp.ones((n, n), jnp.float32)
+@dataclasses.dataclass(frozen=True)
+class LMShapes:
+    """A language-model benchmark's batch of `batch` rows of `time` tokens over `vocab` words."""
+
+    batch: int
+    time: int
+    vocab: int
+    model: ModelConfig
+
+
+def step_runner(step, state, batch) -> Callable[[int], None]:
+    """`run(n)`: n calls of the train step `step(state, batch) -> (state, metrics)` from `state`,
+    carrying the state across calls, blocking on the last loss."""
+    holder = {"state": state}
+
+    def run(steps: int) -> None:
+        for _ in range(steps):
+            holder["state"], metrics = step(holder["state"], batch)
+        jax.block_until_ready(metrics["loss"])
+
+    return run
+
+
+def matmul_peak(n: int = 2048, repeats: int = 7, dtype=jnp.float32) -> float:
+    """Measured [n, n] x [n, n] matmul throughput of JAX in `dtype` on the default device, GFLOP/s (median)."""
+    a = jnp.ones((n, n), dtype)
     f = jax.jit(lambda x: x @ x)
     f(a).block_until_ready()
     times = []

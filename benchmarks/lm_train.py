@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
+from common import interleaved, machine, markdown_table, matmul_peak, step_runner, torch_or_none, write_result  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -64,15 +64,7 @@ def seqjax_step(name: str, batch: int, time: int, cfg: ModelConfig):
     }
     state = init_state(model, head, optimizer, 0, data, mesh)
     step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh, state)
-    data = jax.device_put(data)
-    holder = {"state": state}
-
-    def run(steps: int):
-        for _ in range(steps):
-            holder["state"], metrics = step(holder["state"], data)
-        jax.block_until_ready(metrics["loss"])
-
-    return run
+    return step_runner(step, state, jax.device_put(data))
 
 
 def torch_step(name: str, batch: int, time: int, cfg: ModelConfig):

@@ -17,18 +17,16 @@ Writes benchmarks/results/mfu.md (`--quick`: tiny shapes, mfu_quick.md).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import statistics
 import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine, markdown_table, write_result  # noqa: E402
+from common import LMShapes, machine, markdown_table, matmul_peak, step_runner, write_result  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -41,23 +39,15 @@ from seqjax.training.state import init_state  # noqa: E402
 from seqjax.training.steps import make_train_step  # noqa: E402
 
 
-@dataclasses.dataclass(frozen=True)
-class Shapes:
-    batch: int
-    time: int
-    vocab: int
-    model: ModelConfig
-
-
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.
-FULL = Shapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, heads=16, d_ff=4096,
+FULL = LMShapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, heads=16, d_ff=4096,
                                             dropout=0.0, max_len=1024))
-QUICK = Shapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
+QUICK = LMShapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
                                        dropout=0.0, max_len=32))
 
 
-def train_flops_per_token(shapes: Shapes) -> float:
+def train_flops_per_token(shapes: LMShapes) -> float:
     """Forward + backward matmul FLOPs per token: 6 · (per-layer weights · L + output layer) + 12·L·T·D.
 
     Per layer: Q, K, V and output projections (4·D²) and the MLP (2·D·F); attention scores and
@@ -68,20 +58,7 @@ def train_flops_per_token(shapes: Shapes) -> float:
     return 6.0 * weights + 12.0 * m.layers * shapes.time * m.d_model
 
 
-def matmul_peak_tflops(dtype, n: int = 4096, repeats: int = 10) -> float:
-    """Median measured [n, n] x [n, n] matmul throughput in `dtype` on the default device, TFLOP/s."""
-    a = jnp.ones((n, n), dtype)
-    f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f(a).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / statistics.median(times) / 1e12
-
-
-def train_step(shapes: Shapes, precision: str):
+def train_step(shapes: LMShapes, precision: str):
     """(run n steps and block, parameter count) for the library's step on one fixed batch."""
     model = build_model(shapes.model, shapes.vocab, dtype=PRECISIONS[precision])
     head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
@@ -94,18 +71,10 @@ def train_step(shapes: Shapes, precision: str):
     step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
                            state)
     count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
-    batch = jax.device_put(batch)
-    holder = {"state": state}
-
-    def run(steps: int) -> None:
-        for _ in range(steps):
-            holder["state"], metrics = step(holder["state"], batch)
-        jax.block_until_ready(metrics["loss"])
-
-    return run, count
+    return step_runner(step, state, jax.device_put(batch)), count
 
 
-def measure(shapes: Shapes, precision: str, repeats: int, steps: int) -> dict:
+def measure(shapes: LMShapes, precision: str, repeats: int, steps: int) -> dict:
     run, params = train_step(shapes, precision)
     run(2)  # compile, warm up
     times = []
@@ -119,7 +88,7 @@ def measure(shapes: Shapes, precision: str, repeats: int, steps: int) -> dict:
             "model_tflops": tokens_per_s * train_flops_per_token(shapes) / 1e12}
 
 
-def report(shapes: Shapes, precision: str, result: dict, measured_peak: float, nominal_peak: float | None,
+def report(shapes: LMShapes, precision: str, result: dict, measured_peak: float, nominal_peak: float | None,
            peak_size: int = 4096) -> str:
     m = shapes.model
     rows = [[
@@ -131,7 +100,7 @@ def report(shapes: Shapes, precision: str, result: dict, measured_peak: float, n
     header = ["shape", "parameters", "matmuls", "ms / step", "tokens/s", "model TFLOP/s", "MFU (measured peak)",
               "MFU (nominal peak)"]
     device = jax.devices()[0]
-    peaks = f"measured {precision} matmul peak {measured_peak:.3g} TFLOP/s ({peak_size}³, median of 10)"
+    peaks = f"measured {precision} matmul peak {measured_peak:.3g} TFLOP/s ({peak_size}³, median of 7)"
     if nominal_peak:
         peaks += f"; nominal peak given {nominal_peak:g} TFLOP/s"
     return (f"Device: {device.platform} ({device.device_kind}); {peaks}. Model FLOPs per token "
@@ -154,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     shapes = QUICK if args.quick else FULL
     print("machine:", machine())
     peak_size = 512 if args.quick else 4096
-    measured_peak = matmul_peak_tflops(PRECISIONS[args.precision], n=peak_size)
+    measured_peak = matmul_peak(peak_size, dtype=PRECISIONS[args.precision]) / 1000
     result = measure(shapes, args.precision, args.repeats, args.steps)
     body = report(shapes, args.precision, result, measured_peak, args.peak_tflops, peak_size)
     print(body)

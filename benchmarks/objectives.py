@@ -23,7 +23,7 @@ from collections.abc import Callable
 import jax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, write_result  # noqa: E402
+from common import interleaved, machine, markdown_table, step_runner, write_result  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config  # noqa: E402
@@ -105,15 +105,7 @@ def timed_train_step(exp: Experiment, batch: dict, mesh) -> Callable[[int], None
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
     state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, batch, mesh, cfg.train.sharding)
     step = build_train_step(exp, optimizer, schedule, mesh, state)
-    device_batch = jax.device_put(batch)
-    holder = {"state": state}
-
-    def run(steps: int) -> None:
-        for _ in range(steps):
-            holder["state"], metrics = step(holder["state"], device_batch)
-        jax.block_until_ready(metrics["loss"])
-
-    return run
+    return step_runner(step, state, jax.device_put(batch))
 
 
 def relative_rows(setup: str, seconds: dict[str, float], tokens: int, steps: int,

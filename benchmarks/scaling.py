@@ -38,7 +38,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, interleaved, markdown_table, write_result  # noqa: E402
+from common import RESULTS, LMShapes, interleaved, markdown_table, write_result  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -75,17 +75,9 @@ LAYOUTS = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Shapes:
-    batch: int
-    time: int
-    vocab: int
-    model: ModelConfig
-
-
-FULL = Shapes(32, 128, 16_384, ModelConfig(kind="transformer", d_model=512, layers=4, heads=8, d_ff=2048,
+FULL = LMShapes(32, 128, 16_384, ModelConfig(kind="transformer", d_model=512, layers=4, heads=8, d_ff=2048,
                                             dropout=0.0, max_len=128))
-QUICK = Shapes(16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
+QUICK = LMShapes(16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
                                           dropout=0.0, max_len=32))
 
 
@@ -94,7 +86,7 @@ def random_batch(rows: int, time_steps: int, vocab: int, seed: int) -> dict[str,
     return {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": np.ones((rows, time_steps), np.float32)}
 
 
-def prepare(layout: Layout, shapes: Shapes, initial):
+def prepare(layout: Layout, shapes: LMShapes, initial):
     """(step function, its state, its batch on the mesh, compile seconds, memory report)."""
     mesh = make_mesh(layout.mesh)
     validate_strategy(layout.sharding, mesh)
@@ -122,7 +114,7 @@ def prepare(layout: Layout, shapes: Shapes, initial):
     return step, state, batch, time.perf_counter() - start, memory
 
 
-def initial_state(shapes: Shapes):
+def initial_state(shapes: LMShapes):
     """The shared starting point, built once on one device and copied to the host."""
     model = build_model(shapes.model, shapes.vocab)
     head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
@@ -131,7 +123,7 @@ def initial_state(shapes: Shapes):
     return jax.device_get(init_state(model, head, optimizer, 0, example, make_mesh("data:1", jax.devices()[:1])))
 
 
-def run(shapes: Shapes, repeats: int) -> list[dict]:
+def run(shapes: LMShapes, repeats: int) -> list[dict]:
     initial = initial_state(shapes)
     prepared = {layout.name: (layout, *prepare(layout, shapes, initial)) for layout in LAYOUTS}
     states = {name: entry[2] for name, entry in prepared.items()}

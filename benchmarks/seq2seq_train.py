@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
+from common import interleaved, machine, markdown_table, matmul_peak, step_runner, torch_or_none, write_result  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -136,15 +136,7 @@ def seqjax_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(OPTIM, TOTAL_STEPS),
                            mesh, state)
     count = sum(x.size for x in jax.tree.leaves(state.params))
-    batch = jax.device_put(batch)
-    holder = {"state": state}
-
-    def run(steps: int) -> None:
-        for _ in range(steps):
-            holder["state"], metrics = step(holder["state"], batch)
-        jax.block_until_ready(metrics["loss"])
-
-    return run, count
+    return step_runner(step, state, jax.device_put(batch)), count
 
 
 def _decoder_start(final, layers: int):
