@@ -10,7 +10,8 @@ hidden: [N, D] float (computed in float32); targets: [N] int32; key: a PRNG key 
 sampling heads); mask: [N] float32 or None; embedding: [V, D] input table or None.
 `loss` is the scalar float32 sum(mask · per-row loss) / max(sum(mask), 1) with
 aux = {"tokens": sum(mask)}; `log_probs` is the exact normalized [N, V] float32 for every
-head, the sampling ones included (there the full softmax over the same scores).
+head, the sampling ones included (there the full softmax over the same scores, plus the
+proposal's log q for negative sampling, whose scores are not log-probabilities).
 
 Tying (`tied=True`) replaces the head's [V, D] word vectors by the caller's `embedding`:
 the word table of the full, sampled, NCE and negative-sampling heads, the word level of the
@@ -19,6 +20,8 @@ tree head cannot be tied (`build_head` refuses it).
 """
 
 from __future__ import annotations
+
+import math
 
 import flax.linen as nn
 import jax
@@ -59,11 +62,11 @@ def _word_table(module: nn.Module, name: str, rows: int, features: int, embeddin
     return jnp.asarray(embedding[:rows], jnp.float32)
 
 
-def _word_parameters(module: nn.Module, features: int, embedding) -> dict:
-    """[V, D] word vectors (own or tied) and [V] biases; call from a compact method."""
+def _word_parameters(module: nn.Module, features: int, embedding, initial_bias: float = 0.0) -> dict:
+    """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`; call from a compact method."""
     return {
         "weights": _word_table(module, "weights", module.vocab_size, features, embedding),
-        "biases": module.param("biases", nn.initializers.zeros, (module.vocab_size,), jnp.float32),
+        "biases": module.param("biases", nn.initializers.constant(initial_bias), (module.vocab_size,), jnp.float32),
     }
 
 
@@ -73,14 +76,21 @@ class _WordScores(nn.Module):
     vocab_size: int
     tied: bool = False
 
+    def initial_bias(self) -> float:
+        """Where the word biases start: where the head's objective puts an uninformative model."""
+        return 0.0
+
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
-        return _word_parameters(self, features, embedding)
+        return _word_parameters(self, features, embedding, self.initial_bias())
 
     def log_probs(self, hidden, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
-        scores = jnp.asarray(hidden, jnp.float32) @ params["weights"].T + params["biases"]
-        return jax.nn.log_softmax(scores, axis=-1)
+        return jax.nn.log_softmax(self.scores(hidden, params), axis=-1)
+
+    def scores(self, hidden, params):
+        """[N, V] float32 h·w + b."""
+        return jnp.asarray(hidden, jnp.float32) @ params["weights"].T + params["biases"]
 
 
 class FullSoftmax(_WordScores):
@@ -128,14 +138,24 @@ class SampledSoftmax(_SamplingHead):
 
 
 class NCE(_SamplingHead):
-    """Noise-contrastive estimation (`nce_loss`); log Z fixed, or a learned scalar parameter."""
+    """Noise-contrastive estimation (`nce_loss`); log Z fixed, or a learned scalar parameter.
+
+    NCE fits exp(s − log Z) as the normalized probability itself, so `log_probs` is the softmax
+    of the scores. The biases start at log Z − log V, where that model is already normalized
+    (uniform): from zero biases it would start with total mass V, and the K noise terms would
+    spend the first epoch pushing every score down through clipped gradients (Zoph et al. 2016
+    found this initialization essential; measured here: word-level Shakespeare, V = 31k).
+    """
 
     log_normalizer: float = 0.0
     learn_normalizer: bool = False
 
+    def initial_bias(self) -> float:
+        return self.log_normalizer - math.log(self.vocab_size)
+
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
-        params = _word_parameters(self, features, embedding)
+        params = _word_parameters(self, features, embedding, self.initial_bias())
         if self.learn_normalizer:
             init = nn.initializers.constant(self.log_normalizer)
             params["log_normalizer"] = self.param("log_normalizer", init, (), jnp.float32)
@@ -154,9 +174,23 @@ class NCE(_SamplingHead):
 
 
 class NegativeSampling(_SamplingHead):
-    """word2vec's negative sampling (`negative_sampling_loss`), negatives drawn with replacement."""
+    """word2vec's negative sampling (`negative_sampling_loss`), negatives drawn with replacement.
+
+    Its optimum is s(w, h) = log p(w | h) − log(K q(w)) (a shifted PMI, not a log-probability),
+    so the normalized distribution the head fits is p(w | h) ∝ q(w) · exp(s(w, h)): `log_probs`
+    adds the proposal's log q before normalizing (a softmax of s alone would give p / q,
+    renormalized, which favours rare words without bound). The biases start at −log K, that
+    optimum when the model equals the proposal.
+    """
 
     unique: bool = False
+
+    def initial_bias(self) -> float:
+        return -math.log(self.num_samples)
+
+    def scores(self, hidden, params):
+        """[N, V] float32 h·w + b + log q: the log of the unnormalized distribution the head fits."""
+        return super().scores(hidden, params) + self.sampler.log_probs
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)

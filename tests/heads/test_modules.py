@@ -17,6 +17,7 @@ COUNTS = np.concatenate([[0, 0, 30, 0], np.arange(VOCAB - 4, 0, -1) * 3])
 KINDS = ["full", "sampled", "nce", "negative", "class", "tree", "adaptive"]
 # One tail cluster keeps compilation short; tests/heads/test_adaptive.py covers several.
 BASE = HeadConfig(num_samples=6, cutoffs=(10,), div_value=2.0, num_classes=5)
+BASE_NEGATIVE = dataclasses.replace(BASE, kind="negative")
 
 
 def inputs(seed=0):
@@ -71,8 +72,28 @@ def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(
     assert (VOCAB, FEATURES) not in shapes and (BASE.cutoffs[0], FEATURES) not in shapes
     if kind in ("full", "sampled", "nce", "negative"):
         hidden = inputs()[0]
-        expected = jax.nn.log_softmax(hidden @ embedding.T + variables["params"]["biases"])
-        np.testing.assert_allclose(log_probs, expected, rtol=1e-5, atol=1e-6)
+        scores = hidden @ embedding.T + variables["params"]["biases"]
+        if kind == "negative":  # the distribution negative sampling fits: q · exp(s)
+            scores = scores + build_head(BASE_NEGATIVE, VOCAB, COUNTS).sampler.log_probs
+        np.testing.assert_allclose(log_probs, jax.nn.log_softmax(scores), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("log_normalizer", [0.0, 2.5])
+def test_nce_head_starts_as_a_normalized_model(log_normalizer):
+    cfg = dataclasses.replace(BASE, kind="nce", log_normalizer=log_normalizer)
+    biases = init_and_apply(cfg)[1]["params"]["biases"]
+    # exp(b − log Z) is the model's probability of a word for a zero hidden state: it sums to 1.
+    np.testing.assert_allclose(jax.nn.logsumexp(biases - log_normalizer), 0.0, atol=1e-5)
+
+
+def test_negative_sampling_log_probs_recover_p_at_the_objectives_optimum():
+    head = build_head(BASE_NEGATIVE, VOCAB, COUNTS)
+    p = jax.nn.softmax(jax.random.normal(jax.random.key(3), (VOCAB,)))
+    log_q = head.sampler.log_probs
+    # NEG's optimum: s = log p − log(K q) (Mikolov et al. 2013; Levy & Goldberg 2014).
+    params = {"weights": jnp.zeros((VOCAB, FEATURES)), "biases": jnp.log(p) - jnp.log(BASE.num_samples) - log_q}
+    log_probs = head.apply({"params": params}, jnp.ones((2, FEATURES)), method="log_probs")
+    np.testing.assert_allclose(log_probs, jnp.broadcast_to(jnp.log(p), (2, VOCAB)), rtol=1e-4, atol=1e-5)
 
 
 def test_tied_head_without_embedding_raises_at_init():
