@@ -3,8 +3,10 @@
 Each scores the true class and K sampled classes only, gathering K + 1 rows of the
 [V, D] output table instead of multiplying by all V. Samples come from
 `seqjax.heads.samplers` (or anywhere), shared by the batch ([K]) or drawn per row ([N, K];
-this gathers [N, K, D] and suits small K). The exact evaluation of these models is the full
-softmax over the same scores (`full_softmax_loss`, or log_softmax of `hidden @ weights.T + biases`).
+this gathers [N, K, D] and suits small K). The exact evaluation of the sampled-softmax and NCE
+models is the full softmax over the same scores (`full_softmax_loss`, or log_softmax of
+`hidden @ weights.T + biases`); negative sampling's scores are a shifted PMI, log p − log(K q),
+so its model is log_softmax(scores + log q) (`seqjax.heads.NegativeSampling.log_probs`).
 """
 
 from __future__ import annotations
