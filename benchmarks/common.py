@@ -96,6 +96,31 @@ def interleaved(candidates: dict[str, Callable[[], None]], repeats: int) -> dict
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def add_timing_arguments(parser, default_steps: int) -> None:
+    """--quick, --repeats and --steps, as every train-step benchmark takes them."""
+    parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; 2 with --quick)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help=f"train steps per timed call (default {default_steps}; 1 with --quick)")
+
+
+def timing(args, default_steps: int) -> tuple[int, int]:
+    """(repeats, steps) from `add_timing_arguments`' flags, checked on the host."""
+    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
+    steps = args.steps if args.steps is not None else (1 if args.quick else default_steps)
+    if repeats < 1 or steps < 1:
+        raise ValueError(f"--repeats and --steps must be >= 1, got {repeats}, {steps}")
+    return repeats, steps
+
+
+def parse_names(text: str, known, flag: str) -> list[str]:
+    """The comma-separated names of `text`, each one of `known`; a clear error otherwise."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in known for n in names):
+        raise ValueError(f"{flag} must be a comma list of {', '.join(known)}, got {text!r}")
+    return names
+
+
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -23,7 +23,16 @@ from collections.abc import Callable
 import jax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, step_runner, write_result  # noqa: E402
+from common import (  # noqa: E402
+    add_timing_arguments,
+    interleaved,
+    machine,
+    markdown_table,
+    parse_names,
+    step_runner,
+    timing,
+    write_result,
+)
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config  # noqa: E402
@@ -141,26 +150,13 @@ def bench_setup(setup: str, objectives: list[str], *, quick: bool, repeats: int,
     return rows
 
 
-def parse_names(text: str, known, flag: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in known]
-    if not names or unknown:
-        raise ValueError(f"{flag} must be a comma list of {', '.join(known)}, got {text!r}")
-    return names
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; 2 with --quick)")
-    p.add_argument("--steps", type=int, default=None, help="train steps per timed call (default 3; 1 with --quick)")
+    add_timing_arguments(p, default_steps=3)
     p.add_argument("--setups", default=",".join(SETUPS))
     p.add_argument("--objectives", default=",".join(OBJECTIVES))
     args = p.parse_args(argv)
-    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
-    steps = args.steps if args.steps is not None else (1 if args.quick else 3)
-    if repeats < 1 or steps < 1:
-        raise ValueError(f"--repeats and --steps must be >= 1, got {repeats}, {steps}")
+    repeats, steps = timing(args, default_steps=3)
     setups = parse_names(args.setups, SETUPS, "--setups")
     objectives = parse_names(args.objectives, OBJECTIVES, "--objectives")
     if BASELINE not in objectives:

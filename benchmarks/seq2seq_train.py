@@ -28,7 +28,18 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, matmul_peak, step_runner, torch_or_none, write_result  # noqa: E402
+from common import (  # noqa: E402
+    add_timing_arguments,
+    interleaved,
+    machine,
+    markdown_table,
+    matmul_peak,
+    parse_names,
+    step_runner,
+    timing,
+    torch_or_none,
+    write_result,
+)
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -282,18 +293,11 @@ def result_row(name: str, setup: Setup, seconds: dict[str, float], counts: dict[
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; 2 with --quick)")
-    p.add_argument("--steps", type=int, default=None, help="train steps per timed call (default 5; 1 with --quick)")
+    add_timing_arguments(p, default_steps=5)
     p.add_argument("--models", default=",".join(SETUPS))
     args = p.parse_args(argv)
-    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
-    steps = args.steps if args.steps is not None else (1 if args.quick else 5)
-    if repeats < 1 or steps < 1:
-        raise ValueError(f"--repeats and --steps must be >= 1, got {repeats}, {steps}")
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
-    if not names or any(n not in SETUPS for n in names):
-        raise ValueError(f"--models must be a comma list of {', '.join(SETUPS)}, got {args.models!r}")
+    repeats, steps = timing(args, default_steps=5)
+    names = parse_names(args.models, SETUPS, "--models")
     setups = QUICK_SETUPS if args.quick else SETUPS
     print("machine:", machine())
     peak = matmul_peak()
