@@ -13,7 +13,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seqjax.config import ModelConfig
+from seqjax.config import HeadConfig, ModelConfig, OptimConfig
+from seqjax.heads import build_head
+from seqjax.models import build_model
+from seqjax.objectives import teacher_forcing
+from seqjax.training.mesh import make_mesh
+from seqjax.training.optim import learning_rate_schedule, make_optimizer
+from seqjax.training.state import init_state
+from seqjax.training.steps import make_train_step
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -70,6 +77,29 @@ def step_runner(step, state, batch) -> Callable[[int], None]:
         jax.block_until_ready(metrics["loss"])
 
     return run
+
+
+def random_lm_batch(rows: int, time_steps: int, vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """inputs, targets [rows, time_steps] int32 (one random stream shifted by one, ids past the
+    specials) and an all-ones float32 mask."""
+    tokens = np.random.default_rng(seed).integers(4, vocab, (rows, time_steps + 1), dtype=np.int32)
+    return {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": np.ones((rows, time_steps), np.float32)}
+
+
+def lm_train_step(shapes: LMShapes, dtype=jnp.float32) -> tuple[Callable[[int], None], int]:
+    """(`step_runner` of the library's LM train step, parameter count) on one device and one
+    fixed random batch: teacher forcing, full softmax, AdamW at a constant rate, matmuls in `dtype`."""
+    model = build_model(shapes.model, shapes.vocab, dtype=dtype)
+    head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
+    optim_cfg = OptimConfig(warmup_steps=0, schedule="constant")
+    optimizer = make_optimizer(optim_cfg, 1000)
+    mesh = make_mesh("data:1", jax.devices()[:1])
+    batch = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
+    state = init_state(model, head, optimizer, 0, batch, mesh)
+    step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
+                           state)
+    count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
+    return step_runner(step, state, jax.device_put(batch)), count
 
 
 def matmul_peak(n: int = 2048, repeats: int = 7, dtype=jnp.float32) -> float:

@@ -13,20 +13,20 @@ import argparse
 import os
 import sys
 
-import jax
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, matmul_peak, step_runner, torch_or_none, write_result  # noqa: E402
+from common import (  # noqa: E402
+    LMShapes,
+    interleaved,
+    lm_train_step,
+    machine,
+    markdown_table,
+    matmul_peak,
+    torch_or_none,
+    write_result,
+)
 
-from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
-from seqjax.heads import build_head  # noqa: E402
-from seqjax.models import build_model  # noqa: E402
-from seqjax.objectives import teacher_forcing  # noqa: E402
-from seqjax.training.mesh import make_mesh  # noqa: E402
-from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
-from seqjax.training.state import init_state  # noqa: E402
-from seqjax.training.steps import make_train_step  # noqa: E402
+from seqjax.config import ModelConfig  # noqa: E402
 
 V = 10_000
 SHAPES = {
@@ -48,23 +48,6 @@ def train_flops_per_token(name: str, d: int, layers: int, t: int, d_ff: int) -> 
     else:
         per_token = layers * (4 * d * d + 2 * d * d_ff + 2 * t * d) + d * V  # qkv+out, mlp, scores+values
     return 6.0 * per_token
-
-
-def seqjax_step(name: str, batch: int, time: int, cfg: ModelConfig):
-    model = build_model(cfg, V)
-    head = build_head(HeadConfig(kind="full"), V, np.ones(V, np.int64))
-    optim_cfg = OptimConfig(warmup_steps=0, schedule="constant")
-    optimizer = make_optimizer(optim_cfg, 1000)
-    mesh = make_mesh("data:1", jax.devices()[:1])
-    rng = np.random.default_rng(0)
-    data = {
-        "inputs": rng.integers(4, V, (batch, time)).astype(np.int32),
-        "targets": rng.integers(4, V, (batch, time)).astype(np.int32),
-        "mask": np.ones((batch, time), np.float32),
-    }
-    state = init_state(model, head, optimizer, 0, data, mesh)
-    step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh, state)
-    return step_runner(step, state, jax.device_put(data))
 
 
 def torch_step(name: str, batch: int, time: int, cfg: ModelConfig):
@@ -119,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.models.split(","):
         shape = SHAPES[name]
         b, t, cfg = shape["batch"], shape["time"], shape["cfg"]
-        candidates = {"seqjax": seqjax_step(name, b, t, cfg)}
+        candidates = {"seqjax": lm_train_step(LMShapes(b, t, V, cfg))[0]}
         if torch is not None:
             candidates["torch"] = torch_step(name, b, t, cfg)
         for run in candidates.values():

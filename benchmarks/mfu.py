@@ -23,28 +23,29 @@ import sys
 import time
 
 import jax
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import LMShapes, machine, markdown_table, matmul_peak, step_runner, write_result  # noqa: E402
+from common import (  # noqa: E402
+    LMShapes,
+    add_timing_arguments,
+    lm_train_step,
+    machine,
+    markdown_table,
+    matmul_peak,
+    timing,
+    write_result,
+)
 
-from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
-from seqjax.heads import build_head  # noqa: E402
-from seqjax.models import build_model  # noqa: E402
-from seqjax.objectives import teacher_forcing  # noqa: E402
-from seqjax.training.mesh import make_mesh  # noqa: E402
-from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
+from seqjax.config import ModelConfig  # noqa: E402
 from seqjax.training.setup import PRECISIONS  # noqa: E402
-from seqjax.training.state import init_state  # noqa: E402
-from seqjax.training.steps import make_train_step  # noqa: E402
 
 
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.
 FULL = LMShapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, heads=16, d_ff=4096,
-                                            dropout=0.0, max_len=1024))
+                                              dropout=0.0, max_len=1024))
 QUICK = LMShapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
-                                       dropout=0.0, max_len=32))
+                                         dropout=0.0, max_len=32))
 
 
 def train_flops_per_token(shapes: LMShapes) -> float:
@@ -58,24 +59,8 @@ def train_flops_per_token(shapes: LMShapes) -> float:
     return 6.0 * weights + 12.0 * m.layers * shapes.time * m.d_model
 
 
-def train_step(shapes: LMShapes, precision: str):
-    """(run n steps and block, parameter count) for the library's step on one fixed batch."""
-    model = build_model(shapes.model, shapes.vocab, dtype=PRECISIONS[precision])
-    head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
-    optim_cfg = OptimConfig(warmup_steps=0, schedule="constant")
-    optimizer = make_optimizer(optim_cfg, 1000)
-    mesh = make_mesh("data:1", jax.devices()[:1])
-    tokens = np.random.default_rng(0).integers(4, shapes.vocab, (shapes.batch, shapes.time + 1), dtype=np.int32)
-    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": np.ones((shapes.batch, shapes.time), np.float32)}
-    state = init_state(model, head, optimizer, 0, batch, mesh)
-    step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
-                           state)
-    count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
-    return step_runner(step, state, jax.device_put(batch)), count
-
-
 def measure(shapes: LMShapes, precision: str, repeats: int, steps: int) -> dict:
-    run, params = train_step(shapes, precision)
+    run, params = lm_train_step(shapes, PRECISIONS[precision])
     run(2)  # compile, warm up
     times = []
     for _ in range(repeats):
@@ -110,21 +95,18 @@ def report(shapes: LMShapes, precision: str, result: dict, measured_peak: float,
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
+    add_timing_arguments(parser, default_steps=5)
     parser.add_argument("--precision", default="bfloat16", choices=sorted(PRECISIONS))
     parser.add_argument("--peak-tflops", type=float, default=None, help="the chip's nominal dense peak, TFLOP/s")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.steps < 1:
-        raise ValueError(f"--repeats and --steps must be >= 1, got {args.repeats}, {args.steps}")
+    repeats, steps = timing(args, default_steps=5)
     if args.peak_tflops is not None and args.peak_tflops <= 0:
         raise ValueError(f"--peak-tflops must be > 0, got {args.peak_tflops}")
     shapes = QUICK if args.quick else FULL
     print("machine:", machine())
     peak_size = 512 if args.quick else 4096
     measured_peak = matmul_peak(peak_size, dtype=PRECISIONS[args.precision]) / 1000
-    result = measure(shapes, args.precision, args.repeats, args.steps)
+    result = measure(shapes, args.precision, repeats, steps)
     body = report(shapes, args.precision, result, measured_peak, args.peak_tflops, peak_size)
     print(body)
     name = "mfu_quick" if args.quick else "mfu"

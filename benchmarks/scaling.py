@@ -38,7 +38,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, LMShapes, interleaved, markdown_table, write_result  # noqa: E402
+from common import RESULTS, LMShapes, interleaved, markdown_table, random_lm_batch, write_result  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -76,14 +76,9 @@ LAYOUTS = (
 
 
 FULL = LMShapes(32, 128, 16_384, ModelConfig(kind="transformer", d_model=512, layers=4, heads=8, d_ff=2048,
-                                            dropout=0.0, max_len=128))
+                                              dropout=0.0, max_len=128))
 QUICK = LMShapes(16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
-                                          dropout=0.0, max_len=32))
-
-
-def random_batch(rows: int, time_steps: int, vocab: int, seed: int) -> dict[str, np.ndarray]:
-    tokens = np.random.default_rng(seed).integers(4, vocab, (rows, time_steps + 1), dtype=np.int32)
-    return {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": np.ones((rows, time_steps), np.float32)}
+                                            dropout=0.0, max_len=32))
 
 
 def prepare(layout: Layout, shapes: LMShapes, initial):
@@ -105,7 +100,7 @@ def prepare(layout: Layout, shapes: LMShapes, initial):
     else:
         step = make_train_step(*args, accum_steps=layout.accum_steps, strategy=layout.sharding)
     # The 4x batch repeats the base batch, so its gradient (a token-weighted mean) is the same.
-    base = random_batch(shapes.batch, shapes.time, shapes.vocab, 0)
+    base = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
     batch = {k: np.concatenate([v] * layout.accum_steps) for k, v in base.items()}
     batch = jax.device_put(batch, batch_sharding(mesh))
     abstract = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=v.sharding) for k, v in batch.items()}
@@ -119,7 +114,7 @@ def initial_state(shapes: LMShapes):
     model = build_model(shapes.model, shapes.vocab)
     head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
     optimizer = make_optimizer(OptimConfig(warmup_steps=0, schedule="constant"), 1000)
-    example = random_batch(shapes.batch, shapes.time, shapes.vocab, 0)
+    example = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
     return jax.device_get(init_state(model, head, optimizer, 0, example, make_mesh("data:1", jax.devices()[:1])))
 
 

@@ -17,7 +17,6 @@ COUNTS = np.concatenate([[0, 0, 30, 0], np.arange(VOCAB - 4, 0, -1) * 3])
 KINDS = ["full", "sampled", "nce", "negative", "class", "tree", "adaptive"]
 # One tail cluster keeps compilation short; tests/heads/test_adaptive.py covers several.
 BASE = HeadConfig(num_samples=6, cutoffs=(10,), div_value=2.0, num_classes=5)
-BASE_NEGATIVE = dataclasses.replace(BASE, kind="negative")
 
 
 def inputs(seed=0):
@@ -67,14 +66,14 @@ def test_chunked_full_softmax_head_equals_unchunked_head():
 @pytest.mark.parametrize("kind", ["full", "sampled", "nce", "negative", "class", "adaptive"])
 def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(kind):
     embedding = inputs()[4]
-    _, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), tied=True)
+    head, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), tied=True)
     shapes = [leaf.shape for leaf in jax.tree.leaves(variables)]
     assert (VOCAB, FEATURES) not in shapes and (BASE.cutoffs[0], FEATURES) not in shapes
     if kind in ("full", "sampled", "nce", "negative"):
         hidden = inputs()[0]
         scores = hidden @ embedding.T + variables["params"]["biases"]
         if kind == "negative":  # the distribution negative sampling fits: q · exp(s)
-            scores = scores + build_head(BASE_NEGATIVE, VOCAB, COUNTS).sampler.log_probs
+            scores = scores + head.sampler.log_probs
         np.testing.assert_allclose(log_probs, jax.nn.log_softmax(scores), rtol=1e-5, atol=1e-6)
 
 
@@ -87,7 +86,7 @@ def test_nce_head_starts_as_a_normalized_model(log_normalizer):
 
 
 def test_negative_sampling_log_probs_recover_p_at_the_objectives_optimum():
-    head = build_head(BASE_NEGATIVE, VOCAB, COUNTS)
+    head = build_head(dataclasses.replace(BASE, kind="negative"), VOCAB, COUNTS)
     p = jax.nn.softmax(jax.random.normal(jax.random.key(3), (VOCAB,)))
     log_q = head.sampler.log_probs
     # NEG's optimum: s = log p − log(K q) (Mikolov et al. 2013; Levy & Goldberg 2014).
