@@ -11,8 +11,6 @@ time per setting.
 import argparse
 import time
 
-import numpy as np
-
 from seqjax.cli import restored
 from seqjax.training.generation import DecodeOptions, translate
 

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
 
-from seqjax import config as config_lib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sweeps import finished_summary, format_cell, parse_seeds  # noqa: E402
+
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
 from seqjax.data.oracle import make_oracle, oracle_nll, oracle_sample
 
@@ -109,45 +111,9 @@ def run_config(base: Config, name: str, seed: int) -> Config:
     )
 
 
-def finished_summary(run_dir: str, cfg: Config) -> dict | None:
-    """The summary of a finished run of `cfg` in `run_dir`, or None if it has not finished.
-
-    Raises:
-      ValueError: `run_dir` holds a run of another config (resuming or reusing it would
-        mix two experiments).
-    """
-    config_path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(config_path):
-        return None
-    with open(config_path) as f:
-        saved = config_lib.from_dict(json.load(f))
-    if saved != cfg:
-        raise ValueError(f"{run_dir} holds a run of another config; choose another --workdir or remove it")
-    summary_path = os.path.join(run_dir, "summary.json")
-    if not os.path.isfile(summary_path):
-        return None
-    with open(summary_path) as f:
-        return json.load(f)
-
-
 def measures(summary: dict) -> dict[str, float]:
     """The table's values of one run, from its summary."""
     return {column: float(summary[section][key]) for column, (section, key) in MEASURES}
-
-
-def mean_and_half_range(values: list[float]) -> tuple[float, float]:
-    """(mean, (max − min) / 2); for two seeds the half range is their population std."""
-    if not values:
-        raise ValueError("need at least one value")
-    return float(np.mean(values)), (max(values) - min(values)) / 2
-
-
-def format_cell(values: list[float], percent: bool = False) -> str:
-    mean, spread = mean_and_half_range(values)
-    scale, unit, digits = (100.0, "%", 1) if percent else (1.0, "", 3)
-    if len(values) == 1:
-        return f"{mean * scale:.{digits}f}{unit}"
-    return f"{mean * scale:.{digits}f} ± {spread * scale:.{digits}f}{unit}"
 
 
 def describe(objective: ObjectiveConfig) -> str:
@@ -172,8 +138,8 @@ def results_table(results: dict[str, list[dict[str, float]]], settings: dict[str
     header = ["objective", "settings", "seeds", *(column for column, _ in MEASURES)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, runs in results.items():
-        cells = [format_cell([run[column] for run in runs], percent=column == "well-formed samples")
-                 for column, _ in MEASURES]
+        cells = [format_cell([run[column] for run in runs], digits=1, percent=True) if column == "well-formed samples"
+                 else format_cell([run[column] for run in runs]) for column, _ in MEASURES]
         lines.append("| " + " | ".join([name, settings[name], str(len(runs)), *cells]) + " |")
     return "\n".join(lines)
 
@@ -183,16 +149,6 @@ def oracle_entropy(num: int = 1000) -> float:
     score. Any seed would do (it estimates the oracle's entropy rate); 3 is no split's."""
     oracle = make_oracle()
     return float(np.mean(oracle_nll(oracle, oracle_sample(oracle, num, seed=3))))
-
-
-def parse_seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        seeds = []
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"--seeds must be distinct ints >= 0 separated by commas, got {text!r}")
-    return seeds
 
 
 def parse_objectives(text: str) -> list[str]:

@@ -6,7 +6,6 @@ turns ids back into text with the run's tokenizer. Models and heads meet the dec
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from functools import partial
 
 import flax.linen as nn

@@ -14,6 +14,7 @@ from seqjax.objectives import objective_options
 from seqjax.objectives.schedules import gold_probability
 
 sweep = load_script("experiments/oracle_objectives.py", "oracle_objectives_experiment")
+sweeps = load_script("experiments/sweeps.py", "experiment_sweeps")
 
 
 @pytest.mark.parametrize("steps", [6, 1200])
@@ -41,8 +42,8 @@ def test_inverse_sigmoid_k_solves_k_log_k_equals_the_midpoint():
 
 
 def test_mean_and_half_range_of_two_seeds():
-    assert sweep.mean_and_half_range([1.0, 3.0]) == (2.0, 1.0)
-    assert sweep.mean_and_half_range([4.0]) == (4.0, 0.0)
+    assert sweeps.mean_and_half_range([1.0, 3.0]) == (2.0, 1.0)
+    assert sweeps.mean_and_half_range([4.0]) == (4.0, 0.0)
 
 
 def test_table_shows_mean_plus_minus_half_range_per_objective():
