@@ -43,7 +43,16 @@ from common import (  # noqa: E402
 )
 
 from seqjax.config import HeadConfig  # noqa: E402
-from seqjax.heads import build_head, negative_sampling_loss, nce_loss, samplers, sampled_softmax_loss  # noqa: E402
+from seqjax.heads import (  # noqa: E402
+    build_head,
+    huffman_tree,
+    negative_sampling_loss,
+    nce_loss,
+    sampled_softmax_loss,
+    samplers,
+    tree_path_loss,
+    tree_paths,
+)
 from seqjax.heads.rows import compact  # noqa: E402
 
 CHUNK_SIZE = 4096
@@ -146,6 +155,30 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
         return value, grads, distinct
 
     return _compiled(jax.jit(step), weights, biases, hidden, jax.random.key(0))
+
+
+TREE_ROW_GRADIENTS = "tree, Huffman, row gradients"
+
+
+def tree_row_gradient_case(vocab_size: int, shapes: Shapes, counts, hidden, targets):
+    """The Huffman tree loss differentiated with respect to the [N, L, D] node rows gathered
+    along the targets' paths (`tree_paths`), instead of the dense [V − 1, D] node table; the
+    path node ids index the row gradient, repeats included."""
+    tree = huffman_tree(counts)
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab_size - 1,), jnp.float32)
+
+    def step(weights, biases, hidden, targets):
+        nodes, codes, mask = tree_paths(tree, targets)
+
+        def loss(hidden, path_weights, path_biases):
+            return tree_path_loss(hidden, path_weights, path_biases, codes, mask).mean()
+
+        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[nodes], biases[nodes])
+        return value, grads, nodes
+
+    return _compiled(jax.jit(step), weights, biases, hidden, targets)
 
 
 def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
@@ -251,6 +284,9 @@ def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=Non
         if shapes.samples < vocab_size:
             for name in ROW_GRADIENT_LOSSES:
                 builders[name] = functools.partial(row_gradient_case, name, vocab_size, shapes, counts, hidden, targets)
+        builders[TREE_ROW_GRADIENTS] = functools.partial(
+            tree_row_gradient_case, vocab_size, shapes, counts, hidden, targets
+        )
         builders.update(baseline_cases(vocab_size, shapes, hidden, targets))
         if torch is not None:
             builders.update(torch_cases(torch, vocab_size, hidden, targets, memory_limit))
@@ -333,7 +369,7 @@ def target_checks(results, peak: float, shapes: Shapes) -> list[str]:
     wanted_speedups = (
         ("sampled (log-uniform)", 100), ("NCE (log-uniform)", 100),
         ("sampled (log-uniform), row gradients", 100), ("NCE (log-uniform), row gradients", 100),
-        ("tree, Huffman", 200),
+        ("tree, Huffman", 200), (TREE_ROW_GRADIENTS, 200),
     )
     for name, wanted in wanted_speedups:
         if seconds(name):
@@ -348,7 +384,8 @@ def target_checks(results, peak: float, shapes: Shapes) -> list[str]:
     vocab_sizes = sorted(results)
     if len(vocab_sizes) > 1:
         low, high = vocab_sizes[0], vocab_sizes[-1]
-        for name in ("sampled (log-uniform)", "sampled (log-uniform), row gradients", "tree, Huffman"):
+        growing = ("sampled (log-uniform)", "sampled (log-uniform), row gradients", "tree, Huffman", TREE_ROW_GRADIENTS)
+        for name in growing:
             if results[low].get(name, (None,))[0] and results[high].get(name, (None,))[0]:
                 growth = results[high][name][0] / results[low][name][0]
                 lines.append(f"- {name} time V={low:,} -> V={high:,}: x{growth:.1f} (V grows x{high / low:.0f})")
@@ -410,7 +447,8 @@ def main(argv: list[str] | None = None) -> None:
         f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. N = {shapes.rows} rows, "
         f"D = {shapes.features}, K = {shapes.samples} samples, targets Zipfian; one jitted value_and_grad "
         f"with respect to the hidden states and every parameter (dense gradients; the \"row gradients\" rows "
-        f"differentiate the sampling losses with respect to the N + K table rows they read instead, "
+        f"differentiate the sampling losses with respect to the N + K table rows they read instead, and "
+        f"the Huffman tree loss with respect to the [N, L, D] node rows on the targets' paths, "
         f"`seqjax.heads.rows.compact`), median of {repeats} "
         f"calls timed round-robin. "
         f"Memory: XLA memory_analysis of the compiled step, temporaries + arguments + outputs, and the "

@@ -24,7 +24,15 @@ from seqjax.heads.modules import (
     masked_mean,
 )
 from seqjax.heads.sampled import negative_sampling_loss, nce_loss, sampled_softmax_loss
-from seqjax.heads.tree import Tree, balanced_tree, huffman_tree, tree_log_probs, tree_softmax_loss
+from seqjax.heads.tree import (
+    Tree,
+    balanced_tree,
+    huffman_tree,
+    tree_log_probs,
+    tree_path_loss,
+    tree_paths,
+    tree_softmax_loss,
+)
 
 __all__ = [
     "NCE",
@@ -52,5 +60,7 @@ __all__ = [
     "samplers",
     "tail_dimensions",
     "tree_log_probs",
+    "tree_path_loss",
+    "tree_paths",
     "tree_softmax_loss",
 ]

@@ -14,6 +14,10 @@ optimizer applies it with one scatter into the table:
     rows_grad, bias_grad = jax.grad(loss, argnums=(0, 1))(weights[distinct], biases[distinct])
     weights = weights.at[distinct].add(-learning_rate * rows_grad)   # in place when donated
 
+The tree softmax needs no renumbering: its loss is a sum over path steps, so
+`tree_path_loss` is differentiated with respect to the [N, L, D] node rows gathered along
+`tree_paths`, and the path node ids (repeats included) index that row gradient.
+
 Renumbering keeps equal ids equal, so accidental-hit removal and duplicate samples behave
 exactly as on the full table; the padding slots of `distinct` are read by no id and get a
 zero gradient.

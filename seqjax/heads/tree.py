@@ -105,15 +105,49 @@ def tree_softmax_loss(hidden, node_weights, node_biases, targets, tree: Tree):
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_hidden_and_targets(hidden, targets, tree.vocab_size)
+    nodes, codes, mask = tree_paths(tree, targets)
+    path_biases = None if node_biases is None else jnp.asarray(node_biases, jnp.float32)[nodes]
+    return tree_path_loss(hidden, jnp.asarray(node_weights, jnp.float32)[nodes], path_biases, codes, mask)
+
+
+def tree_paths(tree: Tree, targets) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The targets' root-to-leaf paths: node ids [N, L] int32 (0 on padding), codes [N, L] int8
+    (1 = right) and mask [N, L] bool.
+
+    With `tree_path_loss` this gives the tree loss a row gradient (`seqjax.heads.rows`):
+    differentiate with respect to the gathered node rows `node_weights[nodes]` instead of the
+    [V − 1, D] node table; `nodes` indexes that gradient.
+    """
+    checks.require_rank("targets", targets, 1)
+    checks.require_ids("targets", targets, tree.vocab_size)
     targets = jnp.asarray(targets)
-    nodes = jnp.asarray(tree.nodes)[targets]
-    signs = 2.0 * jnp.asarray(tree.codes)[targets].astype(jnp.float32) - 1.0
-    mask = jnp.asarray(tree.mask)[targets].astype(jnp.float32)
-    path_weights = jnp.asarray(node_weights, jnp.float32)[nodes]
-    scores = jnp.einsum("nd,nld->nl", jnp.asarray(hidden, jnp.float32), path_weights)
-    if node_biases is not None:
-        scores = scores + jnp.asarray(node_biases, jnp.float32)[nodes]
-    return -(mask * jax.nn.log_sigmoid(signs * scores)).sum(axis=1)
+    return jnp.asarray(tree.nodes)[targets], jnp.asarray(tree.codes)[targets], jnp.asarray(tree.mask)[targets]
+
+
+def tree_path_loss(hidden, path_weights, path_biases, codes, mask):
+    """Per-row −Σ_l log σ(±(h·u_l + b_l)) over the real steps of each row's path.
+
+    Args:
+      hidden: [N, D] float (computed in float32).
+      path_weights: [N, L, D] float node vectors along each path; path_biases: [N, L] or None.
+      codes, mask: [N, L] from `tree_paths`.
+
+    Returns:
+      [N] float32 losses.
+    """
+    checks.require_rank("hidden", hidden, 2)
+    checks.require_rank("path_weights", path_weights, 3)
+    n, length, features = np.shape(path_weights)
+    for name, value in (("codes", codes), ("mask", mask), ("path_biases", path_biases)):
+        if value is not None and np.shape(value) != (n, length):
+            raise ValueError(f"{name} must have shape {(n, length)} to match path_weights, got {np.shape(value)}")
+    if np.shape(hidden) != (n, features):
+        raise ValueError(f"hidden must have shape {(n, features)} to match path_weights, got {np.shape(hidden)}")
+    signs = 2.0 * jnp.asarray(codes).astype(jnp.float32) - 1.0
+    scores = jnp.einsum("nd,nld->nl", jnp.asarray(hidden, jnp.float32), jnp.asarray(path_weights, jnp.float32))
+    if path_biases is not None:
+        scores = scores + jnp.asarray(path_biases, jnp.float32)
+    return -(jnp.asarray(mask).astype(jnp.float32) * jax.nn.log_sigmoid(signs * scores)).sum(axis=1)
 
 
 def tree_log_probs(hidden, node_weights, node_biases, tree: Tree):

@@ -1,4 +1,5 @@
-"""Row-sparse gradients: `compact` renumbering, and losses on compacted rows equal the full table's."""
+"""Row-sparse gradients: `compact` renumbering, and losses on compacted rows (sampling losses) or
+gathered path rows (the tree) have the full table's gradient."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.heads import negative_sampling_loss, nce_loss, sampled_softmax_loss
+from seqjax.heads import (
+    balanced_tree,
+    huffman_tree,
+    negative_sampling_loss,
+    nce_loss,
+    sampled_softmax_loss,
+    tree_path_loss,
+    tree_paths,
+    tree_softmax_loss,
+)
 from seqjax.heads.rows import compact
 
 
@@ -34,6 +44,19 @@ def test_compact_keeps_the_shape_of_its_ids_under_jit():
 def test_compact_refuses_negative_or_no_ids(ids):
     with pytest.raises(ValueError, match="ids"):
         compact(ids)
+
+
+def assert_same_loss_and_table_gradient(dense, sparse, weights, biases, index):
+    """`sparse` on the rows weights[index], biases[index] has `dense`'s value on the whole table,
+    and its row gradient scattered back by `index` is `dense`'s table gradient."""
+    value, (weight_grad, bias_grad) = jax.value_and_grad(dense, argnums=(0, 1))(weights, biases)
+    row_value, (row_weight_grad, row_bias_grad) = jax.value_and_grad(sparse, argnums=(0, 1))(
+        weights[index], biases[index]
+    )
+    np.testing.assert_allclose(row_value, value, rtol=1e-6)
+    scattered = jnp.zeros_like(weights).at[index].add(row_weight_grad)
+    np.testing.assert_allclose(scattered, weight_grad, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(jnp.zeros_like(biases).at[index].add(row_bias_grad), bias_grad, rtol=1e-5, atol=1e-6)
 
 
 LOSSES = {
@@ -67,11 +90,35 @@ def test_row_gradients_equal_the_rows_of_the_dense_gradient(kind, per_row):
     def sparse(row_weights, row_biases):
         return loss(hidden, row_weights, row_biases, local_targets, local_samples, sample_log_q, target_log_q).sum()
 
-    value, (weight_grad, bias_grad) = jax.value_and_grad(dense, argnums=(0, 1))(weights, biases)
-    row_value, (row_weight_grad, row_bias_grad) = jax.value_and_grad(sparse, argnums=(0, 1))(
-        weights[distinct], biases[distinct]
-    )
-    np.testing.assert_allclose(row_value, value, rtol=1e-6)
-    scattered = jnp.zeros_like(weights).at[distinct].add(row_weight_grad)
-    np.testing.assert_allclose(scattered, weight_grad, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(jnp.zeros_like(biases).at[distinct].add(row_bias_grad), bias_grad, rtol=1e-5, atol=1e-6)
+    assert_same_loss_and_table_gradient(dense, sparse, weights, biases, distinct)
+
+
+@pytest.mark.parametrize("make_tree", ["balanced", "huffman"])
+def test_tree_loss_on_gathered_path_rows_has_the_dense_node_table_gradient(make_tree):
+    rng = np.random.default_rng(1)
+    rows, features, vocab = 7, 4, 23
+    tree = balanced_tree(vocab) if make_tree == "balanced" else huffman_tree(rng.integers(1, 100, vocab))
+    hidden = rng.normal(size=(rows, features)).astype(np.float32)
+    weights = rng.normal(size=(vocab - 1, features)).astype(np.float32)
+    biases = rng.normal(size=(vocab - 1,)).astype(np.float32)
+    targets = np.array([0, 22, 5, 5, 13, 1, 22], np.int32)  # repeated targets share whole paths
+
+    def dense(w, b):
+        return tree_softmax_loss(hidden, w, b, targets, tree).sum()
+
+    nodes, codes, mask = tree_paths(tree, targets)
+
+    def sparse(path_weights, path_biases):
+        return tree_path_loss(hidden, path_weights, path_biases, codes, mask).sum()
+
+    assert_same_loss_and_table_gradient(dense, sparse, weights, biases, nodes)
+
+
+def test_tree_path_loss_refuses_paths_that_do_not_match_the_hidden_rows():
+    tree = balanced_tree(8)
+    nodes, codes, mask = tree_paths(tree, np.array([1, 2, 3], np.int32))
+    path_weights = np.zeros((3, nodes.shape[1], 4), np.float32)
+    with pytest.raises(ValueError, match=r"hidden must have shape \(3, 4\)"):
+        tree_path_loss(np.zeros((2, 4), np.float32), path_weights, None, codes, mask)
+    with pytest.raises(ValueError, match="codes must have shape"):
+        tree_path_loss(np.zeros((3, 4), np.float32), path_weights, None, codes[:, :1], mask)

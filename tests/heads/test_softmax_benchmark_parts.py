@@ -1,0 +1,34 @@
+"""The softmax benchmark (benchmarks/softmax.py): its row-gradient Huffman case computes the
+tree loss and, scattered back, the dense node-table gradient it is compared against."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from project_scripts import load_script
+
+from seqjax.heads import huffman_tree, tree_softmax_loss
+
+bench = load_script("benchmarks/softmax.py", "softmax_benchmark")
+
+
+def test_tree_row_gradient_case_gives_the_huffman_loss_and_node_table_gradient():
+    vocab, shapes = 300, bench.Shapes(rows=32, features=8, samples=4)
+    counts, hidden, targets = bench.make_inputs(vocab, shapes)
+    run, total_bytes, _ = bench.tree_row_gradient_case(vocab, shapes, counts, hidden, targets)
+    value, (hidden_grad, row_grad, bias_grad), nodes = run()
+
+    weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab - 1, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab - 1,), jnp.float32)
+    tree = huffman_tree(counts)
+
+    def dense(hidden, weights, biases):
+        return tree_softmax_loss(hidden, weights, biases, targets, tree).mean()
+
+    expected, (expected_hidden, expected_weights, expected_biases) = jax.value_and_grad(dense, argnums=(0, 1, 2))(
+        hidden, weights, biases
+    )
+    assert total_bytes > 0
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+    np.testing.assert_allclose(hidden_grad, expected_hidden, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(jnp.zeros_like(weights).at[nodes].add(row_grad), expected_weights, atol=1e-7)
+    np.testing.assert_allclose(jnp.zeros_like(biases).at[nodes].add(bias_grad), expected_biases, atol=1e-7)
