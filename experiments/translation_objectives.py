@@ -35,7 +35,8 @@ OBJECTIVES = ("teacher_forcing", "scheduled_sampling", "random_replacement", "gr
               "self_critical", "mixer", "minimum_risk")
 BEAMS = (1, 2, 3)
 DEFAULT_STEPS = 100  # Transformer, one core: teacher forcing ~1.5 min a run, self-critical ~12 min (measured)
-MEASURES = (("BLEU", "bleu", 2), ("ROUGE-L", "rougeL", 3))  # (table, report key, digits)
+# (table, report key, digits, beam widths): perplexity does not depend on the decoding
+MEASURES = (("BLEU", "bleu", 2, BEAMS), ("ROUGE-L", "rougeL", 3, BEAMS), ("perplexity", "perplexity", 1, (1,)))
 
 
 def objective_config(name: str, steps: int) -> ObjectiveConfig:
@@ -97,7 +98,7 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
         with open(os.path.join(checkpoint, "config.json")) as f:
             base = config_lib.from_dict(json.load(f))
         rows = results.setdefault(model, {})
-        rows["checkpoint (no fine-tuning)"] = [decoded(checkpoint, BEAMS)]
+        rows["checkpoint (no fine-tuning)"] = [with_perplexity(decoded(checkpoint, BEAMS), checkpoint)]
         for seed in seeds:
             for name in names:
                 cfg = run_config(base, checkpoint, name, seed, steps)
@@ -110,28 +111,34 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
                     with open(os.path.join(run_dir, "train_seconds.json"), "w") as f:
                         json.dump({"seconds": seconds}, f)
                     print(f"== {model} {name} seed {seed}: {seconds:.0f} s", flush=True)
-                report = decoded(run_dir, BEAMS)
-                for beam in report.values():
-                    beam["perplexity"] = summary["test"]["perplexity"]
-                rows.setdefault(name, []).append(report)
+                rows.setdefault(name, []).append(with_perplexity(decoded(run_dir, BEAMS), run_dir))
     return results
 
 
-def results_table(results: dict, measure: str, key: str, digits: int) -> str:
+def with_perplexity(report: dict[str, dict], run_dir: str) -> dict[str, dict]:
+    """`report` with the run's test perplexity (from its summary.json) beside each beam's scores."""
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        perplexity = json.load(f)["test"]["perplexity"]
+    return {beam: {**scores, "perplexity": perplexity} for beam, scores in report.items()}
+
+
+def results_table(results: dict, measure: str, key: str, digits: int, beams: tuple[int, ...] = BEAMS) -> str:
     """Markdown: one row per objective, one column per model × beam width."""
     models = list(results)
-    header = ["objective", *(f"{m} beam {b}" for m in models for b in BEAMS), "seeds"]
-    lines = [f"Test {measure}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    first = next(iter(results[models[0]].values()))[0]
-    lines.append("| copy the source | " + " | ".join(
-        f"{first['1']['copy_' + key]:.{digits}f}" for _ in models for _ in BEAMS) + " | - |")
+    columns = [f"{m} beam {b}" if len(beams) > 1 else m for m in models for b in beams]
+    lines = [f"Test {measure}", "", "| " + " | ".join(["objective", *columns, "seeds"]) + " |",
+             "|" + "---|" * (len(columns) + 2)]
+    first = next(iter(results[models[0]].values()))[0]["1"]
+    if "copy_" + key in first:
+        copy = f"{first['copy_' + key]:.{digits}f}"
+        lines.append("| copy the source | " + " | ".join([copy] * len(columns)) + " | - |")
     names = list(dict.fromkeys(name for m in models for name in results[m]))
     for name in names:
         cells, seeds = [], set()
         for m in models:
             runs = results[m].get(name, [])
             seeds.add(len(runs))
-            cells += [format_cell([run[str(b)][key] for run in runs], digits) if runs else "-" for b in BEAMS]
+            cells += [format_cell([run[str(b)][key] for run in runs], digits) if runs else "-" for b in beams]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {'/'.join(map(str, sorted(seeds)))} |")
     return "\n".join(lines)
 

@@ -66,6 +66,17 @@ def test_table_has_copy_baseline_and_mean_plus_minus_half_range_per_model_and_be
                         "6.00 | 7.00 | 8.00 | 1/2 |")
 
 
+def test_perplexity_table_has_one_column_per_model_and_no_copy_row():
+    def with_perplexity(perplexity):
+        return {beam: {**scores, "perplexity": perplexity} for beam, scores in report(5.0, 0.1).items()}
+
+    results = {"transformer": {"mixer": [with_perplexity(60.0), with_perplexity(64.0)]},
+               "attention": {"mixer": [with_perplexity(200.0), with_perplexity(210.0)]}}
+    lines = sweep.results_table(results, "perplexity", "perplexity", 1, beams=(1,)).splitlines()
+    assert lines[2:] == ["| objective | transformer | attention | seeds |", "|---|---|---|---|",
+                         "| mixer | 62.0 ± 2.0 | 205.0 ± 5.0 | 2 |"]
+
+
 def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monkeypatch):
     import seqjax.training.loop
 
@@ -78,6 +89,7 @@ def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monk
     base = Config()
     (checkpoint / "config.json").write_text(json.dumps(config_lib.to_dict(base)))
     (checkpoint / "decoding.json").write_text(json.dumps(report(5.0, 0.1)))
+    (checkpoint / "summary.json").write_text(json.dumps({"test": {"perplexity": 40.0}}))
     monkeypatch.setitem(sweep.CHECKPOINTS, "transformer", str(checkpoint))
     run_dir = tmp_path / "sweep" / "transformer-gradient_penalty-seed3"
     run_dir.mkdir(parents=True)
@@ -88,5 +100,6 @@ def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monk
     results = sweep.sweep(["transformer"], ["gradient_penalty"], [3], 10, str(tmp_path / "sweep"))
     rows = results["transformer"]
     assert rows["checkpoint (no fine-tuning)"][0]["1"]["bleu"] == 6.0
+    assert rows["checkpoint (no fine-tuning)"][0]["2"]["perplexity"] == 40.0
     assert rows["gradient_penalty"][0]["3"] == {"bleu": 10.0, "rougeL": 0.2, "copy_bleu": 18.5,
                                                  "copy_rougeL": 0.184, "perplexity": 50.0}
