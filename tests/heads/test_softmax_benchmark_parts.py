@@ -1,5 +1,5 @@
-"""The softmax benchmark (benchmarks/softmax.py): its row-gradient Huffman case computes the
-tree loss and, scattered back, the dense node-table gradient it is compared against."""
+"""The softmax benchmark's cases (benchmarks/softmax_cases.py): the row-gradient Huffman case
+computes the tree loss and, scattered back, the dense node-table gradient it is compared against."""
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +8,7 @@ from project_scripts import load_script
 
 from seqjax.heads import huffman_tree, tree_softmax_loss
 
-bench = load_script("benchmarks/softmax.py", "softmax_benchmark")
+bench = load_script("benchmarks/softmax_cases.py", "softmax_benchmark_cases")
 
 
 def test_tree_row_gradient_case_gives_the_huffman_loss_and_node_table_gradient():

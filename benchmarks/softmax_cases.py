@@ -1,0 +1,231 @@
+"""The cases the softmax benchmark (softmax.py) times: every seqjax head, the row-gradient
+sampling and tree losses, JAX baselines and torch, each built as a compiled blocking call
+with the memory XLA reports for it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seqjax.config import HeadConfig
+from seqjax.heads import (
+    build_head,
+    huffman_tree,
+    negative_sampling_loss,
+    nce_loss,
+    sampled_softmax_loss,
+    samplers,
+    tree_path_loss,
+    tree_paths,
+)
+from seqjax.heads.rows import compact
+
+CHUNK_SIZE = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    rows: int  # N
+    features: int  # D
+    samples: int  # K
+
+
+def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
+    """The heads benchmarked at one V; adaptive cutoffs at 2% and 20% of V (2k/20k at 100k)."""
+    sampling = dict(num_samples=shapes.samples)
+    return {
+        "full": HeadConfig(kind="full"),
+        "full, chunked": HeadConfig(kind="full", chunk_size=min(CHUNK_SIZE, vocab_size)),
+        "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", **sampling),
+        "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", **sampling),
+        "negative (unigram^0.75)": HeadConfig(kind="negative", proposal="unigram", power=0.75, **sampling),
+        "class (sqrt V classes)": HeadConfig(kind="class"),
+        "tree, balanced": HeadConfig(kind="tree", tree="balanced"),
+        "tree, Huffman": HeadConfig(kind="tree", tree="huffman"),
+        "adaptive (div 4)": HeadConfig(
+            kind="adaptive", cutoffs=adaptive_cutoffs(vocab_size), div_value=4.0
+        ),
+    }
+
+
+def adaptive_cutoffs(vocab_size: int) -> tuple[int, ...]:
+    return (round(0.02 * vocab_size), round(0.2 * vocab_size))
+
+
+def zipf_counts(vocab_size: int) -> np.ndarray:
+    """Frequency-sorted unigram counts ∝ 1 / rank, the shape of natural-language vocabularies."""
+    return np.maximum(1, np.round(1e9 / np.arange(1, vocab_size + 1))).astype(np.int64)
+
+
+def make_inputs(vocab_size: int, shapes: Shapes, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    counts = zipf_counts(vocab_size)
+    targets = rng.choice(vocab_size, size=shapes.rows, p=counts / counts.sum()).astype(np.int32)
+    hidden = rng.normal(size=(shapes.rows, shapes.features)).astype(np.float32)
+    return counts, jnp.asarray(hidden), jnp.asarray(targets)
+
+
+def jax_case(cfg: HeadConfig, vocab_size: int, counts, hidden, targets):
+    """A compiled value_and_grad of the head's loss, its arguments, and its memory in bytes."""
+    head = build_head(cfg, vocab_size, counts)
+    key = jax.random.key(0)
+    shapes = jax.eval_shape(
+        lambda k: head.init({"params": k}, hidden, targets, k, None, None, method="loss"), key
+    )["params"]
+    leaves, treedef = jax.tree.flatten(shapes)
+    keys = jax.random.split(jax.random.key(1), len(leaves))
+    params = jax.tree.unflatten(
+        treedef,
+        [0.05 * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)],
+    )
+
+    def loss(params, hidden, key):
+        return head.apply({"params": params}, hidden, targets, key, None, None, method="loss")[0]
+
+    return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), params, hidden, key)
+
+
+ROW_GRADIENT_LOSSES = {
+    "sampled (log-uniform), row gradients": ("log_uniform", True, "sampled"),
+    "NCE (log-uniform), row gradients": ("log_uniform", True, "nce"),
+    "negative (unigram^0.75), row gradients": ("unigram", False, "negative"),
+}
+
+
+def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets):
+    """A sampling loss differentiated with respect to the rows it reads (`seqjax.heads.rows`):
+    draw K samples, compact targets + samples to their distinct ids, gather those rows, and
+    return the loss with the gradients of the hidden states and of the [N + K, D] rows — what
+    TensorFlow's IndexedSlices gradient holds — instead of a dense [V, D] table gradient."""
+    proposal, unique, kind = ROW_GRADIENT_LOSSES[name]
+    sampler = samplers.log_uniform(vocab_size) if proposal == "log_uniform" else samplers.unigram(counts, 0.75)
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab_size,), jnp.float32)
+    rows = shapes.rows
+
+    def step(weights, biases, hidden, key):
+        drawn = sampler.sample(key, shapes.samples, unique=unique)
+        target_log_q = sampler.log_expected_count(targets, shapes.samples, unique=unique)
+        distinct, local = compact(jnp.concatenate([targets, drawn.ids]))
+
+        def loss(hidden, row_weights, row_biases):
+            args = (hidden, row_weights, row_biases, local[:rows], local[rows:])
+            if kind == "negative":
+                return negative_sampling_loss(*args).mean()
+            loss_fn = sampled_softmax_loss if kind == "sampled" else nce_loss
+            return loss_fn(*args, drawn.log_expected_counts, target_log_q).mean()
+
+        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[distinct], biases[distinct])
+        return value, grads, distinct
+
+    return compiled(jax.jit(step), weights, biases, hidden, jax.random.key(0))
+
+
+TREE_ROW_GRADIENTS = "tree, Huffman, row gradients"
+
+
+def tree_row_gradient_case(vocab_size: int, shapes: Shapes, counts, hidden, targets):
+    """The Huffman tree loss differentiated with respect to the [N, L, D] node rows gathered
+    along the targets' paths (`tree_paths`), instead of the dense [V − 1, D] node table; the
+    path node ids index the row gradient, repeats included."""
+    tree = huffman_tree(counts)
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab_size - 1,), jnp.float32)
+
+    def step(weights, biases, hidden, targets):
+        nodes, codes, mask = tree_paths(tree, targets)
+
+        def loss(hidden, path_weights, path_biases):
+            return tree_path_loss(hidden, path_weights, path_biases, codes, mask).mean()
+
+        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[nodes], biases[nodes])
+        return value, grads, nodes
+
+    return compiled(jax.jit(step), weights, biases, hidden, targets)
+
+
+def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
+    """JAX references beside the heads, as {name: builder}: optax's plain cross-entropy on
+    materialized logits, and the floor every table gradient pays: one dense [V, D] gradient
+    built from K + N rows."""
+    import optax
+
+    def optax_case():
+        rng = np.random.default_rng(2)
+        weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
+        biases = jnp.zeros((vocab_size,), jnp.float32)
+
+        def loss(weights, biases, hidden):
+            logits = hidden @ weights.T + biases
+            return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+
+        return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))), weights, biases, hidden)
+
+    def floor_case():
+        ids = jnp.asarray(np.random.default_rng(3).integers(0, vocab_size, shapes.samples + shapes.rows), jnp.int32)
+        rows = jnp.ones((ids.shape[0], shapes.features), jnp.float32)
+        table = jax.ShapeDtypeStruct((vocab_size, shapes.features), jnp.float32)
+        return compiled(jax.jit(lambda ids, rows: jnp.zeros(table.shape, table.dtype).at[ids].add(rows)), ids, rows)
+
+    return {"optax cross-entropy": optax_case, "dense [V, D] gradient floor": floor_case}
+
+
+def compiled(jitted, *args):
+    """(blocking call, temporaries + arguments + outputs bytes, temporaries bytes)."""
+    executable = jitted.lower(*args).compile()
+    memory = executable.memory_analysis()
+    total = memory.temp_size_in_bytes + memory.argument_size_in_bytes + memory.output_size_in_bytes
+    return (lambda: jax.block_until_ready(executable(*args))), total, memory.temp_size_in_bytes
+
+
+def torch_cases(torch, vocab_size: int, hidden, targets, memory_limit: float):
+    """`F.cross_entropy` of h W^T + b and `AdaptiveLogSoftmaxWithLoss`, forward + backward, as
+    {name: builder}; a builder returns (None, estimated bytes, None) when the estimate of its
+    float32 tensors (parameters, gradients, logits and their gradients) exceeds the limit."""
+    nn = torch.nn
+    rows, features = hidden.shape
+    cutoffs = adaptive_cutoffs(vocab_size)
+    bounds = (0,) + cutoffs + (vocab_size,)
+    per_cluster = np.bincount(np.searchsorted(np.array(cutoffs), np.asarray(targets), side="right"))
+    tail_logits = sum(int(n) * (bounds[i + 1] - bounds[i]) for i, n in enumerate(per_cluster) if i > 0)
+    estimates = {
+        "full": 4 * (3 * rows * vocab_size + 3 * vocab_size * features),
+        "adaptive": 4 * (3 * vocab_size * features + 3 * rows * (cutoffs[0] + len(cutoffs)) + 3 * tail_logits),
+    }
+
+    def inputs():
+        h = torch.tensor(np.asarray(hidden), requires_grad=True)
+        return h, torch.tensor(np.asarray(targets), dtype=torch.long)
+
+    def full_case():
+        if estimates["full"] > memory_limit:
+            return None, estimates["full"], None
+        h, t = inputs()
+        weights = (0.05 * torch.randn(vocab_size, features)).requires_grad_()
+        biases = torch.zeros(vocab_size, requires_grad=True)
+
+        def step():
+            h.grad = weights.grad = biases.grad = None
+            nn.functional.cross_entropy(h @ weights.T + biases, t).backward()
+
+        return step, None, None
+
+    def adaptive_case():
+        if estimates["adaptive"] > memory_limit:
+            return None, estimates["adaptive"], None
+        h, t = inputs()
+        adaptive = nn.AdaptiveLogSoftmaxWithLoss(features, vocab_size, list(cutoffs), div_value=4.0)
+
+        def step():
+            h.grad = None
+            adaptive.zero_grad(set_to_none=True)
+            adaptive(h, t).loss.backward()
+
+        return step, None, None
+
+    return {"torch F.cross_entropy": full_case, "torch AdaptiveLogSoftmaxWithLoss": adaptive_case}
