@@ -34,7 +34,7 @@ CHECKPOINTS = {"transformer": os.path.join("runs", "gettext_transformer"),
 OBJECTIVES = ("teacher_forcing", "scheduled_sampling", "random_replacement", "gradient_penalty",
               "self_critical", "mixer", "minimum_risk")
 BEAMS = (1, 2, 3)
-DEFAULT_STEPS = 100  # Transformer, one core: teacher forcing ~1.5 min a run, self-critical ~12 min (measured)
+DEFAULT_STEPS = 100  # Transformer, one core: teacher forcing 2.1-2.6 min a run, self-critical 10-11 min (measured)
 # (table, report key, digits, beam widths): perplexity does not depend on the decoding
 MEASURES = (("BLEU", "bleu", 2, BEAMS), ("ROUGE-L", "rougeL", 3, BEAMS), ("perplexity", "perplexity", 1, (1,)))
 
