@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import finished_summary, format_cell, parse_seeds  # noqa: E402
+from sweeps import finished_summary, format_cell, parse_seeds, publish_table  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
 from seqjax.data.oracle import make_oracle, oracle_nll, oracle_sample
@@ -202,10 +202,7 @@ def main(argv: list[str] | None = None) -> None:
             f"model would score the oracle's NLL of its own samples, {entropy:.3f}, and a test NLL of about "
             f"{entropy * (SENTENCE - 1) / SENTENCE:.3f} (the EOS after 20 tokens is certain).")
     text = f"{table}\n\n{note}\n"
-    print("\n" + text)
-    os.makedirs(args.workdir, exist_ok=True)
-    with open(os.path.join(args.workdir, "table.md"), "w") as f:
-        f.write(text)
+    publish_table(text, args.workdir)
 
 
 if __name__ == "__main__":

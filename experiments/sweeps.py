@@ -56,3 +56,11 @@ def format_cell(values: list[float], digits: int = 3, percent: bool = False) -> 
     if len(values) == 1:
         return f"{mean * scale:.{digits}f}{unit}"
     return f"{mean * scale:.{digits}f} ± {spread * scale:.{digits}f}{unit}"
+
+
+def publish_table(text: str, workdir: str) -> None:
+    """Prints the sweep's markdown tables and writes them to WORKDIR/table.md."""
+    print("\n" + text)
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "table.md"), "w") as f:
+        f.write(text)

@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import finished_summary, format_cell, parse_seeds  # noqa: E402
+from sweeps import finished_summary, format_cell, parse_seeds, publish_table  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
@@ -161,10 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--steps must be >= 4, got {args.steps}")
     results = sweep(models, names, parse_seeds(args.seeds), args.steps, args.workdir)
     text = "\n\n".join(results_table(results, *measure) for measure in MEASURES) + "\n"
-    print("\n" + text)
-    os.makedirs(args.workdir, exist_ok=True)
-    with open(os.path.join(args.workdir, "table.md"), "w") as f:
-        f.write(text)
+    publish_table(text, args.workdir)
 
 
 if __name__ == "__main__":
