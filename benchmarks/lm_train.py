@@ -13,7 +13,6 @@ import argparse
 import os
 import sys
 
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     LMShapes,

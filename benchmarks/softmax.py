@@ -27,7 +27,6 @@ import functools
 import os
 import sys
 
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     RESULTS,
@@ -52,6 +51,7 @@ from softmax_cases import (  # noqa: E402
     torch_cases,
     tree_row_gradient_case,
 )
+
 
 def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=None):
     """Returns {V: {name: (seconds or None, total bytes or None, temp bytes or None, note)}}.

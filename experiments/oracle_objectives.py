@@ -22,12 +22,11 @@ import dataclasses
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import finished_summary, format_cell, parse_seeds, publish_table  # noqa: E402
+from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
 from seqjax.data.oracle import make_oracle, oracle_nll, oracle_sample
@@ -138,8 +137,10 @@ def results_table(results: dict[str, list[dict[str, float]]], settings: dict[str
     header = ["objective", "settings", "seeds", *(column for column, _ in MEASURES)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, runs in results.items():
-        cells = [format_cell([run[column] for run in runs], digits=1, percent=True) if column == "well-formed samples"
-                 else format_cell([run[column] for run in runs]) for column, _ in MEASURES]
+        cells = []
+        for column, _ in MEASURES:
+            percent = column == "well-formed samples"
+            cells.append(format_cell([run[column] for run in runs], digits=1 if percent else 3, percent=percent))
         lines.append("| " + " | ".join([name, settings[name], str(len(runs)), *cells]) + " |")
     return "\n".join(lines)
 
@@ -151,30 +152,13 @@ def oracle_entropy(num: int = 1000) -> float:
     return float(np.mean(oracle_nll(oracle, oracle_sample(oracle, num, seed=3))))
 
 
-def parse_objectives(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in OBJECTIVES]
-    if not names or unknown:
-        raise ValueError(f"--objectives must be a comma list of {', '.join(OBJECTIVES)}, got {text!r}")
-    return names
-
-
 def sweep(base: Config, names: list[str], seeds: list[int], workdir: str) -> dict[str, list[dict[str, float]]]:
     """Trains (or reads) every run, one after another; returns each objective's measures per seed."""
-    from seqjax.training.loop import train
-
     results: dict[str, list[dict[str, float]]] = {}
     for name in names:
         for seed in seeds:
-            cfg = run_config(base, name, seed)
             run_dir = os.path.join(workdir, f"{name}-seed{seed}")
-            summary = finished_summary(run_dir, cfg)
-            if summary is None:
-                start = time.perf_counter()
-                summary = train(cfg, run_dir)
-                print(f"== {name} seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
-            else:
-                print(f"== {name} seed {seed}: finished before, read from {run_dir}", flush=True)
+            summary = trained_summary(run_config(base, name, seed), run_dir, f"{name} seed {seed}")
             results.setdefault(name, []).append(measures(summary))
     return results
 
@@ -187,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objectives", default=",".join(OBJECTIVES))
     parser.add_argument("--quick", action="store_true", help="tiny model and data: a smoke test")
     args = parser.parse_args(argv)
-    seeds, names = parse_seeds(args.seeds), parse_objectives(args.objectives)
+    seeds, names = parse_seeds(args.seeds), parse_names(args.objectives, OBJECTIVES, "--objectives")
     steps = args.steps if args.steps is not None else QUICK_STEPS if args.quick else DEFAULT_STEPS
     if steps < 2:
         raise ValueError(f"--steps must be >= 2, got {steps}")

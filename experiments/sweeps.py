@@ -1,9 +1,10 @@
-"""What the experiment sweeps share: resuming finished runs, seeds, and mean ± spread cells."""
+"""What the experiment sweeps share: training or resuming runs, parsing flags, and mean ± spread cells."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 
@@ -30,6 +31,33 @@ def finished_summary(run_dir: str, cfg: Config) -> dict | None:
         return None
     with open(summary_path) as f:
         return json.load(f)
+
+
+def trained_summary(cfg: Config, run_dir: str, label: str) -> dict:
+    """The summary of the run of `cfg` in `run_dir`, training it first (or resuming it from its
+    last checkpoint) unless it has finished; a newly trained run's wall time goes to its
+    train_seconds.json."""
+    from seqjax.training.loop import train
+
+    summary = finished_summary(run_dir, cfg)
+    if summary is not None:
+        print(f"== {label}: finished before, read from {run_dir}", flush=True)
+        return summary
+    start = time.perf_counter()
+    summary = train(cfg, run_dir)
+    seconds = time.perf_counter() - start
+    with open(os.path.join(run_dir, "train_seconds.json"), "w") as f:
+        json.dump({"seconds": seconds}, f)
+    print(f"== {label}: {seconds:.0f} s", flush=True)
+    return summary
+
+
+def parse_names(text: str, known, flag: str) -> list[str]:
+    """The comma-separated names of `text`, each one of `known`; a clear error otherwise."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in known for n in names):
+        raise ValueError(f"{flag} must be a comma list of {', '.join(known)}, got {text!r}")
+    return names
 
 
 def parse_seeds(text: str) -> list[int]:

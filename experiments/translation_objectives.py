@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import finished_summary, format_cell, parse_seeds, publish_table  # noqa: E402
+from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
@@ -90,8 +90,6 @@ def decoded(run_dir: str, beams: tuple[int, ...]) -> dict[str, dict]:
 
 def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, workdir: str) -> dict:
     """Fine-tunes (or reads) and decodes every run; returns {model: {row: [decoding per seed]}}."""
-    from seqjax.training.loop import train
-
     results: dict[str, dict[str, list[dict]]] = {}
     for model in models:
         checkpoint = CHECKPOINTS[model]
@@ -101,16 +99,8 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
         rows["checkpoint (no fine-tuning)"] = [with_perplexity(decoded(checkpoint, BEAMS), checkpoint)]
         for seed in seeds:
             for name in names:
-                cfg = run_config(base, checkpoint, name, seed, steps)
                 run_dir = os.path.join(workdir, f"{model}-{name}-seed{seed}")
-                summary = finished_summary(run_dir, cfg)
-                if summary is None:
-                    start = time.perf_counter()
-                    summary = train(cfg, run_dir)
-                    seconds = time.perf_counter() - start
-                    with open(os.path.join(run_dir, "train_seconds.json"), "w") as f:
-                        json.dump({"seconds": seconds}, f)
-                    print(f"== {model} {name} seed {seed}: {seconds:.0f} s", flush=True)
+                trained_summary(run_config(base, checkpoint, name, seed, steps), run_dir, f"{model} {name} seed {seed}")
                 rows.setdefault(name, []).append(with_perplexity(decoded(run_dir, BEAMS), run_dir))
     return results
 
@@ -151,12 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0,1", help="train.seed values of the fine-tuning, comma-separated")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="fine-tuning steps per run")
     args = parser.parse_args(argv)
-    models = [m for m in args.models.split(",") if m]
-    names = [n for n in args.objectives.split(",") if n]
-    bad = [m for m in models if m not in CHECKPOINTS] + [n for n in names if n not in OBJECTIVES]
-    if not models or not names or bad:
-        raise ValueError(f"--models must list {', '.join(CHECKPOINTS)} and --objectives {', '.join(OBJECTIVES)}; "
-                         f"got {bad or 'an empty list'}")
+    models = parse_names(args.models, CHECKPOINTS, "--models")
+    names = parse_names(args.objectives, OBJECTIVES, "--objectives")
     if args.steps < 4:
         raise ValueError(f"--steps must be >= 4, got {args.steps}")
     results = sweep(models, names, parse_seeds(args.seeds), args.steps, args.workdir)

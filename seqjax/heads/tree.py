@@ -105,7 +105,7 @@ def tree_softmax_loss(hidden, node_weights, node_biases, targets, tree: Tree):
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_hidden_and_targets(hidden, targets, tree.vocab_size)
-    nodes, codes, mask = tree_paths(tree, targets)
+    nodes, codes, mask = _gather_paths(tree, targets)
     path_biases = None if node_biases is None else jnp.asarray(node_biases, jnp.float32)[nodes]
     return tree_path_loss(hidden, jnp.asarray(node_weights, jnp.float32)[nodes], path_biases, codes, mask)
 
@@ -120,6 +120,11 @@ def tree_paths(tree: Tree, targets) -> tuple[jax.Array, jax.Array, jax.Array]:
     """
     checks.require_rank("targets", targets, 1)
     checks.require_ids("targets", targets, tree.vocab_size)
+    return _gather_paths(tree, targets)
+
+
+def _gather_paths(tree: Tree, targets):
+    """`tree_paths` for targets already checked on the host."""
     targets = jnp.asarray(targets)
     return jnp.asarray(tree.nodes)[targets], jnp.asarray(tree.codes)[targets], jnp.asarray(tree.mask)[targets]
 

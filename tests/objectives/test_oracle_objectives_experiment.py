@@ -70,17 +70,17 @@ SUMMARY = {"test": {"nll": 4.0}, "samples": {"oracle_nll": 5.0, "oracle_well_for
 
 def test_finished_run_is_read_and_unfinished_or_absent_run_is_not(tmp_path):
     cfg = sweep.run_config(sweep.quick_config(), "ss_linear", seed=1)
-    assert sweep.finished_summary(str(tmp_path / "absent"), cfg) is None
+    assert sweeps.finished_summary(str(tmp_path / "absent"), cfg) is None
     write_run(tmp_path / "cut_off", cfg)
-    assert sweep.finished_summary(str(tmp_path / "cut_off"), cfg) is None
+    assert sweeps.finished_summary(str(tmp_path / "cut_off"), cfg) is None
     write_run(tmp_path / "done", cfg, SUMMARY)
-    assert sweep.finished_summary(str(tmp_path / "done"), cfg) == SUMMARY
+    assert sweeps.finished_summary(str(tmp_path / "done"), cfg) == SUMMARY
 
 
 def test_run_directory_of_another_config_is_refused(tmp_path):
     write_run(tmp_path / "run", sweep.run_config(sweep.quick_config(), "ss_linear", seed=0), SUMMARY)
     with pytest.raises(ValueError, match="another config"):
-        sweep.finished_summary(str(tmp_path / "run"), sweep.run_config(sweep.quick_config(), "ss_linear", seed=1))
+        sweeps.finished_summary(str(tmp_path / "run"), sweep.run_config(sweep.quick_config(), "ss_linear", seed=1))
 
 
 def test_sweep_reuses_finished_runs_without_training(tmp_path, monkeypatch):
