@@ -44,9 +44,7 @@ from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
 from seqjax.data import BOS_ID, EOS_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
-from seqjax.objectives.model_io import make_step_fn, tied_embedding  # noqa: E402
-from seqjax.training.generation import init_state  # noqa: E402
-from seqjax.training.state import init_params  # noqa: E402
+from seqjax.model_head import init_decode_state, init_params, make_step_fn, tied_embedding  # noqa: E402
 
 # Far below any real log-prob, yet finite: sums of K x V extensions stay ordered.
 UNREACHABLE_EOS_BIAS = -1e9
@@ -130,7 +128,7 @@ def cached_decode_step(model, model_params, state, tokens):
 
 def recomputing_step_fn(model, head, params):
     """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state), state from `empty_prefix`."""
-    embedding = tied_embedding(head, params)
+    embedding = tied_embedding(model, head, params)
 
     def step_fn(state, tokens):
         hidden, state = recomputing_decode_step(model, params["model"], state, tokens)
@@ -144,7 +142,7 @@ def decoding_setup(model, head, params, batch_size: int, cache_len: int, recompu
     """The step function and the empty state of one variant, for batch_size rows."""
     if recompute:
         return recomputing_step_fn(model, head, params), empty_prefix(batch_size, cache_len)
-    return make_step_fn(model, head, params), init_state(model, params, batch_size, cache_len)
+    return make_step_fn(model, head, params), init_decode_state(model, params, batch_size, cache_len)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "head", "shapes", "recompute"))
@@ -164,8 +162,8 @@ def compiled_beam(model, head, params, *, shapes: Shapes, recompute: bool):
     )
 
 
-# The empty KV cache of `init_state`, built by one compiled call rather than op by op.
-empty_cache = jax.jit(init_state, static_argnames=("model", "batch_size", "max_len"))
+# The empty KV cache of `init_decode_state`, built by one compiled call rather than op by op.
+empty_cache = jax.jit(init_decode_state, static_argnames=("model", "batch_size", "max_len"))
 
 
 @functools.partial(jax.jit, static_argnames=("model", "head"), donate_argnames=("state",))

@@ -1,6 +1,6 @@
 """Flax heads: each owns its output parameters and offers `loss` (training) and `log_probs`.
 
-The head contract (DESIGN.md), for every head below:
+The head contract (`seqjax.contracts.Head`), for every head below:
 
     variables = head.init({"params": key}, hidden, targets, key, mask, embedding, method="loss")
     loss, aux = head.apply(variables, hidden, targets, key, mask, embedding, method="loss")
@@ -22,6 +22,7 @@ tree head cannot be tied (`build_head` refuses it).
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
@@ -70,7 +71,7 @@ def _word_parameters(module: nn.Module, features: int, embedding, initial_bias: 
     }
 
 
-class _WordScores(nn.Module):
+class WordScores(nn.Module):
     """Heads that score words with one [V, D] table and [V] biases; exact log-probs over them."""
 
     vocab_size: int
@@ -93,7 +94,7 @@ class _WordScores(nn.Module):
         return jnp.asarray(hidden, jnp.float32) @ params["weights"].T + params["biases"]
 
 
-class FullSoftmax(_WordScores):
+class FullSoftmax(WordScores):
     """Exact softmax; `chunk_size` > 0 scores the vocabulary in blocks (no [N, V] logits)."""
 
     chunk_size: int = 0
@@ -106,7 +107,7 @@ class FullSoftmax(_WordScores):
         return masked_mean(per_row, mask)
 
 
-class _SamplingHead(_WordScores):
+class _SamplingHead(WordScores):
     """Draws K samples from `sampler` per call (shared by the batch, or one draw per row)."""
 
     sampler: Sampler | None = None
@@ -236,7 +237,7 @@ class HierarchicalSoftmax(nn.Module):
 
     vocab_size: int
     tree: Tree | None = None
-    tied: bool = False  # part of every head's interface; build_head refuses True for trees
+    tied: ClassVar[bool] = False  # tree nodes are not words: nothing to tie to
 
     @nn.compact
     def parameters(self, features: int) -> dict:

@@ -21,7 +21,7 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 from seqjax.heads import checks
-from seqjax.heads.modules import _WordScores, masked_mean
+from seqjax.heads.modules import WordScores, masked_mean
 
 
 def _local_loss(hidden, weights, biases, targets, vocab_axis):
@@ -81,12 +81,12 @@ def vocab_parallel_softmax_loss(
     return sharded(hidden, weights, biases, jnp.asarray(targets, jnp.int32))
 
 
-class VocabParallelSoftmax(_WordScores):
+class VocabParallelSoftmax(WordScores):
     """The full-softmax head with a vocabulary-parallel training loss.
 
     Same parameters as `FullSoftmax` (`weights` [V, D], `biases` [V], or the tied input
     embedding), so checkpoints move freely between the two; `log_probs` is the exact
-    [N, V] of `_WordScores` (evaluation and decoding need every word's probability).
+    [N, V] of `WordScores` (evaluation and decoding need every word's probability).
     """
 
     mesh: Mesh | None = None

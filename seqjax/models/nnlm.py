@@ -10,7 +10,7 @@ carries them as a rank-D factorization U·W. Positions before the start of the s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -25,6 +25,8 @@ class NNLM(nn.Module):
 
     cfg: ModelConfig
     vocab_size: int
+    has_encoder: ClassVar[bool] = False
+    recurrent: ClassVar[bool] = False
     dtype: Any = jnp.float32
 
     def setup(self):
@@ -38,6 +40,10 @@ class NNLM(nn.Module):
     def embed(self, tokens):
         """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
         return self.token_embed(tokens)
+
+    def target_embedding(self):
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        return self.token_embed.embedding
 
     def _hidden(self, windows, train):
         """windows: [..., k*D] float32 -> [..., D] float32."""

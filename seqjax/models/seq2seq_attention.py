@@ -11,7 +11,7 @@ The source-side half of each score (W_k m_s, W_a m_s) is computed once per sourc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -127,6 +127,8 @@ class AttentionSeq2Seq(nn.Module):
 
     cfg: ModelConfig
     vocab_size: int
+    has_encoder: ClassVar[bool] = True
+    recurrent: ClassVar[bool] = True
     src_vocab_size: int
     dtype: Any = jnp.float32
 
@@ -141,6 +143,10 @@ class AttentionSeq2Seq(nn.Module):
     def embed(self, tokens):
         """tokens: [B, T] int32 -> [B, T, D] float32, the target lookup `embedded` may replace."""
         return self.token_embed(tokens)
+
+    def target_embedding(self):
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        return self.token_embed.embedding
 
     def _start(self, src, src_mask, train):
         """Encodes the source; returns the initial decoder state (carries from the encoder)."""

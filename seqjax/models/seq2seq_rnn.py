@@ -6,7 +6,7 @@ RNN LM over the target. No attention: the whole source passes through that state
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -31,6 +31,8 @@ class RNNSeq2Seq(nn.Module):
 
     cfg: ModelConfig
     vocab_size: int
+    has_encoder: ClassVar[bool] = True
+    recurrent: ClassVar[bool] = True
     src_vocab_size: int
     dtype: Any = jnp.float32
 
@@ -47,6 +49,10 @@ class RNNSeq2Seq(nn.Module):
     def embed(self, tokens):
         """tokens: [B, T] int32 -> [B, T, D] float32, the target lookup `embedded` may replace."""
         return self.token_embed(tokens)
+
+    def target_embedding(self):
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        return self.token_embed.embedding
 
     def encode(self, src, src_mask=None, train: bool = False):
         """src: [B, S] int32 -> per-layer final encoder carries."""

@@ -8,7 +8,7 @@ the state next to the self-attention KV cache.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -36,6 +36,8 @@ class TransformerSeq2Seq(nn.Module):
 
     cfg: ModelConfig
     vocab_size: int
+    has_encoder: ClassVar[bool] = True
+    recurrent: ClassVar[bool] = False
     src_vocab_size: int
     dtype: Any = jnp.float32
 
@@ -56,6 +58,10 @@ class TransformerSeq2Seq(nn.Module):
     def embed(self, tokens):
         """tokens: [B, T] int32 -> [B, T, D] float32, the target lookup `embedded` may replace."""
         return self.token_embed(tokens)
+
+    def target_embedding(self):
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        return self.token_embed.embedding
 
     def _encode(self, src, src_mask, train):
         """Returns the per-layer cross-attention memories and the [B, S] source mask."""

@@ -7,7 +7,7 @@ fixed-size buffer under a mask, so its cost does not grow with the prefix.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -97,6 +97,8 @@ class TransformerLM(nn.Module):
 
     cfg: ModelConfig
     vocab_size: int
+    has_encoder: ClassVar[bool] = False
+    recurrent: ClassVar[bool] = False
     dtype: Any = jnp.float32
 
     def setup(self):
@@ -114,6 +116,10 @@ class TransformerLM(nn.Module):
     def embed(self, tokens):
         """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
         return self.token_embed(tokens)
+
+    def target_embedding(self):
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        return self.token_embed.embedding
 
     def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.

@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_number
-from seqjax.objectives.model_io import Batch, Params, embed_tokens, head_loss, hidden_states
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import embed_tokens, head_loss, hidden_states
 
 
 def check_gradient_penalty(*, penalty: float) -> None:
@@ -29,7 +30,7 @@ def embedding_gradient(
 
     def cross_entropy(embedded):
         hidden = hidden_states(model, params, batch, model_key, train=True, embedded=embedded)
-        return head_loss(head, params, hidden, batch, head_key)
+        return head_loss(model, head, params, hidden, batch, head_key)
 
     (loss, metrics), grad = jax.value_and_grad(cross_entropy, has_aux=True)(
         embed_tokens(model, params, batch["inputs"])

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 
 from seqjax import decoding
 from seqjax.data import BOS_ID, EOS_ID
-from seqjax.objectives.model_io import Batch, Params, init_decode_state, make_step_fn
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.objectives.checks import check_int, check_number, check_one_of
 from seqjax.objectives.reinforce import mix_with_mle
 from seqjax.objectives.rollout import choose, rollout
@@ -63,7 +64,7 @@ def draw_candidates(
         present = jnp.ones((rows, samples), bool)
     else:
         step_fn = start_step_fn(make_step_fn(model, head, frozen))
-        state = start_state(init_decode_state(model, frozen, batch, length), batch["inputs"][:, 0])
+        state = start_state(init_decode_state(model, frozen, batch['inputs'].shape[0], length, batch), batch["inputs"][:, 0])
         sequences, scores = decoding.beam_search(
             step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=samples, max_len=length
         )

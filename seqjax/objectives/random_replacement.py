@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from seqjax.data import SPECIAL_TOKENS
 from seqjax.objectives.checks import check_number, check_one_of
-from seqjax.objectives.model_io import Batch, Params, head_loss, hidden_states
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import head_loss, hidden_states
 
 POOLS = ("target", "vocab")
 
@@ -97,6 +98,6 @@ def random_replacement(
         batch, replace_key, vocab_size=model.vocab_size, sequence_rate=sequence_rate, token_rate=token_rate, pool=pool
     )
     hidden = hidden_states(model, params, batch, model_key, train=True, inputs=inputs)
-    loss, metrics = head_loss(head, params, hidden, batch, head_key)
+    loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
     replaceable = ((batch["mask"] > 0) & (jnp.arange(inputs.shape[1]) >= 1)).sum()
     return loss, dict(metrics, replaced=replaced.sum() / jnp.maximum(replaceable, 1.0))

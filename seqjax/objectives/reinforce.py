@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_int, check_number, check_one_of
-from seqjax.objectives.model_io import Batch, Params
+from seqjax.contracts import Batch, Params
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
 from seqjax.objectives.teacher_forcing import teacher_forcing

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_one_of
-from seqjax.objectives.model_io import Batch, Params, init_decode_state, token_log_probs
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import init_decode_state, token_log_probs
 
 FEEDS = ("argmax", "sample")
 
@@ -65,7 +66,7 @@ def rollout(
       chosen: [B, T] int32, the model's choice at each step (the token it would feed next).
     """
     inputs = batch["inputs"]
-    state = init_decode_state(model, params, batch, inputs.shape[1])
+    state = init_decode_state(model, params, inputs.shape[0], inputs.shape[1], batch)
     # Choosing needs only the values: no gradient flows through an argmax or a draw.
     frozen = jax.lax.stop_gradient(params)
 
@@ -74,7 +75,7 @@ def rollout(
         t, gold_t, inputs_t = xs
         token = jnp.where(gold_t | (t == 0), inputs_t, previous)
         hidden, state = model.apply({"params": params["model"]}, state, token, method="decode_step")
-        log_probs = token_log_probs(head, frozen, jax.lax.stop_gradient(hidden))
+        log_probs = token_log_probs(model, head, frozen, jax.lax.stop_gradient(hidden))
         chosen = select(log_probs, jax.random.fold_in(key, t))
         return (state, chosen), (hidden, token, chosen)
 

@@ -24,11 +24,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.models import RECURRENT_KINDS
 from seqjax.objectives.checks import check_int, check_one_of
-from seqjax.objectives.model_io import (
-    Batch,
-    Params,
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import (
     embed_tokens,
     head_loss,
     hidden_states,
@@ -59,7 +57,7 @@ def resolve_mode(model: nn.Module, mode: str, feed: str) -> str:
     """"auto" is the scan for recurrent decoders fed tokens, the parallel passes otherwise."""
     if mode != "auto":
         return mode
-    return "scan" if model.cfg.kind in RECURRENT_KINDS and feed != "soft" else "parallel"
+    return "scan" if model.recurrent and feed != "soft" else "parallel"
 
 
 def gold_coins(key: jax.Array, shape: tuple[int, int], epsilon: jax.Array) -> jax.Array:
@@ -102,7 +100,7 @@ def parallel_inputs(
     fed, embedded = inputs, None
     for index in range(passes - 1):
         hidden = hidden_states(model, earlier, batch, keys[2 * index], train=True, inputs=fed, embedded=embedded)
-        log_probs = token_log_probs(head, earlier, hidden)
+        log_probs = token_log_probs(model, head, earlier, hidden)
         if feed == "soft":
             table = embed_tokens(model, earlier, jnp.arange(log_probs.shape[-1])[None])[0]
             mixed = _shift_right(jnp.exp(log_probs) @ table, gold_embedded[:, :1])
@@ -161,7 +159,7 @@ def scheduled_sampling(
         hidden, _ = parallel_inputs(
             model, head, params, batch, gold, feed_key, feed=feed, passes=passes, first_pass_grad=first_pass_grad
         )
-    loss, metrics = head_loss(head, params, hidden, batch, head_key)
+    loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
     later = batch["mask"][:, 1:]
     gold_fed = (gold[:, 1:] * later).sum() / jnp.maximum(later.sum(), 1.0)
     return loss, dict(metrics, epsilon=epsilon, gold_fed=gold_fed)

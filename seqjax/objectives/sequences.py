@@ -14,7 +14,8 @@ import jax.numpy as jnp
 
 from seqjax.data import EOS_ID, PAD_ID
 from seqjax.metrics import sentence_bleu_ids
-from seqjax.objectives.model_io import Batch, Params, hidden_states, token_log_probs
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import hidden_states, token_log_probs
 
 
 def repeat_rows(batch: Batch, times: int) -> Batch:
@@ -65,7 +66,7 @@ def candidate_log_probs(
     score the distribution the candidates were drawn from. Differentiable in `params`."""
     inputs = jnp.concatenate([batch["inputs"][:, :1], tokens[:, :-1]], axis=1)
     hidden = hidden_states(model, params, batch, jax.random.key(0), train=False, inputs=inputs)
-    log_probs = token_log_probs(head, params, hidden)
+    log_probs = token_log_probs(model, head, params, hidden)
     return jnp.take_along_axis(log_probs, tokens[..., None], axis=-1)[..., 0]
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import flax.linen as nn
 
-from seqjax.objectives.model_io import Batch, Params, head_loss, hidden_states
+from seqjax.contracts import Batch, Params
+from seqjax.model_head import head_loss, hidden_states
 
 
 def teacher_forcing(
@@ -20,4 +21,4 @@ def teacher_forcing(
     del step  # teacher forcing does not change over training
     model_key, head_key = jax.random.split(key)
     hidden = hidden_states(model, params, batch, model_key, train=True)
-    return head_loss(head, params, hidden, batch, head_key)
+    return head_loss(model, head, params, hidden, batch, head_key)

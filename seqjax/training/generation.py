@@ -1,6 +1,6 @@
 """Generation glue: chooses a decoder (greedy, sampling, beam search), feeds prompts, and
 turns ids back into text with the run's tokenizer. Models and heads meet the decoders in
-`model_io.make_step_fn`.
+`seqjax.model_head.make_step_fn`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from seqjax import decoding
 from seqjax.data import BOS_ID, EOS_ID, is_grammatical, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
-from seqjax.objectives.model_io import encoder_kwargs, make_step_fn
+from seqjax.model_head import init_decode_state, make_step_fn, prefill
 from seqjax.training.setup import Experiment
 
 
@@ -45,22 +45,6 @@ class DecodeOptions:
         return "greedy"
 
 
-def init_state(model: nn.Module, params, batch_size: int, max_len: int, batch=None):
-    kwargs = encoder_kwargs(batch) if batch is not None else {}
-    return model.apply({"params": params["model"]}, batch_size, max_len, method="init_decode_state", **kwargs)
-
-
-def prefill(model: nn.Module, params, state, prefix: jax.Array):
-    """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state."""
-
-    def feed(state, tokens):
-        _, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
-        return state, None
-
-    state, _ = jax.lax.scan(feed, state, prefix.T)
-    return state
-
-
 def _best_beam(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The best hypothesis of beam search [B, K, T] as tokens [B, T] and lengths [B] (incl. EOS)."""
     best = sequences[:, 0]
@@ -76,7 +60,7 @@ def decode(model, head, params, key, batch=None, *, prompt, num, max_len, option
     Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
     """
     prefix = jnp.broadcast_to(jnp.asarray(prompt[:-1], jnp.int32), (num, len(prompt) - 1))
-    state = prefill(model, params, init_state(model, params, num, len(prompt) + max_len, batch), prefix)
+    state = prefill(model, params, init_decode_state(model, params, num, len(prompt) + max_len, batch), prefix)
     step_fn = make_step_fn(model, head, params)
     common = dict(bos_id=prompt[-1], eos_id=EOS_ID, max_len=max_len)
     if options.beam > 1:

@@ -18,7 +18,7 @@ import optax
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from seqjax.objectives.model_io import Batch
+from seqjax.contracts import Batch
 from seqjax.training.mesh import batch_sharding, replicated
 from seqjax.training.state import TrainState, state_shardings
 from seqjax.training.steps import Objective, TrainStep, apply_update, weighted_loss_and_grads

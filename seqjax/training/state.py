@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
-from seqjax.objectives.model_io import Batch, encoder_kwargs
+from seqjax.contracts import Batch
+from seqjax.model_head import init_params
 from seqjax.training.sharding import tree_shardings
 
 
@@ -23,26 +24,6 @@ class TrainState:
     params: Any
     opt_state: Any
     key: jax.Array
-
-
-def init_params(model: nn.Module, head: nn.Module, key: jax.Array, batch: Batch) -> dict[str, Any]:
-    """Initializes `{"model": ..., "head": ...}` from one example batch's shapes."""
-    model_key, head_key, dropout_key = jax.random.split(key, 3)
-    model_vars = model.init({"params": model_key, "dropout": dropout_key}, batch["inputs"], **encoder_kwargs(batch))
-    hidden = model.apply(model_vars, batch["inputs"], **encoder_kwargs(batch))
-    d = hidden.shape[-1]
-    embedding = model_vars["params"]["embed"]["embedding"] if head.tied else None
-    targets = batch["targets"].reshape(-1)
-    head_vars = head.init(
-        {"params": head_key},
-        hidden.reshape(-1, d),
-        targets,
-        head_key,
-        jnp.ones(targets.shape, jnp.float32),
-        embedding=embedding,
-        method="loss",
-    )
-    return {"model": model_vars["params"], "head": head_vars["params"]}
 
 
 def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data") -> TrainState:

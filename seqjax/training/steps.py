@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from seqjax.objectives.model_io import Batch, hidden_states, token_nll
+from seqjax.contracts import Batch
+from seqjax.model_head import hidden_states, token_nll
 from seqjax.training.mesh import batch_sharding, replicated
 from seqjax.training.state import TrainState, state_shardings
 
@@ -135,7 +136,7 @@ def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> Callable[..
 
     def eval_step(params, batch: Batch):
         hidden = hidden_states(model, params, batch, jax.random.key(0), train=False)
-        nll = token_nll(head, params, hidden, batch["targets"])
+        nll = token_nll(model, head, params, hidden, batch["targets"])
         return (nll * batch["mask"]).sum(), batch["mask"].sum()
 
     return jax.jit(eval_step, in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh))

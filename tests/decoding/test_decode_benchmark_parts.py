@@ -8,8 +8,7 @@ import pytest
 from project_scripts import load_script
 
 from seqjax.data import BOS_ID, EOS_ID
-from seqjax.objectives.model_io import make_step_fn
-from seqjax.training.generation import init_state
+from seqjax.model_head import init_decode_state, make_step_fn
 
 bench = load_script("benchmarks/decode.py", "decode_benchmark")
 TINY = bench.Shapes(
@@ -27,7 +26,7 @@ def test_recomputing_step_gives_the_cached_step_log_probs(lm):
     inputs = np.random.default_rng(0).integers(0, TINY.vocab, (TINY.cache_len, TINY.batch)).astype(np.int32)
     cached_step = jax.jit(make_step_fn(model, head, params))
     recomputing_step = jax.jit(bench.recomputing_step_fn(model, head, params))
-    cached_state = init_state(model, params, TINY.batch, TINY.cache_len)
+    cached_state = init_decode_state(model, params, TINY.batch, TINY.cache_len)
     recomputing_state = bench.empty_prefix(TINY.batch, TINY.cache_len)
     for tokens in inputs:
         cached, cached_state = cached_step(cached_state, tokens)
@@ -65,7 +64,7 @@ def test_timed_model_steps_all_decode_the_same_position(lm, recompute):
         state = dict(bench.empty_prefix(TINY.batch, position + 1), positions=at_position)
         decode_step = bench.recomputing_decode_step
     else:
-        state = dict(init_state(model, params, TINY.batch, TINY.cache_len), positions=at_position)
+        state = dict(init_decode_state(model, params, TINY.batch, TINY.cache_len), positions=at_position)
         decode_step = bench.cached_decode_step
     tokens = jnp.arange(TINY.batch, dtype=jnp.int32) + BOS_ID
     total = bench.model_steps_at_position(model, params["model"], state, tokens, recompute=recompute, steps=steps)

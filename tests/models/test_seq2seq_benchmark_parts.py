@@ -9,7 +9,7 @@ from project_scripts import load_script
 from seqjax.config import HeadConfig
 from seqjax.heads import build_head
 from seqjax.models import build_model
-from seqjax.training.state import init_params
+from seqjax.model_head import init_params
 
 bench = load_script("benchmarks/seq2seq_train.py", "seq2seq_train_benchmark")
 MODELS = list(bench.SETUPS)

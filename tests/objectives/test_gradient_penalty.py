@@ -6,7 +6,7 @@ import numpy as np
 
 from objective_toys import lm_batch, tiny
 from seqjax.objectives import gradient_penalty, teacher_forcing
-from seqjax.objectives.model_io import embed_tokens, head_loss, hidden_states
+from seqjax.model_head import embed_tokens, head_loss, hidden_states
 
 VOCAB, LAMBDA = 7, 0.5
 
@@ -23,7 +23,7 @@ def test_penalty_is_lambda_times_squared_finite_difference_gradient_of_the_loss(
 
     def cross_entropy(embedded):
         hidden = hidden_states(model, params, batch, jax.random.split(key)[0], train=True, embedded=embedded)
-        return head_loss(head, params, hidden, batch, jax.random.split(key)[1])[0]
+        return head_loss(model, head, params, hidden, batch, jax.random.split(key)[1])[0]
 
     embedded = embed_tokens(model, params, batch["inputs"])
     h = 1e-2

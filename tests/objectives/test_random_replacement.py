@@ -8,7 +8,7 @@ import pytest
 from objective_toys import lm_batch, tiny
 from seqjax.data import SPECIAL_TOKENS
 from seqjax.objectives import random_replacement, teacher_forcing
-from seqjax.objectives.model_io import head_loss, hidden_states
+from seqjax.model_head import head_loss, hidden_states
 from seqjax.objectives.random_replacement import replace_inputs
 
 ROWS, LENGTH, VOCAB = 4000, 12, 50
@@ -80,7 +80,7 @@ def test_objective_is_teacher_forcing_on_the_noisy_inputs_with_gold_labels():
         noisy, _ = replace_inputs(batch, replace_key, vocab_size=11, **options)
         assert noisy.shape == batch["targets"].shape
         hidden = hidden_states(model, params, batch, model_key, train=True, inputs=noisy)
-        expected, _ = head_loss(head, params, hidden, batch, head_key)
+        expected, _ = head_loss(model, head, params, hidden, batch, head_key)
         clean, _ = teacher_forcing(model, head, params, batch, key, step)
         return loss, expected, clean, metrics["replaced"]
 

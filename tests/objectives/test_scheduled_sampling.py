@@ -12,7 +12,7 @@ from objective_toys import lm_batch, tiny
 from seqjax import decoding
 from seqjax.data import EOS_ID
 from seqjax.objectives import scheduled_sampling, teacher_forcing
-from seqjax.objectives.model_io import init_decode_state, make_step_fn
+from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.objectives.scheduled_sampling import gold_coins, parallel_inputs, scan_inputs
 
 ALWAYS_GOLD = dict(schedule="linear", k=1.0, c=0.0, eps_min=0.0)
@@ -46,7 +46,7 @@ def test_epsilon_zero_with_argmax_feeds_the_greedy_decode():
     scan = jax.jit(functools.partial(scan_inputs, model, head, feed="argmax"))
     _, fed = scan(params, batch, never_gold, jax.random.key(0))
     greedy, lengths = decoding.greedy(
-        make_step_fn(model, head, params), init_decode_state(model, params, batch, LENGTH),
+        make_step_fn(model, head, params), init_decode_state(model, params, batch['inputs'].shape[0], LENGTH, batch),
         bos_id=EOS_ID, eos_id=EOS_ID, max_len=LENGTH - 1,
     )
     fed, greedy, lengths = np.asarray(fed), np.asarray(greedy), np.asarray(lengths)

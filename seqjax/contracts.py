@@ -1,0 +1,129 @@
+"""The contracts between the parts: what a model, a head, an objective and a decoder promise.
+
+Every model works with every head, objective and decoder because each side speaks only
+through these interfaces (`typing.Protocol`s, checked structurally, never inherited):
+
+- a **model** (a Flax Linen module used through `init`/`apply`) maps tokens to hidden
+  states [B, T, D] and has a decode step;
+- a **head** (also Linen) maps hidden states [N, D] to a training loss or to exact
+  normalized log-probabilities [N, V];
+- an **objective** decides what the model is fed in training and returns a scalar loss;
+- a **step function** is all a decoder sees: `(state, tokens [B]) -> (log_probs [B, V], state)`.
+
+`seqjax.model_head` is the glue that calls a model and a head together through these
+contracts. The special token ids are defined here once (`SPECIAL_IDS`); pure code takes them
+as arguments rather than importing them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+import jax
+
+Params = Any  # a pytree of arrays: {"model": ..., "head": ...} for the glue's functions
+Batch = Mapping[str, jax.Array]  # inputs/targets [B, T] int32, mask [B, T] float32 (+ src, src_mask [B, S])
+State = TypeVar("State")  # a decode state: any pytree whose leaves have the batch B as leading axis
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+    """The ids every vocabulary reserves, in this order at its start.
+
+    pad fills batches past a row's end; bos starts a target; eos ends a line (and, in LM
+    streams, separates lines); unk stands for a token outside the vocabulary.
+    """
+
+    pad: int = 0
+    bos: int = 1
+    eos: int = 2
+    unk: int = 3
+
+    @property
+    def count(self) -> int:
+        """How many ids the specials take: the first ordinary token's id."""
+        return len(dataclasses.fields(self))
+
+
+SPECIAL_IDS = SpecialIds()
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A language model, or an encoder-decoder when `has_encoder` (then every call below also
+    takes `src [B, S] int32` and `src_mask [B, S] bool` as keywords).
+
+    Class-level facts the objectives and the training code ask:
+      vocab_size: V, the target vocabulary the hidden states predict.
+      has_encoder: whether the model reads a source sequence.
+      recurrent: whether its decode state is a recurrent carry (a decode step costs one
+        layer pass, so feeding its own predictions inside `lax.scan` is cheap); False for
+        models whose teacher-forced pass is parallel over time (Transformers, windows).
+    """
+
+    vocab_size: int
+    has_encoder: ClassVar[bool]
+    recurrent: ClassVar[bool]
+
+    def __call__(self, tokens: jax.Array, *, embedded: jax.Array | None = None, train: bool = False,
+                 **source: jax.Array) -> jax.Array:
+        """Teacher-forced hidden states [B, T, D] float32 for tokens [B, T] int32; `embedded`
+        [B, T, D] replaces the token embedding lookup (gradient penalty, soft feeding)."""
+        ...
+
+    def embed(self, tokens: jax.Array) -> jax.Array:
+        """The target-side embedding lookup [..., D] float32 of tokens [...] int32."""
+        ...
+
+    def target_embedding(self) -> jax.Array:
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        ...
+
+    def init_decode_state(self, batch_size: int, max_len: int, **source: jax.Array) -> Any:
+        """An empty decode state with room for max_len steps; leaves have leading axis B."""
+        ...
+
+    def decode_step(self, state: Any, token: jax.Array) -> tuple[jax.Array, Any]:
+        """Feeds token [B] int32; returns hidden [B, D] float32 and the next state."""
+        ...
+
+
+@runtime_checkable
+class Head(Protocol):
+    """An output layer with exact log-probabilities.
+
+    tied: whether the head scores with the model's target embedding table, passed as
+      `embedding` [V, D] (None when untied).
+    loss: (hidden [N, D], targets [N] int32, key, mask [N] float32 | None, embedding)
+      -> (scalar float32 masked mean, {"tokens": sum(mask)}).
+    log_probs: (hidden [N, D], embedding) -> [N, V] float32, normalized.
+    """
+
+    vocab_size: int
+    tied: bool
+
+    def loss(self, hidden: jax.Array, targets: jax.Array, key: jax.Array | None = None,
+             mask: jax.Array | None = None, embedding: jax.Array | None = None
+             ) -> tuple[jax.Array, dict[str, jax.Array]]: ...
+
+    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array: ...
+
+
+StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]
+"""What decoders call: (state, tokens [B] int32) -> (log_probs [B, V] float32, state)."""
+
+
+class Objective(Protocol):
+    """A training objective: its options are its fields, validated when it is built.
+
+    Called as objective(model, head, params, batch, key, step, ids) -> (loss, metrics):
+    params {"model": ..., "head": ...}; batch as `Batch`; key a PRNG key; step [] int32, the
+    update being computed (schedules read it); ids the vocabulary's special ids. Returns a
+    scalar float32 loss to minimize and a dict of scalar float32 metrics (at least
+    "tokens", the number of target tokens the loss averages over).
+    """
+
+    def __call__(self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array,
+                 step: jax.Array, ids: SpecialIds) -> tuple[jax.Array, dict[str, jax.Array]]: ...

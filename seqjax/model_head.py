@@ -1,0 +1,140 @@
+"""Where a model meets a head: the glue every objective, the train step and generation call.
+
+Parameters are one pytree `{"model": ..., "head": ...}`; a batch is a `contracts.Batch`.
+Nothing here knows a parameter path: a tied head gets the table the model names with its
+`target_embedding` method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from seqjax.contracts import Batch, Head, Model, Params, StepFn
+
+
+def encoder_kwargs(batch: Batch | None) -> dict[str, jax.Array]:
+    """The source-side keyword arguments of an encoder-decoder, empty for a language model."""
+    if batch is None or "src" not in batch:
+        return {}
+    return {"src": batch["src"], "src_mask": batch["src_mask"] > 0}
+
+
+def tied_embedding(model: Model, head: Head, params: Params) -> jax.Array | None:
+    """The model's target embedding table [V, D] float32 when the head ties to it, else None."""
+    if not head.tied:
+        return None
+    return model.apply({"params": params["model"]}, method="target_embedding")
+
+
+def init_params(model: Model, head: Head, key: jax.Array, batch: Batch) -> dict[str, Any]:
+    """Initializes `{"model": ..., "head": ...}` from one example batch's shapes."""
+    model_key, head_key, dropout_key = jax.random.split(key, 3)
+    model_vars = model.init({"params": model_key, "dropout": dropout_key}, batch["inputs"], **encoder_kwargs(batch))
+    hidden = model.apply(model_vars, batch["inputs"], **encoder_kwargs(batch))
+    params = {"model": model_vars["params"]}
+    targets = batch["targets"].reshape(-1)
+    head_vars = head.init(
+        {"params": head_key},
+        hidden.reshape(-1, hidden.shape[-1]),
+        targets,
+        head_key,
+        jnp.ones(targets.shape, jnp.float32),
+        embedding=tied_embedding(model, head, params),
+        method="loss",
+    )
+    return {**params, "head": head_vars["params"]}
+
+
+def hidden_states(
+    model: Model,
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    *,
+    train: bool,
+    inputs: jax.Array | None = None,
+    embedded: jax.Array | None = None,
+) -> jax.Array:
+    """Teacher-forced hidden states [B, T, D] float32 for `inputs` (default: the batch's)."""
+    return model.apply(
+        {"params": params["model"]},
+        batch["inputs"] if inputs is None else inputs,
+        embedded=embedded,
+        train=train,
+        rngs={"dropout": key},
+        **encoder_kwargs(batch),
+    )
+
+
+def head_loss(
+    model: Model, head: Head, params: Params, hidden: jax.Array, batch: Batch, key: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The head's training loss (masked mean over tokens) for hidden [B, T, D]."""
+    d = hidden.shape[-1]
+    return head.apply(
+        {"params": params["head"]},
+        hidden.reshape(-1, d),
+        batch["targets"].reshape(-1),
+        key,
+        batch["mask"].reshape(-1),
+        embedding=tied_embedding(model, head, params),
+        method="loss",
+    )
+
+
+def token_log_probs(model: Model, head: Head, params: Params, hidden: jax.Array) -> jax.Array:
+    """The head's exact log-probabilities [..., V] float32 for hidden [..., D]."""
+    d = hidden.shape[-1]
+    log_probs = head.apply(
+        {"params": params["head"]},
+        hidden.reshape(-1, d),
+        embedding=tied_embedding(model, head, params),
+        method="log_probs",
+    )
+    return log_probs.reshape(*hidden.shape[:-1], -1)
+
+
+def token_nll(model: Model, head: Head, params: Params, hidden: jax.Array, targets: jax.Array) -> jax.Array:
+    """Exact negative log-likelihood [B, T] float32 of targets [B, T] under the head's log-probs."""
+    log_probs = token_log_probs(model, head, params, hidden)
+    return -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+
+
+def embed_tokens(model: Model, params: Params, tokens: jax.Array) -> jax.Array:
+    """The model's (target) embedding lookup [B, T, D] float32 of tokens [B, T] int32: what
+    `hidden_states(..., embedded=...)` replaces."""
+    return model.apply({"params": params["model"]}, tokens, method="embed")
+
+
+def init_decode_state(model: Model, params: Params, batch_size: int, max_len: int, batch: Batch | None = None):
+    """The decode state for `batch_size` rows with room for max_len steps, encoding the
+    batch's source when the model has an encoder; every leaf has B as its leading axis."""
+    return model.apply(
+        {"params": params["model"]}, batch_size, max_len, method="init_decode_state", **encoder_kwargs(batch)
+    )
+
+
+def prefill(model: Model, params: Params, state, prefix: jax.Array):
+    """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state."""
+
+    def feed(state, tokens):
+        _, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
+        return state, None
+
+    state, _ = jax.lax.scan(feed, state, prefix.T)
+    return state
+
+
+def make_step_fn(model: Model, head: Head, params: Params) -> StepFn:
+    """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state): the decoders' contract."""
+    embedding = tied_embedding(model, head, params)
+
+    def step_fn(state, tokens):
+        hidden, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
+        log_probs = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
+        return log_probs, state
+
+    return step_fn
