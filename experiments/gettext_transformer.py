@@ -1,4 +1,10 @@
-"""English→German UI strings (../shared/data/mt/gettext-en-de, read by path): Transformer encoder–decoder.
+"""English→German UI strings: Transformer encoder–decoder.
+
+The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`), from the
+parallel prefixes `mt/gettext-en-de/{train,dev,test}` (files PREFIX.en and PREFIX.de);
+`experiments/README.md` describes it:
+
+    SEQJAX_DATA=/path/to/corpora seqjax train --config experiments/gettext_transformer.py
 
 Byte-level BPE of 8,000 symbols per language, pairs longer than 63 tokens dropped from
 train only, 3 + 3 pre-LN layers of d_model 256 (4 heads, d_ff 1024), output layer tied to
@@ -8,19 +14,16 @@ Sized for about 25 CPU-minutes on 2 cores. The other encoder–decoders run on t
     seqjax train --config experiments/gettext_transformer.py --set model.kind=attention_seq2seq
 """
 
-import os
-
 from seqjax.config import Config, DataConfig, HeadConfig, ModelConfig, OptimConfig, TrainConfig
-
-CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "mt", "gettext-en-de")
 
 
 def gettext_data(**changes) -> DataConfig:
+    """The gettext en→de splits (prefixes), relative to the data root (data.root, else $SEQJAX_DATA)."""
     return DataConfig(
         kind="parallel",
-        train=os.path.join(CORPUS, "train"),
-        valid=os.path.join(CORPUS, "dev"),
-        test=os.path.join(CORPUS, "test"),
+        train="mt/gettext-en-de/train",
+        valid="mt/gettext-en-de/dev",
+        test="mt/gettext-en-de/test",
         src="en",
         tgt="de",
         tokenizer="bpe",

@@ -1,4 +1,4 @@
-"""Exposure bias on the oracle task (issue 6, experiment 1): teacher forcing vs scheduled
+"""Exposure bias on the oracle task: teacher forcing vs scheduled
 sampling with each decay vs random replacement vs the embedding gradient penalty.
 
     python experiments/oracle_objectives.py [--workdir runs/oracle_objectives] [--seeds 0,1]
@@ -31,7 +31,7 @@ from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
 from seqjax.data.oracle import make_oracle, oracle_nll, oracle_sample
 
-DEFAULT_STEPS = 600  # teacher forcing: 1.75 CPU-minutes a run on this 2-core machine (measured); SS ~1.3x, GP ~2.5x
+DEFAULT_STEPS = 600  # teacher forcing: 1.75 CPU-minutes a run on a 2-core AMD EPYC CPU (measured); SS ~1.3x, GP ~2.5x
 QUICK_STEPS = 6
 SENTENCE = 21  # the oracle's 20 tokens and the EOS that ends each line
 OBJECTIVES = (

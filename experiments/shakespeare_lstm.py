@@ -1,23 +1,25 @@
-"""Character-level LSTM LM on Shakespeare (../shared/data/lm/shakespeare, read by path).
+"""Character-level LSTM LM on Shakespeare.
+
+The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`), from
+`lm/shakespeare/{train,valid,test}.txt`; `experiments/README.md` describes it:
+
+    SEQJAX_DATA=/path/to/corpora seqjax train --config experiments/shakespeare_lstm.py
 
 2 layers of 256 units, full softmax over the ~70 characters, sequences of 128 characters,
 1200 steps of 32 sequences (4.9M characters, about one epoch). Sized for about 15 minutes
 on 2 CPU cores; valid = Hamlet, test = Macbeth + The Tempest.
 """
 
-import os
-
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig
-
-CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "lm", "shakespeare")
 
 
 def shakespeare_data(tokenizer: str = "char", **changes) -> DataConfig:
+    """The Shakespeare splits, relative to the data root (data.root, else $SEQJAX_DATA)."""
     return DataConfig(
         kind="text",
-        train=os.path.join(CORPUS, "train.txt"),
-        valid=os.path.join(CORPUS, "valid.txt"),
-        test=os.path.join(CORPUS, "test.txt"),
+        train="lm/shakespeare/train.txt",
+        valid="lm/shakespeare/valid.txt",
+        test="lm/shakespeare/test.txt",
         **{"tokenizer": tokenizer, "seq_len": 128, **changes},
     )
 

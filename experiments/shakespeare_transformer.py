@@ -1,4 +1,9 @@
-"""Character-level Transformer LM on Shakespeare (../shared/data/lm/shakespeare, read by path).
+"""Character-level Transformer LM on Shakespeare.
+
+The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`), from
+`lm/shakespeare/{train,valid,test}.txt` (the splits of `shakespeare_lstm.py`):
+
+    SEQJAX_DATA=/path/to/corpora seqjax train --config experiments/shakespeare_transformer.py
 
 3 pre-LN layers, d_model 192, 4 heads, learned positions, full softmax over the ~70
 characters, sequences of 128 characters, 1200 steps of 32 sequences (the LSTM's budget in

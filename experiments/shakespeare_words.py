@@ -1,11 +1,14 @@
-"""Word-level LSTM LM on Shakespeare with each softmax head (../shared/data/lm/shakespeare, by path).
+"""Word-level LSTM LM on Shakespeare with each softmax head.
+
+The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`), from
+`lm/shakespeare/{train,valid,test}.txt` (the splits of `shakespeare_lstm.py`).
 
 Words with punctuation as separate tokens, the full vocabulary (every train word; unseen
 words in valid/test map to <unk>), one LSTM layer of 256 units, sequences of 64 words,
 batches of 32 (2,048 words per step), one epoch of the train split, AdamW with warmup and
 cosine decay. The head is the only thing that changes between runs:
 
-    seqjax train --config experiments/shakespeare_words.py --set head.kind=sampled
+    SEQJAX_DATA=/path/to/corpora seqjax train --config experiments/shakespeare_words.py --set head.kind=sampled
 
 Validation and test perplexity are exact (every head's normalized log_probs over the whole
 vocabulary), never the sampled training loss.

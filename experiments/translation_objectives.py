@@ -1,4 +1,4 @@
-"""Exposure bias and sequence-level training on gettext en→de (issue 6, experiment 2).
+"""Exposure bias and sequence-level training on gettext en→de.
 
     python experiments/translation_objectives.py [--workdir runs/translation_objectives]
         [--models transformer,attention] [--objectives teacher_forcing,...] [--seeds 0,1]
@@ -11,7 +11,9 @@ continuing with teacher forcing is the control. Each fine-tuned model then decod
 greedily and with beams 2 and 3, and the script prints markdown tables of test BLEU and ROUGE-L
 (mean ± half the range over seeds) next to the checkpoint it started from and copy-the-source;
 they are also written to WORKDIR/table.md. Finished runs and decodes are read, not redone, so a
-stopped sweep continues where it stopped.
+stopped sweep continues where it stopped. Each run starts from its checkpoint's saved config,
+whose corpus paths are relative: they resolve under its data.root or, when that is empty,
+under `$SEQJAX_DATA` (experiments/README.md), so set it as for the checkpoint's training.
 """
 
 from __future__ import annotations
