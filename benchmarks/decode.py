@@ -41,7 +41,7 @@ from common import RESULTS, interleaved, machine, markdown_table, write_result  
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
-from seqjax.data import BOS_ID, EOS_ID  # noqa: E402
+from seqjax.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 from seqjax.model_head import init_decode_state, init_params, make_step_fn, tied_embedding  # noqa: E402
@@ -61,7 +61,7 @@ class Shapes:
     vocab: int  # V
     d_model: int  # D
     layers: int  # L
-    heads: int
+    num_heads: int
     d_ff: int
     cached_steps_per_call: int  # KV-cache steps per timed call of the step-time measurement
 
@@ -71,7 +71,7 @@ class Shapes:
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(
-            kind="transformer", d_model=self.d_model, layers=self.layers, heads=self.heads, d_ff=self.d_ff,
+            kind="transformer", d_model=self.d_model, layers=self.layers, num_heads=self.num_heads, d_ff=self.d_ff,
             dropout=0.0, max_len=self.cache_len,
         )
 
@@ -81,9 +81,9 @@ class Shapes:
         return tuple(sorted({0, min(8, self.max_len), *quarters}))
 
 
-FULL = Shapes(batch=32, max_len=128, beam_size=4, vocab=10_000, d_model=512, layers=4, heads=8, d_ff=2048,
+FULL = Shapes(batch=32, max_len=128, beam_size=4, vocab=10_000, d_model=512, layers=4, num_heads=8, d_ff=2048,
               cached_steps_per_call=32)
-QUICK = Shapes(batch=4, max_len=16, beam_size=4, vocab=300, d_model=32, layers=2, heads=2, d_ff=64,
+QUICK = Shapes(batch=4, max_len=16, beam_size=4, vocab=300, d_model=32, layers=2, num_heads=2, d_ff=64,
                cached_steps_per_call=8)
 
 
@@ -149,7 +149,7 @@ def decoding_setup(model, head, params, batch_size: int, cache_len: int, recompu
 def compiled_greedy(model, head, params, *, shapes: Shapes, recompute: bool):
     """`decoding.greedy` from BOS: tokens [B, max_len] int32."""
     step_fn, state = decoding_setup(model, head, params, shapes.batch, shapes.cache_len, recompute)
-    tokens, _ = decoding.greedy(step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, max_len=shapes.max_len)
+    tokens, _ = decoding.greedy(step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, max_len=shapes.max_len)
     return tokens
 
 
@@ -158,7 +158,7 @@ def compiled_beam(model, head, params, *, shapes: Shapes, recompute: bool):
     """`decoding.beam_search` from BOS: sequences [B, K, max_len] int32, scores [B, K] float32."""
     step_fn, state = decoding_setup(model, head, params, shapes.batch, shapes.cache_len, recompute)
     return decoding.beam_search(
-        step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=shapes.beam_size, max_len=shapes.max_len
+        step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, beam_size=shapes.beam_size, max_len=shapes.max_len
     )
 
 
@@ -346,7 +346,7 @@ def summary(decoders, times, shapes: Shapes) -> list[str]:
 def report(decoders, times, shapes: Shapes, repeats: int, step_repeats: int, plot_name: str) -> str:
     """The markdown body of the result file."""
     setup = (
-        f"Transformer LM: D = {shapes.d_model}, {shapes.layers} layers, {shapes.heads} heads, d_ff = {shapes.d_ff}, "
+        f"Transformer LM: D = {shapes.d_model}, {shapes.layers} layers, {shapes.num_heads} heads, d_ff = {shapes.d_ff}, "
         f"V = {shapes.vocab:,}, random weights, full-softmax head with EOS's bias at {UNREACHABLE_EOS_BIAS:,.0f} so "
         f"that every row runs all {shapes.max_len} steps. B = {shapes.batch} rows from BOS; beam search with K = "
         f"{shapes.beam_size}, no length penalty. Medians of {repeats} interleaved repeats, each a whole decode from "
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
 
     print("machine:", "; ".join(f"{k} {v}" for k, v in machine().items()))
     print(f"B={shapes.batch} max_len={shapes.max_len} K={shapes.beam_size} V={shapes.vocab} D={shapes.d_model} "
-          f"L={shapes.layers} heads={shapes.heads} d_ff={shapes.d_ff}; medians of {repeats} interleaved repeats")
+          f"L={shapes.layers} heads={shapes.num_heads} d_ff={shapes.d_ff}; medians of {repeats} interleaved repeats")
     model, head, params = build_lm(shapes)
     decoders = time_decoders(decode_variants(model, head, params, shapes, args.quick), repeats)
     step_repeats = 3 * repeats  # a step is cheap, and its flatness is the claim most exposed to noise

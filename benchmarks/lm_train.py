@@ -34,7 +34,7 @@ SHAPES = {
     "elman": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="elman", d_model=512, layers=1, dropout=0.0)),
     "transformer": dict(
         batch=16, time=128,
-        cfg=ModelConfig(kind="transformer", d_model=512, layers=4, heads=8, d_ff=2048, dropout=0.0, max_len=128),
+        cfg=ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128),
     ),
 }
 
@@ -59,7 +59,7 @@ def torch_step(name: str, batch: int, time: int, cfg: ModelConfig):
             super().__init__()
             self.embed = nn.Embedding(V, d)
             if name == "transformer":
-                layer = nn.TransformerEncoderLayer(d, cfg.heads, cfg.d_ff, dropout=0.0, batch_first=True, norm_first=True)
+                layer = nn.TransformerEncoderLayer(d, cfg.num_heads, cfg.d_ff, dropout=0.0, batch_first=True, norm_first=True)
                 self.body = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
                 self.mask = nn.Transformer.generate_square_subsequent_mask(time)
             else:

@@ -42,9 +42,9 @@ from seqjax.training.setup import PRECISIONS  # noqa: E402
 
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.
-FULL = LMShapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, heads=16, d_ff=4096,
+FULL = LMShapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, num_heads=16, d_ff=4096,
                                               dropout=0.0, max_len=1024))
-QUICK = LMShapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
+QUICK = LMShapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256,
                                          dropout=0.0, max_len=32))
 
 
@@ -77,7 +77,7 @@ def report(shapes: LMShapes, precision: str, result: dict, measured_peak: float,
            peak_size: int = 4096) -> str:
     m = shapes.model
     rows = [[
-        f"B={shapes.batch} T={shapes.time} D={m.d_model} L={m.layers} H={m.heads} F={m.d_ff} V={shapes.vocab}",
+        f"B={shapes.batch} T={shapes.time} D={m.d_model} L={m.layers} H={m.num_heads} F={m.d_ff} V={shapes.vocab}",
         f"{result['params']:,}", precision, f"{result['step_s'] * 1000:,.1f}", f"{result['tokens_per_s']:,.0f}",
         f"{result['model_tflops']:.2f}", f"{result['model_tflops'] / measured_peak:.0%}",
         f"{result['model_tflops'] / nominal_peak:.0%}" if nominal_peak else "-",

@@ -51,7 +51,7 @@ SEQ2SEQ = ["data.task=reverse", "data.num_train=256", "data.num_eval=8", "data.b
 SETUPS = {  # name -> config overrides
     "attention_seq2seq": SEQ2SEQ + ["model.kind=attention_seq2seq", "model.d_model=256", "model.layers=1"],
     "transformer_seq2seq": SEQ2SEQ + [
-        "model.kind=transformer_seq2seq", "model.d_model=256", "model.layers=2", "model.heads=4",
+        "model.kind=transformer_seq2seq", "model.d_model=256", "model.layers=2", "model.num_heads=4",
         "model.d_ff=1024", "model.max_len=64",
     ],
     "oracle_lm": [
@@ -59,10 +59,11 @@ SETUPS = {  # name -> config overrides
         "model.kind=rnn", "model.cell=lstm", "model.d_model=128", "model.layers=1",
     ],
 }
-QUICK = [  # appended to every setup: tiny shapes
-    "model.d_model=16", "model.d_ff=32", "model.heads=2", "train.batch_size=4", "data.num_train=64",
-    "data.buckets=(12,)", "data.max_len=10", "data.seq_len=21",
+QUICK = [  # appended to every setup: tiny shapes (the Transformer's own keys only where they apply)
+    "model.d_model=16", "train.batch_size=4", "data.num_train=64", "data.buckets=(12,)", "data.max_pair_len=10",
+    "data.seq_len=21",
 ]
+QUICK_TRANSFORMER = ["model.d_ff=32", "model.num_heads=2"]
 OBJECTIVES = {  # name -> config overrides; defaults otherwise (ObjectiveConfig)
     "teacher_forcing": ["objective.kind=teacher_forcing"],
     "scheduled_sampling": ["objective.kind=scheduled_sampling"],
@@ -78,7 +79,8 @@ BASELINE = "teacher_forcing"
 def setup_config(setup: str, quick: bool) -> Config:
     if setup not in SETUPS:
         raise ValueError(f"setup must be one of {sorted(SETUPS)}, got {setup!r}")
-    return config_lib.override(Config(), COMMON + SETUPS[setup] + (QUICK if quick else []))
+    quick_keys = QUICK + (QUICK_TRANSFORMER if "transformer" in setup else []) if quick else []
+    return config_lib.override(Config(), COMMON + SETUPS[setup] + quick_keys)
 
 
 def with_objective(exp: Experiment, objective: str) -> Experiment:

@@ -75,9 +75,9 @@ LAYOUTS = (
 )
 
 
-FULL = LMShapes(32, 128, 16_384, ModelConfig(kind="transformer", d_model=512, layers=4, heads=8, d_ff=2048,
+FULL = LMShapes(32, 128, 16_384, ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048,
                                               dropout=0.0, max_len=128))
-QUICK = LMShapes(16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, heads=4, d_ff=256,
+QUICK = LMShapes(16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256,
                                             dropout=0.0, max_len=32))
 
 

@@ -74,7 +74,7 @@ def _rnn(kind: str, d: int) -> ModelConfig:
 
 
 def _transformer(d: int, layers: int, heads: int, d_ff: int, max_len: int) -> ModelConfig:
-    return ModelConfig(kind="transformer_seq2seq", d_model=d, layers=layers, heads=heads, d_ff=d_ff,
+    return ModelConfig(kind="transformer_seq2seq", d_model=d, layers=layers, num_heads=heads, d_ff=d_ff,
                        dropout=0.0, max_len=max_len)
 
 
@@ -94,7 +94,7 @@ def describe(setup: Setup) -> str:
     c = setup.cfg
     shape = f"B={setup.batch} S={setup.src_len} T={setup.tgt_len} D={c.d_model} V={setup.vocab}"
     if c.kind == "transformer_seq2seq":
-        return f"{shape} L={c.layers}+{c.layers} H={c.heads} F={c.d_ff} {c.norm}-LN"
+        return f"{shape} L={c.layers}+{c.layers} H={c.num_heads} F={c.d_ff} {c.norm}-LN"
     return f"{shape} L={c.layers} {c.cell}{' bi-enc' if c.bidirectional else ''}"
 
 
@@ -225,7 +225,7 @@ def torch_transformer_seq2seq(torch, setup: Setup):
         # Nested tensors only speed up padded inference; pre-LN layers just cannot use them.
         warnings.filterwarnings("ignore", message="enable_nested_tensor")
         transformer = nn.Transformer(
-            d, c.heads, c.layers, c.layers, c.d_ff, dropout=0.0,
+            d, c.num_heads, c.layers, c.layers, c.d_ff, dropout=0.0,
             activation=functools.partial(nn.functional.gelu, approximate="tanh"), layer_norm_eps=1e-6,
             batch_first=True, norm_first=c.norm == "pre",
         )

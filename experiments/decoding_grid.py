@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--beams", default="2,3,4,8")
     parser.add_argument("--penalties", default="0,0.6,1.0")
     args = parser.parse_args()
-    exp, state, _ = restored(args.workdir, ["train.samples=0"])
+    exp, state, _ = restored(args.workdir, ["train.num_printed_samples=0"])
     if not exp.is_seq2seq:
         raise ValueError(f"{args.workdir} holds a language model; the grid needs an encoder–decoder")
     settings = [DecodeOptions()] + [

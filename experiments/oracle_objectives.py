@@ -73,7 +73,7 @@ def quick_config(steps: int = QUICK_STEPS) -> Config:
         cfg,
         data=dataclasses.replace(cfg.data, seq_len=SENTENCE, num_train=64, num_eval=16),
         model=dataclasses.replace(cfg.model, d_model=16),
-        train=dataclasses.replace(cfg.train, batch_size=8, log_every=3, samples=1, sample_len=8),
+        train=dataclasses.replace(cfg.train, batch_size=8, log_every=3, num_printed_samples=1, printed_sample_len=8),
     )
 
 

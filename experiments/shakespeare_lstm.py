@@ -29,5 +29,5 @@ def get_config() -> Config:
         data=shakespeare_data(),
         model=ModelConfig(kind="rnn", cell="lstm", d_model=256, layers=2, dropout=0.1),
         optim=OptimConfig(learning_rate=3e-3, warmup_steps=100, schedule="cosine"),
-        train=TrainConfig(steps=1200, batch_size=32, eval_every=400, checkpoint_every=200, sample_len=200),
+        train=TrainConfig(steps=1200, batch_size=32, eval_every=400, checkpoint_every=200, printed_sample_len=200),
     )

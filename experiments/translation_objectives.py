@@ -62,7 +62,7 @@ def run_config(base: Config, checkpoint: str, name: str, seed: int, steps: int) 
         objective=objective_config(name, steps),
         optim=dataclasses.replace(base.optim, learning_rate=1e-4, schedule="constant", warmup_steps=20),
         train=dataclasses.replace(base.train, steps=steps, seed=seed, init_from=checkpoint, eval_every=0,
-                                  checkpoint_every=steps, samples=0),
+                                  checkpoint_every=steps, num_printed_samples=0),
     )
 
 
@@ -78,7 +78,7 @@ def decoded(run_dir: str, beams: tuple[int, ...]) -> dict[str, dict]:
             reports = json.load(f)
     missing = [b for b in beams if str(b) not in reports]
     if missing:
-        exp, state, _ = restored(run_dir, ["train.samples=0"])
+        exp, state, _ = restored(run_dir, ["train.num_printed_samples=0"])
         for beam in missing:
             start = time.perf_counter()
             report = translate(exp, state.params, "test", options=DecodeOptions(beam=beam), echo=lambda _: None)

@@ -97,7 +97,7 @@ def cmd_generate(args) -> None:
     from seqjax.training.generation import lm_samples, translate_texts
 
     options = decode_options(args)
-    overrides = args.set + [f"train.sample_len={args.max_len}", f"train.samples={args.num}"]
+    overrides = args.set + [f"train.printed_sample_len={args.max_len}", f"train.num_printed_samples={args.num}"]
     exp, state, _ = restored(args.workdir, overrides)
     if exp.is_seq2seq:
         source = np.asarray(exp.data.src_tokenizer.encode(args.prompt), np.int32)

@@ -2,6 +2,11 @@
 
 An experiment file defines `get_config() -> Config`; the CLI applies `--set a.b=c`
 overrides on top with `override`, which checks every key and value type on the host.
+
+Each field carries its description and, where it only means something for some values of
+its section's `kind`, those kinds (`option(...)`); a section may also group the options of
+one kind in a nested dataclass named for it (`objective.scheduled_sampling.k`). A key set
+explicitly for a kind that is not the resolved one is refused: it would be ignored.
 """
 
 from __future__ import annotations
@@ -12,65 +17,89 @@ import types
 import typing
 from typing import Any
 
+from seqjax.options import option
+
+
+RECURRENT = ("rnn", "rnn_seq2seq", "attention_seq2seq")
+TRANSFORMERS = ("transformer", "transformer_seq2seq")
+RNN_ENCODERS = ("rnn_seq2seq", "attention_seq2seq")
+NEURAL = ("rnn", "transformer", "nnlm", *RNN_ENCODERS, "transformer_seq2seq")
+SAMPLING_HEADS = ("sampled", "nce", "negative")
+
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    kind: str = "synthetic"  # synthetic | text | parallel
-    task: str = "grammar"  # synthetic task: grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)
-    train: str = ""  # text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)
-    valid: str = ""
-    test: str = ""
-    src: str = "en"
-    tgt: str = "de"
-    tokenizer: str = "char"  # char | word | bpe
-    vocab_size: int = 0  # upper bound on the vocabulary (0: no bound; bpe requires one)
-    min_count: int = 1  # word tokenizer: rarer words become <unk>
-    seq_len: int = 64  # LM: tokens per training row (concatenate-and-chunk)
-    max_len: int = 63  # parallel/seq2seq: longest source or target kept, in tokens (+1 for BOS/EOS fits buckets[-1])
-    buckets: tuple[int, ...] = (16, 32, 64)  # seq2seq: padded lengths, bounded recompilation
-    num_train: int = 20000  # synthetic: examples (seq2seq) or sentences (LM) per split
-    num_eval: int = 500
-    seed: int = 0  # synthetic data generation
+    kind: str = option("synthetic", "synthetic | text | parallel")
+    task: str = option(
+        "grammar", "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)", kinds=("synthetic",)
+    )
+    root: str = option(
+        "", "directory that relative train/valid/test paths are under ('': $SEQJAX_DATA, else the working directory)",
+        kinds=("text", "parallel"),
+    )
+    train: str = option("", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)",
+                        kinds=("text", "parallel"))
+    valid: str = option("", "as train, for the validation split", kinds=("text", "parallel"))
+    test: str = option("", "as train, for the test split", kinds=("text", "parallel"))
+    src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
+    tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
+    tokenizer: str = option("char", "char | word | bpe", kinds=("text", "parallel"))
+    vocab_size: int = option(0, "upper bound on the vocabulary (0: no bound; bpe requires one)")
+    min_count: int = option(1, "word tokenizer: rarer words become <unk>")
+    seq_len: int = option(64, "LM: tokens per training row (concatenate-and-chunk)")
+    max_pair_len: int = option(
+        63, "seq2seq: longest source or target kept in training, in tokens (+1 for BOS/EOS fits buckets[-1])"
+    )
+    buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, bounded recompilation")
+    num_train: int = option(20000, "examples (seq2seq) or sentences (LM) in the train split", kinds=("synthetic",))
+    num_eval: int = option(500, "examples or sentences in each of valid and test", kinds=("synthetic",))
+    seed: int = option(0, "seed of the generated data", kinds=("synthetic",))
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "transformer"  # rnn | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq
-    cell: str = "lstm"  # rnn: lstm | gru | elman
-    d_model: int = 128
-    layers: int = 2
-    heads: int = 4
-    d_ff: int = 512
-    dropout: float = 0.1
-    positions: str = "sinusoidal"  # sinusoidal | learned
-    max_len: int = 512  # longest sequence a Transformer (positions, KV cache) handles
-    residual: bool = False  # rnn: residual connections around layers after the first
-    norm: str = "pre"  # transformer: pre | post (LayerNorm before or after each residual add)
-    window: int = 0  # transformer self-attention: keys seen per query (sliding window), 0 = all
-    dilation: int = 1  # transformer sliding window: gap between attended keys
-    context: int = 4  # nnlm: previous tokens whose embeddings are concatenated; ngram: the order − 1
-    direct: bool = False  # nnlm: direct (linear) connections from the context to the hidden
-    bidirectional: bool = True  # rnn seq2seq encoders: forward and backward layers
-    attention: str = "additive"  # attention_seq2seq score: additive | dot | general
+    kind: str = option(
+        "transformer", "rnn | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq"
+    )
+    d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
+    layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
+    dropout: float = option(0.1, "dropout rate in training", kinds=NEURAL)
+    cell: str = option("lstm", "lstm | gru | elman", kinds=RECURRENT)
+    residual: bool = option(False, "residual connections around the layers after the first", kinds=RECURRENT)
+    bidirectional: bool = option(True, "encoder layers run forward and backward (D/2 each)", kinds=RNN_ENCODERS)
+    attention: str = option("additive", "attention score: additive | dot | general", kinds=("attention_seq2seq",))
+    num_heads: int = option(4, "attention heads", kinds=TRANSFORMERS)
+    d_ff: int = option(512, "feed-forward hidden width", kinds=TRANSFORMERS)
+    positions: str = option("sinusoidal", "sinusoidal | learned", kinds=TRANSFORMERS)
+    max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=TRANSFORMERS)
+    norm: str = option("pre", "pre | post: LayerNorm before or after each residual add", kinds=TRANSFORMERS)
+    window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
+    dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
+    context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=("nnlm", "ngram"))
+    direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))
 
 
 @dataclasses.dataclass(frozen=True)
 class HeadConfig:
-    kind: str = "full"  # full | sampled | nce | negative | class | tree | adaptive
-    tied: bool = False  # share the output weights with the (target) input embedding
-    chunk_size: int = 0  # full softmax: 0 materializes [N, V] logits, else blocks of the vocabulary
-    num_samples: int = 512  # sampled | nce | negative: K samples per step, 0 < K < V
-    proposal: str = "log_uniform"  # sampled | nce | negative: uniform | unigram | log_uniform
-    power: float = 1.0  # unigram proposal q ∝ count^power (0.75: word2vec)
-    unique: bool = True  # sampled | nce: deduplicate the K draws (negative always draws with replacement)
-    per_row_samples: bool = False  # draw K samples per row instead of one set per batch
-    remove_accidental_hits: bool = True  # sampled: a sample equal to the target is not a negative
-    log_normalizer: float = 0.0  # nce: log Z (the initial value when learned)
-    learn_normalizer: bool = False  # nce: learn log Z instead of fixing it
-    tree: str = "huffman"  # tree: huffman | balanced
-    num_classes: int = 0  # class: number of classes, 0 for ceil(sqrt(V))
-    cutoffs: tuple[int, ...] = ()  # adaptive: increasing, < V: shortlist end, then cluster starts
-    div_value: float = 4.0  # adaptive: tail cluster i projects to D / div_value^i
+    kind: str = option("full", "full | sampled | nce | negative | class | tree | adaptive")
+    tied: bool = option(
+        False, "share the output word vectors with the (target) input embedding",
+        kinds=("full", *SAMPLING_HEADS, "class", "adaptive"),
+    )
+    chunk_size: int = option(0, "0 materializes [N, V] logits, else blocks of the vocabulary", kinds=("full",))
+    num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
+    proposal: str = option("log_uniform", "uniform | unigram | log_uniform", kinds=SAMPLING_HEADS)
+    power: float = option(1.0, "unigram proposal q ∝ count^power (0.75: word2vec)", kinds=SAMPLING_HEADS)
+    unique: bool = option(True, "deduplicate the K draws (negative always draws with replacement)",
+                          kinds=("sampled", "nce"))
+    per_row_samples: bool = option(False, "draw K samples per row instead of one set per batch", kinds=SAMPLING_HEADS)
+    remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative", kinds=("sampled",))
+    log_normalizer: float = option(0.0, "log Z (the initial value when learned)", kinds=("nce",))
+    learn_normalizer: bool = option(False, "learn log Z instead of fixing it", kinds=("nce",))
+    tree: str = option("huffman", "huffman | balanced", kinds=("tree",))
+    num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", kinds=("class",))
+    cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts", kinds=("adaptive",))
+    div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", kinds=("adaptive",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,40 +134,40 @@ class ObjectiveConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
-    learning_rate: float = 3e-3
-    schedule: str = "cosine"  # cosine | linear | constant (each after linear warmup)
-    warmup_steps: int = 100
-    end_lr_fraction: float = 0.05  # decay ends at this fraction of the peak
-    weight_decay: float = 0.01
-    b1: float = 0.9
-    b2: float = 0.98
-    clip_norm: float = 1.0  # global-norm clipping; 0 disables
-    accum_steps: int = 1  # gradient accumulation: microbatches per optimizer update
+    learning_rate: float = option(3e-3, "peak learning rate (AdamW)")
+    schedule: str = option("cosine", "cosine | linear | constant (each after linear warmup)")
+    warmup_steps: int = option(100, "steps of linear warmup from 0")
+    end_lr_fraction: float = option(0.05, "decay ends at this fraction of the peak")
+    weight_decay: float = option(0.01, "AdamW decoupled weight decay")
+    b1: float = option(0.9, "AdamW beta1")
+    b2: float = option(0.98, "AdamW beta2")
+    clip_norm: float = option(1.0, "global-norm gradient clipping; 0 disables")
+    accum_steps: int = option(1, "gradient accumulation: microbatches per optimizer update")
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1000
-    batch_size: int = 32  # global batch, rows
-    seed: int = 0
-    precision: str = "float32"  # float32 | bfloat16 (matmuls; parameters and softmax stay float32)
-    mesh: str = "data:-1"  # axis sizes, -1 takes the remaining devices; axes: data, model
-    sharding: str = "data"  # data | fsdp | tensor | fsdp_tensor (docs/scaling.md)
-    step_kind: str = "jit"  # jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)
-    vocab_parallel: bool = False  # full-softmax loss with the vocabulary split over the model axis
-    distributed: bool = False  # join a multi-process run (jax.distributed.initialize)
-    coordinator: str = ""  # HOST:PORT of process 0; "": $JAX_COORDINATOR_ADDRESS or cluster detection
-    num_processes: int = 0  # 0: $JAX_NUM_PROCESSES or cluster detection
-    process_id: int = -1  # -1: $JAX_PROCESS_ID or cluster detection
-    heartbeat_timeout: int = 100  # seconds without heartbeats before a process counts as dead
-    log_every: int = 20
-    eval_every: int = 500  # 0: only at the end
-    eval_batches: int = 0  # 0: the whole split (exact perplexity)
-    checkpoint_every: int = 500  # 0: only at the end
-    keep_checkpoints: int = 3
-    init_from: str = ""  # a run directory whose latest parameters start a fresh run (e.g. RL after MLE)
-    samples: int = 4  # generated samples printed at the end
-    sample_len: int = 64
+    steps: int = option(1000, "optimizer updates of the run")
+    batch_size: int = option(32, "global batch, rows")
+    seed: int = option(0, "seed of initialization, dropout, sampling and batch order")
+    precision: str = option("float32", "float32 | bfloat16 (matmuls; parameters and softmax stay float32)")
+    mesh: str = option("data:-1", "axis sizes, -1 takes the remaining devices; axes: data, model")
+    sharding: str = option("data", "data | fsdp | tensor | fsdp_tensor (docs/scaling.md)")
+    step_kind: str = option("jit", "jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)")
+    vocab_parallel: bool = option(False, "full-softmax loss with the vocabulary split over the model axis")
+    distributed: bool = option(False, "join a multi-process run (jax.distributed.initialize)")
+    coordinator: str = option("", "HOST:PORT of process 0; '': $JAX_COORDINATOR_ADDRESS or cluster detection")
+    num_processes: int = option(0, "0: $JAX_NUM_PROCESSES or cluster detection")
+    process_id: int = option(-1, "-1: $JAX_PROCESS_ID or cluster detection")
+    heartbeat_timeout: int = option(100, "seconds without heartbeats before a process counts as dead")
+    log_every: int = option(20, "steps between logged training metrics")
+    eval_every: int = option(500, "steps between validation evaluations; 0: only at the end")
+    eval_batches: int = option(0, "batches per evaluation; 0: the whole split (exact perplexity)")
+    checkpoint_every: int = option(500, "steps between checkpoints; 0: only at the end")
+    keep_checkpoints: int = option(3, "checkpoints kept (the newest)")
+    init_from: str = option("", "a run directory whose latest parameters start a fresh run (e.g. RL after MLE)")
+    num_printed_samples: int = option(4, "generated samples printed at the end of a run")
+    printed_sample_len: int = option(64, "tokens generated per printed sample")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,35 +225,88 @@ def _coerce(text_or_value: Any, kind: Any, key: str) -> Any:
     raise TypeError(f"unsupported config type {kind} for {key}")
 
 
-def valid_keys(config: Config) -> list[str]:
-    return [
-        f"{section.name}.{field}"
-        for section in dataclasses.fields(config)
-        for field in _field_types(type(getattr(config, section.name)))
-    ]
+# Keys of earlier versions, refused with the name that replaced them.
+RENAMED = {
+    "model.heads": "model.num_heads",
+    "data.max_len": "data.max_pair_len",
+    "train.samples": "train.num_printed_samples",
+    "train.sample_len": "train.printed_sample_len",
+}
+
+
+def valid_keys(node: Any, prefix: str = "") -> list[str]:
+    """Every settable `a.b(.c)` key under a config (or a section of one), in declaration order."""
+    keys = []
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if dataclasses.is_dataclass(value):
+            keys += valid_keys(value, f"{prefix}{field.name}.")
+        else:
+            keys.append(f"{prefix}{field.name}")
+    return keys
+
+
+def _unknown_key(config: Config, key: str) -> ValueError:
+    if key in RENAMED:
+        return ValueError(f"config key {key!r} was renamed to {RENAMED[key]!r}")
+    return ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(config))}")
+
+
+def _replace(node: Any, path: list[str], value: Any, key: str, config: Config) -> Any:
+    """`node` with the field at `path` set to `value`, converted to its annotated type."""
+    types_ = _field_types(type(node))
+    name = path[0]
+    if name not in types_:
+        raise _unknown_key(config, key)
+    child = getattr(node, name)
+    if len(path) == 1:
+        if dataclasses.is_dataclass(child):
+            raise ValueError(f"{key} is a group of keys, not a value: set one of {', '.join(valid_keys(child, key + '.'))}")
+        return dataclasses.replace(node, **{name: _coerce(value, types_[name], key)})
+    if not dataclasses.is_dataclass(child):
+        raise _unknown_key(config, key)
+    return dataclasses.replace(node, **{name: _replace(child, path[1:], value, key, config)})
+
+
+def inapplicable(config: Config, key: str) -> str | None:
+    """Why `key` means nothing under `config`'s kinds (a field declared for other kinds, or a
+    group named for another kind), or None when it applies."""
+    node: Any = config
+    parts = key.split(".")
+    for depth, name in enumerate(parts):
+        field = {f.name: f for f in dataclasses.fields(node)}[name]
+        owner = ".".join(parts[:depth])
+        kind = getattr(node, "kind", None)
+        child = getattr(node, name)
+        if kind is not None and dataclasses.is_dataclass(child) and name != kind:
+            return f"{key} applies to {owner}.kind={name}, not {kind!r}"
+        kinds = field.metadata.get("kinds", ())
+        if kind is not None and kinds and kind not in kinds:
+            return f"{key} applies to {owner}.kind in ({', '.join(kinds)}), not {kind!r}"
+        node = child
+    return None
 
 
 def override(config: Config, assignments: list[str]) -> Config:
     """Applies `section.key=value` assignments, each checked against the dataclass types.
 
     Raises:
-      ValueError: malformed assignment, unknown key (the message lists the valid ones), or
-        a value that does not convert to the field's type.
+      ValueError: malformed assignment, unknown key (the message lists the valid ones), a
+        renamed key (the message names the new one), a value that does not convert to the
+        field's type, or a key that does not apply to the resolved kind (it would be ignored).
     """
+    keys = []
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
         key = key.strip()
         if not sep:
             raise ValueError(f"--set expects key=value, got {assignment!r}")
-        section, dot, field = key.partition(".")
-        if not dot or section not in {f.name for f in dataclasses.fields(config)}:
-            raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(config))}")
-        sub = getattr(config, section)
-        types_ = _field_types(type(sub))
-        if field not in types_:
-            raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(config))}")
-        sub = dataclasses.replace(sub, **{field: _coerce(value, types_[field], key)})
-        config = dataclasses.replace(config, **{section: sub})
+        config = _replace(config, key.split("."), value, key, config)
+        keys.append(key)
+    for key in keys:
+        reason = inapplicable(config, key)
+        if reason:
+            raise ValueError(f"{reason}: it would be ignored")
     return config
 
 
@@ -232,25 +314,32 @@ def to_dict(config: Config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def _from_dict(cls: Any, values: dict[str, Any], prefix: str) -> Any:
+    types_ = _field_types(cls)
+    updates = {}
+    for name, value in values.items():
+        key = f"{prefix}{name}"
+        if key in RENAMED:
+            raise ValueError(f"saved config key {key!r} was renamed to {RENAMED[key]!r}; this version cannot read it")
+        if name not in types_:
+            raise ValueError(f"unknown config key {key!r} in saved config")
+        kind = types_[name]
+        if dataclasses.is_dataclass(kind):
+            if not isinstance(value, dict):
+                raise ValueError(f"{key} must be a group of keys in saved config, got {value!r}")
+            updates[name] = _from_dict(kind, value, key + ".")
+        else:
+            updates[name] = _coerce(value, kind, key)
+    return cls(**updates)
+
+
 def from_dict(values: dict[str, Any]) -> Config:
     """Rebuilds a Config from `to_dict` output (e.g. a checkpoint's saved config).
 
-    Unknown keys raise ValueError, so that a config from an incompatible version is refused
-    rather than silently half-read.
+    Unknown or renamed keys raise ValueError, so that a config from an incompatible version
+    is refused rather than silently half-read.
     """
-    config = Config()
-    for section, fields in values.items():
-        if section not in {f.name for f in dataclasses.fields(config)}:
-            raise ValueError(f"unknown config section {section!r} in saved config")
-        sub = getattr(config, section)
-        types_ = _field_types(type(sub))
-        updates = {}
-        for field, value in fields.items():
-            if field not in types_:
-                raise ValueError(f"unknown config key {section}.{field!r} in saved config")
-            updates[field] = _coerce(value, types_[field], f"{section}.{field}")
-        config = dataclasses.replace(config, **{section: dataclasses.replace(sub, **updates)})
-    return config
+    return _from_dict(Config, values, "")
 
 
 def dumps(config: Config) -> str:

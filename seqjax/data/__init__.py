@@ -5,7 +5,7 @@ reaches a jitted function.
 """
 
 from seqjax.data.batching import LMBatches, Seq2SeqBatches, lm_eval_batches, seq2seq_eval_batches
-from seqjax.data.datasets import LMData, ParallelData, load_data, validate_data_config
+from seqjax.data.datasets import LMData, ParallelData, holds_pairs, load_data, validate_data_config
 from seqjax.data.readers import read_lines, read_parallel
 from seqjax.data.synthetic import (
     SEQ2SEQ_TASKS,
@@ -46,6 +46,7 @@ __all__ = [
     "build_tokenizer",
     "copy_task",
     "grammar_sentences",
+    "holds_pairs",
     "is_grammatical",
     "lm_eval_batches",
     "load_data",

@@ -51,7 +51,7 @@ class ParallelData:
       splits: split name -> (sources, targets), each a list of [len] int32 id arrays (no
         `<s>`/`</s>`; the batchers add them).
       references, sources: split name -> the raw target / source lines, for BLEU and display.
-      dropped: split name -> pairs left out for exceeding `max_len` (train only; evaluation
+      dropped: split name -> pairs left out for exceeding `max_pair_len` (train only; evaluation
         splits keep every pair).
     """
 
@@ -74,13 +74,30 @@ def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
         raise ValueError(f"data.{name} must be an int >= {minimum}, got {value!r}")
 
 
+DATA_ROOT_VARIABLE = "SEQJAX_DATA"
+
+
+def split_path(cfg: DataConfig, split: str) -> str:
+    """The file (text) or prefix (parallel) of `split`: data.<split>, under data.root when
+    relative (data.root '' falls back to $SEQJAX_DATA, then to the working directory)."""
+    path = getattr(cfg, split)
+    root = cfg.root or os.environ.get(DATA_ROOT_VARIABLE, "")
+    return os.path.join(os.path.expanduser(root), path) if path and root else path
+
+
+def holds_pairs(cfg: DataConfig) -> bool:
+    """True for sentence-pair data (parallel corpora, the synthetic seq2seq tasks), which
+    needs an encoder-decoder; False for a language-model stream."""
+    return cfg.kind == "parallel" or (cfg.kind == "synthetic" and cfg.task in SEQ2SEQ_TASKS)
+
+
 def validate_data_config(cfg: DataConfig) -> None:
     """Checks every field `load_data` uses, with the value and the rule in each message."""
     if cfg.kind not in DATA_KINDS:
         raise ValueError(f"data.kind must be one of {DATA_KINDS}, got {cfg.kind!r}")
     if cfg.tokenizer not in TOKENIZER_KINDS:
         raise ValueError(f"data.tokenizer must be one of {TOKENIZER_KINDS}, got {cfg.tokenizer!r}")
-    for name, minimum in (("vocab_size", 0), ("min_count", 1), ("seq_len", 1), ("max_len", 1),
+    for name, minimum in (("vocab_size", 0), ("min_count", 1), ("seq_len", 1), ("max_pair_len", 1),
                           ("num_train", 1), ("num_eval", 1), ("seed", 0)):
         _check_int(cfg, name, minimum)
     if cfg.tokenizer == "bpe" and cfg.vocab_size < BPE_MIN_VOCAB_SIZE:
@@ -98,7 +115,7 @@ def validate_data_config(cfg: DataConfig) -> None:
         if cfg.kind == "parallel" and (not cfg.src or not cfg.tgt or cfg.src == cfg.tgt):
             raise ValueError(f"data.src and data.tgt must be two different suffixes, got {cfg.src!r}, {cfg.tgt!r}")
         for split in SPLITS:
-            prefix = getattr(cfg, split)
+            prefix = split_path(cfg, split)
             paths = [prefix] if cfg.kind == "text" else [f"{prefix}.{cfg.src}", f"{prefix}.{cfg.tgt}"]
             missing = [p for p in paths if prefix and not os.path.isfile(p)]
             if missing:
@@ -148,7 +165,7 @@ def _parallel_data(
         tgt_ids = [np.array(ids, np.int32) for ids in tgt_tokenizer.encode_batch(targets)]
         keep = range(len(sources))
         if split == "train":
-            keep = [i for i in keep if len(src_ids[i]) <= cfg.max_len and len(tgt_ids[i]) <= cfg.max_len]
+            keep = [i for i in keep if len(src_ids[i]) <= cfg.max_pair_len and len(tgt_ids[i]) <= cfg.max_pair_len]
         data.splits[split] = ([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])
         data.sources[split] = [sources[i] for i in keep]
         data.references[split] = [targets[i] for i in keep]
@@ -189,6 +206,6 @@ def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
         return _parallel_data(cfg, pairs, tokenizers, shared=True)
     present = [split for split in SPLITS if getattr(cfg, split)]
     if cfg.kind == "text":
-        return _lm_data(cfg, {split: read_lines(getattr(cfg, split)) for split in present}, tokenizers)
-    pairs = {split: read_parallel(getattr(cfg, split), cfg.src, cfg.tgt) for split in present}
+        return _lm_data(cfg, {split: read_lines(split_path(cfg, split)) for split in present}, tokenizers)
+    pairs = {split: read_parallel(split_path(cfg, split), cfg.src, cfg.tgt) for split in present}
     return _parallel_data(cfg, pairs, tokenizers, shared=False)

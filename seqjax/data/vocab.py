@@ -14,11 +14,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-PAD_ID = 0
-BOS_ID = 1
-EOS_ID = 2
-UNK_ID = 3
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+from seqjax.contracts import SPECIAL_IDS
+
+# Host-side names of `seqjax.contracts.SPECIAL_IDS`, the one definition of the special ids.
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = SPECIAL_IDS.pad, SPECIAL_IDS.bos, SPECIAL_IDS.eos, SPECIAL_IDS.unk
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # the strings of ids 0..3, in that order
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

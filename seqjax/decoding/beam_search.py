@@ -26,7 +26,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from seqjax.decoding.loop import PAD_ID
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id, is_int, is_real
 
 
@@ -36,6 +35,7 @@ def beam_search(
     *,
     bos_id: int,
     eos_id: int,
+    pad_id: int,
     beam_size: int,
     max_len: int,
     length_penalty: float = 0.0,
@@ -49,16 +49,17 @@ def beam_search(
         log_probs must be normalized (<= 0). Hashable.
       state: any pytree whose every leaf has the batch B as its leading axis; each leaf
         is repeated beam_size times and reordered with one gather per step.
-      bos_id: the first token fed to every beam; eos_id: the token that ends one.
+      bos_id: the first token fed to every beam; eos_id: the token that ends one; pad_id:
+        the token that fills a hypothesis after its EOS.
       beam_size: K > 0; max_len: > 0 decoding steps at most.
       length_penalty: GNMT alpha (0 ranks by total log-prob; > 0 favours longer output).
       min_len: EOS is forbidden at positions t < min_len (0 <= min_len <= max_len), so a
         finished hypothesis has at least min_len tokens before its EOS.
 
     Returns:
-      sequences: [B, K, max_len] int32, BOS excluded, 0 (PAD) after EOS.
+      sequences: [B, K, max_len] int32, BOS excluded, pad_id after EOS.
       scores: [B, K] float32, length-penalized, descending. A row with fewer than K
-        possible hypotheses fills the rest with score -inf and an all-PAD sequence.
+        possible hypotheses fills the rest with score -inf and an all-pad_id sequence.
     """
     beam_size = check_positive_int("beam_size", beam_size)
     max_len = check_positive_int("max_len", max_len)
@@ -69,9 +70,10 @@ def beam_search(
     _, vocab_size = check_step_contract(step_fn, state)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
+    pad_id = check_token_id("pad_id", pad_id, vocab_size)
     return _beam_program(
         step_fn, state, jnp.float32(length_penalty),
-        bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len, min_len=int(min_len),
+        bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, beam_size=beam_size, max_len=max_len, min_len=int(min_len),
     )
 
 
@@ -82,9 +84,9 @@ def _extend(seqs: jax.Array, flat_index: jax.Array, vocab_size: int, t: jax.Arra
 
 
 @functools.partial(
-    jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "beam_size", "max_len", "min_len")
+    jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "beam_size", "max_len", "min_len")
 )
-def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, beam_size, max_len, min_len):
+def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, beam_size, max_len, min_len):
     batch_size = jax.tree.leaves(state)[0].shape[0]
     k = beam_size
 
@@ -124,12 +126,12 @@ def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, beam_size, 
     carry = (
         jnp.int32(0),
         jnp.full((batch_size, k), -jnp.inf, jnp.float32).at[:, 0].set(0.0),  # one live beam, no duplicates
-        jnp.full((batch_size, k, max_len), PAD_ID, jnp.int32),
+        jnp.full((batch_size, k, max_len), pad_id, jnp.int32),
         jnp.full((batch_size, k), -jnp.inf, jnp.float32),
-        jnp.full((batch_size, k, max_len), PAD_ID, jnp.int32),
+        jnp.full((batch_size, k, max_len), pad_id, jnp.int32),
         jnp.full((batch_size * k,), bos_id, jnp.int32),
         jax.tree.map(lambda leaf: jnp.repeat(leaf, k, axis=0), state),
     )
     _, _, _, fin_scores, fin_seqs, _, _ = jax.lax.while_loop(keep_going, step, carry)
-    fin_seqs = jnp.where(jnp.isneginf(fin_scores)[:, :, None], PAD_ID, fin_seqs)
+    fin_seqs = jnp.where(jnp.isneginf(fin_scores)[:, :, None], pad_id, fin_seqs)
     return fin_seqs, fin_scores

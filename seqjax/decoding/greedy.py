@@ -13,7 +13,9 @@ from seqjax.decoding.loop import decode_loop
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id
 
 
-def greedy(step_fn: Callable, state: Any, *, bos_id: int, eos_id: int, max_len: int) -> tuple[jax.Array, jax.Array]:
+def greedy(
+    step_fn: Callable, state: Any, *, bos_id: int, eos_id: int, pad_id: int, max_len: int
+) -> tuple[jax.Array, jax.Array]:
     """Greedy decoding of a batch.
 
     Args:
@@ -23,10 +25,11 @@ def greedy(step_fn: Callable, state: Any, *, bos_id: int, eos_id: int, max_len: 
       bos_id: the first token fed to every row (for an LM continuing a prompt, its last
         token, with the rest of the prompt already in `state`).
       eos_id: the token that ends a row.
+      pad_id: the token that fills a row after its EOS.
       max_len: the number of decoding steps at most.
 
     Returns:
-      tokens: [B, max_len] int32, generated tokens (BOS excluded), 0 (PAD) after EOS.
+      tokens: [B, max_len] int32, generated tokens (BOS excluded), pad_id after EOS.
       lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
 
     Usable inside `jax.jit` (state traced, the keyword arguments static).
@@ -35,12 +38,13 @@ def greedy(step_fn: Callable, state: Any, *, bos_id: int, eos_id: int, max_len: 
     _, vocab_size = check_step_contract(step_fn, state)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
-    return _greedy_program(step_fn, state, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+    pad_id = check_token_id("pad_id", pad_id, vocab_size)
+    return _greedy_program(step_fn, state, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
 
 
-@functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "max_len"))
-def _greedy_program(step_fn, state, *, bos_id, eos_id, max_len):
+@functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len"))
+def _greedy_program(step_fn, state, *, bos_id, eos_id, pad_id, max_len):
     def most_probable(log_probs, t):
         return jnp.argmax(log_probs, axis=-1)
 
-    return decode_loop(step_fn, state, most_probable, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+    return decode_loop(step_fn, state, most_probable, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)

@@ -12,8 +12,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-PAD_ID = 0
-
 
 def decode_loop(
     step_fn: Callable,
@@ -22,12 +20,13 @@ def decode_loop(
     *,
     bos_id: int,
     eos_id: int,
+    pad_id: int,
     max_len: int,
 ) -> tuple[jax.Array, jax.Array]:
     """Runs `select(log_probs [B, V] float32, t [] int32) -> tokens [B] int32` until all rows end.
 
     Returns:
-      tokens: [B, max_len] int32, the generated tokens (BOS excluded), PAD_ID after EOS.
+      tokens: [B, max_len] int32, the generated tokens (BOS excluded), pad_id after EOS.
       lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
     """
     batch_size = jax.tree.leaves(state)[0].shape[0]
@@ -40,7 +39,7 @@ def decode_loop(
         t, tokens, lengths, finished, previous, state = carry
         log_probs, state = step_fn(state, previous)
         chosen = select(log_probs.astype(jnp.float32), t).astype(jnp.int32)
-        chosen = jnp.where(finished, PAD_ID, chosen)
+        chosen = jnp.where(finished, pad_id, chosen)
         tokens = tokens.at[:, t].set(chosen)
         lengths = jnp.where(finished, lengths, t + 1)
         finished = finished | (chosen == eos_id)
@@ -48,7 +47,7 @@ def decode_loop(
 
     carry = (
         jnp.int32(0),
-        jnp.full((batch_size, max_len), PAD_ID, jnp.int32),
+        jnp.full((batch_size, max_len), pad_id, jnp.int32),
         jnp.zeros((batch_size,), jnp.int32),
         jnp.zeros((batch_size,), bool),
         jnp.full((batch_size,), bos_id, jnp.int32),

@@ -68,6 +68,7 @@ def sample(
     *,
     bos_id: int,
     eos_id: int,
+    pad_id: int,
     max_len: int,
     temperature: float = 1.0,
     top_k: int | None = None,
@@ -79,13 +80,13 @@ def sample(
       step_fn: `(state, tokens [B] int32) -> (log_probs [B, V] float32, state)`; hashable.
       state: any pytree whose every leaf has the batch B as its leading axis.
       key: a `jax.random` key; step t draws with `fold_in(key, t)`.
-      bos_id, eos_id, max_len: as in `greedy`.
+      bos_id, eos_id, pad_id, max_len: as in `greedy`.
       temperature: > 0; divides the log-probs before the truncations.
       top_k: None (no truncation) or an int in [1, V].
       top_p: None (no truncation) or a float in (0, 1].
 
     Returns:
-      tokens: [B, max_len] int32, generated tokens (BOS excluded), 0 (PAD) after EOS.
+      tokens: [B, max_len] int32, generated tokens (BOS excluded), pad_id after EOS.
       lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
 
     Usable inside `jax.jit` (state and key traced, the keyword arguments static).
@@ -98,17 +99,18 @@ def sample(
     _, vocab_size = check_step_contract(step_fn, state)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
+    pad_id = check_token_id("pad_id", pad_id, vocab_size)
     if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab_size):
         raise ValueError(f"top_k must be None or an int in [1, vocab_size={vocab_size}], got {top_k!r}")
     return _sample_program(
         step_fn, state, key, jnp.float32(temperature), jnp.float32(1.0 if top_p is None else top_p),
-        bos_id=bos_id, eos_id=eos_id, max_len=max_len,
+        bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len,
         top_k=None if top_k is None else int(top_k), use_top_p=top_p is not None,
     )
 
 
-@functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "max_len", "top_k", "use_top_p"))
-def _sample_program(step_fn, state, key, temperature, top_p, *, bos_id, eos_id, max_len, top_k, use_top_p):
+@functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len", "top_k", "use_top_p"))
+def _sample_program(step_fn, state, key, temperature, top_p, *, bos_id, eos_id, pad_id, max_len, top_k, use_top_p):
     def draw(log_probs, t):
         log_probs = scale_temperature(log_probs, temperature)
         if top_k is not None:
@@ -117,4 +119,4 @@ def _sample_program(step_fn, state, key, temperature, top_p, *, bos_id, eos_id, 
             log_probs = truncate_top_p(log_probs, top_p)
         return jax.random.categorical(jax.random.fold_in(key, t), log_probs, axis=-1)
 
-    return decode_loop(step_fn, state, draw, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+    return decode_loop(step_fn, state, draw, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from seqjax.config import HeadConfig
+from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, samplers
 from seqjax.heads.classes import frequency_classes
 from seqjax.heads.modules import (
@@ -23,9 +24,6 @@ from seqjax.heads.tree import balanced_tree, huffman_tree
 KINDS = ("full", "sampled", "nce", "negative", "class", "tree", "adaptive")
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("huffman", "balanced")
-# The data pipeline's vocabularies start with the specials pad, bos, eos, unk; the ids after
-# them are sorted by decreasing training frequency.
-NUM_SPECIAL_IDS = 4
 
 
 def build_head(cfg: HeadConfig, vocab_size: int, counts):
@@ -34,8 +32,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts):
     Args:
       cfg: the head section of the experiment config.
       vocab_size: V >= 2.
-      counts: [V] int training unigram counts of the frequency-sorted vocabulary (ids 0..3 are
-        specials and may count 0). Samplers, trees and classes use counts + 1, so that every
+      counts: [V] int training unigram counts of the frequency-sorted vocabulary (the first
+        `SPECIAL_IDS.count` ids are the specials and may count 0; the ids after them are
+        sorted by decreasing count). Samplers, trees and classes use counts + 1, so that every
         word has positive mass.
 
     Raises:
@@ -92,7 +91,7 @@ def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothe
     elif cfg.proposal == "unigram":
         sampler = samplers.unigram(smoothed, power=cfg.power)
     else:
-        samplers.require_frequency_sorted(counts, num_leading=min(NUM_SPECIAL_IDS, vocab_size))
+        samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))
         sampler = samplers.log_uniform(vocab_size)
     shared = dict(
         tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples

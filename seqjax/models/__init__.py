@@ -1,18 +1,22 @@
 """Models: Flax Linen modules mapping tokens to hidden states [B, T, D], used via init/apply.
 
-`build_model(cfg, vocab_size)` validates the config on the host and returns the module.
-Every model exposes `embed`, `init_decode_state` and `decode_step` (see DESIGN.md);
-seq2seq models (`is_seq2seq(cfg)`) also take `src`/`src_mask` in `apply` and in
-`init_decode_state`, and name their source embedding `src_embed`.
+`MODEL_KINDS` is the one registry of `model.kind`s. `build_model(cfg, vocab_size)` validates
+the config on the host and returns the module. Every neural model follows
+`seqjax.contracts.Model` (`embed`, `target_embedding`, `init_decode_state`, `decode_step`,
+`has_encoder`, `recurrent`); encoder-decoders (`is_seq2seq(cfg)`) also take `src`/`src_mask`
+in `apply` and in `init_decode_state`. The n-gram baseline (`ngram.KneserNeyLM`) is counted
+on the host from the train stream instead (`is_trained(cfg)` is False).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import flax.linen as nn
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
+from seqjax.models.ngram import KneserNeyLM
 from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
 from seqjax.models.seq2seq_attention import AttentionSeq2Seq
@@ -20,13 +24,16 @@ from seqjax.models.seq2seq_rnn import RNNSeq2Seq
 from seqjax.models.seq2seq_transformer import TransformerSeq2Seq
 from seqjax.models.transformer import TransformerLM
 
-LANGUAGE_MODELS = {"rnn": RNNLM, "transformer": TransformerLM, "nnlm": NNLM}
-SEQ2SEQ_MODELS = {
+MODEL_KINDS: dict[str, type] = {
+    "rnn": RNNLM,
+    "transformer": TransformerLM,
+    "nnlm": NNLM,
+    "ngram": KneserNeyLM,
     "rnn_seq2seq": RNNSeq2Seq,
     "attention_seq2seq": AttentionSeq2Seq,
     "transformer_seq2seq": TransformerSeq2Seq,
 }
-RECURRENT_KINDS = ("rnn", "rnn_seq2seq", "attention_seq2seq")
+SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
 CELLS = ("lstm", "gru", "elman")
 POSITIONS = ("sinusoidal", "learned")
@@ -36,7 +43,12 @@ ATTENTION_SCORES = ("additive", "dot", "general")
 
 def is_seq2seq(cfg: ModelConfig) -> bool:
     """True for encoder–decoders, whose apply and init_decode_state take src/src_mask."""
-    return cfg.kind in SEQ2SEQ_MODELS
+    return MODEL_KINDS[cfg.kind].has_encoder
+
+
+def is_trained(cfg: ModelConfig) -> bool:
+    """True for the Linen models trained by gradient steps; False for the counted n-gram."""
+    return issubclass(MODEL_KINDS[cfg.kind], nn.Module)
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -50,15 +62,15 @@ def _check_one_of(name: str, value: str, choices) -> None:
 
 
 def _check_transformer(cfg: ModelConfig) -> None:
-    _check_positive("model.heads", cfg.heads)
+    _check_positive("model.num_heads", cfg.num_heads)
     _check_positive("model.d_ff", cfg.d_ff)
     _check_positive("model.max_len", cfg.max_len)
     _check_positive("model.dilation", cfg.dilation)
     _check_one_of("model.positions", cfg.positions, POSITIONS)
     _check_one_of("model.norm", cfg.norm, NORMS)
-    if cfg.d_model % cfg.heads:
+    if cfg.d_model % cfg.num_heads:
         raise ValueError(
-            f"model.d_model must be divisible by model.heads={cfg.heads}, got {cfg.d_model}"
+            f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}"
         )
     if cfg.positions == "sinusoidal" and cfg.d_model % 2:
         raise ValueError(f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}")
@@ -70,15 +82,19 @@ def validate_model_config(
     cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None
 ) -> None:
     """Raises ValueError naming the first config value outside its rule."""
-    _check_one_of("model.kind", cfg.kind, (*LANGUAGE_MODELS, *SEQ2SEQ_MODELS))
+    _check_one_of("model.kind", cfg.kind, tuple(MODEL_KINDS))
     _check_positive("vocab_size", vocab_size)
+    if not is_trained(cfg):
+        if isinstance(cfg.context, bool) or not isinstance(cfg.context, int) or cfg.context < 0:
+            raise ValueError(f"model.context must be an int >= 0 (the n-gram order - 1), got {cfg.context!r}")
+        return
     if src_vocab_size is not None:
         _check_positive("src_vocab_size", src_vocab_size)
     _check_positive("model.d_model", cfg.d_model)
     _check_positive("model.layers", cfg.layers)
     if isinstance(cfg.dropout, bool) or not 0.0 <= cfg.dropout < 1.0:
         raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout!r}")
-    if cfg.kind in RECURRENT_KINDS:
+    if MODEL_KINDS[cfg.kind].recurrent:
         _check_one_of("model.cell", cfg.cell, CELLS)
     if cfg.kind in TRANSFORMER_KINDS:
         _check_transformer(cfg)
@@ -103,12 +119,15 @@ def build_model(
     """Returns the Linen module for `cfg.kind`; parameters float32, matmuls in `dtype`.
 
     src_vocab_size: seq2seq source vocabulary, vocab_size (a shared vocabulary) if None.
+    The n-gram kind is not built but counted: `seqjax.models.ngram.fit`.
     """
     validate_model_config(cfg, vocab_size, src_vocab_size)
+    if not is_trained(cfg):
+        raise ValueError(f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built")
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
-        return SEQ2SEQ_MODELS[cfg.kind](cfg, vocab_size, source, dtype=dtype)
-    return LANGUAGE_MODELS[cfg.kind](cfg, vocab_size, dtype=dtype)
+        return MODEL_KINDS[cfg.kind](cfg, vocab_size, source, dtype=dtype)
+    return MODEL_KINDS[cfg.kind](cfg, vocab_size, dtype=dtype)
 
 
 __all__ = [
@@ -118,7 +137,9 @@ __all__ = [
     "RNNSeq2Seq",
     "TransformerLM",
     "TransformerSeq2Seq",
+    "MODEL_KINDS",
     "build_model",
     "is_seq2seq",
+    "is_trained",
     "validate_model_config",
 ]

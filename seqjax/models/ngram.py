@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -34,6 +35,8 @@ class KneserNeyLM:
     vocab_size: int
     discount: float
     tables: tuple[dict, ...]
+    has_encoder: ClassVar[bool] = False  # as `seqjax.contracts.Model` says it
+    recurrent: ClassVar[bool] = False
 
     def log_prob(self, context: Sequence[int], token: int) -> float:
         """Natural log of P(token | the last order − 1 tokens of context)."""

@@ -31,7 +31,7 @@ class Block(nn.Module):
     dtype: Any = jnp.float32
 
     def setup(self):
-        d, heads = self.cfg.d_model, self.cfg.heads
+        d, heads = self.cfg.d_model, self.cfg.num_heads
         self.self_attention = SelfAttention(d, heads, self.dtype)
         self.self_norm = nn.LayerNorm(dtype=self.dtype)
         if self.cross:
@@ -84,7 +84,7 @@ class Block(nn.Module):
         return self.cross_attention.memory(encoded)
 
     def empty_cache(self, batch_size: int, max_len: int):
-        shape = (batch_size, max_len, self.cfg.heads, self.cfg.d_model // self.cfg.heads)
+        shape = (batch_size, max_len, self.cfg.num_heads, self.cfg.d_model // self.cfg.num_heads)
         return {"k": jnp.zeros(shape, self.dtype), "v": jnp.zeros(shape, self.dtype)}
 
 

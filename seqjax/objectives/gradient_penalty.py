@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_number
-from seqjax.contracts import Batch, Params
+from seqjax.contracts import Batch, Params, SpecialIds
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
 
 
@@ -46,6 +46,7 @@ def gradient_penalty(
     key: jax.Array,
     step: jax.Array,
     *,
+    ids: SpecialIds,
     penalty: float = 0.5,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Teacher forcing plus λ = `penalty` times the squared input-embedding gradient norm.

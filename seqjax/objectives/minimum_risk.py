@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from seqjax import decoding
-from seqjax.data import BOS_ID, EOS_ID
-from seqjax.contracts import Batch, Params
+from seqjax.data import BOS_ID, EOS_ID, PAD_ID
+from seqjax.contracts import Batch, Params, SpecialIds
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.objectives.checks import check_int, check_number, check_one_of
 from seqjax.objectives.reinforce import mix_with_mle
@@ -66,7 +66,7 @@ def draw_candidates(
         step_fn = start_step_fn(make_step_fn(model, head, frozen))
         state = start_state(init_decode_state(model, frozen, batch['inputs'].shape[0], length, batch), batch["inputs"][:, 0])
         sequences, scores = decoding.beam_search(
-            step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=samples, max_len=length
+            step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, beam_size=samples, max_len=length
         )
         tokens = sequences.reshape(rows * samples, length)
         present = jnp.isfinite(scores)
@@ -101,6 +101,7 @@ def minimum_risk(
     key: jax.Array,
     step: jax.Array,
     *,
+    ids: SpecialIds,
     samples: int = 8,
     candidates: str = "sample",
     alpha: float = 5e-3,

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from seqjax.data import SPECIAL_TOKENS
 from seqjax.objectives.checks import check_number, check_one_of
-from seqjax.contracts import Batch, Params
+from seqjax.contracts import Batch, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 
 POOLS = ("target", "vocab")
@@ -81,6 +81,7 @@ def random_replacement(
     key: jax.Array,
     step: jax.Array,
     *,
+    ids: SpecialIds,
     sequence_rate: float = 0.5,
     token_rate: float = 0.3,
     pool: str = "target",

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_int, check_number, check_one_of
-from seqjax.contracts import Batch, Params
+from seqjax.contracts import SPECIAL_IDS, Batch, Params, SpecialIds
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
 from seqjax.objectives.teacher_forcing import teacher_forcing
@@ -159,7 +159,7 @@ def mix_with_mle(model, head, params, batch, key, step, loss, metrics, mle_weigh
     metrics = dict(metrics, tokens=batch["mask"].sum())
     if mle_weight == 0.0:
         return loss, metrics
-    mle_loss, _ = teacher_forcing(model, head, params, batch, key, step)
+    mle_loss, _ = teacher_forcing(model, head, params, batch, key, step, ids=SPECIAL_IDS)
     return mle_weight * mle_loss + (1.0 - mle_weight) * loss, dict(metrics, mle_loss=mle_loss)
 
 
@@ -171,6 +171,7 @@ def reinforce(
     key: jax.Array,
     step: jax.Array,
     *,
+    ids: SpecialIds,
     samples: int = 4,
     baseline: str = "self_critical",
     mle_weight: float = 0.0,
@@ -198,6 +199,7 @@ def mixer(
     key: jax.Array,
     step: jax.Array,
     *,
+    ids: SpecialIds,
     samples: int = 4,
     baseline: str = "self_critical",
     mle_weight: float = 0.0,

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_int, check_one_of
-from seqjax.contracts import Batch, Params
+from seqjax.contracts import Batch, Params, SpecialIds
 from seqjax.model_head import (
     embed_tokens,
     head_loss,
@@ -122,6 +122,7 @@ def scheduled_sampling(
     key: jax.Array,
     step: jax.Array,
     *,
+    ids: SpecialIds,
     schedule: str = "inverse_sigmoid",
     k: float = 200.0,
     c: float = 1e-4,

@@ -28,8 +28,8 @@ RESUMABLE_CHANGES = {
     "train.eval_batches",
     "train.checkpoint_every",
     "train.keep_checkpoints",
-    "train.samples",
-    "train.sample_len",
+    "train.num_printed_samples",
+    "train.printed_sample_len",
     "train.mesh",
     # A checkpoint restores onto any mesh, strategy or number of processes.
     "train.sharding",

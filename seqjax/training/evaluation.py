@@ -36,7 +36,7 @@ def evaluate(exp: Experiment, eval_step, params, split: str, sharding) -> dict[s
 def generation_report(exp: Experiment, params, *, echo: Callable[[str], None] = print) -> dict:
     """Prints and returns a few generated samples with the task's quality measure."""
     cfg = exp.cfg.train
-    if cfg.samples == 0:
+    if cfg.num_printed_samples == 0:
         return {}
     if exp.is_seq2seq:
         return translate(exp, params, "valid" if "valid" in exp.data.splits else "train", echo=echo)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax import decoding
-from seqjax.data import BOS_ID, EOS_ID, is_grammatical, seq2seq_eval_batches
+from seqjax.data import BOS_ID, EOS_ID, PAD_ID, is_grammatical, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
 from seqjax.training.setup import Experiment
@@ -62,7 +62,7 @@ def decode(model, head, params, key, batch=None, *, prompt, num, max_len, option
     prefix = jnp.broadcast_to(jnp.asarray(prompt[:-1], jnp.int32), (num, len(prompt) - 1))
     state = prefill(model, params, init_decode_state(model, params, num, len(prompt) + max_len, batch), prefix)
     step_fn = make_step_fn(model, head, params)
-    common = dict(bos_id=prompt[-1], eos_id=EOS_ID, max_len=max_len)
+    common = dict(bos_id=prompt[-1], eos_id=EOS_ID, pad_id=PAD_ID, max_len=max_len)
     if options.beam > 1:
         sequences, _ = decoding.beam_search(
             step_fn, state, beam_size=options.beam, length_penalty=options.length_penalty, **common
@@ -82,17 +82,17 @@ def lm_samples(exp: Experiment, params, *, echo=print, prompt: str = "", num: in
     tokenizer = exp.tokenizer
     ids = (EOS_ID, *tokenizer.encode(prompt))  # LM streams separate lines with EOS: it is what precedes a line
     grammar = exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "grammar"
-    num = num or (256 if grammar else cfg.samples)
+    num = num or (256 if grammar else cfg.num_printed_samples)
     tokens, lengths = jax.device_get(
-        decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num, max_len=cfg.sample_len,
+        decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num, max_len=cfg.printed_sample_len,
                options=options)
     )
     texts = [prompt + tokenizer.decode(row[:n].tolist()) for row, n in zip(tokens, lengths)]
-    report: dict = {"decoding": options.describe(), "samples": texts[: cfg.samples]}
+    report: dict = {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
     if grammar:
         report["grammatical"] = float(np.mean([is_grammatical(t) for t in texts]))
         echo(f"{report['grammatical']:.1%} of {num} sentences ({options.describe()}) are grammatical")
-    for text in texts[: cfg.samples]:
+    for text in texts[: cfg.num_printed_samples]:
         echo(f"  sample: {text}")
     return report
 
@@ -103,7 +103,7 @@ def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options:
     dummy_targets = [np.zeros(0, np.int32)] * len(sources)
     for batch, indices in seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets):
         src = {"src": batch["src"], "src_mask": batch["src_mask"]}
-        max_len = max(exp.cfg.data.max_len, batch["src"].shape[1]) + 1  # static per bucket: bounded compiles
+        max_len = max(exp.cfg.data.max_pair_len, batch["src"].shape[1]) + 1  # static per bucket: bounded compiles
         tokens, lengths = jax.device_get(
             decode(exp.model, exp.head, params, jax.random.PRNGKey(0), src, prompt=(BOS_ID,),
                    num=batch["src"].shape[0], max_len=max_len, options=options)
@@ -129,7 +129,7 @@ def translate(exp: Experiment, params, split: str, *, echo=print, options: Decod
         "copy_rougeL": rouge(sources, references)["rougeL"],
         "samples": [
             {"source": s, "output": h, "reference": r}
-            for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.samples]
+            for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.num_printed_samples]
         ],
     }
     echo(f"{split} ({options.describe()}): exact match {report['exact_match']:.1%}, BLEU {report['bleu']:.2f}, "

@@ -19,8 +19,8 @@ from typing import Any
 
 from seqjax import config as config_lib
 from seqjax.config import Config
-from seqjax.data import EOS_ID, SEQ2SEQ_TASKS, LMData, load_data
-from seqjax.models import SEQ2SEQ_MODELS, ngram
+from seqjax.data import EOS_ID, LMData, holds_pairs, load_data
+from seqjax.models import SEQ2SEQ_KINDS, ngram
 from seqjax.training.checkpoint import config_differences, dump_json
 from seqjax.training.logging import RunLogger
 from seqjax.training.setup import TOKENIZER_DIRS
@@ -30,10 +30,10 @@ NGRAM_KIND = "ngram"
 
 def validate_ngram_config(cfg: Config) -> None:
     """Raises ValueError for a config the n-gram baseline cannot honour (the rule in each message)."""
-    if cfg.data.kind == "parallel" or (cfg.data.kind == "synthetic" and cfg.data.task in SEQ2SEQ_TASKS):
+    if holds_pairs(cfg.data):
         raise ValueError(
             f"model.kind=ngram is a language model; data.kind={cfg.data.kind!r} data.task={cfg.data.task!r} "
-            f"is sentence-pair data, which needs an encoder-decoder (model.kind in {', '.join(SEQ2SEQ_MODELS)})"
+            f"is sentence-pair data, which needs an encoder-decoder (model.kind in {', '.join(SEQ2SEQ_KINDS)})"
         )
     context = cfg.model.context
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:

@@ -12,7 +12,7 @@ import numpy as np
 
 from seqjax.config import Config
 from seqjax.data import (
-    SEQ2SEQ_TASKS,
+    holds_pairs,
     LMBatches,
     LMData,
     ParallelData,
@@ -23,7 +23,7 @@ from seqjax.data import (
     seq2seq_eval_batches,
 )
 from seqjax.heads import build_head
-from seqjax.models import SEQ2SEQ_MODELS, build_model, is_seq2seq
+from seqjax.models import SEQ2SEQ_KINDS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 
@@ -33,10 +33,10 @@ TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source s
 
 def validate_train(cfg: Config) -> None:
     t = cfg.train
-    for name in ("steps", "batch_size", "log_every", "keep_checkpoints", "sample_len"):
+    for name in ("steps", "batch_size", "log_every", "keep_checkpoints", "printed_sample_len"):
         if getattr(t, name) < 1:
             raise ValueError(f"train.{name} must be >= 1, got {getattr(t, name)}")
-    for name in ("eval_every", "eval_batches", "checkpoint_every", "samples"):
+    for name in ("eval_every", "eval_batches", "checkpoint_every", "num_printed_samples"):
         if getattr(t, name) < 0:
             raise ValueError(f"train.{name} must be >= 0, got {getattr(t, name)}")
     if t.precision not in PRECISIONS:
@@ -101,9 +101,9 @@ def saved_tokenizers(workdir: str):
 def build_experiment(cfg: Config, tokenizers=None) -> Experiment:
     """Validates `cfg`, reads the data and builds model, head and objective. Writes nothing."""
     validate_train(cfg)
-    parallel = cfg.data.kind == "parallel" or (cfg.data.kind == "synthetic" and cfg.data.task in SEQ2SEQ_TASKS)
+    parallel = holds_pairs(cfg.data)
     if parallel != is_seq2seq(cfg.model):
-        need = "an encoder-decoder (model.kind in " + ", ".join(SEQ2SEQ_MODELS) + ")" if parallel else "a language model"
+        need = "an encoder-decoder (model.kind in " + ", ".join(SEQ2SEQ_KINDS) + ")" if parallel else "a language model"
         raise ValueError(
             f"model.kind={cfg.model.kind!r} does not fit data.kind={cfg.data.kind!r} data.task={cfg.data.task!r}: "
             f"that data needs {need}"

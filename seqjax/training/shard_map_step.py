@@ -21,7 +21,8 @@ from jax.sharding import Mesh, PartitionSpec as P
 from seqjax.contracts import Batch
 from seqjax.training.mesh import batch_sharding, replicated
 from seqjax.training.state import TrainState, state_shardings
-from seqjax.training.steps import Objective, TrainStep, apply_update, weighted_loss_and_grads
+from seqjax.contracts import Objective
+from seqjax.training.steps import TrainStep, apply_update, weighted_loss_and_grads
 
 
 def check_shard_map_mesh(mesh: Mesh) -> None:

@@ -15,12 +15,11 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from seqjax.contracts import Batch
+from seqjax.contracts import SPECIAL_IDS, Batch, Objective
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.training.mesh import batch_sharding, replicated
 from seqjax.training.state import TrainState, state_shardings
 
-Objective = Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
 
 
@@ -58,7 +57,7 @@ def weighted_loss_and_grads(
 
     def part(micro_batch, micro_key):
         def loss_fn(p):
-            return objective(model, head, p, micro_batch, micro_key, step)
+            return objective(model, head, p, micro_batch, micro_key, step, ids=SPECIAL_IDS)
 
         (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         share = micro_batch["mask"].sum() / total_tokens

@@ -71,12 +71,12 @@ def test_text_tokenizer_is_built_from_train_only_and_missing_splits_are_left_out
     assert data.splits["valid"].tolist() == [data.tokenizer.vocab.id("a"), data.tokenizer.vocab.id("b"), UNK_ID, EOS_ID]
 
 
-def test_parallel_train_pairs_longer_than_max_len_are_dropped_but_eval_pairs_kept(tmp_path):
+def test_parallel_train_pairs_longer_than_max_pair_len_are_dropped_but_eval_pairs_kept(tmp_path):
     for split in ("train", "dev"):
         _write(tmp_path / f"{split}.en", "a b\na b c d e\n")
         _write(tmp_path / f"{split}.de", "x\ny\n")
     cfg = DataConfig(
-        kind="parallel", tokenizer="word", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"), max_len=3
+        kind="parallel", tokenizer="word", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"), max_pair_len=3
     )
     data = load_data(cfg)
     assert data.src_tokenizer is not data.tgt_tokenizer
@@ -112,3 +112,16 @@ def test_wrong_number_of_tokenizers_is_refused():
     data = load_data(SMALL)
     with pytest.raises(ValueError, match=r"\(source, target\) pair"):
         load_data(dataclasses.replace(SMALL, task="copy"), data.tokenizers)
+
+
+def test_relative_split_paths_are_read_under_data_root_or_seqjax_data(tmp_path, monkeypatch):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "train.txt").write_text("a b\nb a\n")
+    cfg = DataConfig(kind="text", tokenizer="word", train="corpus/train.txt", root=str(tmp_path))
+    assert load_data(cfg).splits["train"].size > 0
+    monkeypatch.setenv("SEQJAX_DATA", str(tmp_path))
+    assert load_data(dataclasses.replace(cfg, root="")).splits["train"].size > 0
+    monkeypatch.delenv("SEQJAX_DATA")
+    monkeypatch.chdir(tmp_path / "corpus")
+    with pytest.raises(ValueError, match="corpus/train.txt"):
+        load_data(dataclasses.replace(cfg, root=""))

@@ -63,7 +63,7 @@ def test_beam_at_least_v_to_the_l_equals_exhaustive_search(prefix_lm, alpha, min
     vocab, max_len, bos_id, eos_id = 3, 3, 1, 0
     table = prefix_lm.random_table(np.random.default_rng(7), 2, vocab, max_len)
     sequences, scores = beam_search(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id,
+        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0,
         beam_size=vocab**max_len, max_len=max_len, length_penalty=alpha, min_len=min_len,
     )
     for row in range(2):
@@ -78,7 +78,7 @@ def test_early_stopping_returns_what_running_all_steps_returns(prefix_lm, beam_s
     vocab, max_len, bos_id, eos_id = 4, 5, 1, 2
     table = prefix_lm.random_table(np.random.default_rng(3), 3, vocab, max_len, eos_id=eos_id, eos_bias=1.5)
     sequences, scores = beam_search(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id,
+        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0,
         beam_size=beam_size, max_len=max_len, length_penalty=alpha, min_len=min_len,
     )
     for row in range(3):
@@ -93,9 +93,9 @@ def test_beam_one_equals_greedy(prefix_lm):
     vocab, max_len, bos_id, eos_id = 4, 5, 0, 3
     table = prefix_lm.random_table(np.random.default_rng(11), 6, vocab, max_len, eos_id=eos_id, eos_bias=1.0)
     state = prefix_lm.init_state(table, max_len)
-    tokens, lengths = greedy(prefix_lm.step_fn, state, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+    tokens, lengths = greedy(prefix_lm.step_fn, state, bos_id=bos_id, eos_id=eos_id, pad_id=0, max_len=max_len)
     sequences, scores = beam_search(
-        prefix_lm.step_fn, state, bos_id=bos_id, eos_id=eos_id, beam_size=1, max_len=max_len
+        prefix_lm.step_fn, state, bos_id=bos_id, eos_id=eos_id, pad_id=0, beam_size=1, max_len=max_len
     )
     np.testing.assert_array_equal(sequences[:, 0], tokens)
     greedy_log_probs = [
@@ -117,7 +117,7 @@ def seed_example_step(state, tokens):
 @pytest.mark.parametrize("beam_size,expected,probability", [(1, [1, 2], 0.6 * 0.55), (2, [3, 4], 0.4 * 0.9)])
 def test_seed_two_step_example_beam_one_takes_a_b_beam_two_finds_c_d(beam_size, expected, probability):
     sequences, scores = beam_search(
-        seed_example_step, jnp.zeros((1,)), bos_id=0, eos_id=0, beam_size=beam_size, max_len=2
+        seed_example_step, jnp.zeros((1,)), bos_id=0, eos_id=0, pad_id=0, beam_size=beam_size, max_len=2
     )
     np.testing.assert_array_equal(sequences[0, 0], expected)
     np.testing.assert_allclose(scores[0, 0], np.log(probability), rtol=1e-6)
@@ -142,7 +142,7 @@ def hand_built_step(state, tokens):
 )
 def test_length_penalty_turns_the_ranking_towards_the_longer_hypothesis(alpha, best, second):
     sequences, scores = beam_search(
-        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, beam_size=2, max_len=3, length_penalty=alpha
+        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, pad_id=0, beam_size=2, max_len=3, length_penalty=alpha
     )
     np.testing.assert_array_equal(sequences[0], [best[0], second[0]])
     np.testing.assert_allclose(scores[0], [best[1], second[1]], rtol=1e-5)
@@ -150,7 +150,7 @@ def test_length_penalty_turns_the_ranking_towards_the_longer_hypothesis(alpha, b
 
 def test_min_len_forbids_eos_before_position_min_len():
     sequences, scores = beam_search(
-        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, beam_size=2, max_len=3, min_len=1
+        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, pad_id=0, beam_size=2, max_len=3, min_len=1
     )
     np.testing.assert_array_equal(sequences[0, 0], [0, 2, 0])
     np.testing.assert_allclose(scores[0, 0], math.log(0.45), rtol=1e-5)
@@ -159,7 +159,7 @@ def test_min_len_forbids_eos_before_position_min_len():
 
 def test_sequences_are_padded_after_eos_and_rows_without_hypotheses_score_minus_inf():
     sequences, scores = beam_search(
-        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, beam_size=30, max_len=2
+        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, pad_id=0, beam_size=30, max_len=2
     )
     finite = np.isfinite(np.asarray(scores[0]))
     # The possible hypotheses: (EOS), (a, a), (a, b), (a, EOS); b never comes first.
@@ -174,7 +174,7 @@ def test_loop_stops_once_no_live_beam_can_beat_the_finished_ones(count_steps):
         return jnp.broadcast_to(jnp.log(jnp.array([0.98, 0.01, 0.01])), (tokens.shape[0], 3)), state
 
     counted, calls = count_steps(eos_likely)
-    beam_search(counted, jnp.zeros((2,)), bos_id=1, eos_id=0, beam_size=2, max_len=40, length_penalty=0.6)
+    beam_search(counted, jnp.zeros((2,)), bos_id=1, eos_id=0, pad_id=0, beam_size=2, max_len=40, length_penalty=0.6)
     jax.effects_barrier()
     assert 0 < len(calls) < 10
 
@@ -186,9 +186,9 @@ def test_beam_search_compiles_inside_a_user_jit_with_traced_state(prefix_lm):
 
     @jax.jit
     def decode(state):
-        return beam_search(prefix_lm.step_fn, state, bos_id=1, eos_id=0, beam_size=2, max_len=max_len)
+        return beam_search(prefix_lm.step_fn, state, bos_id=1, eos_id=0, pad_id=0, beam_size=2, max_len=max_len)
 
-    eager = beam_search(prefix_lm.step_fn, state, bos_id=1, eos_id=0, beam_size=2, max_len=max_len)
+    eager = beam_search(prefix_lm.step_fn, state, bos_id=1, eos_id=0, pad_id=0, beam_size=2, max_len=max_len)
     jitted = decode(state)
     np.testing.assert_array_equal(jitted[0], eager[0])
     np.testing.assert_allclose(jitted[1], eager[1])
@@ -216,7 +216,7 @@ def test_positive_length_penalty_keeps_searching_while_a_longer_hypothesis_can_s
     eos, a, b, c, d, e, bos = range(7)
     state = bigram_state({bos: {eos: 0.6, a: 0.4}, a: {b: 1.0}, b: {c: 1.0}, c: {d: 1.0}, d: {e: 1.0}, e: {eos: 1.0}}, 7)
     sequences, scores = beam_search(
-        bigram_step, state, bos_id=bos, eos_id=eos, beam_size=1, max_len=8, length_penalty=1.0
+        bigram_step, state, bos_id=bos, eos_id=eos, pad_id=0, beam_size=1, max_len=8, length_penalty=1.0
     )
     np.testing.assert_array_equal(sequences[0, 0], [a, b, c, d, e, eos, 0, 0])
     np.testing.assert_allclose(scores[0, 0], math.log(0.4) / (11 / 6), rtol=1e-5)
@@ -229,7 +229,7 @@ def test_negative_length_penalty_keeps_searching_while_a_shorter_finish_can_stil
     eos, a, b, c, bos = range(5)
     state = bigram_state({bos: {eos: 0.4, a: 0.33, b: 0.27}, a: {eos: 0.6, c: 0.4}, b: {c: 1.0}, c: {eos: 1.0}}, 5)
     sequences, scores = beam_search(
-        bigram_step, state, bos_id=bos, eos_id=eos, beam_size=2, max_len=10, length_penalty=-1.0
+        bigram_step, state, bos_id=bos, eos_id=eos, pad_id=0, beam_size=2, max_len=10, length_penalty=-1.0
     )
     np.testing.assert_array_equal(sequences[0, :, :3], [[eos, 0, 0], [b, c, eos]])
     np.testing.assert_allclose(scores[0], [math.log(0.4), math.log(0.27) * 8 / 6], rtol=1e-5)

@@ -12,7 +12,7 @@ from seqjax.model_head import init_decode_state, make_step_fn
 
 bench = load_script("benchmarks/decode.py", "decode_benchmark")
 TINY = bench.Shapes(
-    batch=3, max_len=6, beam_size=3, vocab=13, d_model=16, layers=1, heads=2, d_ff=32, cached_steps_per_call=3
+    batch=3, max_len=6, beam_size=3, vocab=13, d_model=16, layers=1, num_heads=2, d_ff=32, cached_steps_per_call=3
 )
 
 

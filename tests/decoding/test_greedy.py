@@ -18,7 +18,7 @@ def test_greedy_takes_the_most_probable_token_until_eos_then_pads(prefix_lm):
     vocab, max_len, bos_id, eos_id = 4, 5, 0, 3
     table = prefix_lm.random_table(np.random.default_rng(2), 8, vocab, max_len, eos_id=eos_id, eos_bias=0.5)
     tokens, lengths = greedy(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, max_len=max_len
+        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0, max_len=max_len
     )
     assert tokens.dtype == jnp.int32 and lengths.dtype == jnp.int32
     for row in range(8):
@@ -30,7 +30,7 @@ def test_greedy_takes_the_most_probable_token_until_eos_then_pads(prefix_lm):
 def test_rows_that_never_emit_eos_have_length_max_len(prefix_lm):
     vocab, max_len, eos_id = 3, 4, 2
     table = prefix_lm.random_table(np.random.default_rng(4), 3, vocab, max_len, eos_id=eos_id, eos_bias=-50.0)
-    tokens, lengths = greedy(prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=0, eos_id=eos_id, max_len=max_len)
+    tokens, lengths = greedy(prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=0, eos_id=eos_id, pad_id=0, max_len=max_len)
     np.testing.assert_array_equal(lengths, [max_len] * 3)
     assert not np.any(np.asarray(tokens) == eos_id)
 
@@ -40,7 +40,7 @@ def test_greedy_stops_once_every_row_has_ended(count_steps):
         return jnp.broadcast_to(jnp.log(jnp.array([0.1, 0.9])), (tokens.shape[0], 2)), state
 
     counted, calls = count_steps(eos_first)
-    tokens, lengths = greedy(counted, jnp.zeros((4,)), bos_id=0, eos_id=1, max_len=50)
+    tokens, lengths = greedy(counted, jnp.zeros((4,)), bos_id=0, eos_id=1, pad_id=0, max_len=50)
     jax.effects_barrier()
     assert len(calls) == 1
     np.testing.assert_array_equal(lengths, [1, 1, 1, 1])
@@ -49,7 +49,7 @@ def test_greedy_stops_once_every_row_has_ended(count_steps):
 def test_greedy_inside_a_user_jit_matches_eager(prefix_lm):
     max_len = 4
     state = prefix_lm.init_state(prefix_lm.random_table(np.random.default_rng(6), 2, 3, max_len), max_len)
-    eager = greedy(prefix_lm.step_fn, state, bos_id=1, eos_id=0, max_len=max_len)
-    jitted = jax.jit(lambda s: greedy(prefix_lm.step_fn, s, bos_id=1, eos_id=0, max_len=max_len))(state)
+    eager = greedy(prefix_lm.step_fn, state, bos_id=1, eos_id=0, pad_id=0, max_len=max_len)
+    jitted = jax.jit(lambda s: greedy(prefix_lm.step_fn, s, bos_id=1, eos_id=0, pad_id=0, max_len=max_len))(state)
     np.testing.assert_array_equal(jitted[0], eager[0])
     np.testing.assert_array_equal(jitted[1], eager[1])

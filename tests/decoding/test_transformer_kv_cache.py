@@ -15,7 +15,7 @@ MAX_LEN = CACHE_LEN - 1  # the prompt token takes the first cache slot
 
 @pytest.fixture(scope="module")
 def transformer():
-    cfg = ModelConfig(kind="transformer", d_model=16, layers=2, heads=2, d_ff=32, dropout=0.0, max_len=CACHE_LEN)
+    cfg = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=2, d_ff=32, dropout=0.0, max_len=CACHE_LEN)
     model = build_model(cfg, VOCAB)
     variables = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, CACHE_LEN), jnp.int32))
     # A random output layer, scaled so that the next-token distributions are far from uniform.
@@ -45,8 +45,8 @@ def transformer():
 
 def test_greedy_through_the_kv_cache_equals_rerunning_the_full_model(transformer):
     cached, recomputing = transformer
-    tokens, lengths = greedy(*cached, bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)
-    expected_tokens, expected_lengths = greedy(*recomputing, bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)
+    tokens, lengths = greedy(*cached, bos_id=BOS, eos_id=EOS, pad_id=0, max_len=MAX_LEN)
+    expected_tokens, expected_lengths = greedy(*recomputing, bos_id=BOS, eos_id=EOS, pad_id=0, max_len=MAX_LEN)
     np.testing.assert_array_equal(tokens, expected_tokens)
     np.testing.assert_array_equal(lengths, expected_lengths)
     assert len({tuple(row) for row in np.asarray(tokens)}) > 1
@@ -54,7 +54,7 @@ def test_greedy_through_the_kv_cache_equals_rerunning_the_full_model(transformer
 
 def test_beam_search_reorders_the_kv_cache_like_the_prefixes(transformer):
     cached, recomputing = transformer
-    options = dict(bos_id=BOS, eos_id=EOS, beam_size=4, max_len=MAX_LEN, length_penalty=0.6)
+    options = dict(bos_id=BOS, eos_id=EOS, pad_id=0, beam_size=4, max_len=MAX_LEN, length_penalty=0.6)
     sequences, scores = beam_search(*cached, **options)
     expected_sequences, expected_scores = beam_search(*recomputing, **options)
     np.testing.assert_array_equal(sequences, expected_sequences)

@@ -14,7 +14,7 @@ def uniform_step(state, tokens):
 
 
 STATE = {"position": jnp.zeros((2,), jnp.int32)}
-GOOD = {"bos_id": 1, "eos_id": 2, "max_len": 4}
+GOOD = {"bos_id": 1, "eos_id": 2, "pad_id": 0, "max_len": 4}
 
 
 def decode_with(decoder, step_fn=uniform_step, state=STATE, **overrides):
@@ -34,6 +34,7 @@ def decode_with(decoder, step_fn=uniform_step, state=STATE, **overrides):
         ({"max_len": 2.5}, "max_len must be a positive int, got 2.5"),
         ({"bos_id": VOCAB}, f"bos_id must be an int in \\[0, vocab_size={VOCAB}\\), got {VOCAB}"),
         ({"eos_id": -1}, f"eos_id must be an int in \\[0, vocab_size={VOCAB}\\), got -1"),
+        ({"pad_id": VOCAB}, f"pad_id must be an int in \\[0, vocab_size={VOCAB}\\), got {VOCAB}"),
     ],
 )
 def test_shared_arguments_outside_their_range_raise(decoder, overrides, message):

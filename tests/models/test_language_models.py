@@ -12,7 +12,7 @@ from seqjax.config import ModelConfig
 from seqjax.models import build_model
 
 V, B, T = 13, 2, 6
-TINY = ModelConfig(d_model=16, layers=2, heads=2, d_ff=32, dropout=0.1, max_len=8)
+TINY = ModelConfig(d_model=16, layers=2, num_heads=2, d_ff=32, dropout=0.1, max_len=8)
 CONFIGS = {
     "lstm_residual": dataclasses.replace(TINY, kind="rnn", cell="lstm", residual=True),
     "gru": dataclasses.replace(TINY, kind="rnn", cell="gru"),

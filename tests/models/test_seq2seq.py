@@ -12,7 +12,7 @@ from seqjax.config import ModelConfig
 from seqjax.models import build_model, is_seq2seq
 
 V, V_SRC, B, T, S = 11, 9, 3, 5, 4
-TINY = ModelConfig(d_model=16, layers=2, heads=2, d_ff=32, dropout=0.1, max_len=8)
+TINY = ModelConfig(d_model=16, layers=2, num_heads=2, d_ff=32, dropout=0.1, max_len=8)
 CONFIGS = {
     "rnn_seq2seq": dataclasses.replace(TINY, kind="rnn_seq2seq"),
     "attention_additive": dataclasses.replace(TINY, kind="attention_seq2seq"),

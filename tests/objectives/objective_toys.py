@@ -17,7 +17,7 @@ from seqjax.model_head import init_params
 def tiny(kind: str = "rnn", *, vocab: int = 7, d_model: int = 8, seed: int = 0, batch=None):
     """(model, head, params): one layer, no dropout, D = d_model, full softmax over `vocab`,
     parameters N(0, 0.25)."""
-    cfg = ModelConfig(kind=kind, d_model=d_model, layers=1, heads=2, d_ff=2 * d_model, dropout=0.0, max_len=32)
+    cfg = ModelConfig(kind=kind, d_model=d_model, layers=1, num_heads=2, d_ff=2 * d_model, dropout=0.0, max_len=32)
     model = build_model(cfg, vocab)
     head = build_head(HeadConfig(), vocab, np.ones(vocab, np.int64))
     if batch is None:

@@ -47,7 +47,7 @@ def test_epsilon_zero_with_argmax_feeds_the_greedy_decode():
     _, fed = scan(params, batch, never_gold, jax.random.key(0))
     greedy, lengths = decoding.greedy(
         make_step_fn(model, head, params), init_decode_state(model, params, batch['inputs'].shape[0], LENGTH, batch),
-        bos_id=EOS_ID, eos_id=EOS_ID, max_len=LENGTH - 1,
+        bos_id=EOS_ID, eos_id=EOS_ID, pad_id=0, max_len=LENGTH - 1,
     )
     fed, greedy, lengths = np.asarray(fed), np.asarray(greedy), np.asarray(lengths)
     assert (fed[:, 0] == EOS_ID).all()

@@ -43,9 +43,9 @@ def test_unknown_objective_is_refused():
 
 
 def test_run_fine_tunes_the_checkpoint_with_its_own_seed_and_steps():
-    base = Config(train=TrainConfig(steps=1500, seed=0, samples=4))
+    base = Config(train=TrainConfig(steps=1500, seed=0, num_printed_samples=4))
     cfg = sweep.run_config(base, "runs/base", "self_critical", seed=1, steps=100)
-    assert (cfg.train.init_from, cfg.train.steps, cfg.train.seed, cfg.train.samples) == ("runs/base", 100, 1, 0)
+    assert (cfg.train.init_from, cfg.train.steps, cfg.train.seed, cfg.train.num_printed_samples) == ("runs/base", 100, 1, 0)
     assert (cfg.optim.learning_rate, cfg.optim.schedule) == (1e-4, "constant")
     assert (cfg.objective.kind, cfg.objective.baseline) == ("reinforce", "self_critical")
     assert cfg.model == base.model and cfg.data == base.data

@@ -7,11 +7,11 @@ import pytest
 
 from seqjax.cli import main
 
-from helpers import TINY
+from helpers import tiny
 
 
 def train(workdir, *overrides):
-    return main(["train", "--workdir", str(workdir), "--set", *TINY, *overrides])
+    return main(["train", "--workdir", str(workdir), "--set", *tiny(*overrides)])
 
 
 def listing(directory):
@@ -88,7 +88,7 @@ def test_undecodable_corpus_names_file_and_line(tmp_path, capsys):
 
 def test_resume_with_a_different_model_is_refused_and_the_run_is_untouched(trained_run, capsys):
     before = listing(trained_run)
-    expect_user_error(capsys, ["train", "--workdir", str(trained_run), "--set", *TINY, "model.d_model=48"],
+    expect_user_error(capsys, ["train", "--workdir", str(trained_run), "--set", *tiny("model.d_model=48")],
                       "model.d_model")
     assert listing(trained_run) == before
 
@@ -98,7 +98,7 @@ def test_resume_with_a_changed_vocabulary_is_refused(tmp_path, capsys):
     vocab_files = sorted((tmp_path / "tokenizer").iterdir())
     vocab_files[-1].write_text(vocab_files[-1].read_text().replace("e", "E", 1))
     before = listing(tmp_path)
-    expect_user_error(capsys, ["train", "--workdir", str(tmp_path), "--set", *TINY], "vocabulary")
+    expect_user_error(capsys, ["train", "--workdir", str(tmp_path), "--set", *tiny()], "vocabulary")
     assert listing(tmp_path) == before
 
 
@@ -113,8 +113,8 @@ def test_init_from_starts_a_new_run_from_trained_parameters(trained_run, tmp_pat
 
 def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, capsys):
     expect_user_error(
-        capsys, ["train", "--workdir", str(tmp_path / "x"), "--set", *TINY, "model.d_model=48",
-                 f"train.init_from={trained_run}"], "different model config"
+        capsys, ["train", "--workdir", str(tmp_path / "x"), "--set", *tiny("model.d_model=48",
+                 f"train.init_from={trained_run}")], "different model config"
     )
 
 
@@ -140,7 +140,7 @@ def test_a_language_model_on_seq2seq_data_is_refused(tmp_path, capsys):
 
 def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     # One bucket: every bucket length is its own compiled program, and compiling dominates here.
-    seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_len=20"]
+    seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_pair_len=20"]
     assert train(tmp_path, *seq2seq) == 0
     assert "copy-the-source" in capsys.readouterr().out
     assert main(["eval", "--workdir", str(tmp_path), "--split", "test", "--beam", "2", "--length-penalty", "0.6"]) == 0

@@ -42,3 +42,33 @@ def test_from_dict_refuses_unknown_saved_keys():
     values["model"]["colour"] = "blue"
     with pytest.raises(ValueError, match="colour"):
         config_lib.from_dict(values)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [("model.heads", "model.num_heads"), ("data.max_len", "data.max_pair_len"),
+     ("train.samples", "train.num_printed_samples"), ("train.sample_len", "train.printed_sample_len")],
+)
+def test_a_renamed_key_is_refused_with_its_new_name(old, new):
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
+        config_lib.override(Config(), [f"{old}=4"])
+    values = config_lib.to_dict(Config())
+    section, name = old.split(".")
+    values[section][name] = 4
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
+        config_lib.from_dict(values)
+
+
+def test_a_key_set_for_another_kind_is_refused_after_every_assignment_is_applied():
+    with pytest.raises(ValueError, match=r"model.cell applies to model.kind in \(rnn, .*\), not 'transformer'"):
+        config_lib.override(Config(), ["model.cell=gru"])
+    cfg = config_lib.override(Config(), ["model.cell=gru", "model.kind=rnn"])
+    assert (cfg.model.kind, cfg.model.cell) == ("rnn", "gru")
+    with pytest.raises(ValueError, match="head.cutoffs applies to head.kind in \\(adaptive\\), not 'full'"):
+        config_lib.override(Config(), ["head.cutoffs=10,20"])
+
+
+def test_valid_keys_cover_every_field_of_every_section():
+    keys = config_lib.valid_keys(Config())
+    assert "model.num_heads" in keys and "train.num_printed_samples" in keys and "data.root" in keys
+    assert len(keys) == len(set(keys))

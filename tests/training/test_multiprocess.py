@@ -22,12 +22,12 @@ from seqjax.training.setup import build_experiment
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step
 
-from helpers import TINY, tiny_config
+from helpers import tiny, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR = 1e-3
 SETTINGS = ["model.dropout=0.0", f"optim.learning_rate={LR}", "train.batch_size=16", "train.steps=2",
-            "train.log_every=1", "train.checkpoint_every=2", "train.eval_batches=1", "train.samples=0"]
+            "train.log_every=1", "train.checkpoint_every=2", "train.eval_batches=1", "train.num_printed_samples=0"]
 
 TRAIN_WORKER = """
 import sys
@@ -157,7 +157,7 @@ def one_process_reference(exp, steps):
 @pytest.mark.slow
 def test_two_processes_train_like_one_process_with_eight_devices(tmp_path):
     port, workdir = free_port(), tmp_path / "run"
-    shared = [*TINY, *SETTINGS, "train.mesh=data:8", "train.distributed=true", f"train.coordinator=127.0.0.1:{port}",
+    shared = [*tiny(*SETTINGS), "train.mesh=data:8", "train.distributed=true", f"train.coordinator=127.0.0.1:{port}",
               "train.num_processes=2", "train.heartbeat_timeout=30"]
     logs = [str(tmp_path / f"process{i}") for i in range(2)]
     processes = [launch(TRAIN_WORKER, [str(workdir), *shared, f"train.process_id={i}"], logs[i]) for i in range(2)]

@@ -11,7 +11,7 @@ from seqjax.data import EOS_ID, lm_eval_batches, load_data
 from seqjax.models.ngram import fit
 from seqjax.training.loop import train
 
-from helpers import TINY, tiny_config
+from helpers import tiny, tiny_config
 
 NGRAM = ["model.kind=ngram", "model.context=2"]
 
@@ -21,7 +21,7 @@ def quiet(_):
 
 
 def test_cli_trains_the_ngram_and_writes_the_run_directory(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, *NGRAM]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM)]) == 0
     out = capsys.readouterr().out
     assert "3-gram Kneser–Ney" in out and "valid: nll" in out and "test: nll" in out
     for name in ("config.json", "summary.json", "metrics.jsonl", "tokenizer"):
@@ -73,15 +73,15 @@ def test_eval_batches_scores_only_the_tokens_of_those_batches(tmp_path):
     ],
 )
 def test_configs_the_ngram_cannot_honour_are_refused(tmp_path, capsys, overrides, message):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, *NGRAM, *overrides]) == 2
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM, *overrides)]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "config.json").exists()
 
 
 def test_a_workdir_holding_another_run_is_refused_and_eval_explains_there_is_no_model(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, *NGRAM]) == 0
-    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY, "model.kind=ngram", "model.context=3"]) == 2
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM)]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("model.kind=ngram", "model.context=3")]) == 2
     assert "holds another run: model.context" in capsys.readouterr().err
     assert main(["eval", "--workdir", str(tmp_path)]) == 2
     assert "n-gram run, which keeps no model" in capsys.readouterr().err

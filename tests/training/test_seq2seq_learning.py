@@ -1,6 +1,6 @@
 """Each encoder–decoder learns the synthetic reverse task to >= 95% greedy exact match.
 
-Sources of 2..8 symbols (data.max_len keeps those of the train split; the valid split is cut
+Sources of 2..8 symbols (data.max_pair_len keeps those of the train split; the valid split is cut
 to them here), one bucket, so the train step and the decoder compile once each. The run
 uses the library's train step on one device and its greedy decoding (`translate_texts`);
 the budget is well under a CPU-minute per model.
@@ -24,7 +24,7 @@ COMMON = [
     "data.task=reverse",
     "data.num_train=20000",
     "data.num_eval=600",
-    f"data.max_len={MAX_LEN}",
+    f"data.max_pair_len={MAX_LEN}",
     f"data.buckets={MAX_LEN + 1}",
     "model.dropout=0",
     "train.batch_size=64",
@@ -34,7 +34,7 @@ SETTINGS = {
     "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=1200", "optim.learning_rate=1e-2"],
     "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=300", "optim.learning_rate=1e-2"],
     "transformer_seq2seq": [
-        "model.d_model=64", "model.layers=2", "model.heads=4", "model.d_ff=128", "model.max_len=16",
+        "model.d_model=64", "model.layers=2", "model.num_heads=4", "model.d_ff=128", "model.max_len=16",
         "train.steps=600", "optim.learning_rate=3e-3",
     ],
 }

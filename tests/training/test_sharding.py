@@ -12,7 +12,8 @@ from seqjax.training.mesh import batch_sharding, make_mesh
 from seqjax.training.parallelism import build_train_step, parallel_head, validate_layout
 from seqjax.training.setup import build_experiment
 from seqjax.training.sharding import partition_spec, tree_shardings, validate_strategy
-from seqjax.model_head import init_params, init_state, state_shardings
+from seqjax.model_head import init_params
+from seqjax.training.state import init_state, state_shardings
 
 from helpers import tiny_config
 
