@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import flax.linen as nn
 import jax.numpy as jnp
 
@@ -27,6 +29,25 @@ def token_embedding(vocab_size: int, width: int, name: str):
     return nn.Embed(
         vocab_size, width, embedding_init=nn.initializers.normal(width**-0.5), name=name
     )
+
+
+class TokenModel(nn.Module):
+    """What every neural model shares (`seqjax.contracts.Model`): its config, its target
+    vocabulary, and the target embedding table, which a subclass creates in `setup` as
+    `self.token_embed = token_embedding(vocab_size, D, "embed")`."""
+
+    cfg: ModelConfig
+    vocab_size: int
+    has_encoder: ClassVar[bool] = False
+    recurrent: ClassVar[bool] = False
+
+    def embed(self, tokens):
+        """tokens: [B, T] int32 -> [B, T, D] float32, the (target) lookup `embedded` may replace."""
+        return self.token_embed(tokens)
+
+    def target_embedding(self):
+        """The target embedding table [V, D] float32 (what a tied head scores with)."""
+        return self.token_embed.embedding
 
 
 class PositionalInputs(nn.Module):

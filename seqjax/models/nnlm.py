@@ -10,23 +10,18 @@ carries them as a rank-D factorization U·W. Positions before the start of the s
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.config import ModelConfig
 from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
-from seqjax.models.embeddings import token_embedding
+from seqjax.models.embeddings import TokenModel, token_embedding
 
 
-class NNLM(nn.Module):
+class NNLM(TokenModel):
     """tokens [B, T] → hidden [B, T, D]. Decode state: the last k tokens and their validity."""
 
-    cfg: ModelConfig
-    vocab_size: int
-    has_encoder: ClassVar[bool] = False
-    recurrent: ClassVar[bool] = False
     dtype: Any = jnp.float32
 
     def setup(self):
@@ -37,13 +32,6 @@ class NNLM(nn.Module):
             self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def embed(self, tokens):
-        """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
-        return self.token_embed(tokens)
-
-    def target_embedding(self):
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
 
     def _hidden(self, windows, train):
         """windows: [..., k*D] float32 -> [..., D] float32."""

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.cells import GATES, cell_step, matmul, zero_carry
 from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
-from seqjax.models.embeddings import token_embedding
+from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.recurrence import recurrence
 
 
@@ -100,7 +100,7 @@ class Recurrent(nn.Module):
         return carry, carry[-1]
 
 
-class RNNLM(nn.Module):
+class RNNLM(TokenModel):
     """Embedding → stacked recurrent layers → hidden [B, T, D] (row t predicts token t+1).
 
     Dropout (train only) acts on the embeddings, between layers and on the output — the
@@ -108,9 +108,6 @@ class RNNLM(nn.Module):
     first add their input to their output. The decode state is the tuple of layer carries.
     """
 
-    cfg: ModelConfig
-    vocab_size: int
-    has_encoder: ClassVar[bool] = False
     recurrent: ClassVar[bool] = True
     dtype: Any = jnp.float32
 
@@ -122,13 +119,6 @@ class RNNLM(nn.Module):
         ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def embed(self, tokens):
-        """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
-        return self.token_embed(tokens)
-
-    def target_embedding(self):
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
 
     def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.

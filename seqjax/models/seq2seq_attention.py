@@ -25,7 +25,7 @@ from seqjax.models.checks import (
     check_source,
     check_tokens,
 )
-from seqjax.models.embeddings import token_embedding
+from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.rnn import Recurrent, RNNEncoder
 
 
@@ -118,15 +118,13 @@ def _decode_sequence(decoder, state, embedded, source, train):
     return scan(decoder, state, embedded)
 
 
-class AttentionSeq2Seq(nn.Module):
+class AttentionSeq2Seq(TokenModel):
     """(src [B, S], tokens [B, T]) → hidden h̃ [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"carries", "feed": [B, D], "source": {"memory", "keys": [B, S, D],
     "mask": [B, S]}}; every leaf has leading axis B.
     """
 
-    cfg: ModelConfig
-    vocab_size: int
     has_encoder: ClassVar[bool] = True
     recurrent: ClassVar[bool] = True
     src_vocab_size: int
@@ -140,13 +138,6 @@ class AttentionSeq2Seq(nn.Module):
         self.decoder = InputFeedingDecoder(self.cfg, self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def embed(self, tokens):
-        """tokens: [B, T] int32 -> [B, T, D] float32, the target lookup `embedded` may replace."""
-        return self.token_embed(tokens)
-
-    def target_embedding(self):
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
 
     def _start(self, src, src_mask, train):
         """Encodes the source; returns the initial decoder state (carries from the encoder)."""

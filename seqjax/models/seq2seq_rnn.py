@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.config import ModelConfig
 from seqjax.models.checks import (
     check_decode_size,
     check_embedded,
@@ -19,18 +18,16 @@ from seqjax.models.checks import (
     check_source,
     check_tokens,
 )
-from seqjax.models.embeddings import token_embedding
+from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.rnn import Recurrent, RNNEncoder
 
 
-class RNNSeq2Seq(nn.Module):
+class RNNSeq2Seq(TokenModel):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"carries": per-layer decoder carries}, each leaf [B, D].
     """
 
-    cfg: ModelConfig
-    vocab_size: int
     has_encoder: ClassVar[bool] = True
     recurrent: ClassVar[bool] = True
     src_vocab_size: int
@@ -46,13 +43,6 @@ class RNNSeq2Seq(nn.Module):
         ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def embed(self, tokens):
-        """tokens: [B, T] int32 -> [B, T, D] float32, the target lookup `embedded` may replace."""
-        return self.token_embed(tokens)
-
-    def target_embedding(self):
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
 
     def encode(self, src, src_mask=None, train: bool = False):
         """src: [B, S] int32 -> per-layer final encoder carries."""

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.config import ModelConfig
 from seqjax.models.checks import (
     check_decode_size,
     check_embedded,
@@ -21,12 +20,12 @@ from seqjax.models.checks import (
     check_source,
     check_tokens,
 )
-from seqjax.models.embeddings import PositionalInputs, token_embedding
+from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
 from seqjax.models.masks import causal_mask, decode_mask, padding_mask
 from seqjax.models.transformer import Block
 
 
-class TransformerSeq2Seq(nn.Module):
+class TransformerSeq2Seq(TokenModel):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"cache": per-layer {"k", "v"}: [B, max_len, heads, Dh],
@@ -34,10 +33,7 @@ class TransformerSeq2Seq(nn.Module):
     "positions": [B] int32}.
     """
 
-    cfg: ModelConfig
-    vocab_size: int
     has_encoder: ClassVar[bool] = True
-    recurrent: ClassVar[bool] = False
     src_vocab_size: int
     dtype: Any = jnp.float32
 
@@ -55,13 +51,6 @@ class TransformerSeq2Seq(nn.Module):
             self.encoder_norm = nn.LayerNorm(dtype=self.dtype)
             self.decoder_norm = nn.LayerNorm(dtype=self.dtype)
 
-    def embed(self, tokens):
-        """tokens: [B, T] int32 -> [B, T, D] float32, the target lookup `embedded` may replace."""
-        return self.token_embed(tokens)
-
-    def target_embedding(self):
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
 
     def _encode(self, src, src_mask, train):
         """Returns the per-layer cross-attention memories and the [B, S] source mask."""

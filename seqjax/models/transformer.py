@@ -7,7 +7,7 @@ fixed-size buffer under a mask, so its cost does not grow with the prefix.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
 from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
-from seqjax.models.embeddings import PositionalInputs, token_embedding
+from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
 from seqjax.models.masks import causal_mask, decode_mask, padding_mask
 
 
@@ -88,17 +88,13 @@ class Block(nn.Module):
         return {"k": jnp.zeros(shape, self.dtype), "v": jnp.zeros(shape, self.dtype)}
 
 
-class TransformerLM(nn.Module):
+class TransformerLM(TokenModel):
     """Decoder-only Transformer: tokens [B, T] → hidden [B, T, D] (row t predicts token t+1).
 
     Self-attention is causal, limited to `cfg.window` keys spaced `cfg.dilation` apart
     when window > 0. Decode state: {"cache": per-layer {"k", "v"}, "positions": [B] int32}.
     """
 
-    cfg: ModelConfig
-    vocab_size: int
-    has_encoder: ClassVar[bool] = False
-    recurrent: ClassVar[bool] = False
     dtype: Any = jnp.float32
 
     def setup(self):
@@ -113,13 +109,6 @@ class TransformerLM(nn.Module):
             x = self.final_norm(x)
         return x.astype(jnp.float32)
 
-    def embed(self, tokens):
-        """tokens: [B, T] int32 -> [B, T, D] float32, the lookup `embedded` may replace."""
-        return self.token_embed(tokens)
-
-    def target_embedding(self):
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
 
     def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
