@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
+from seqjax.models.checks import check_embedded, check_mask, check_tokens
 
 
 def sinusoidal_positions(positions, width: int):
@@ -48,6 +49,15 @@ class TokenModel(nn.Module):
     def target_embedding(self):
         """The target embedding table [V, D] float32 (what a tied head scores with)."""
         return self.token_embed.embedding
+
+    def embedded_targets(self, tokens, mask, embedded, max_len: int | None = None):
+        """Checks a teacher-forced call's tokens [B, T] int32 (T <= max_len), mask [B, T] bool
+        or None and embedded [B, T, D] or None; returns [B, T, D] float32, `embedded` when
+        given, else the lookup of `tokens`."""
+        check_tokens(tokens, max_len=max_len)
+        check_mask(mask, tokens)
+        check_embedded(embedded, tokens, self.cfg.d_model)
+        return self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
 
 
 class PositionalInputs(nn.Module):

@@ -15,7 +15,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
+from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
 
 
@@ -46,10 +46,7 @@ class NNLM(TokenModel):
 
         Returns hidden: [B, T, D] float32.
         """
-        check_tokens(tokens)
-        check_mask(mask, tokens)
-        check_embedded(embedded, tokens, self.cfg.d_model)
-        x = self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
+        x = self.embedded_targets(tokens, mask, embedded)
         if mask is not None:
             x = jnp.where(mask[..., None], x, 0.0)
         length = tokens.shape[1]

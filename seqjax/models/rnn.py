@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
 from seqjax.models.cells import GATES, cell_step, matmul, zero_carry
-from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
+from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.recurrence import recurrence
 
@@ -125,10 +125,7 @@ class RNNLM(TokenModel):
 
         Returns hidden: [B, T, D] float32.
         """
-        check_tokens(tokens)
-        check_mask(mask, tokens)
-        check_embedded(embedded, tokens, self.cfg.d_model)
-        x = self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
+        x = self.embedded_targets(tokens, mask, embedded)
         x = self.dropout(x, deterministic=not train)
         for index, layer in enumerate(self.rnn_layers):
             outputs, _ = layer(x, mask)

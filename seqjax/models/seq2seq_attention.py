@@ -18,13 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
-from seqjax.models.checks import (
-    check_decode_size,
-    check_embedded,
-    check_mask,
-    check_source,
-    check_tokens,
-)
+from seqjax.models.checks import check_decode_size, check_source
 from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.rnn import Recurrent, RNNEncoder
 
@@ -156,12 +150,9 @@ class AttentionSeq2Seq(TokenModel):
         mask: [B, T] bool or None (target padding is trailing, so causality makes it
         irrelevant to valid rows); embedded: [B, T, D] or None. Returns [B, T, D] float32.
         """
-        check_tokens(tokens)
-        check_mask(mask, tokens)
-        check_embedded(embedded, tokens, self.cfg.d_model)
+        x = self.embedded_targets(tokens, mask, embedded)
         check_source(src, src_mask, tokens.shape[0])
         state = self._start(src, src_mask, train)
-        x = self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
         x = self.dropout(x, deterministic=not train)
         start = {"carries": state["carries"], "feed": state["feed"]}
         _, hidden = _decode_sequence(self.decoder, start, x, state["source"], train)

@@ -11,13 +11,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.models.checks import (
-    check_decode_size,
-    check_embedded,
-    check_mask,
-    check_source,
-    check_tokens,
-)
+from seqjax.models.checks import check_decode_size, check_source
 from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.rnn import Recurrent, RNNEncoder
 
@@ -57,12 +51,9 @@ class RNNSeq2Seq(TokenModel):
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.
         """
-        check_tokens(tokens)
-        check_mask(mask, tokens)
-        check_embedded(embedded, tokens, self.cfg.d_model)
+        x = self.embedded_targets(tokens, mask, embedded)
         check_source(src, src_mask, tokens.shape[0])
         finals = self.encode(src, src_mask, train)
-        x = self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
         x = self.dropout(x, deterministic=not train)
         for index, layer in enumerate(self.decoder_layers):
             outputs, _ = layer(x, mask, carry=finals[index])

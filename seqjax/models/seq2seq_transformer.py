@@ -13,13 +13,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.models.checks import (
-    check_decode_size,
-    check_embedded,
-    check_mask,
-    check_source,
-    check_tokens,
-)
+from seqjax.models.checks import check_decode_size, check_source, check_tokens
 from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
 from seqjax.models.masks import causal_mask, decode_mask, padding_mask
 from seqjax.models.transformer import Block
@@ -76,15 +70,11 @@ class TransformerSeq2Seq(TokenModel):
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.
         """
-        check_tokens(tokens, max_len=self.cfg.max_len)
-        check_mask(mask, tokens)
-        check_embedded(embedded, tokens, self.cfg.d_model)
+        embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
         check_source(src, src_mask, tokens.shape[0])
         check_tokens(src, "src", max_len=self.cfg.max_len)
         memory, src_mask = self._encode(src, src_mask, train)
         length = tokens.shape[1]
-        if embedded is None:
-            embedded = self.token_embed(tokens)
         x = self.target_inputs(embedded, jnp.arange(length, dtype=jnp.int32), train)
         self_mask = causal_mask(length, self.cfg.window, self.cfg.dilation)
         if mask is not None:

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
-from seqjax.models.checks import check_decode_size, check_embedded, check_mask, check_tokens
+from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
 from seqjax.models.masks import causal_mask, decode_mask, padding_mask
 
@@ -115,12 +115,8 @@ class TransformerLM(TokenModel):
 
         Returns hidden: [B, T, D] float32.
         """
-        check_tokens(tokens, max_len=self.cfg.max_len)
-        check_mask(mask, tokens)
-        check_embedded(embedded, tokens, self.cfg.d_model)
+        embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
         length = tokens.shape[1]
-        if embedded is None:
-            embedded = self.token_embed(tokens)
         x = self.inputs(embedded, jnp.arange(length, dtype=jnp.int32), train)
         attention_mask = causal_mask(length, self.cfg.window, self.cfg.dilation)
         if mask is not None:
