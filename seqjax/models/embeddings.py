@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -58,6 +58,20 @@ class TokenModel(nn.Module):
         check_mask(mask, tokens)
         check_embedded(embedded, tokens, self.cfg.d_model)
         return self.token_embed(tokens) if embedded is None else embedded.astype(jnp.float32)
+
+
+class EncoderDecoder(TokenModel):
+    """A TokenModel that also reads a source sequence over its own vocabulary; a subclass's
+    `setup` calls `setup_embeddings()` for the source ("src_embed") and target ("embed")
+    tables."""
+
+    has_encoder: ClassVar[bool] = True
+    src_vocab_size: int
+    dtype: Any = jnp.float32
+
+    def setup_embeddings(self) -> None:
+        self.source_embed = token_embedding(self.src_vocab_size, self.cfg.d_model, "src_embed")
+        self.token_embed = token_embedding(self.vocab_size, self.cfg.d_model, "embed")
 
 
 class PositionalInputs(nn.Module):

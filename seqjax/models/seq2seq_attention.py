@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
 from seqjax.models.checks import check_decode_size, check_source
-from seqjax.models.embeddings import TokenModel, token_embedding
+from seqjax.models.embeddings import EncoderDecoder
 from seqjax.models.rnn import Recurrent, RNNEncoder
 
 
@@ -112,22 +112,17 @@ def _decode_sequence(decoder, state, embedded, source, train):
     return scan(decoder, state, embedded)
 
 
-class AttentionSeq2Seq(TokenModel):
+class AttentionSeq2Seq(EncoderDecoder):
     """(src [B, S], tokens [B, T]) → hidden h̃ [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"carries", "feed": [B, D], "source": {"memory", "keys": [B, S, D],
     "mask": [B, S]}}; every leaf has leading axis B.
     """
 
-    has_encoder: ClassVar[bool] = True
     recurrent: ClassVar[bool] = True
-    src_vocab_size: int
-    dtype: Any = jnp.float32
 
     def setup(self):
-        d = self.cfg.d_model
-        self.source_embed = token_embedding(self.src_vocab_size, d, "src_embed")
-        self.token_embed = token_embedding(self.vocab_size, d, "embed")
+        self.setup_embeddings()
         self.encoder = RNNEncoder(self.cfg, self.dtype)
         self.decoder = InputFeedingDecoder(self.cfg, self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)

@@ -6,31 +6,26 @@ RNN LM over the target. No attention: the whole source passes through that state
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from seqjax.models.checks import check_decode_size, check_source
-from seqjax.models.embeddings import TokenModel, token_embedding
+from seqjax.models.embeddings import EncoderDecoder
 from seqjax.models.rnn import Recurrent, RNNEncoder
 
 
-class RNNSeq2Seq(TokenModel):
+class RNNSeq2Seq(EncoderDecoder):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"carries": per-layer decoder carries}, each leaf [B, D].
     """
 
-    has_encoder: ClassVar[bool] = True
     recurrent: ClassVar[bool] = True
-    src_vocab_size: int
-    dtype: Any = jnp.float32
 
     def setup(self):
         d = self.cfg.d_model
-        self.source_embed = token_embedding(self.src_vocab_size, d, "src_embed")
-        self.token_embed = token_embedding(self.vocab_size, d, "embed")
+        self.setup_embeddings()
         self.encoder = RNNEncoder(self.cfg, self.dtype)
         self.decoder_layers = [
             Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)

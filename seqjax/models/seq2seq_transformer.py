@@ -8,18 +8,17 @@ the state next to the self-attention KV cache.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from seqjax.models.checks import check_decode_size, check_source, check_tokens
-from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
+from seqjax.models.embeddings import EncoderDecoder, PositionalInputs
 from seqjax.models.masks import causal_mask, decode_mask, padding_mask
 from seqjax.models.transformer import Block
 
 
-class TransformerSeq2Seq(TokenModel):
+class TransformerSeq2Seq(EncoderDecoder):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"cache": per-layer {"k", "v"}: [B, max_len, heads, Dh],
@@ -27,14 +26,8 @@ class TransformerSeq2Seq(TokenModel):
     "positions": [B] int32}.
     """
 
-    has_encoder: ClassVar[bool] = True
-    src_vocab_size: int
-    dtype: Any = jnp.float32
-
     def setup(self):
-        d = self.cfg.d_model
-        self.source_embed = token_embedding(self.src_vocab_size, d, "src_embed")
-        self.token_embed = token_embedding(self.vocab_size, d, "embed")
+        self.setup_embeddings()
         self.source_inputs = PositionalInputs(self.cfg)
         self.target_inputs = PositionalInputs(self.cfg)
         self.encoder_blocks = [Block(self.cfg, dtype=self.dtype) for _ in range(self.cfg.layers)]
