@@ -2,7 +2,8 @@
 
 Models map tokens to hidden states, heads map hidden states to a loss or exact
 log-probabilities, objectives decide what a model is fed, and decoders are compiled
-programs over a step function. See DESIGN.md in the repository's shared folder.
+programs over a step function; `seqjax.contracts` states what each promises the others.
+The architecture, the data flow and how to add a part are in docs/design.md.
 """
 
 __version__ = "0.1.0"
