@@ -16,7 +16,7 @@ import numpy as np
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig
 from seqjax.heads import build_head
 from seqjax.models import build_model
-from seqjax.objectives import teacher_forcing
+from seqjax.objectives import TeacherForcing
 from seqjax.training.mesh import make_mesh
 from seqjax.training.optim import learning_rate_schedule, make_optimizer
 from seqjax.training.state import init_state
@@ -96,7 +96,7 @@ def lm_train_step(shapes: LMShapes, dtype=jnp.float32) -> tuple[Callable[[int], 
     mesh = make_mesh("data:1", jax.devices()[:1])
     batch = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
     state = init_state(model, head, optimizer, 0, batch, mesh)
-    step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
+    step = make_train_step(model, head, TeacherForcing(), optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
                            state)
     count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
     return step_runner(step, state, jax.device_put(batch)), count

@@ -93,18 +93,19 @@ def with_objective(exp: Experiment, objective: str) -> Experiment:
 
 def describe_objective(exp: Experiment) -> str:
     """The options that decide the objective's cost (what it runs beyond one forward pass)."""
-    o = exp.cfg.objective
-    if o.kind == "scheduled_sampling":
+    kind = exp.cfg.objective.kind
+    o = getattr(exp.cfg.objective, kind)
+    if kind == "scheduled_sampling":
         scan = resolve_mode(exp.model, o.mode, o.feed) == "scan"
         return f"{o.feed} feed, " + ("scan over the decode step" if scan else f"{o.passes} parallel passes")
-    if o.kind in ("reinforce", "mixer"):
-        mixed = f", Δ from {o.delta_start}" if o.kind == "mixer" else ""
-        return f"{o.samples} samples, {o.baseline} baseline{mixed}"
-    if o.kind == "minimum_risk":
-        return f"{o.samples} {o.candidates} candidates"
-    if o.kind == "random_replacement":
+    if kind in ("reinforce", "mixer"):
+        mixed = f", Δ from {o.delta_start}" if kind == "mixer" else ""
+        return f"{o.num_samples} samples, {o.baseline} baseline{mixed}"
+    if kind == "minimum_risk":
+        return f"{o.num_candidates} {o.search} candidates"
+    if kind == "random_replacement":
         return f"rates {o.sequence_rate:g}/{o.token_rate:g}, pool {o.pool}"
-    if o.kind == "gradient_penalty":
+    if kind == "gradient_penalty":
         return "nested jax.grad"
     return "-"
 

@@ -44,7 +44,7 @@ from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
-from seqjax.objectives import teacher_forcing  # noqa: E402
+from seqjax.objectives import TeacherForcing  # noqa: E402
 from seqjax.training.memory import format_bytes, memory_report  # noqa: E402
 from seqjax.training.mesh import batch_sharding, check_batch_size, make_mesh  # noqa: E402
 from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
@@ -94,7 +94,7 @@ def prepare(layout: Layout, shapes: LMShapes, initial):
     optim_cfg = OptimConfig(warmup_steps=0, schedule="constant", learning_rate=1e-3)
     optimizer, schedule = make_optimizer(optim_cfg, 1000), learning_rate_schedule(optim_cfg, 1000)
     state = jax.device_put(initial, state_shardings(initial, mesh, layout.sharding))
-    args = (model, head, teacher_forcing, optimizer, schedule, mesh, state)
+    args = (model, head, TeacherForcing(), optimizer, schedule, mesh, state)
     if layout.step_kind == "shard_map":
         step = make_shard_map_train_step(*args, accum_steps=layout.accum_steps)
     else:

@@ -46,7 +46,7 @@ from seqjax.heads import build_head  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 from seqjax.models.cells import GATES  # noqa: E402
 from seqjax.models.embeddings import sinusoidal_positions  # noqa: E402
-from seqjax.objectives import teacher_forcing  # noqa: E402
+from seqjax.objectives import TeacherForcing  # noqa: E402
 from seqjax.training.mesh import make_mesh  # noqa: E402
 from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.state import init_state  # noqa: E402
@@ -144,7 +144,7 @@ def seqjax_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     mesh = make_mesh("data:1", jax.devices()[:1])
     batch = synthetic_batch(setup)
     state = init_state(model, head, optimizer, 0, batch, mesh)
-    step = make_train_step(model, head, teacher_forcing, optimizer, learning_rate_schedule(OPTIM, TOTAL_STEPS),
+    step = make_train_step(model, head, TeacherForcing(), optimizer, learning_rate_schedule(OPTIM, TOTAL_STEPS),
                            mesh, state)
     count = sum(x.size for x in jax.tree.leaves(state.params))
     return step_runner(step, state, jax.device_put(batch)), count

@@ -30,6 +30,7 @@ from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
+from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
 
 CHECKPOINTS = {"transformer": os.path.join("runs", "gettext_transformer"),
                "attention": os.path.join("runs", "gettext_attention_additive")}
@@ -46,12 +47,13 @@ def objective_config(name: str, steps: int) -> ObjectiveConfig:
     if name not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {name!r}")
     if name == "scheduled_sampling":  # ε from 1 (gold) down to 0.5 at the end, argmax feed as at test time
-        return ObjectiveConfig(kind=name, schedule="linear", k=1.0, c=0.5 / steps, eps_min=0.5, feed="argmax")
+        sampling = ScheduledSampling(schedule="linear", k=1.0, c=0.5 / steps, eps_min=0.5, feed="argmax")
+        return ObjectiveConfig(kind=name, scheduled_sampling=sampling)
     if name == "self_critical":
-        return ObjectiveConfig(kind="reinforce", baseline="self_critical")
+        return ObjectiveConfig(kind="reinforce", reinforce=Reinforce(baseline="self_critical"))
     if name == "mixer":  # REINFORCE on the last Δ = 4, 8, 12, 16 tokens, one quarter of the run each
-        return ObjectiveConfig(kind="mixer", baseline="self_critical", delta_start=4, delta_growth=4,
-                               delta_every=max(steps // 4, 1))
+        mixer = Mixer(baseline="self_critical", delta_start=4, delta_growth=4, delta_every=max(steps // 4, 1))
+        return ObjectiveConfig(kind="mixer", mixer=mixer)
     return ObjectiveConfig(kind=name)  # teacher forcing, random replacement, gradient penalty, MRT: defaults
 
 

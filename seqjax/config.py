@@ -17,6 +17,7 @@ import types
 import typing
 from typing import Any
 
+from seqjax.objectives import ObjectiveConfig
 from seqjax.options import option
 
 
@@ -100,36 +101,6 @@ class HeadConfig:
     num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", kinds=("class",))
     cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts", kinds=("adaptive",))
     div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", kinds=("adaptive",))
-
-
-@dataclasses.dataclass(frozen=True)
-class ObjectiveConfig:
-    # teacher_forcing | scheduled_sampling | random_replacement | gradient_penalty | reinforce | mixer | minimum_risk
-    kind: str = "teacher_forcing"
-    # scheduled sampling: ε, the probability of feeding the gold token, decays with the step:
-    # linear max(eps_min, k − c·step) | exponential k^step | inverse_sigmoid k / (k + e^(step/k))
-    schedule: str = "inverse_sigmoid"
-    k: float = 200.0  # linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1
-    c: float = 1e-4  # linear: decrease of ε per step
-    eps_min: float = 0.0  # linear: floor of ε
-    feed: str = "argmax"  # the model's own token: argmax | sample | soft (parallel mode: expected embedding)
-    mode: str = "auto"  # scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens
-    passes: int = 2  # parallel: model passes, the last one gets the loss
-    first_pass_grad: bool = False  # parallel with soft feed: backpropagate through the earlier passes
-    # random replacement: per row with sequence_rate, per decoder input with token_rate
-    sequence_rate: float = 0.5
-    token_rate: float = 0.3
-    pool: str = "target"  # replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)
-    penalty: float = 0.5  # gradient_penalty: λ of λ·||∂CE/∂(input embeddings)||²
-    # sequence level: reinforce | mixer | minimum_risk
-    samples: int = 4  # sequences per source (MRT candidates)
-    baseline: str = "self_critical"  # reinforce, mixer: self_critical | mean (of the other samples) | none
-    mle_weight: float = 0.0  # loss = mle_weight·teacher forcing + (1 − mle_weight)·sequence loss
-    delta_start: int = 2  # mixer: Δ = delta_start + delta_growth·floor(step / delta_every) last tokens are RL
-    delta_growth: int = 2
-    delta_every: int = 1000
-    candidates: str = "sample"  # minimum_risk: sample | beam
-    alpha: float = 5e-3  # minimum_risk: Q ∝ p^alpha on the candidates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +202,31 @@ RENAMED = {
     "data.max_len": "data.max_pair_len",
     "train.samples": "train.num_printed_samples",
     "train.sample_len": "train.printed_sample_len",
+    # objective options were one flat section; now a group per objective
+    "objective.schedule": "objective.scheduled_sampling.schedule",
+    "objective.k": "objective.scheduled_sampling.k",
+    "objective.c": "objective.scheduled_sampling.c",
+    "objective.eps_min": "objective.scheduled_sampling.eps_min",
+    "objective.feed": "objective.scheduled_sampling.feed",
+    "objective.mode": "objective.scheduled_sampling.mode",
+    "objective.passes": "objective.scheduled_sampling.passes",
+    "objective.first_pass_grad": "objective.scheduled_sampling.first_pass_grad",
+    "objective.sequence_rate": "objective.random_replacement.sequence_rate",
+    "objective.token_rate": "objective.random_replacement.token_rate",
+    "objective.pool": "objective.random_replacement.pool",
+    "objective.penalty": "objective.gradient_penalty.penalty",
+    "objective.samples": (
+        "objective.reinforce.num_samples (objective.mixer.num_samples, objective.minimum_risk.num_candidates)"
+    ),
+    "objective.baseline": "objective.reinforce.baseline (or objective.mixer.baseline)",
+    "objective.mle_weight": (
+        "objective.reinforce.mle_weight (or objective.mixer.mle_weight, objective.minimum_risk.mle_weight)"
+    ),
+    "objective.delta_start": "objective.mixer.delta_start",
+    "objective.delta_growth": "objective.mixer.delta_growth",
+    "objective.delta_every": "objective.mixer.delta_every",
+    "objective.candidates": "objective.minimum_risk.search",
+    "objective.alpha": "objective.minimum_risk.alpha",
 }
 
 
@@ -252,20 +248,37 @@ def _unknown_key(config: Config, key: str) -> ValueError:
     return ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(config))}")
 
 
-def _replace(node: Any, path: list[str], value: Any, key: str, config: Config) -> Any:
-    """`node` with the field at `path` set to `value`, converted to its annotated type."""
+def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: Config, prefix: str = "") -> Any:
+    """`node` with each (path, value, key) assignment set, values converted to their annotated
+    types. Each dataclass is rebuilt once with all of its assignments, so that options checked
+    together (a group's `__post_init__`) can be changed together; a group's check names the
+    key it refuses by its full path (`objective.scheduled_sampling.passes must be ...`)."""
     types_ = _field_types(type(node))
-    name = path[0]
-    if name not in types_:
-        raise _unknown_key(config, key)
-    child = getattr(node, name)
-    if len(path) == 1:
-        if dataclasses.is_dataclass(child):
-            raise ValueError(f"{key} is a group of keys, not a value: set one of {', '.join(valid_keys(child, key + '.'))}")
-        return dataclasses.replace(node, **{name: _coerce(value, types_[name], key)})
-    if not dataclasses.is_dataclass(child):
-        raise _unknown_key(config, key)
-    return dataclasses.replace(node, **{name: _replace(child, path[1:], value, key, config)})
+    updates: dict[str, Any] = {}
+    groups: dict[str, list[tuple[list[str], Any, str]]] = {}
+    for path, value, key in assignments:
+        name = path[0]
+        if name not in types_:
+            raise _unknown_key(config, key)
+        child = getattr(node, name)
+        if len(path) == 1:
+            if dataclasses.is_dataclass(child):
+                raise ValueError(
+                    f"{key} is a group of keys, not a value: set one of {', '.join(valid_keys(child, key + '.'))}"
+                )
+            updates[name] = _coerce(value, types_[name], key)
+        elif dataclasses.is_dataclass(child):
+            groups.setdefault(name, []).append((path[1:], value, key))
+        else:
+            raise _unknown_key(config, key)
+    for name, group in groups.items():
+        updates[name] = _replace(getattr(node, name), group, config, f"{prefix}{name}.")
+    try:
+        return dataclasses.replace(node, **updates)
+    except ValueError as error:
+        if not prefix:
+            raise
+        raise ValueError(f"{prefix}{error}") from None
 
 
 def inapplicable(config: Config, key: str) -> str | None:
@@ -295,14 +308,15 @@ def override(config: Config, assignments: list[str]) -> Config:
         renamed key (the message names the new one), a value that does not convert to the
         field's type, or a key that does not apply to the resolved kind (it would be ignored).
     """
-    keys = []
+    keys, parsed = [], []
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
         key = key.strip()
         if not sep:
             raise ValueError(f"--set expects key=value, got {assignment!r}")
-        config = _replace(config, key.split("."), value, key, config)
         keys.append(key)
+        parsed.append((key.split("."), value, key))
+    config = _replace(config, parsed, config)
     for key in keys:
         reason = inapplicable(config, key)
         if reason:

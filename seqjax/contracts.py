@@ -116,14 +116,15 @@ StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]
 
 
 class Objective(Protocol):
-    """A training objective: its options are its fields, validated when it is built.
+    """A training objective: a frozen dataclass whose fields are its options, validated when
+    it is built (`seqjax.objectives`).
 
-    Called as objective(model, head, params, batch, key, step, ids) -> (loss, metrics):
+    Called as objective(model, head, params, batch, key, step, *, ids) -> (loss, metrics):
     params {"model": ..., "head": ...}; batch as `Batch`; key a PRNG key; step [] int32, the
-    update being computed (schedules read it); ids the vocabulary's special ids. Returns a
-    scalar float32 loss to minimize and a dict of scalar float32 metrics (at least
-    "tokens", the number of target tokens the loss averages over).
+    update being computed (schedules read it); ids (keyword-only) the vocabulary's special
+    ids. Returns a scalar float32 loss to minimize and a dict of scalar float32 metrics (at
+    least "tokens", the number of target tokens the loss averages over).
     """
 
     def __call__(self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array,
-                 step: jax.Array, ids: SpecialIds) -> tuple[jax.Array, dict[str, jax.Array]]: ...
+                 step: jax.Array, *, ids: SpecialIds) -> tuple[jax.Array, dict[str, jax.Array]]: ...

@@ -117,9 +117,21 @@ def validate_data_config(cfg: DataConfig) -> None:
         for split in SPLITS:
             prefix = split_path(cfg, split)
             paths = [prefix] if cfg.kind == "text" else [f"{prefix}.{cfg.src}", f"{prefix}.{cfg.tgt}"]
-            missing = [p for p in paths if prefix and not os.path.isfile(p)]
+            if not prefix:
+                continue
+            if cfg.kind == "text" and os.path.isdir(prefix):
+                raise ValueError(f"data.{split} must name a file, got {prefix!r}, which is a directory")
+            missing = [p for p in paths if not os.path.isfile(p)]
+            if missing and cfg.kind == "parallel" and os.path.isdir(prefix):
+                raise ValueError(
+                    f"data.{split} must be a prefix PREFIX of the files PREFIX.{cfg.src} and PREFIX.{cfg.tgt}, "
+                    f"got {prefix!r}, which is a directory (looked for {missing})"
+                )
             if missing:
-                raise ValueError(f"data.{split} must name existing files, missing {missing}")
+                where = "" if os.path.isabs(getattr(cfg, split)) else (
+                    f" (relative paths are read under data.root, else ${DATA_ROOT_VARIABLE}, else the working directory)"
+                )
+                raise ValueError(f"data.{split} must name existing files, missing {missing}{where}")
 
 
 def _encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:

@@ -6,19 +6,22 @@ import os
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """The lines of a UTF-8 text file, without their line endings ("\\n" or "\\r\\n").
+    """The lines of a UTF-8 text file, without their line endings ("\\n" or "\\r\\n") and
+    without a leading byte-order mark (which would otherwise become a token).
 
     Blank lines are kept: in a parallel corpus they hold the line alignment.
 
     Raises:
-      ValueError: the file does not exist or is empty, or a line is not valid UTF-8 (the
-        message names the file and the 1-based line number).
+      ValueError: the path is a directory, does not exist or is empty, or a line is not
+        valid UTF-8 (the message names the file and the 1-based line number).
     """
     name = os.fspath(path)
+    if os.path.isdir(name):
+        raise ValueError(f"path must be a file, got {name!r}, which is a directory")
     if not os.path.isfile(name):
         raise ValueError(f"path must be an existing file, got {name!r}")
     with open(name, "rb") as file:
-        raw = file.read()
+        raw = file.read().removeprefix(b"\xef\xbb\xbf")
     if not raw:
         raise ValueError(f"file must not be empty, got {name!r}")
     chunks = raw.split(b"\n")

@@ -1,58 +1,46 @@
-"""Random replacement of decoder inputs (Su 2020): teacher forcing on noisy prefixes.
-
-A row is chosen with probability `sequence_rate`; in a chosen row each decoder input after
-the first (the first is the start token) is replaced with probability `token_rate` by a
-token drawn uniformly from the pool: the row's own gold decoder inputs (pool "target"), or
-the vocabulary without the special tokens (pool "vocab"). The labels stay gold, so the
-model learns to predict the right next token after a prefix that contains mistakes.
-"""
+"""Random replacement of decoder inputs (Su 2020): the objective `RandomReplacement` and the
+draw of the noisy inputs, `replace_inputs`."""
 
 from __future__ import annotations
 
-import flax.linen as nn
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
-from seqjax.data import SPECIAL_TOKENS
-from seqjax.objectives.checks import check_number, check_one_of
-from seqjax.contracts import Batch, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
+from seqjax.objectives.checks import check_number, check_one_of
+from seqjax.options import option
 
 POOLS = ("target", "vocab")
-
-
-def check_random_replacement(*, sequence_rate: float, token_rate: float, pool: str) -> None:
-    check_number("sequence_rate", sequence_rate, 0.0, 1.0)
-    check_number("token_rate", token_rate, 0.0, 1.0)
-    check_one_of("pool", pool, POOLS)
 
 
 def replace_inputs(
     batch: Batch,
     key: jax.Array,
     *,
+    ids: SpecialIds,
     vocab_size: int,
     sequence_rate: float,
     token_rate: float,
     pool: str,
 ) -> tuple[jax.Array, jax.Array]:
-    """Draws the noisy decoder inputs.
+    """Draws the noisy decoder inputs (the options as `RandomReplacement`'s).
 
     Args:
       batch: `inputs [B, T] int32` and `mask [B, T] float32`; a position is replaceable
         when t ≥ 1 and its mask is on.
-      vocab_size: V, for pool "vocab" (draws ids in [4, V), after the special tokens).
+      ids: the special ids, which pool "vocab" never draws (it draws ids in [ids.count, V)).
+      vocab_size: V, for pool "vocab".
 
     Returns:
       inputs: [B, T] int32 with the replacements.
       replaced: [B, T] bool, the positions that were drawn anew (a draw may repeat the
         original token).
     """
-    check_random_replacement(sequence_rate=sequence_rate, token_rate=token_rate, pool=pool)
-    if pool == "vocab" and vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(
-            f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens) for pool=vocab, got {vocab_size}"
-        )
+    if pool == "vocab" and vocab_size <= ids.count:
+        raise ValueError(f"vocab_size must be > {ids.count} (the special tokens) for pool=vocab, got {vocab_size}")
     inputs = batch["inputs"]
     rows, length = inputs.shape
     # One draw of uniforms for the row coin, the token coins and the replacement choice.
@@ -67,38 +55,49 @@ def replace_inputs(
         # A row with no eligible position has nothing to replace; its draws are never used.
         draws = jnp.take_along_axis(inputs, positions, axis=1)
     else:
-        others = vocab_size - len(SPECIAL_TOKENS)
+        others = vocab_size - ids.count
         offsets = jnp.minimum(jnp.floor(draw_u * others).astype(jnp.int32), others - 1)
-        draws = len(SPECIAL_TOKENS) + offsets
+        draws = ids.count + offsets
     return jnp.where(replaced, draws, inputs), replaced
 
 
-def random_replacement(
-    model: nn.Module,
-    head: nn.Module,
-    params: Params,
-    batch: Batch,
-    key: jax.Array,
-    step: jax.Array,
-    *,
-    ids: SpecialIds,
-    sequence_rate: float = 0.5,
-    token_rate: float = 0.3,
-    pool: str = "target",
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Teacher forcing on randomly corrupted decoder inputs, gold labels.
+@dataclasses.dataclass(frozen=True)
+class RandomReplacement:
+    """Random replacement of decoder inputs (Su 2020): teacher forcing on noisy prefixes.
 
-    Returns:
-      loss: [] float32, the head's masked mean loss.
-      metrics: the head's aux and "replaced" (replaced / replaceable positions).
+    A row is chosen with probability `sequence_rate`; in a chosen row each decoder input after
+    the first (the first is the start token) is replaced with probability `token_rate` by a
+    token drawn uniformly from the pool: the row's own gold decoder inputs (pool "target"), or
+    the vocabulary without the special tokens (pool "vocab"). The labels stay gold, so the
+    model learns to predict the right next token after a prefix that contains mistakes. The
+    rates do not change over training.
     """
-    del step  # the rates do not change over training
-    check_random_replacement(sequence_rate=sequence_rate, token_rate=token_rate, pool=pool)
-    replace_key, model_key, head_key = jax.random.split(key, 3)
-    inputs, replaced = replace_inputs(
-        batch, replace_key, vocab_size=model.vocab_size, sequence_rate=sequence_rate, token_rate=token_rate, pool=pool
-    )
-    hidden = hidden_states(model, params, batch, model_key, train=True, inputs=inputs)
-    loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
-    replaceable = ((batch["mask"] > 0) & (jnp.arange(inputs.shape[1]) >= 1)).sum()
-    return loss, dict(metrics, replaced=replaced.sum() / jnp.maximum(replaceable, 1.0))
+
+    sequence_rate: float = option(0.5, "probability that a row gets replacements")
+    token_rate: float = option(0.3, "probability that a decoder input of a chosen row (after the first) is replaced")
+    pool: str = option("target", "replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)")
+
+    def __post_init__(self):
+        check_number("sequence_rate", self.sequence_rate, 0.0, 1.0)
+        check_number("token_rate", self.token_rate, 0.0, 1.0)
+        check_one_of("pool", self.pool, POOLS)
+
+    def __call__(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """Returns:
+          loss: [] float32, the head's masked mean loss on gold labels after the noisy inputs.
+          metrics: dict of [] float32: the head's aux and "replaced" (replaced / replaceable
+            positions).
+        """
+        del step  # the rates do not change over training
+        replace_key, model_key, head_key = jax.random.split(key, 3)
+        inputs, replaced = replace_inputs(
+            batch, replace_key, ids=ids, vocab_size=model.vocab_size, sequence_rate=self.sequence_rate,
+            token_rate=self.token_rate, pool=self.pool,
+        )
+        hidden = hidden_states(model, params, batch, model_key, train=True, inputs=inputs)
+        loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
+        replaceable = ((batch["mask"] > 0) & (jnp.arange(inputs.shape[1]) >= 1)).sum()
+        return loss, dict(metrics, replaced=replaced.sum() / jnp.maximum(replaceable, 1.0))

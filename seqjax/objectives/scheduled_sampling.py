@@ -1,31 +1,15 @@
-"""Scheduled sampling (Bengio et al. 2015): feed the gold token with probability ε, else the
-model's own prediction, with ε decaying over training (schedules.py).
-
-Two implementations, both feeding each row and position independently:
-
-* `scan` (faithful, any model with the decode-step contract): one `lax.scan` over the
-  decode step; the token fed at step t is the gold one or the model's choice at step t − 1
-  given everything it was fed before. The decode step is the inference path (no dropout),
-  and it is sequential, which suits recurrent decoders.
-* `parallel` (Duckworth et al. 2019; Mihaylova & Martins 2019), for Transformers: a
-  teacher-forced pass predicts every position at once; positions that lost the coin flip
-  take the prediction of the position before; `passes − 1` such prediction passes, then a
-  last pass gets the loss. With passes = T the fed tokens equal the scan's (argmax feed).
-  `feed="soft"` feeds the probability-weighted mix of embeddings instead of a token, the
-  one case where a gradient can flow through the earlier passes (`first_pass_grad`).
-
-The loss is the head's training loss on gold targets; the coin flips are the same in
-every pass.
-"""
+"""Scheduled sampling (Bengio et al. 2015) and its parallel n-pass variant for Transformers:
+the objective `ScheduledSampling` and the pure functions that feed the model its own tokens."""
 
 from __future__ import annotations
 
-import flax.linen as nn
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
 from seqjax.objectives.checks import check_int, check_one_of
-from seqjax.contracts import Batch, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import (
     embed_tokens,
     head_loss,
@@ -33,27 +17,14 @@ from seqjax.model_head import (
     token_log_probs,
 )
 from seqjax.objectives.rollout import FEEDS, choose, rollout
-from seqjax.objectives.schedules import check_schedule, gold_probability
+from seqjax.objectives.schedules import SCHEDULES, check_schedule, gold_probability
+from seqjax.options import option
 
 MODES = ("auto", "scan", "parallel")
 PARALLEL_FEEDS = (*FEEDS, "soft")
 
 
-def check_scheduled_sampling(
-    *, schedule: str, k: float, c: float, eps_min: float, feed: str, mode: str, passes: int, first_pass_grad: bool
-) -> None:
-    """Host checks of the scheduled-sampling options (mode "auto" is resolved per model later)."""
-    check_schedule(schedule, k=k, c=c, eps_min=eps_min)
-    check_one_of("mode", mode, MODES)
-    check_one_of("feed", feed, PARALLEL_FEEDS)
-    if feed == "soft" and mode == "scan":
-        raise ValueError("feed must be argmax or sample for mode=scan (the decode step takes tokens), got 'soft'")
-    check_int("passes", passes, 2)
-    if first_pass_grad and feed != "soft":
-        raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={feed!r}")
-
-
-def resolve_mode(model: nn.Module, mode: str, feed: str) -> str:
+def resolve_mode(model: Model, mode: str, feed: str) -> str:
     """"auto" is the scan for recurrent decoders fed tokens, the parallel passes otherwise."""
     if mode != "auto":
         return mode
@@ -67,7 +38,7 @@ def gold_coins(key: jax.Array, shape: tuple[int, int], epsilon: jax.Array) -> ja
 
 
 def scan_inputs(
-    model: nn.Module, head: nn.Module, params: Params, batch: Batch, gold: jax.Array, key: jax.Array, *, feed: str
+    model: Model, head: Head, params: Params, batch: Batch, gold: jax.Array, key: jax.Array, *, feed: str
 ) -> tuple[jax.Array, jax.Array]:
     """Sequential scheduled sampling: (hidden [B, T, D] float32, fed tokens [B, T] int32)."""
     hidden, fed, _ = rollout(model, head, params, batch, gold, key, choose(feed))
@@ -80,8 +51,8 @@ def _shift_right(x: jax.Array, first: jax.Array) -> jax.Array:
 
 
 def parallel_inputs(
-    model: nn.Module,
-    head: nn.Module,
+    model: Model,
+    head: Head,
     params: Params,
     batch: Batch,
     gold: jax.Array,
@@ -114,53 +85,72 @@ def parallel_inputs(
     return hidden, fed
 
 
-def scheduled_sampling(
-    model: nn.Module,
-    head: nn.Module,
-    params: Params,
-    batch: Batch,
-    key: jax.Array,
-    step: jax.Array,
-    *,
-    ids: SpecialIds,
-    schedule: str = "inverse_sigmoid",
-    k: float = 200.0,
-    c: float = 1e-4,
-    eps_min: float = 0.0,
-    feed: str = "argmax",
-    mode: str = "auto",
-    passes: int = 2,
-    first_pass_grad: bool = False,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Scheduled sampling with ε = schedule(step), the probability of feeding the gold token.
+@dataclasses.dataclass(frozen=True)
+class ScheduledSampling:
+    """Scheduled sampling (Bengio et al. 2015): feed the gold token with probability ε, else the
+    model's own prediction, with ε = schedule(step) decaying over training (schedules.py):
 
-    Args:
-      schedule, k, c, eps_min: the decay of ε (schedules.py; c and eps_min: linear only).
-      feed: argmax | sample (| soft, parallel mode only): what the model feeds itself.
-      mode: scan | parallel | auto (scan for recurrent models fed tokens, parallel otherwise).
-      passes: parallel mode: passes ≥ 2 in all, the last one gets the loss.
-      first_pass_grad: parallel mode with soft feed: backpropagate through earlier passes.
+        linear max(eps_min, k − c·step) | exponential k^step | inverse_sigmoid k / (k + e^(step/k)).
 
-    Returns:
-      loss: [] float32, the head's masked mean loss on gold targets.
-      metrics: the head's aux, "epsilon" (ε at this step) and "gold_fed" (the fraction of
-        target positions after the first that were fed the gold token).
+    Two implementations, both feeding each row and position independently:
+
+    * `scan` (faithful, any model with the decode-step contract): one `lax.scan` over the
+      decode step; the token fed at step t is the gold one or the model's choice at step t − 1
+      given everything it was fed before. The decode step is the inference path (no dropout),
+      and it is sequential, which suits recurrent decoders.
+    * `parallel` (Duckworth et al. 2019; Mihaylova & Martins 2019), for Transformers: a
+      teacher-forced pass predicts every position at once; positions that lost the coin flip
+      take the prediction of the position before; `passes − 1` such prediction passes, then a
+      last pass gets the loss. With passes = T the fed tokens equal the scan's (argmax feed).
+      `feed="soft"` feeds the probability-weighted mix of embeddings instead of a token, the
+      one case where a gradient can flow through the earlier passes (`first_pass_grad`).
+
+    `mode="auto"` is the scan for recurrent models fed tokens, the parallel passes otherwise.
+    The loss is the head's training loss on gold targets; the coin flips are the same in
+    every pass.
     """
-    check_scheduled_sampling(
-        schedule=schedule, k=k, c=c, eps_min=eps_min, feed=feed, mode=mode, passes=passes,
-        first_pass_grad=first_pass_grad,
-    )
-    mode = resolve_mode(model, mode, feed)
-    coin_key, feed_key, head_key = jax.random.split(key, 3)
-    epsilon = gold_probability(schedule, step, k=k, c=c, eps_min=eps_min)
-    gold = gold_coins(coin_key, batch["inputs"].shape, epsilon)
-    if mode == "scan":
-        hidden, _ = scan_inputs(model, head, params, batch, gold, feed_key, feed=feed)
-    else:
-        hidden, _ = parallel_inputs(
-            model, head, params, batch, gold, feed_key, feed=feed, passes=passes, first_pass_grad=first_pass_grad
-        )
-    loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
-    later = batch["mask"][:, 1:]
-    gold_fed = (gold[:, 1:] * later).sum() / jnp.maximum(later.sum(), 1.0)
-    return loss, dict(metrics, epsilon=epsilon, gold_fed=gold_fed)
+
+    schedule: str = option("inverse_sigmoid", "decay of ε, the probability of feeding gold: " + " | ".join(SCHEDULES))
+    k: float = option(200.0, "linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1")
+    c: float = option(1e-4, "linear: decrease of ε per step")
+    eps_min: float = option(0.0, "linear: floor of ε")
+    feed: str = option("argmax", "the model's own token: argmax | sample | soft (parallel mode: expected embedding)")
+    mode: str = option("auto", "scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens")
+    passes: int = option(2, "parallel: model passes, the last one gets the loss")
+    first_pass_grad: bool = option(False, "parallel with soft feed: backpropagate through the earlier passes")
+
+    def __post_init__(self):
+        check_schedule(self.schedule, k=self.k, c=self.c, eps_min=self.eps_min)
+        check_one_of("mode", self.mode, MODES)
+        check_one_of("feed", self.feed, PARALLEL_FEEDS)
+        if self.feed == "soft" and self.mode == "scan":
+            raise ValueError("feed must be argmax or sample for mode=scan (the decode step takes tokens), got 'soft'")
+        check_int("passes", self.passes, 2)
+        if self.first_pass_grad and self.feed != "soft":
+            raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={self.feed!r}")
+
+    def __call__(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """Returns:
+          loss: [] float32, the head's masked mean loss on gold targets.
+          metrics: dict of [] float32: the head's aux, "epsilon" (ε at this step) and
+            "gold_fed" (the fraction of target positions after the first fed the gold token).
+        """
+        del ids  # only gold and predicted tokens are fed
+        mode = resolve_mode(model, self.mode, self.feed)
+        coin_key, feed_key, head_key = jax.random.split(key, 3)
+        epsilon = gold_probability(self.schedule, step, k=self.k, c=self.c, eps_min=self.eps_min)
+        gold = gold_coins(coin_key, batch["inputs"].shape, epsilon)
+        if mode == "scan":
+            hidden, _ = scan_inputs(model, head, params, batch, gold, feed_key, feed=self.feed)
+        else:
+            hidden, _ = parallel_inputs(
+                model, head, params, batch, gold, feed_key, feed=self.feed, passes=self.passes,
+                first_pass_grad=self.first_pass_grad,
+            )
+        loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
+        later = batch["mask"][:, 1:]
+        gold_fed = (gold[:, 1:] * later).sum() / jnp.maximum(later.sum(), 1.0)
+        return loss, dict(metrics, epsilon=epsilon, gold_fed=gold_fed)

@@ -8,13 +8,11 @@ the token that follows the decoder inputs' start token and the candidate's posit
 
 from __future__ import annotations
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.data import EOS_ID, PAD_ID
 from seqjax.metrics import sentence_bleu_ids
-from seqjax.contracts import Batch, Params
+from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import hidden_states, token_log_probs
 
 
@@ -28,38 +26,38 @@ def valid_rows(batch: Batch) -> jax.Array:
     return (batch["mask"].sum(axis=1) > 0).astype(jnp.float32)
 
 
-def lengths_after(tokens: jax.Array, start: jax.Array | int = 0) -> jax.Array:
-    """[N] int32: 1 + the position of the first EOS at or after `start` ([N] or scalar), else T."""
+def lengths_after(tokens: jax.Array, start: jax.Array | int = 0, *, ids: SpecialIds) -> jax.Array:
+    """[N] int32: 1 + the position of the first `ids.eos` at or after `start` ([N] or scalar), else T."""
     positions = jnp.arange(tokens.shape[1])
-    is_end = (tokens == EOS_ID) & (positions >= jnp.asarray(start)[..., None])
+    is_end = (tokens == ids.eos) & (positions >= jnp.asarray(start)[..., None])
     return jnp.where(is_end.any(axis=1), jnp.argmax(is_end, axis=1) + 1, tokens.shape[1]).astype(jnp.int32)
 
 
-def truncate(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
-    """tokens [N, T] with PAD after each row's length, so that equal candidates compare equal."""
-    return jnp.where(jnp.arange(tokens.shape[1]) < lengths[:, None], tokens, PAD_ID)
+def truncate(tokens: jax.Array, lengths: jax.Array, *, ids: SpecialIds) -> jax.Array:
+    """tokens [N, T] with `ids.pad` after each row's length, so that equal candidates compare equal."""
+    return jnp.where(jnp.arange(tokens.shape[1]) < lengths[:, None], tokens, ids.pad)
 
 
-def _without_final_eos(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+def _without_final_eos(tokens: jax.Array, lengths: jax.Array, eos_id: int) -> jax.Array:
     last = jnp.take_along_axis(tokens, jnp.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
-    return jnp.maximum(lengths - ((lengths > 0) & (last == EOS_ID)), 0).astype(jnp.int32)
+    return jnp.maximum(lengths - ((lengths > 0) & (last == eos_id)), 0).astype(jnp.int32)
 
 
-def bleu_rewards(tokens: jax.Array, lengths: jax.Array, batch: Batch) -> jax.Array:
+def bleu_rewards(tokens: jax.Array, lengths: jax.Array, batch: Batch, *, ids: SpecialIds) -> jax.Array:
     """Sentence BLEU / 100 in [0, 1] of candidates [N, T] (lengths [N]) against the batch's
     targets [N, T]; the final EOS of either side is not a word."""
     reference_lengths = batch["mask"].sum(axis=1).astype(jnp.int32)
     bleu = sentence_bleu_ids(
         tokens,
-        _without_final_eos(tokens, lengths),
+        _without_final_eos(tokens, lengths, ids.eos),
         batch["targets"],
-        _without_final_eos(batch["targets"], reference_lengths),
+        _without_final_eos(batch["targets"], reference_lengths, ids.eos),
     )
     return bleu / 100.0
 
 
 def candidate_log_probs(
-    model: nn.Module, head: nn.Module, params: Params, batch: Batch, tokens: jax.Array
+    model: Model, head: Head, params: Params, batch: Batch, tokens: jax.Array
 ) -> jax.Array:
     """Per-position log-probabilities [N, T] float32 of candidates tokens [N, T] given the
     batch rows' start tokens (and sources), teacher-forced and without dropout, so that they

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-import jax
-import flax.linen as nn
+import dataclasses
 
-from seqjax.contracts import Batch, Params, SpecialIds
+import jax
+
+from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 
 
-def teacher_forcing(
-    model: nn.Module, head: nn.Module, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
-    ids: SpecialIds,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Maximum likelihood on gold prefixes.
+@dataclasses.dataclass(frozen=True)
+class TeacherForcing:
+    """Maximum likelihood on gold prefixes: position t is fed the gold token t − 1 and judged
+    on the gold token t, −(1/N) Σ_t mask_t · log p(y_t | y_<t), as the head computes it.
+    It has no options and does not change over training."""
 
-    Returns:
-      loss: [] float32, the head's masked mean training loss.
-      metrics: dict of [] float32, the head's aux values (at least "tokens").
-    """
-    del step, ids  # teacher forcing does not change over training and feeds only gold tokens
-    model_key, head_key = jax.random.split(key)
-    hidden = hidden_states(model, params, batch, model_key, train=True)
-    return head_loss(model, head, params, hidden, batch, head_key)
+    def __call__(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """Returns:
+          loss: [] float32, the head's masked mean training loss.
+          metrics: dict of [] float32, the head's aux values (at least "tokens").
+        """
+        del step, ids  # teacher forcing does not change over training and feeds only gold tokens
+        model_key, head_key = jax.random.split(key)
+        hidden = hidden_states(model, params, batch, model_key, train=True)
+        return head_loss(model, head, params, hidden, batch, head_key)

@@ -125,3 +125,23 @@ def test_relative_split_paths_are_read_under_data_root_or_seqjax_data(tmp_path, 
     monkeypatch.chdir(tmp_path / "corpus")
     with pytest.raises(ValueError, match="corpus/train.txt"):
         load_data(dataclasses.replace(cfg, root=""))
+
+
+def test_a_byte_order_mark_does_not_become_a_token(tmp_path):
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text("the cat\nthe dog\n", encoding="utf-8")
+    marked.write_text("the cat\nthe dog\n", encoding="utf-8-sig")
+    for tokenizer in ("word", "char"):
+        vocabs = [
+            load_data(DataConfig(kind="text", tokenizer=tokenizer, train=str(path))).tokenizer.vocab.tokens
+            for path in (plain, marked)
+        ]
+        assert vocabs[0] == vocabs[1] and "\ufeff" not in vocabs[1]
+
+
+def test_a_directory_given_as_a_split_says_it_is_a_directory(tmp_path):
+    with pytest.raises(ValueError, match="data.train must name a file, got .*, which is a directory"):
+        load_data(DataConfig(kind="text", train=str(tmp_path)))
+    (tmp_path / "corpus").mkdir()
+    with pytest.raises(ValueError, match=r"PREFIX.en and PREFIX.de, got .*corpus/', which is a directory \(looked for"):
+        load_data(DataConfig(kind="parallel", train=str(tmp_path / "corpus") + "/"))

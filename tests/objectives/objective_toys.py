@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax.config import HeadConfig, ModelConfig
+from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import BOS_ID, EOS_ID
 from seqjax.heads import build_head
 from seqjax.models import build_model, is_seq2seq
@@ -67,8 +68,8 @@ def expected_reward_fn(model, head, batch_row, vocab: int, length: int):
     """
     strings = all_sequences(vocab, length)
     repeated = jax.tree.map(lambda x: jnp.repeat(x, strings.shape[0], axis=0), batch_row)
-    lengths = lengths_after(strings)
-    rewards = bleu_rewards(truncate(strings, lengths), lengths, repeated)
+    lengths = lengths_after(strings, ids=SPECIAL_IDS)
+    rewards = bleu_rewards(truncate(strings, lengths, ids=SPECIAL_IDS), lengths, repeated, ids=SPECIAL_IDS)
 
     def expected(params):
         log_probs = candidate_log_probs(model, head, params, repeated, strings).sum(axis=1)

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from objective_toys import lm_batch, tiny
-from seqjax.objectives import gradient_penalty, teacher_forcing
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.objectives import GradientPenalty, TeacherForcing
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
 
 VOCAB, LAMBDA = 7, 0.5
@@ -31,7 +32,8 @@ def test_penalty_is_lambda_times_squared_finite_difference_gradient_of_the_loss(
     # Central differences along every embedding coordinate (24 of them), in one program.
     central = jax.vmap(lambda e: (cross_entropy(embedded + h * e) - cross_entropy(embedded - h * e)) / (2 * h))
     slopes = jax.jit(central)(basis)
-    loss, metrics = jax.jit(lambda p: gradient_penalty(model, head, p, batch, key, jnp.int32(0), penalty=LAMBDA))(params)
+    objective = GradientPenalty(penalty=LAMBDA)
+    loss, metrics = jax.jit(lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS))(params)
     np.testing.assert_allclose(metrics["grad_norm_sq"], np.sum(np.square(slopes)), rtol=2e-2)
     np.testing.assert_allclose(loss, metrics["cross_entropy"] + LAMBDA * np.sum(np.square(slopes)), rtol=1e-4)
 
@@ -42,7 +44,7 @@ def test_gradient_of_the_penalized_loss_matches_a_finite_difference_along_a_dire
 
     def objective(p):
         # A large λ, so that the second-order term (through the RNN's custom VJP) dominates.
-        return gradient_penalty(model, head, p, batch, key, jnp.int32(0), penalty=100.0)[0]
+        return GradientPenalty(penalty=100.0)(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS)[0]
 
     rng = np.random.default_rng(2)
     direction = jax.tree.map(lambda x: jnp.asarray(rng.standard_normal(x.shape), x.dtype), params)
@@ -56,8 +58,8 @@ def test_gradient_of_the_penalized_loss_matches_a_finite_difference_along_a_dire
     def both(params):
         grads = jax.grad(objective)(params)
         analytic = sum(jnp.vdot(g, d) for g, d in zip(jax.tree.leaves(grads), jax.tree.leaves(direction)))
-        return analytic, (shifted(h) - shifted(-h)) / (2 * h), objective(params), teacher_forcing(
-            model, head, params, batch, key, jnp.int32(0))[0]
+        return analytic, (shifted(h) - shifted(-h)) / (2 * h), objective(params), TeacherForcing()(
+            model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)[0]
 
     analytic, numeric, penalized, plain = both(params)
     np.testing.assert_allclose(analytic, numeric, rtol=5e-3)

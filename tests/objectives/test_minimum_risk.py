@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from objective_toys import expected_reward_fn, reference_batch, tiny
-from seqjax.objectives import minimum_risk
+from seqjax.contracts import SPECIAL_IDS, SpecialIds
+from seqjax.objectives import MinimumRisk
 from seqjax.objectives.minimum_risk import expected_risk, first_occurrences
+from seqjax.objectives.sequences import lengths_after, truncate
 
 VOCAB, LENGTH = 6, 3
 REFERENCE = (4, 5)
@@ -39,9 +41,11 @@ def test_minimum_risk_training_lowers_the_exact_expected_risk_on_a_toy_problem()
     model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=batch, seed=4)
     expected_reward = expected_reward_fn(model, head, reference_batch(REFERENCE, LENGTH), VOCAB, LENGTH)
 
+    objective = MinimumRisk(num_candidates=8, alpha=1.0)
+
     def descend(params, key):
         grads, metrics = jax.grad(
-            lambda p: minimum_risk(model, head, p, batch, key, jnp.int32(0), samples=8, alpha=1.0), has_aux=True
+            lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS), has_aux=True
         )(params)
         return jax.tree.map(lambda p, g: p - 2.0 * g, params, grads), metrics["risk"]
 
@@ -58,11 +62,19 @@ def test_minimum_risk_training_lowers_the_exact_expected_risk_on_a_toy_problem()
 @pytest.mark.parametrize(
     "options, message",
     [
-        (dict(candidates="nbest"), "candidates must be one of"),
+        (dict(search="nbest"), "search must be one of"),
         (dict(alpha=0.0), "alpha must be a finite number in \\(0.0, inf\\)"),
-        (dict(samples=0), "samples must be an int >= 1"),
+        (dict(num_candidates=0), "num_candidates must be an int >= 1"),
     ],
 )
 def test_bad_options_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
-        minimum_risk(None, None, None, None, None, 0, **options)
+        MinimumRisk(**options)
+
+
+def test_candidate_lengths_and_padding_follow_the_given_special_ids():
+    ids = SpecialIds(pad=9, bos=1, eos=5, unk=3)
+    tokens = jnp.asarray([[4, 5, 6], [6, 6, 6], [2, 0, 5]])
+    lengths = lengths_after(tokens, ids=ids)
+    np.testing.assert_array_equal(lengths, [2, 3, 3])
+    np.testing.assert_array_equal(truncate(tokens, lengths, ids=ids), [[4, 5, 9], [6, 6, 6], [2, 0, 5]])

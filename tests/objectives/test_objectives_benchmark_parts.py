@@ -7,7 +7,7 @@ import pytest
 from project_scripts import load_script
 
 from seqjax import config as config_lib
-from seqjax.objectives import objective_options
+from seqjax.objectives import build_objective
 
 bench = load_script("benchmarks/objectives.py", "objectives_benchmark")
 
@@ -17,7 +17,7 @@ bench = load_script("benchmarks/objectives.py", "objectives_benchmark")
 def test_every_objective_of_every_setup_is_a_valid_config(setup, quick):
     cfg = bench.setup_config(setup, quick)
     for overrides in bench.OBJECTIVES.values():
-        objective_options(config_lib.override(cfg, overrides).objective)
+        build_objective(config_lib.override(cfg, overrides).objective)
 
 
 def test_ratios_are_throughput_over_teacher_forcing():

@@ -10,7 +10,7 @@ import pytest
 from project_scripts import load_script
 
 from seqjax import config as config_lib
-from seqjax.objectives import objective_options
+from seqjax.objectives import build_objective
 from seqjax.objectives.schedules import gold_probability
 
 sweep = load_script("experiments/oracle_objectives.py", "oracle_objectives_experiment")
@@ -20,13 +20,13 @@ sweeps = load_script("experiments/sweeps.py", "experiment_sweeps")
 @pytest.mark.parametrize("steps", [6, 1200])
 @pytest.mark.parametrize("name", sweep.OBJECTIVES)
 def test_every_objective_config_passes_the_library_checks(name, steps):
-    objective_options(sweep.objective_config(name, steps))
+    build_objective(sweep.objective_config(name, steps))
 
 
 @pytest.mark.parametrize("name", ["ss_linear", "ss_exponential", "ss_inverse_sigmoid"])
 def test_every_decay_starts_near_gold_and_feeds_gold_half_the_time_at_mid_run(name):
     steps = 1200
-    o = sweep.objective_config(name, steps)
+    o = sweep.objective_config(name, steps).scheduled_sampling
 
     def epsilon(step):
         return float(gold_probability(o.schedule, step, k=o.k, c=o.c, eps_min=o.eps_min))

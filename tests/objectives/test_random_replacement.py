@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from objective_toys import lm_batch, tiny
+from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import SPECIAL_TOKENS
-from seqjax.objectives import random_replacement, teacher_forcing
+from seqjax.objectives import RandomReplacement, TeacherForcing
 from seqjax.model_head import head_loss, hidden_states
 from seqjax.objectives.random_replacement import replace_inputs
 
@@ -23,7 +24,7 @@ def padded_batch(seed: int):
 
 def replace(batch, **options):
     options = dict(dict(vocab_size=VOCAB, sequence_rate=0.5, token_rate=0.3, pool="target"), **options)
-    inputs, replaced = replace_inputs(batch, jax.random.key(0), **options)
+    inputs, replaced = replace_inputs(batch, jax.random.key(0), ids=SPECIAL_IDS, **options)
     return np.asarray(inputs), np.asarray(replaced)
 
 
@@ -75,13 +76,13 @@ def test_objective_is_teacher_forcing_on_the_noisy_inputs_with_gold_labels():
     options = dict(sequence_rate=1.0, token_rate=0.5, pool="target")
 
     def both(params):
-        loss, metrics = random_replacement(model, head, params, batch, key, step, **options)
+        loss, metrics = RandomReplacement(**options)(model, head, params, batch, key, step, ids=SPECIAL_IDS)
         replace_key, model_key, head_key = jax.random.split(key, 3)
-        noisy, _ = replace_inputs(batch, replace_key, vocab_size=11, **options)
+        noisy, _ = replace_inputs(batch, replace_key, ids=SPECIAL_IDS, vocab_size=11, **options)
         assert noisy.shape == batch["targets"].shape
         hidden = hidden_states(model, params, batch, model_key, train=True, inputs=noisy)
         expected, _ = head_loss(model, head, params, hidden, batch, head_key)
-        clean, _ = teacher_forcing(model, head, params, batch, key, step)
+        clean, _ = TeacherForcing()(model, head, params, batch, key, step, ids=SPECIAL_IDS)
         return loss, expected, clean, metrics["replaced"]
 
     loss, expected, clean, replaced = jax.jit(both)(params)
@@ -99,4 +100,4 @@ def test_objective_is_teacher_forcing_on_the_noisy_inputs_with_gold_labels():
 )
 def test_bad_rates_and_pools_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
-        random_replacement(None, None, None, None, None, 0, **options)
+        RandomReplacement(**options)

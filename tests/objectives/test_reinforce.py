@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from objective_toys import expected_reward_fn, reference_batch, tiny
-from seqjax.objectives import mixer, reinforce
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.objectives import Mixer, Reinforce
 from seqjax.objectives.reinforce import leave_one_out_mean, mixer_delta, reinforce_surrogate
 
 VOCAB, LENGTH = 6, 3  # ids 4 and 5 are words; 6^3 strings to enumerate
@@ -22,7 +23,7 @@ def test_estimator_mean_is_the_exact_gradient_of_the_expected_bleu(baseline):
     model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=row, seed=1)
     exact = jax.jit(jax.grad(expected_reward_fn(model, head, row, VOCAB, LENGTH)))(params)
     batch = reference_batch(REFERENCE, LENGTH, rows=16)
-    objective = functools.partial(reinforce, model, head, samples=4, baseline=baseline)
+    objective = functools.partial(Reinforce(num_samples=4, baseline=baseline), model, head, ids=SPECIAL_IDS)
 
     @jax.jit
     def estimates(keys):
@@ -59,8 +60,9 @@ def test_mixer_with_delta_beyond_the_length_is_reinforce():
 
     @jax.jit
     def both(params):
-        plain = reinforce(model, head, params, batch, key, step, samples=2)
-        mixed = mixer(model, head, params, batch, key, step, samples=2, delta_start=LENGTH, delta_growth=0)
+        plain = Reinforce(num_samples=2)(model, head, params, batch, key, step, ids=SPECIAL_IDS)
+        mixed = Mixer(num_samples=2, delta_start=LENGTH, delta_growth=0)(model, head, params, batch, key, step,
+                                                                        ids=SPECIAL_IDS)
         return plain, (mixed[0], {k: v for k, v in mixed[1].items() if k != "delta"})
 
     for a, b in zip(*(jax.tree.leaves(x) for x in both(params))):
@@ -70,10 +72,11 @@ def test_mixer_with_delta_beyond_the_length_is_reinforce():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: reinforce(None, None, None, None, None, 0, samples=1, baseline="mean"), "samples must be >= 2"),
-        (lambda: reinforce(None, None, None, None, None, 0, baseline="critic"), "baseline must be one of"),
-        (lambda: reinforce(None, None, None, None, None, 0, mle_weight=2.0), "mle_weight must be"),
-        (lambda: mixer(None, None, None, None, None, 0, delta_every=0), "delta_every must be an int >= 1"),
+        (lambda: Reinforce(num_samples=1, baseline="mean"), "num_samples must be >= 2"),
+        (lambda: Reinforce(baseline="critic"), "baseline must be one of"),
+        (lambda: Reinforce(mle_weight=2.0), "mle_weight must be"),
+        (lambda: Mixer(delta_every=0), "delta_every must be an int >= 1"),
+        (lambda: Mixer(num_samples=0), "num_samples must be an int >= 1"),
     ],
 )
 def test_bad_options_are_rejected(call, message):

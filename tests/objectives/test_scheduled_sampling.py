@@ -10,8 +10,9 @@ import pytest
 
 from objective_toys import lm_batch, tiny
 from seqjax import decoding
+from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import EOS_ID
-from seqjax.objectives import scheduled_sampling, teacher_forcing
+from seqjax.objectives import ScheduledSampling, TeacherForcing
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.objectives.scheduled_sampling import gold_coins, parallel_inputs, scan_inputs
 
@@ -26,10 +27,10 @@ def test_epsilon_one_equals_teacher_forcing_in_loss_and_gradient(kind, mode):
     key, step = jax.random.key(1), jnp.int32(0)
 
     def sampled(p):
-        return scheduled_sampling(model, head, p, batch, key, step, mode=mode, **ALWAYS_GOLD)
+        return ScheduledSampling(mode=mode, **ALWAYS_GOLD)(model, head, p, batch, key, step, ids=SPECIAL_IDS)
 
     def forced(p):
-        return teacher_forcing(model, head, p, batch, key, step)
+        return TeacherForcing()(model, head, p, batch, key, step, ids=SPECIAL_IDS)
 
     (loss, metrics), grads = jax.jit(jax.value_and_grad(sampled, has_aux=True))(params)
     (expected_loss, _), expected_grads = jax.jit(jax.value_and_grad(forced, has_aux=True))(params)
@@ -82,8 +83,8 @@ def test_soft_feed_backpropagates_through_the_first_pass_only_when_asked():
 
     def grads(params, first_pass_grad):
         def loss(p):
-            return scheduled_sampling(model, head, p, batch, jax.random.key(0), jnp.int32(0),
-                                      first_pass_grad=first_pass_grad, **never_gold)[0]
+            objective = ScheduledSampling(first_pass_grad=first_pass_grad, **never_gold)
+            return objective(model, head, p, batch, jax.random.key(0), jnp.int32(0), ids=SPECIAL_IDS)[0]
         return jax.grad(loss)(params)
 
     detached, attached = jax.jit(lambda p: (grads(p, False), grads(p, True)))(params)
@@ -103,4 +104,4 @@ def test_soft_feed_backpropagates_through_the_first_pass_only_when_asked():
 )
 def test_bad_options_are_rejected_before_tracing(options, message):
     with pytest.raises(ValueError, match=message):
-        scheduled_sampling(None, None, None, None, None, 0, **options)
+        ScheduledSampling(**options)

@@ -8,7 +8,7 @@ from project_scripts import load_script
 
 from seqjax import config as config_lib
 from seqjax.config import Config, TrainConfig
-from seqjax.objectives import objective_options
+from seqjax.objectives import build_objective
 from seqjax.objectives.schedules import gold_probability
 
 sweep = load_script("experiments/translation_objectives.py", "translation_objectives_experiment")
@@ -17,11 +17,11 @@ sweep = load_script("experiments/translation_objectives.py", "translation_object
 @pytest.mark.parametrize("steps", [4, 100])
 @pytest.mark.parametrize("name", sweep.OBJECTIVES)
 def test_every_objective_config_passes_the_library_checks(name, steps):
-    objective_options(sweep.objective_config(name, steps))
+    build_objective(sweep.objective_config(name, steps))
 
 
 def test_scheduled_sampling_feeds_gold_first_and_half_the_time_at_the_end():
-    o = sweep.objective_config("scheduled_sampling", 100)
+    o = sweep.objective_config("scheduled_sampling", 100).scheduled_sampling
 
     def epsilon(step):
         return float(gold_probability(o.schedule, step, k=o.k, c=o.c, eps_min=o.eps_min))
@@ -32,7 +32,7 @@ def test_scheduled_sampling_feeds_gold_first_and_half_the_time_at_the_end():
 
 
 def test_mixer_hands_four_more_tokens_to_reinforce_each_quarter():
-    o = sweep.objective_config("mixer", 100)
+    o = sweep.objective_config("mixer", 100).mixer
     deltas = [o.delta_start + o.delta_growth * (step // o.delta_every) for step in (0, 25, 50, 99)]
     assert deltas == [4, 8, 12, 16]
 
@@ -47,7 +47,7 @@ def test_run_fine_tunes_the_checkpoint_with_its_own_seed_and_steps():
     cfg = sweep.run_config(base, "runs/base", "self_critical", seed=1, steps=100)
     assert (cfg.train.init_from, cfg.train.steps, cfg.train.seed, cfg.train.num_printed_samples) == ("runs/base", 100, 1, 0)
     assert (cfg.optim.learning_rate, cfg.optim.schedule) == (1e-4, "constant")
-    assert (cfg.objective.kind, cfg.objective.baseline) == ("reinforce", "self_critical")
+    assert (cfg.objective.kind, cfg.objective.reinforce.baseline) == ("reinforce", "self_critical")
     assert cfg.model == base.model and cfg.data == base.data
 
 

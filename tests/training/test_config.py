@@ -72,3 +72,30 @@ def test_valid_keys_cover_every_field_of_every_section():
     keys = config_lib.valid_keys(Config())
     assert "model.num_heads" in keys and "train.num_printed_samples" in keys and "data.root" in keys
     assert len(keys) == len(set(keys))
+
+
+def test_an_objective_option_refused_by_its_group_is_named_by_its_full_key():
+    with pytest.raises(ValueError, match=r"^objective.scheduled_sampling.passes must be an int >= 2, got 1$"):
+        config_lib.override(Config(), ["objective.kind=scheduled_sampling", "objective.scheduled_sampling.passes=1"])
+
+
+def test_options_a_group_checks_together_can_be_set_together_in_any_order():
+    group = ["objective.scheduled_sampling.schedule=linear", "objective.scheduled_sampling.k=0.5"]
+    for assignments in (group, group[::-1]):
+        cfg = config_lib.override(Config(), ["objective.kind=scheduled_sampling", *assignments])
+        assert (cfg.objective.scheduled_sampling.schedule, cfg.objective.scheduled_sampling.k) == ("linear", 0.5)
+        assert config_lib.from_dict(config_lib.to_dict(cfg)) == cfg
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [("objective.k", "objective.scheduled_sampling.k"), ("objective.candidates", "objective.minimum_risk.search"),
+     ("objective.samples", "objective.reinforce.num_samples")],
+)
+def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
+        config_lib.override(Config(), [f"{old}=4"])
+    values = config_lib.to_dict(Config())
+    values["objective"][old.split(".")[1]] = 4
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
+        config_lib.from_dict(values)
