@@ -109,7 +109,7 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
 
     def step(weights, biases, hidden, key):
         drawn = sampler.sample(key, shapes.samples, unique=unique)
-        target_log_q = sampler.log_expected_count(targets, shapes.samples, unique=unique)
+        target_log_counts = sampler.log_expected_count(targets, shapes.samples, unique=unique)
         distinct, local = compact(jnp.concatenate([targets, drawn.ids]))
 
         def loss(hidden, row_weights, row_biases):
@@ -117,7 +117,7 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
             if kind == "negative":
                 return negative_sampling_loss(*args).mean()
             loss_fn = sampled_softmax_loss if kind == "sampled" else nce_loss
-            return loss_fn(*args, drawn.log_expected_counts, target_log_q).mean()
+            return loss_fn(*args, drawn.log_expected_counts, target_log_counts).mean()
 
         value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[distinct], biases[distinct])
         return value, grads, distinct

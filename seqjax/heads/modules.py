@@ -119,8 +119,7 @@ class _SamplingHead(WordScores):
         """Samples with their log expected counts, and the targets' log expected counts [N]."""
         rows = targets.shape[0] if self.per_row_samples else None
         drawn = self.sampler.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
-        target_log_q = self.sampler.log_expected_count(targets, self.num_samples, unique=self.unique)
-        return drawn, target_log_q
+        return drawn, self.sampler.log_expected_count(targets, self.num_samples, unique=self.unique)
 
 
 class SampledSoftmax(_SamplingHead):
@@ -130,10 +129,10 @@ class SampledSoftmax(_SamplingHead):
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
-        drawn, target_log_q = self.draw(key, targets)
+        drawn, target_log_expected_counts = self.draw(key, targets)
         per_row = sampled_softmax_loss(
             hidden, params["weights"], params["biases"], targets, drawn.ids, drawn.log_expected_counts,
-            target_log_q, remove_accidental_hits=self.remove_accidental_hits,
+            target_log_expected_counts, remove_accidental_hits=self.remove_accidental_hits,
         )
         return masked_mean(per_row, mask)
 
@@ -166,10 +165,10 @@ class NCE(_SamplingHead):
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
-        drawn, target_log_q = self.draw(key, targets)
+        drawn, target_log_expected_counts = self.draw(key, targets)
         per_row = nce_loss(
             hidden, params["weights"], params["biases"], targets, drawn.ids, drawn.log_expected_counts,
-            target_log_q, log_normalizer=params["log_normalizer"],
+            target_log_expected_counts, log_normalizer=params["log_normalizer"],
         )
         return masked_mean(per_row, mask)
 

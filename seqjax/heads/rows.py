@@ -10,7 +10,7 @@ optimizer applies it with one scatter into the table:
     distinct, local = compact(ids)                   # distinct ids; distinct[local] == ids
     def loss(rows, row_biases):
         return sampled_softmax_loss(hidden, rows, row_biases, local[:N], local[N:],
-                                    sample_log_q, target_log_q).mean()
+                                    sample_log_expected_counts, target_log_expected_counts).mean()
     rows_grad, bias_grad = jax.grad(loss, argnums=(0, 1))(weights[distinct], biases[distinct])
     weights = weights.at[distinct].add(-learning_rate * rows_grad)   # in place when donated
 

@@ -7,6 +7,15 @@ this gathers [N, K, D] and suits small K). The exact evaluation of the sampled-s
 models is the full softmax over the same scores (`full_softmax_loss`, or log_softmax of
 `hidden @ weights.T + biases`); negative sampling's scores are a shifted PMI, log p − log(K q),
 so its model is log_softmax(scores + log q) (`seqjax.heads.NegativeSampling.log_probs`).
+
+**Log expected counts, not log q.** Sampled softmax and NCE correct every score by the log
+of the id's *expected count* among the K draws, as TensorFlow's `sampled_softmax_loss` and
+`nce_loss` do with their samplers' `expected_count`s: `sample_log_expected_counts` and
+`target_log_expected_counts` hold log(K·q(c)) for draws with replacement, and
+log(1 − (1 − q(c))^K) for unique draws — exactly what a `seqjax.heads.samplers.Sampler`
+returns (`Samples.log_expected_counts` for the samples, `Sampler.log_expected_count` for the
+targets). Passing log q(c) instead is a different model: NCE's logits all move by log K, and
+unique draws' corrections are not a constant shift of log q at all.
 """
 
 from __future__ import annotations
@@ -14,13 +23,22 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 
 
 def sampled_softmax_loss(
-    hidden, weights, biases, targets, samples, sample_log_q, target_log_q, *, remove_accidental_hits=True
-):
+    hidden: ArrayLike,
+    weights: ArrayLike,
+    biases: ArrayLike | None,
+    targets: ArrayLike,
+    samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike,
+    target_log_expected_counts: ArrayLike,
+    *,
+    remove_accidental_hits: bool = True,
+) -> jax.Array:
     """Importance-sampled softmax cross-entropy over the true class and K samples.
 
     Every score is corrected by its log expected count, s'(c) = s(c) − log(K q(c)), and the
@@ -32,52 +50,103 @@ def sampled_softmax_loss(
       weights: [V, D] float; biases: [V] float or None.
       targets: [N] int32 ids in [0, V).
       samples: [K] int32 (shared by all rows) or [N, K] int32 (per row).
-      sample_log_q: log expected counts of `samples`, same shape, float32 (+inf drops a slot).
-      target_log_q: [N] float32 log expected counts of the targets.
+      sample_log_expected_counts: the shape of `samples`, float32: log expected counts of the
+        samples (see the module docstring; +inf drops a slot).
+      target_log_expected_counts: [N] float32 log expected counts of the targets.
       remove_accidental_hits: give a sample equal to the row's target the score −inf, so the
         true class is not also counted as a negative.
 
     Returns:
       [N] float32 losses.
+
+    Raises:
+      ValueError: a log-count argument is None or misshapen, or ids outside [0, V).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from seqjax.heads import sampled_softmax_loss, samplers
+      >>> hidden = jax.random.normal(jax.random.key(0), (4, 8))
+      >>> weights = jax.random.normal(jax.random.key(1), (50, 8))
+      >>> targets = jnp.array([3, 7, 7, 42])
+      >>> sampler = samplers.log_uniform(50)
+      >>> drawn = sampler.sample(jax.random.key(2), 10, unique=True)
+      >>> loss = sampled_softmax_loss(hidden, weights, None, targets, drawn.ids, drawn.log_expected_counts,
+      ...                             sampler.log_expected_count(targets, 10, unique=True))
+      >>> loss.shape, loss.dtype
+      ((4,), dtype('float32'))
     """
-    _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    _validate(hidden, weights, biases, targets, samples)
+    _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
     sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples)
-    targets, samples = jnp.asarray(targets), jnp.asarray(samples)
-    sample_scores = sample_scores - sample_log_q
-    target_scores = target_scores - target_log_q
+    sample_scores = sample_scores - sample_log_expected_counts
+    target_scores = target_scores - target_log_expected_counts
     if remove_accidental_hits:
-        hits = jnp.atleast_2d(samples) == targets[:, None]
-        sample_scores = jnp.where(hits, -jnp.inf, sample_scores)
+        sample_scores = jnp.where(_hits(targets, samples), -jnp.inf, sample_scores)
     # The finite target column keeps the normalizer finite even if every sample is dropped.
     all_scores = jnp.concatenate([target_scores[:, None], sample_scores], axis=1)
     return jax.nn.logsumexp(all_scores, axis=1) - target_scores
 
 
-def nce_loss(hidden, weights, biases, targets, samples, sample_log_q, target_log_q, *, log_normalizer=0.0):
+def nce_loss(
+    hidden: ArrayLike,
+    weights: ArrayLike,
+    biases: ArrayLike | None,
+    targets: ArrayLike,
+    samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike,
+    target_log_expected_counts: ArrayLike,
+    *,
+    log_normalizer: float | ArrayLike = 0.0,
+    remove_accidental_hits: bool = False,
+) -> jax.Array:
     """Noise-contrastive estimation (Mnih & Teh 2012) with K noise samples per row.
 
     With Δ(c) = s(c) − log Z − log(K q(c)), the posterior that c came from the data is σ(Δ(c)):
     loss = −log σ(Δ(target)) − Σ_k log(1 − σ(Δ(sample_k))).
 
     Args:
-      hidden, weights, biases, targets, samples, sample_log_q, target_log_q: as in
-        `sampled_softmax_loss` (log expected counts, i.e. log K·q).
+      hidden, weights, biases, targets, samples, sample_log_expected_counts,
+        target_log_expected_counts: as in `sampled_softmax_loss` (log expected counts, see
+        the module docstring).
       log_normalizer: log Z, a fixed float (0.0: the self-normalized model of Mnih & Teh) or a
         learned scalar array passed in by the caller.
+      remove_accidental_hits: as TensorFlow's `nce_loss` (default False there too): a sample
+        equal to the row's target contributes no noise term.
 
     Returns:
       [N] float32 losses.
+
+    Raises:
+      ValueError: as `sampled_softmax_loss`.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from seqjax.heads import nce_loss, samplers
+      >>> hidden = jax.random.normal(jax.random.key(0), (4, 8))
+      >>> weights = jax.random.normal(jax.random.key(1), (50, 8))
+      >>> targets = jnp.array([3, 7, 7, 42])
+      >>> sampler = samplers.unigram(jnp.arange(50, 0, -1), power=0.75)
+      >>> drawn = sampler.sample(jax.random.key(2), 10)
+      >>> loss = nce_loss(hidden, weights, None, targets, drawn.ids, drawn.log_expected_counts,
+      ...                 sampler.log_expected_count(targets, 10), remove_accidental_hits=True)
+      >>> loss.shape, loss.dtype
+      ((4,), dtype('float32'))
     """
-    _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q)
+    _validate(hidden, weights, biases, targets, samples)
+    _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
     sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples)
     log_normalizer = jnp.asarray(log_normalizer, jnp.float32)
-    target_logits = target_scores - log_normalizer - target_log_q
-    sample_logits = sample_scores - log_normalizer - sample_log_q
-    # -log σ(x) = softplus(-x), -log(1 - σ(x)) = softplus(x); finite for x = -inf (dropped slots).
+    target_logits = target_scores - log_normalizer - target_log_expected_counts
+    sample_logits = sample_scores - log_normalizer - sample_log_expected_counts
+    if remove_accidental_hits:
+        sample_logits = jnp.where(_hits(targets, samples), -jnp.inf, sample_logits)
+    # -log σ(x) = softplus(-x), -log(1 - σ(x)) = softplus(x); 0 for x = -inf (dropped slots).
     return jax.nn.softplus(-target_logits) + jax.nn.softplus(sample_logits).sum(axis=1)
 
 
-def negative_sampling_loss(hidden, weights, biases, targets, samples):
+def negative_sampling_loss(
+    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike
+) -> jax.Array:
     """word2vec's negative sampling (Mikolov et al. 2013): −log σ(s(t)) − Σ_k log σ(−s(sample_k)).
 
     Args:
@@ -86,10 +155,23 @@ def negative_sampling_loss(hidden, weights, biases, targets, samples):
 
     Returns:
       [N] float32 losses.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import negative_sampling_loss
+      >>> hidden, weights = jnp.zeros((2, 4)), jnp.ones((10, 4))
+      >>> loss = negative_sampling_loss(hidden, weights, None, jnp.array([1, 2]), jnp.array([5, 6, 7]))
+      >>> print(np.asarray(loss).round(4))  # all scores 0: 4 · log 2
+      [2.7726 2.7726]
     """
-    _validate(hidden, weights, biases, targets, samples, None, None)
+    _validate(hidden, weights, biases, targets, samples)
     sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples)
     return jax.nn.softplus(-target_scores) + jax.nn.softplus(sample_scores).sum(axis=1)
+
+
+def _hits(targets, samples):
+    """[N, K] bool (or [1, K] broadcast for shared samples): a sample equal to the row's target."""
+    return jnp.atleast_2d(jnp.asarray(samples)) == jnp.asarray(targets)[:, None]
 
 
 def _scores(hidden, weights, biases, targets, samples):
@@ -116,7 +198,7 @@ def _scores(hidden, weights, biases, targets, samples):
     return sample_scores, target_scores
 
 
-def _validate(hidden, weights, biases, targets, samples, sample_log_q, target_log_q):
+def _validate(hidden, weights, biases, targets, samples):
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     rows = np.shape(hidden)[0]
     if np.ndim(samples) not in (1, 2) or (np.ndim(samples) == 2 and np.shape(samples)[0] != rows):
@@ -124,9 +206,20 @@ def _validate(hidden, weights, biases, targets, samples, sample_log_q, target_lo
     if np.shape(samples)[-1] == 0:
         raise ValueError(f"samples must hold K > 0 ids, got shape {np.shape(samples)}")
     checks.require_ids("samples", samples, vocab_size)
-    if sample_log_q is not None and np.shape(sample_log_q) != np.shape(samples):
-        raise ValueError(
-            f"sample_log_q must have the shape of samples {np.shape(samples)}, got {np.shape(sample_log_q)}"
-        )
-    if target_log_q is not None and np.shape(target_log_q) != (rows,):
-        raise ValueError(f"target_log_q must have shape [N={rows}], got {np.shape(target_log_q)}")
+
+
+def _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts):
+    """The two corrections: given (not None), shaped like the samples and [N]."""
+    rows = np.shape(hidden)[0]
+    for name, value, shape, rule in (
+        ("sample_log_expected_counts", sample_log_expected_counts, np.shape(samples),
+         f"the shape of samples {np.shape(samples)}"),
+        ("target_log_expected_counts", target_log_expected_counts, (rows,), f"shape [N={rows}]"),
+    ):
+        if value is None:
+            raise ValueError(
+                f"{name} must be an array of log expected counts (a sampler's log_expected_counts / "
+                "log_expected_count, not log q), got None"
+            )
+        if np.shape(value) != shape:
+            raise ValueError(f"{name} must have {rule}, got {np.shape(value)}")

@@ -77,18 +77,19 @@ def test_row_gradients_equal_the_rows_of_the_dense_gradient(kind, per_row):
     targets = np.array([1, 3, 3, 7, 1, 20], np.int32)  # repeated targets
     shape = (rows, k) if per_row else (k,)
     samples = rng.integers(0, 8, size=shape).astype(np.int32)  # duplicates and accidental hits
-    sample_log_q = rng.normal(size=shape).astype(np.float32)
-    target_log_q = rng.normal(size=(rows,)).astype(np.float32)
+    sample_log_counts = rng.normal(size=shape).astype(np.float32)
+    target_log_counts = rng.normal(size=(rows,)).astype(np.float32)
     loss = LOSSES[kind]
 
     def dense(w, b):
-        return loss(hidden, w, b, targets, samples, sample_log_q, target_log_q).sum()
+        return loss(hidden, w, b, targets, samples, sample_log_counts, target_log_counts).sum()
 
     distinct, local = compact(np.concatenate([targets, samples.reshape(-1)]))
     local_targets, local_samples = local[:rows], local[rows:].reshape(shape)
 
     def sparse(row_weights, row_biases):
-        return loss(hidden, row_weights, row_biases, local_targets, local_samples, sample_log_q, target_log_q).sum()
+        args = (local_targets, local_samples, sample_log_counts, target_log_counts)
+        return loss(hidden, row_weights, row_biases, *args).sum()
 
     assert_same_loss_and_table_gradient(dense, sparse, weights, biases, distinct)
 

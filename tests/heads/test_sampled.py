@@ -84,12 +84,13 @@ def test_sampled_softmax_ignores_slots_with_infinite_log_expected_count():
 
 def test_per_row_samples_equal_shared_samples_when_every_row_draws_the_same():
     hidden, weights, biases, targets = random_problem(4)
-    samples, log_q = np.array([0, 5, 9], np.int32), np.array([0.1, -0.2, 0.3], np.float32)
+    samples, log_counts = np.array([0, 5, 9], np.int32), np.array([0.1, -0.2, 0.3], np.float32)
     rows = len(targets)
     for loss in (sampled_softmax_loss, nce_loss):
-        shared = loss(hidden, weights, biases, targets, samples, log_q, np.zeros(rows))
+        shared = loss(hidden, weights, biases, targets, samples, log_counts, np.zeros(rows))
         per_row = loss(
-            hidden, weights, biases, targets, np.tile(samples, (rows, 1)), np.tile(log_q, (rows, 1)), np.zeros(rows)
+            hidden, weights, biases, targets, np.tile(samples, (rows, 1)), np.tile(log_counts, (rows, 1)),
+            np.zeros(rows),
         )
         np.testing.assert_allclose(shared, per_row, rtol=1e-6)
 
@@ -97,15 +98,57 @@ def test_per_row_samples_equal_shared_samples_when_every_row_draws_the_same():
 def test_nce_loss_equals_logistic_equations():
     hidden, weights, biases, targets = random_problem(5)
     samples = np.array([1, 1, 6], np.int32)
-    sample_log_q, target_log_q = np.log([0.3, 0.3, 0.2]), np.log(np.linspace(0.1, 0.6, len(targets)))
+    sample_log_counts, target_log_counts = np.log([0.3, 0.3, 0.2]), np.log(np.linspace(0.1, 0.6, len(targets)))
     log_z = 0.7
     sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
     scores = hidden.astype(np.float64) @ weights.T + biases
-    true_delta = scores[np.arange(len(targets)), targets] - log_z - target_log_q
-    noise_delta = scores[:, samples] - log_z - sample_log_q
+    true_delta = scores[np.arange(len(targets)), targets] - log_z - target_log_counts
+    noise_delta = scores[:, samples] - log_z - sample_log_counts
     expected = -np.log(sigmoid(true_delta)) - np.log(1 - sigmoid(noise_delta)).sum(axis=1)
-    got = nce_loss(hidden, weights, biases, targets, samples, sample_log_q, target_log_q, log_normalizer=log_z)
+    got = nce_loss(
+        hidden, weights, biases, targets, samples, sample_log_counts, target_log_counts, log_normalizer=log_z
+    )
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("remove_accidental_hits", [False, True])
+def test_nce_loss_drops_the_noise_term_of_a_sample_equal_to_the_target_only_when_asked(remove_accidental_hits):
+    hidden, weights, biases, _ = random_problem(10, rows=3)
+    targets = np.array([1, 6, 4], np.int32)  # rows 0 and 1 hit a sample, row 2 does not
+    samples = np.array([[1, 3], [6, 6], [0, 9]], np.int32)
+    sample_log_counts = np.log([[0.5, 0.2], [0.4, 0.4], [0.3, 0.1]])
+    target_log_counts = np.log([0.5, 0.4, 0.2])
+    scores = hidden.astype(np.float64) @ weights.T + biases
+    rows = np.arange(3)
+    # −log σ(Δ) = log(1 + e^{−Δ}) for the target; −log(1 − σ(Δ)) = log(1 + e^{Δ}) per noise sample.
+    true_term = np.log1p(np.exp(-(scores[rows, targets] - target_log_counts)))
+    noise_terms = np.log1p(np.exp(np.take_along_axis(scores, samples, axis=1) - sample_log_counts))
+    if remove_accidental_hits:
+        noise_terms[samples == targets[:, None]] = 0.0
+    got = nce_loss(
+        hidden, weights, biases, targets, samples, sample_log_counts, target_log_counts,
+        remove_accidental_hits=remove_accidental_hits,
+    )
+    np.testing.assert_allclose(got, true_term + noise_terms.sum(axis=1), rtol=1e-5)
+    if not remove_accidental_hits:  # TensorFlow's default
+        default = nce_loss(hidden, weights, biases, targets, samples, sample_log_counts, target_log_counts)
+        np.testing.assert_allclose(default, got, rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss", [sampled_softmax_loss, nce_loss])
+@pytest.mark.parametrize("missing", ["sample_log_expected_counts", "target_log_expected_counts"])
+def test_sampling_losses_refuse_a_missing_log_expected_count_by_name(loss, missing):
+    hidden, weights, biases, targets = random_problem(11)
+    args = {
+        "hidden": hidden, "weights": weights, "biases": biases, "targets": targets,
+        "samples": np.array([1, 2], np.int32),
+        "sample_log_expected_counts": np.zeros(2), "target_log_expected_counts": np.zeros(len(targets)),
+    }
+    args[missing] = None
+    with pytest.raises(ValueError, match=f"{missing} must be an array of log expected counts.*got None"):
+        loss(**args)
+    with pytest.raises(ValueError, match=f"{missing} must be"):  # positionally and under jit alike
+        jax.jit(loss)(*args.values())
 
 
 def test_nce_gradient_approaches_log_likelihood_gradient_for_self_normalized_model():
@@ -145,9 +188,10 @@ def test_negative_sampling_loss_equals_word2vec_objective():
 
 def test_sampled_losses_are_jittable_with_traced_samples():
     hidden, weights, biases, targets = random_problem(8)
-    samples, log_q = np.array([2, 4], np.int32), np.zeros(2, np.float32)
-    eager = sampled_softmax_loss(hidden, weights, biases, targets, samples, log_q, np.zeros(len(targets)))
-    jitted = jax.jit(sampled_softmax_loss)(hidden, weights, biases, targets, samples, log_q, np.zeros(len(targets)))
+    samples, log_counts = np.array([2, 4], np.int32), np.zeros(2, np.float32)
+    args = (hidden, weights, biases, targets, samples, log_counts, np.zeros(len(targets)))
+    eager = sampled_softmax_loss(*args)
+    jitted = jax.jit(sampled_softmax_loss)(*args)
     np.testing.assert_allclose(eager, jitted, rtol=1e-6)
 
 
@@ -156,9 +200,9 @@ def test_sampled_losses_are_jittable_with_traced_samples():
     [
         (dict(samples=np.array([0, 10], np.int32)), r"samples must lie in \[0, 10\)"),
         (dict(samples=np.zeros((2, 3), np.int32)), r"samples must have shape \[K\] or \[N=6, K\]"),
-        (dict(samples=np.zeros((0,), np.int32), sample_log_q=np.zeros(0)), "samples must hold K > 0 ids"),
-        (dict(sample_log_q=np.zeros(3)), "sample_log_q must have the shape of samples"),
-        (dict(target_log_q=np.zeros(5)), r"target_log_q must have shape \[N=6\]"),
+        (dict(samples=np.zeros((0,), np.int32), sample_log_expected_counts=np.zeros(0)), "samples must hold K > 0 ids"),
+        (dict(sample_log_expected_counts=np.zeros(3)), "sample_log_expected_counts must have the shape of samples"),
+        (dict(target_log_expected_counts=np.zeros(5)), r"target_log_expected_counts must have shape \[N=6\]"),
         (dict(targets=np.full(6, 11, np.int32)), r"targets must lie in \[0, 10\)"),
     ],
 )
@@ -166,7 +210,8 @@ def test_sampled_softmax_rejects_bad_input_on_the_host(change, message):
     hidden, weights, biases, targets = random_problem(9)
     args = dict(
         hidden=hidden, weights=weights, biases=biases, targets=targets,
-        samples=np.array([1, 2], np.int32), sample_log_q=np.zeros(2), target_log_q=np.zeros(6),
+        samples=np.array([1, 2], np.int32),
+        sample_log_expected_counts=np.zeros(2), target_log_expected_counts=np.zeros(6),
     )
     args.update(change)
     with pytest.raises(ValueError, match=message):
