@@ -1,13 +1,24 @@
 """Proposal distributions q over the vocabulary for sampled softmax, NCE and negative sampling.
 
 A sampler draws K ids from an explicit key and returns them with their *log expected
-counts*, the quantity the sampled losses subtract from the logits:
+counts*, the quantity the sampled losses subtract from the logits (their
+`sample_log_expected_counts` / `target_log_expected_counts`, see `seqjax.heads.sampled`):
 
 * with replacement, the expected number of times id c appears among K draws: log(K·q(c));
+  any K >= 1 is allowed, K >= V included (as in TensorFlow);
 * `unique=True`, the K draws are deduplicated: the first occurrence of an id keeps slot and
   gets log P(c ∈ S) = log(1 − (1 − q(c))^K), the exact inclusion probability of K i.i.d.
   draws; later repeats get log expected count +inf, which removes them from every sampled
-  loss (their corrected logit is −inf). The K output slots keep a static shape.
+  loss (their corrected logit is −inf). The K output slots keep a static shape, and
+  K <= V (as TensorFlow requires for unique draws).
+
+**Unique draws differ from TensorFlow's.** TensorFlow's unique samplers
+(`tf.random.log_uniform_candidate_sampler(..., unique=True)` and friends) keep drawing until
+they hold K *distinct* ids, after T >= K draws, and report expected counts 1 − (1 − q)^T with
+that data-dependent T. seqjax draws exactly K times (a static shape under jit), so a row may
+hold fewer than K distinct ids, and its counts use K. Never pair one library's samples with
+the other's expected counts: TensorFlow's samples with seqjax's counts understate the counts
+(T > K), and the reverse overstates them.
 
 Samples are shared by the whole batch (`sample(key, K)`: [K]) or drawn per row
 (`sample(key, K, num_rows=N)`: [N, K]).
@@ -22,13 +33,14 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 
 
 @dataclasses.dataclass(frozen=True)
 class Samples:
-    """ids: [K] or [N, K] int32; log_expected_counts: same shape, float32."""
+    """ids: [K] or [N, K] int32; log_expected_counts: same shape, float32 (see the module docstring)."""
 
     ids: jax.Array
     log_expected_counts: jax.Array
@@ -49,36 +61,78 @@ class Sampler:
     accept: jax.Array | None = None
     alias: jax.Array | None = None
 
-    def log_prob(self, ids):
-        """log q(ids): same shape as `ids`, float32."""
-        checks.require_ids("ids", ids, self.vocab_size)
-        return self.log_probs[ids]
+    def log_prob(self, ids: ArrayLike) -> jax.Array:
+        """log q(ids): ids [...] int in [0, V); returns [...] float32.
 
-    def log_expected_count(self, ids, num_samples: int, *, unique: bool = False):
+        Example:
+          >>> import numpy as np
+          >>> from seqjax.heads import samplers
+          >>> print(np.asarray(samplers.uniform(4).log_prob([0, 3])).round(4))  # log 1/4
+          [-1.3863 -1.3863]
+        """
+        checks.require_ids("ids", ids, self.vocab_size)
+        return self.log_probs[jnp.asarray(ids)]
+
+    def log_expected_count(self, ids: ArrayLike, num_samples: int, *, unique: bool = False) -> jax.Array:
         """Log expected count of `ids` among `num_samples` draws (see the module docstring).
 
-        Used for the targets' correction (`target_log_q` of the sampled losses).
+        ids: [...] int in [0, V); returns [...] float32. What the sampled losses take as
+        `target_log_expected_counts` (with the same `num_samples` and `unique` as the draw).
+
+        Example:
+          >>> import numpy as np
+          >>> from seqjax.heads import samplers
+          >>> sampler = samplers.uniform(4)
+          >>> print(np.asarray(sampler.log_expected_count([0], 2)).round(4))  # log(2 · 1/4)
+          [-0.6931]
+          >>> print(np.asarray(sampler.log_expected_count([0], 2, unique=True)).round(4))  # log(1 − (3/4)²)
+          [-0.8267]
         """
-        checks.require_positive_int("num_samples", num_samples)
+        _require_num_samples(num_samples, unique, self.vocab_size)
         return _log_expected(self.log_prob(ids), num_samples, unique)
 
-    def sample(self, key, num_samples: int, *, unique: bool = False, num_rows: int | None = None) -> Samples:
-        """Draws `num_samples` ids ([K], or [num_rows, K] with an independent draw per row)."""
-        checks.require_positive_int("num_samples", num_samples)
-        if num_samples >= self.vocab_size:
-            raise ValueError(
-                f"num_samples must be < vocab_size={self.vocab_size}, got {num_samples}"
-            )
+    def sample(
+        self, key: jax.Array, num_samples: int, *, unique: bool = False, num_rows: int | None = None
+    ) -> Samples:
+        """Draws `num_samples` ids ([K], or [num_rows, K] with an independent draw per row).
+
+        K >= 1; with `unique`, K <= V. Returns `Samples` (ids int32, log_expected_counts float32).
+
+        Example:
+          >>> import jax
+          >>> from seqjax.heads import samplers
+          >>> drawn = samplers.log_uniform(100).sample(jax.random.key(0), 8, num_rows=3)
+          >>> drawn.ids.shape, drawn.ids.dtype, drawn.log_expected_counts.dtype
+          ((3, 8), dtype('int32'), dtype('float32'))
+        """
+        _require_num_samples(num_samples, unique, self.vocab_size)
         if num_rows is not None:
             checks.require_positive_int("num_rows", num_rows)
         return _draw(self.log_probs, self.accept, self.alias, key, num_samples, unique, num_rows)
+
+
+def _require_num_samples(num_samples, unique: bool, vocab_size: int) -> None:
+    """K >= 1 draws; unique draws hold at most V distinct ids, so K <= V there."""
+    checks.require_positive_int("num_samples", num_samples)
+    if unique and num_samples > vocab_size:
+        raise ValueError(
+            f"num_samples must be <= vocab_size={vocab_size} for unique=True draws (draws with "
+            f"replacement allow any K), got {num_samples}"
+        )
 
 
 jax.tree_util.register_dataclass(Samples, data_fields=["ids", "log_expected_counts"], meta_fields=[])
 
 
 def uniform(vocab_size: int) -> Sampler:
-    """q(c) = 1 / V."""
+    """q(c) = 1 / V over ids [0, V): `log_probs` [V] float32.
+
+    Example:
+      >>> from seqjax.heads import samplers
+      >>> sampler = samplers.uniform(4)
+      >>> sampler.name, sampler.vocab_size, sampler.log_probs.shape
+      ('uniform', 4, (4,))
+    """
     vocab_size = checks.require_positive_int("vocab_size", vocab_size)
     log_probs = jnp.full((vocab_size,), -math.log(vocab_size), jnp.float32)
     return Sampler("uniform", vocab_size, log_probs)
@@ -88,6 +142,14 @@ def log_uniform(vocab_size: int) -> Sampler:
     """Zipfian q(c) = (log(c + 2) − log(c + 1)) / log(V + 1) over frequency-sorted ids.
 
     Id 0 must be the most frequent word; `require_frequency_sorted` checks a count vector.
+    Returns a `Sampler` with `log_probs` [V] float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import samplers
+      >>> q = jnp.exp(samplers.log_uniform(5).log_probs)
+      >>> print(np.asarray(q).round(3), bool(jnp.allclose(q.sum(), 1.0)))  # log(2)/log(6), log(3/2)/log(6), ...
+      [0.387 0.226 0.161 0.125 0.102] True
     """
     vocab_size = checks.require_positive_int("vocab_size", vocab_size)
     ids = np.arange(vocab_size, dtype=np.float64)
@@ -95,12 +157,21 @@ def log_uniform(vocab_size: int) -> Sampler:
     return _alias_sampler("log_uniform", probs / probs.sum())
 
 
-def unigram(counts, power: float = 1.0) -> Sampler:
+def unigram(counts: ArrayLike, power: float = 1.0) -> Sampler:
     """q(c) ∝ counts[c] ** power (power 0.75 for word2vec's negative sampling).
 
     Args:
-      counts: [V] positive counts (smooth zeros first, e.g. counts + 1).
+      counts: [V] positive counts, int or float (smooth zeros first, e.g. counts + 1).
       power: finite exponent >= 0 (0 gives the uniform distribution).
+
+    Returns:
+      a `Sampler` with `log_probs` [V] float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import samplers
+      >>> print(np.asarray(jnp.exp(samplers.unigram([6, 3, 1]).log_probs)).round(2))
+      [0.6 0.3 0.1]
     """
     values = checks.require_counts("counts", counts)
     is_number = isinstance(power, (int, float)) and not isinstance(power, bool)
@@ -134,10 +205,19 @@ def _alias_sampler(name: str, probs: np.ndarray) -> Sampler:
     )
 
 
-def require_frequency_sorted(counts, num_leading: int = 0) -> None:
-    """Raises unless counts[num_leading:] is non-increasing (what `log_uniform` assumes).
+def require_frequency_sorted(counts: ArrayLike, num_leading: int = 0) -> None:
+    """Raises a ValueError unless counts[num_leading:] is non-increasing (what `log_uniform` assumes).
 
-    `num_leading` skips leading special ids (padding, <bos>, ...) whose counts are arbitrary.
+    counts: [V] numbers (host side); `num_leading` skips leading special ids (padding, <bos>,
+    ...) whose counts are arbitrary.
+
+    Example:
+      >>> from seqjax.heads import samplers
+      >>> samplers.require_frequency_sorted([0, 0, 9, 4, 4, 1], num_leading=2)
+      >>> samplers.require_frequency_sorted([9, 4, 5])
+      Traceback (most recent call last):
+      ...
+      ValueError: counts must be frequency-sorted ... got counts[1]=4 < counts[2]=5
     """
     values = np.asarray(counts)[num_leading:]
     rises = np.nonzero(np.diff(values) > 0)[0]

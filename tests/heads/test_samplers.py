@@ -77,10 +77,36 @@ def test_shared_samples_have_shape_k_and_per_row_samples_shape_n_k():
     assert per_row.ids.shape == per_row.log_expected_counts.shape == (5, 3)
 
 
-@pytest.mark.parametrize("num_samples", [0, -2, VOCAB, VOCAB + 1])
-def test_sample_rejects_k_outside_zero_to_vocab(num_samples):
-    with pytest.raises(ValueError, match="num_samples must be"):
-        samplers.uniform(VOCAB).sample(jax.random.key(0), num_samples)
+@pytest.mark.parametrize("unique", [False, True])
+@pytest.mark.parametrize("num_samples", [0, -2, 1.5])
+def test_sample_rejects_k_that_is_not_a_positive_int(num_samples, unique):
+    with pytest.raises(ValueError, match="num_samples must be a positive int"):
+        samplers.uniform(VOCAB).sample(jax.random.key(0), num_samples, unique=unique)
+
+
+@pytest.mark.parametrize("num_samples", [VOCAB, VOCAB + 1, 3 * VOCAB])
+def test_draws_with_replacement_allow_k_at_or_above_the_vocabulary_size(num_samples):
+    sampler, probs = all_samplers()["unigram"]
+    drawn = sampler.sample(jax.random.key(4), num_samples)
+    assert drawn.ids.shape == (num_samples,)
+    expected = np.log(num_samples * probs[np.asarray(drawn.ids)])
+    np.testing.assert_allclose(drawn.log_expected_counts, expected, rtol=1e-5)
+    targets = sampler.log_expected_count(np.arange(VOCAB), num_samples)
+    np.testing.assert_allclose(targets, np.log(num_samples * probs), rtol=1e-5)
+
+
+def test_unique_draws_allow_k_up_to_the_vocabulary_size_and_refuse_more():
+    sampler = samplers.uniform(VOCAB)
+    drawn = sampler.sample(jax.random.key(0), VOCAB, unique=True)
+    kept = np.isfinite(np.asarray(drawn.log_expected_counts))
+    assert len(set(np.asarray(drawn.ids)[kept])) == kept.sum()
+    refusals = (
+        lambda: sampler.sample(jax.random.key(0), VOCAB + 1, unique=True),
+        lambda: sampler.log_expected_count(np.arange(3), VOCAB + 1, unique=True),
+    )
+    for refused in refusals:
+        with pytest.raises(ValueError, match=r"num_samples must be <= vocab_size=10 for unique=True draws.*got 11"):
+            refused()
 
 
 @pytest.mark.parametrize("counts", [[3, 0, 1], [3, -1, 1], [3, np.nan, 1]])
