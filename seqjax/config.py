@@ -101,6 +101,8 @@ class HeadConfig:
     num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", kinds=("class",))
     cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts", kinds=("adaptive",))
     div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", kinds=("adaptive",))
+    head_bias: bool = option(False, "adaptive: a bias on the head (shortlist + cluster) scores, as torch's head_bias",
+                             kinds=("adaptive",))
 
 
 @dataclasses.dataclass(frozen=True)

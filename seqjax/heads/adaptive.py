@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 from seqjax.heads.full import full_softmax_loss
@@ -30,21 +31,48 @@ TAIL_CHUNK = 4096  # words per block of a tail's softmax (measured best of 1k/4k
 
 
 def tail_dimensions(features: int, num_clusters: int, div_value: float) -> tuple[int, ...]:
-    """Projected widths D // div^i of tail clusters i = 1..n (at least 1), as in PyTorch."""
+    """Projected widths D // div^i of tail clusters i = 1..n, as PyTorch computes them.
+
+    A width that comes out 0 is refused: PyTorch builds a 0-wide projection there, which
+    gives that cluster's words a fixed uniform distribution no training can change.
+
+    Raises:
+      ValueError: D or n not a positive int, div_value < 1, or a tail width of 0 (naming the
+        cluster, D and div_value).
+
+    Example:
+      >>> from seqjax.heads import tail_dimensions
+      >>> tail_dimensions(512, 3, 4.0)
+      (128, 32, 8)
+      >>> tail_dimensions(8, 2, 4.0)
+      Traceback (most recent call last):
+      ...
+      ValueError: tail cluster 2 would project to D // div_value^2 = 0 dimensions (D=8, div_value=4.0)...
+    """
     features = checks.require_positive_int("features", features)
+    num_clusters = checks.require_positive_int("num_clusters", num_clusters)
     if isinstance(div_value, bool) or not isinstance(div_value, (int, float)) or not div_value >= 1.0:
         raise ValueError(f"div_value must be a number >= 1, got {div_value!r}")
-    return tuple(max(1, int(features // div_value ** (i + 1))) for i in range(num_clusters))
+    widths = tuple(int(features // div_value ** (i + 1)) for i in range(num_clusters))
+    if 0 in widths:
+        cluster = widths.index(0) + 1
+        raise ValueError(
+            f"tail cluster {cluster} would project to D // div_value^{cluster} = 0 dimensions "
+            f"(D={features}, div_value={div_value}): use a wider D, a smaller div_value or fewer cutoffs"
+        )
+    return widths
 
 
 def adaptive_softmax_loss(
-    hidden,
-    head_weights,
-    tail_projections: Sequence,
-    tail_weights: Sequence,
-    targets,
+    hidden: ArrayLike,
+    head_weights: ArrayLike,
+    tail_projections: Sequence[ArrayLike],
+    tail_weights: Sequence[ArrayLike],
+    targets: ArrayLike,
     cutoffs: Sequence[int],
-):
+    *,
+    head_biases: ArrayLike | None = None,
+) -> jax.Array:
     """Per-row −log p(target | h) of an adaptive softmax.
 
     Args:
@@ -53,18 +81,33 @@ def adaptive_softmax_loss(
       tail_projections: n arrays [D, d_i] float.
       tail_weights: n arrays [c_{i+1} − c_i, d_i] float (the last one [V − c_n, d_n]).
       targets: [N] int32 ids in [0, V).
-      cutoffs: (c_1, ..., c_n), increasing, 0 < c_1 and c_n < V.
+      cutoffs: (c_1, ..., c_n), increasing, 0 < c_1 and c_n < V (host ints).
+      head_biases: [c_1 + n] float added to the head's scores, or None (PyTorch's
+        `head_bias=False`, its default).
 
     Returns:
       [N] float32 losses.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from seqjax.heads import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
+      >>> keys = jax.random.split(jax.random.key(0), 4)
+      >>> (width,) = tail_dimensions(8, 1, 2.0)  # one tail cluster [10, 30), projected to 4
+      >>> hidden, head = jax.random.normal(keys[0], (3, 8)), jax.random.normal(keys[1], (11, 8))
+      >>> projections, tails = [jax.random.normal(keys[2], (8, width))], [jax.random.normal(keys[3], (20, width))]
+      >>> targets = jnp.array([0, 12, 29])
+      >>> loss = adaptive_softmax_loss(hidden, head, projections, tails, targets, (10,))
+      >>> exact = -adaptive_log_probs(hidden, head, projections, tails, (10,))[jnp.arange(3), targets]
+      >>> loss.shape, loss.dtype, bool(jnp.allclose(loss, exact, rtol=1e-5))
+      ((3,), dtype('float32'), True)
     """
-    cutoffs, bounds = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs)
+    cutoffs, bounds = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, head_biases)
     checks.require_hidden_and_targets(hidden, targets, bounds[-1])
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     shortlist = cutoffs[0]
     cluster = jnp.searchsorted(jnp.asarray(cutoffs, jnp.int32), targets, side="right")  # 0: shortlist
     head_targets = jnp.where(cluster == 0, targets, shortlist + cluster - 1)
-    losses = full_softmax_loss(hidden, head_weights, None, head_targets)
+    losses = full_softmax_loss(hidden, head_weights, head_biases, head_targets)
     for index, (projection, weights) in enumerate(zip(tail_projections, tail_weights)):
         in_tail = cluster == index + 1
         local_targets = targets - bounds[index]
@@ -74,12 +117,35 @@ def adaptive_softmax_loss(
     return losses
 
 
-def adaptive_log_probs(hidden, head_weights, tail_projections: Sequence, tail_weights: Sequence, cutoffs):
-    """Exact normalized log p(w | h) for every word: [N, V] float32."""
-    cutoffs, _ = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs)
+def adaptive_log_probs(
+    hidden: ArrayLike,
+    head_weights: ArrayLike,
+    tail_projections: Sequence[ArrayLike],
+    tail_weights: Sequence[ArrayLike],
+    cutoffs: Sequence[int],
+    *,
+    head_biases: ArrayLike | None = None,
+) -> jax.Array:
+    """Exact normalized log p(w | h) for every word: [N, V] float32.
+
+    Arguments as in `adaptive_softmax_loss` (no targets).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from seqjax.heads import adaptive_log_probs
+      >>> hidden, head = jnp.ones((2, 4)), jnp.zeros((3 + 1, 4))  # shortlist [0, 3), tail [3, 7)
+      >>> projections, tails = [jnp.ones((4, 2))], [jnp.zeros((4, 2))]
+      >>> log_probs = adaptive_log_probs(hidden, head, projections, tails, (3,), head_biases=jnp.zeros(4))
+      >>> log_probs.shape, bool(jnp.allclose(jnp.exp(log_probs).sum(axis=1), 1.0))
+      ((2, 7), True)
+    """
+    cutoffs, _ = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, head_biases)
     hidden = jnp.asarray(hidden, jnp.float32)
     shortlist = cutoffs[0]
-    head_log_probs = jax.nn.log_softmax(hidden @ jnp.asarray(head_weights, jnp.float32).T, axis=1)
+    head_scores = hidden @ jnp.asarray(head_weights, jnp.float32).T
+    if head_biases is not None:
+        head_scores = head_scores + jnp.asarray(head_biases, jnp.float32)
+    head_log_probs = jax.nn.log_softmax(head_scores, axis=1)
     parts = [head_log_probs[:, :shortlist]]
     for index, (projection, weights) in enumerate(zip(tail_projections, tail_weights)):
         projected = hidden @ jnp.asarray(projection, jnp.float32)
@@ -100,7 +166,7 @@ def _tail_losses(hidden, projection, weights, local_targets, in_tail):
     return selected_row_losses(row_losses, TAIL_BLOCK_ROWS, hidden, (projection, weights), targets, in_tail)
 
 
-def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs):
+def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, head_biases):
     """Checks shapes against the cutoffs; returns the cutoffs and the cluster bounds (c_1..c_n, V)."""
     checks.require_rank("hidden", hidden, 2)
     features = np.shape(hidden)[1]
@@ -117,6 +183,7 @@ def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs):
     cutoffs = checks.require_cutoffs(values, vocab_size)
     bounds = cutoffs + (vocab_size,)
     checks.require_table("head_weights", head_weights, cutoffs[0] + num_clusters, features)
+    checks.require_vector("head_biases", head_biases, cutoffs[0] + num_clusters)
     for index, (projection, weights) in enumerate(zip(tail_projections, tail_weights)):
         checks.require_rank(f"tail_projections[{index}]", projection, 2)
         width = np.shape(projection)[1]

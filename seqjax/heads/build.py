@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
+import flax.linen as nn
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.config import HeadConfig
 from seqjax.contracts import SPECIAL_IDS
@@ -26,7 +28,7 @@ PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("huffman", "balanced")
 
 
-def build_head(cfg: HeadConfig, vocab_size: int, counts):
+def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
     """Returns the Flax head module for `cfg` (see `seqjax.heads.modules` for its contract).
 
     Args:
@@ -41,6 +43,17 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts):
       ValueError: an unknown kind/proposal/tree, K outside (0, V), bad cutoffs or div_value,
         counts of the wrong length or negative, unsorted counts for the log-uniform proposal,
         or tying a head whose output rows are not words (the tree head).
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from seqjax.config import HeadConfig
+      >>> from seqjax.heads import build_head
+      >>> cfg = HeadConfig(kind="adaptive", cutoffs=(10,), div_value=2.0, head_bias=True)
+      >>> head = build_head(cfg, 30, np.arange(30, 0, -1))
+      >>> hidden = jnp.ones((2, 8))
+      >>> variables = head.init(jax.random.key(0), hidden, method="log_probs")
+      >>> head.apply(variables, hidden, method="log_probs").shape, variables["params"]["head_biases"].shape
+      ((2, 30), (11,))
     """
     if cfg.kind not in KINDS:
         raise ValueError(f"head.kind must be one of {', '.join(KINDS)}, got {cfg.kind!r}")
@@ -78,7 +91,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts):
     cutoffs = checks.require_cutoffs(cfg.cutoffs, vocab_size)
     if not cfg.div_value >= 1.0:
         raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
-    return AdaptiveSoftmax(vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied)
+    return AdaptiveSoftmax(
+        vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied, head_bias=cfg.head_bias
+    )
 
 
 def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothed: np.ndarray):

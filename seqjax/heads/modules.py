@@ -257,18 +257,26 @@ class HierarchicalSoftmax(nn.Module):
 
 
 class AdaptiveSoftmax(nn.Module):
-    """Adaptive softmax with `cutoffs` and `div_value`; tying applies to the shortlist rows."""
+    """Adaptive softmax with `cutoffs` and `div_value`; tying applies to the shortlist rows.
+
+    `head_bias` adds a [c_1 + n] bias to the head's scores (shortlist words and clusters),
+    as PyTorch's `AdaptiveLogSoftmaxWithLoss(head_bias=True)`; off by default, as there.
+    """
 
     vocab_size: int
     cutoffs: tuple[int, ...] = ()
     div_value: float = 4.0
     tied: bool = False
+    head_bias: bool = False
 
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
         shortlist, clusters = self.cutoffs[0], len(self.cutoffs)
         cluster_weights = self.param("cluster_weights", _normal(features), (clusters, features), jnp.float32)
         shortlist_weights = _word_table(self, "shortlist_weights", shortlist, features, embedding)
+        head_biases = None
+        if self.head_bias:
+            head_biases = self.param("head_biases", nn.initializers.zeros, (shortlist + clusters,), jnp.float32)
         bounds = self.cutoffs + (self.vocab_size,)
         widths = tail_dimensions(features, clusters, self.div_value)
         projections, tails = [], []
@@ -280,6 +288,7 @@ class AdaptiveSoftmax(nn.Module):
             tails.append(self.param(f"tail_weights_{index}", _normal(width), (size, width), jnp.float32))
         return {
             "head_weights": jnp.concatenate([shortlist_weights, cluster_weights], axis=0),
+            "head_biases": head_biases,
             "tail_projections": projections,
             "tail_weights": tails,
         }
@@ -287,12 +296,14 @@ class AdaptiveSoftmax(nn.Module):
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
         per_row = adaptive_softmax_loss(
-            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], targets, self.cutoffs
+            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], targets, self.cutoffs,
+            head_biases=p["head_biases"],
         )
         return masked_mean(per_row, mask)
 
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
         return adaptive_log_probs(
-            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], self.cutoffs
+            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], self.cutoffs,
+            head_biases=p["head_biases"],
         )

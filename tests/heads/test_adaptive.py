@@ -21,9 +21,28 @@ def random_parameters(seed, rows=37):
     )
 
 
+def softmax(scores):
+    exp = np.exp(scores - scores.max())
+    return exp / exp.sum()
+
+
 def test_tail_dimensions_divide_the_width_by_div_to_the_cluster_index():
     assert tail_dimensions(512, 3, 4.0) == (128, 32, 8)
-    assert tail_dimensions(8, 4, 4.0) == (2, 1, 1, 1)
+    assert tail_dimensions(8, 3, 2.0) == (4, 2, 1)
+    assert tail_dimensions(10, 2, 3.0) == (3, 1)  # D // div^i as PyTorch: 10 // 3, 10 // 9
+
+
+@pytest.mark.parametrize(
+    "features, clusters, div_value, cluster, power",
+    [(8, 4, 4.0, 2, 2), (8, 4, 2.0, 4, 4), (3, 1, 4.0, 1, 1)],
+)
+def test_tail_dimensions_refuse_a_tail_of_width_zero_naming_the_cluster(features, clusters, div_value, cluster, power):
+    message = (
+        rf"tail cluster {cluster} would project to D // div_value\^{power} = 0 dimensions "
+        rf"\(D={features}, div_value={div_value}\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        tail_dimensions(features, clusters, div_value)
 
 
 def test_adaptive_log_probs_are_normalized():
@@ -35,7 +54,6 @@ def test_adaptive_log_probs_are_normalized():
 
 def test_adaptive_log_prob_of_a_tail_word_is_cluster_probability_times_tail_probability():
     hidden, head, projections, tails = random_parameters(1, rows=1)
-    softmax = lambda x: np.exp(x - x.max()) / np.exp(x - x.max()).sum()  # noqa: E731
     h = hidden.astype(np.float64)[0]
     word = 30  # second tail cluster [25, 40)
     cluster_prob = softmax(head @ h)[CUTOFFS[0] + 1]
@@ -92,3 +110,43 @@ def test_adaptive_loss_rejects_tail_tables_that_do_not_match_the_cutoffs():
 def test_tail_dimensions_rejects_div_value_below_one():
     with pytest.raises(ValueError, match="div_value must be a number >= 1"):
         tail_dimensions(8, 2, 0.5)
+
+
+def test_head_biases_shift_the_head_scores_as_torch_head_bias():
+    hidden, head, projections, tails = random_parameters(6, rows=1)
+    biases = np.random.default_rng(6).normal(size=CUTOFFS[0] + len(CUTOFFS)).astype(np.float32)
+    h = hidden.astype(np.float64)[0]
+    head_probs = softmax(head @ h + biases)
+    tail_probs = softmax(tails[0] @ (h @ projections[0]))
+    expected = np.concatenate([head_probs[: CUTOFFS[0]], head_probs[CUTOFFS[0]] * tail_probs])
+    got = np.exp(adaptive_log_probs(hidden, head, projections, tails, CUTOFFS, head_biases=biases))
+    np.testing.assert_allclose(got[0, : CUTOFFS[1]], expected, rtol=1e-5)
+    np.testing.assert_allclose(got.sum(), 1.0, rtol=1e-5)
+    unbiased = adaptive_log_probs(hidden, head, projections, tails, CUTOFFS)
+    assert not np.allclose(np.exp(unbiased), got)
+
+
+def test_adaptive_loss_with_head_biases_equals_negative_log_probs_and_trains_the_biases():
+    hidden, head, projections, tails = random_parameters(7)
+    biases = np.random.default_rng(7).normal(size=CUTOFFS[0] + len(CUTOFFS)).astype(np.float32)
+    targets = np.random.default_rng(7).integers(0, VOCAB, len(hidden)).astype(np.int32)
+    rows = np.arange(len(targets))
+    loss = adaptive_softmax_loss(hidden, head, projections, tails, targets, CUTOFFS, head_biases=biases)
+    log_probs = adaptive_log_probs(hidden, head, projections, tails, CUTOFFS, head_biases=biases)
+    np.testing.assert_allclose(loss, -log_probs[rows, targets], rtol=1e-5, atol=1e-5)
+
+    def summed_loss(b):
+        return adaptive_softmax_loss(hidden, head, projections, tails, targets, CUTOFFS, head_biases=b).sum()
+
+    def exact_nll(b):
+        return -adaptive_log_probs(hidden, head, projections, tails, CUTOFFS, head_biases=b)[rows, targets].sum()
+
+    grad = jax.grad(summed_loss)(biases)
+    assert np.abs(grad).sum() > 0
+    np.testing.assert_allclose(grad, jax.grad(exact_nll)(biases), rtol=1e-4, atol=1e-5)
+
+
+def test_adaptive_functions_reject_head_biases_of_the_wrong_size():
+    hidden, head, projections, tails = random_parameters(8)
+    with pytest.raises(ValueError, match=r"head_biases must have shape \[12\] or be None"):
+        adaptive_log_probs(hidden, head, projections, tails, CUTOFFS, head_biases=np.zeros(VOCAB))

@@ -166,3 +166,27 @@ def test_per_row_sampling_head_draws_independent_samples_for_each_row():
     assert drawn.ids.shape == (ROWS, BASE.num_samples)
     assert len({tuple(row) for row in np.asarray(drawn.ids)}) > 1
     assert np.isfinite(loss)
+
+
+def test_adaptive_head_bias_is_a_trained_head_parameter_only_when_asked():
+    assert "head_biases" not in init_and_apply(dataclasses.replace(BASE, kind="adaptive"))[1]["params"]
+    config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10", "head.div_value=2", "head.head_bias=true"])
+    head = build_head(config.head, VOCAB, COUNTS)
+    assert head.head_bias
+    hidden, targets, key, mask, _ = inputs()
+    params = head.init({"params": key}, hidden, targets, key, mask, method="loss")["params"]
+    assert params["head_biases"].shape == (BASE.cutoffs[0] + len(BASE.cutoffs),)
+    params = dict(params, head_biases=jax.random.normal(jax.random.key(9), params["head_biases"].shape))
+    loss = jax.jit(lambda p: head.apply({"params": p}, hidden, targets, key, mask, method="loss")[0])
+    log_probs = head.apply({"params": params}, hidden, method="log_probs")
+    np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, rtol=1e-5)
+    expected = -(mask * log_probs[jnp.arange(ROWS), targets]).sum() / mask.sum()
+    np.testing.assert_allclose(loss(params), expected, rtol=1e-5)
+    assert float(jnp.abs(jax.grad(loss)(params)["head_biases"]).sum()) > 0
+
+
+def test_adaptive_head_refuses_a_tail_projected_to_zero_dimensions():
+    head = build_head(dataclasses.replace(BASE, kind="adaptive", cutoffs=(10, 25), div_value=4.0), VOCAB, COUNTS)
+    hidden, targets, key, mask, _ = inputs()  # D = 8: the second tail would get 8 // 16 = 0
+    with pytest.raises(ValueError, match=r"tail cluster 2 would project to .* \(D=8, div_value=4.0\)"):
+        head.init({"params": key}, hidden, targets, key, mask, method="loss")
