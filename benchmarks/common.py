@@ -17,7 +17,7 @@ from seqjax.config import HeadConfig, ModelConfig, OptimConfig
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.objectives import TeacherForcing
-from seqjax.training.mesh import make_mesh
+from seqjax.training.layout import make_mesh
 from seqjax.training.optim import learning_rate_schedule, make_optimizer
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step

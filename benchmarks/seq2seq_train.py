@@ -47,7 +47,7 @@ from seqjax.models import build_model  # noqa: E402
 from seqjax.models.cells import GATES  # noqa: E402
 from seqjax.models.embeddings import sinusoidal_positions  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
-from seqjax.training.mesh import make_mesh  # noqa: E402
+from seqjax.training.layout import make_mesh  # noqa: E402
 from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.state import init_state  # noqa: E402
 from seqjax.training.steps import make_train_step  # noqa: E402

@@ -42,18 +42,29 @@ def run_config(workdir: str) -> config_lib.Config:
 
 
 def restored(workdir: str, overrides: list[str]):
-    """The experiment and trained parameters of the run in `workdir` (latest checkpoint)."""
-    from seqjax.training.loop import open_run, restore_state
-    from seqjax.training.mesh import make_mesh
+    """The experiment and trained parameters of the run in `workdir` (latest checkpoint), with
+    the mesh they sit on. The head is the plain one whatever the run's layout: decoding and
+    evaluation need every word's probability."""
+    from seqjax.training import optim
+    from seqjax.training.experiment import build_experiment
+    from seqjax.training.layout import make_mesh
+    from seqjax.training.loop import open_run
+    from seqjax.training.state import Checkpointer, restore_state
 
     cfg = config_lib.override(run_config(workdir), overrides)
     if cfg.model.kind == "ngram":
         raise ValueError(f"--workdir {workdir} is an n-gram run, which keeps no model: summary.json holds its perplexity")
-    exp, step = open_run(cfg, workdir)
-    if step is None:
-        raise ValueError(f"--workdir {workdir} has no checkpoint yet")
-    mesh = make_mesh(cfg.train.mesh)
-    state, _ = restore_state(exp, workdir, step, mesh, exp.train_batches().batch(0))
+    checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
+    try:
+        step, tokenizers = open_run(cfg, workdir, checkpointer)
+        if step is None:
+            raise ValueError(f"--workdir {workdir} has no checkpoint yet")
+        exp = build_experiment(cfg, tokenizers=tokenizers)
+        mesh = make_mesh(cfg.train.mesh)
+        optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+        state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.train_batches().batch(0))
+    finally:
+        checkpointer.close()
     return exp, state, mesh
 
 
@@ -77,7 +88,7 @@ def decode_options(args):
 def cmd_eval(args) -> None:
     from seqjax.training.evaluation import evaluate, oracle_report
     from seqjax.training.generation import translate
-    from seqjax.training.mesh import batch_sharding
+    from seqjax.training.layout import batch_sharding
     from seqjax.training.steps import make_eval_step
 
     options = decode_options(args)

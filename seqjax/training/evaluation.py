@@ -12,7 +12,7 @@ from seqjax.data import EOS_ID
 from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.metrics import perplexity, word_perplexity
 from seqjax.training.generation import DecodeOptions, decode, lm_samples, translate
-from seqjax.training.setup import Experiment
+from seqjax.training.experiment import Experiment
 
 
 def evaluate(exp: Experiment, eval_step, params, split: str, sharding) -> dict[str, float]:

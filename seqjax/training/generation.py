@@ -17,7 +17,7 @@ from seqjax import decoding
 from seqjax.data import BOS_ID, EOS_ID, PAD_ID, is_grammatical, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
-from seqjax.training.setup import Experiment
+from seqjax.training.experiment import Experiment
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from tensorboardX import SummaryWriter
 
-from seqjax.training.checkpoint import dump_json
+from seqjax.training.state import dump_json
 
 
 class RunLogger:

@@ -1,7 +1,14 @@
-"""The training loop: resume or start, step, log, evaluate, checkpoint, summarize.
+"""`seqjax train`: open the run, build it for the layout, then step, log, evaluate,
+checkpoint and summarize.
 
-Everything the run needs is built and validated before the run directory is touched,
-so a bad config, file or vocabulary never damages an existing run.
+`train(cfg, workdir)` reads top to bottom: initialize the processes; open the run (a
+resumed run's config and vocabulary checked against its checkpoint); make the mesh; build
+the experiment, whose output head is already the one for the layout; build the optimizer
+and its schedule once; get the state (fresh, restored, or fresh with train.init_from's
+parameters); build the steps; loop; evaluate and report. One `Checkpointer` serves the
+whole run. Everything is built and validated before the run directory is touched, so a bad
+config, file or vocabulary never damages an existing run. model.kind=ngram counts the
+Kneser–Ney baseline instead (`ngram_baseline.train_ngram`).
 """
 
 from __future__ import annotations
@@ -16,76 +23,59 @@ from typing import Any
 
 import jax
 import numpy as np
+import optax
 from jax.experimental import multihost_utils
+from jax.sharding import Mesh
 from tqdm import tqdm
 
 from seqjax import config as config_lib
 from seqjax.config import Config
+from seqjax.contracts import Batch
 from seqjax.training import distributed, optim
-from seqjax.training.checkpoint import Checkpointer, config_differences, dump_json, fingerprint
 from seqjax.training.evaluation import evaluate, generation_report
-from seqjax.training.mesh import batch_sharding, make_mesh
+from seqjax.training.experiment import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
+from seqjax.training.layout import batch_sharding, batch_split, describe_batch, make_mesh
 from seqjax.training.logging import RunLogger
 from seqjax.training.memory import describe_memory, memory_report
 from seqjax.training.ngram_baseline import NGRAM_KIND, train_ngram
-from seqjax.training.parallelism import batch_split, build_train_step, describe_batch, parallel_head, validate_layout
-from seqjax.training.setup import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
-from seqjax.training.state import TrainState, init_state, state_shardings
-from seqjax.training.steps import make_eval_step
+from seqjax.training.state import (
+    Checkpointer,
+    TrainState,
+    config_differences,
+    dump_json,
+    fingerprint,
+    init_state,
+    restore_state,
+)
+from seqjax.training.steps import build_train_step, make_eval_step
 
 
 class NonFiniteLoss(RuntimeError):
     pass
 
 
-def _checkpointer(workdir: str, cfg: Config) -> Checkpointer:
-    return Checkpointer(os.path.join(workdir, "checkpoints"), cfg.train.keep_checkpoints)
+def open_run(cfg: Config, workdir: str, checkpointer: Checkpointer) -> tuple[int | None, Any]:
+    """Checks that a run with checkpoints in `workdir` may go on under `cfg`: same config but
+    for `RESUMABLE_CHANGES`, same vocabulary.
 
-
-def open_run(cfg: Config, workdir: str) -> tuple[Experiment, int | None]:
-    """Builds the experiment for `workdir`, checking a resumed run's config and vocabulary.
-
-    Returns the experiment and the step to resume from (None for a fresh run).
+    Returns the step to resume from and the run's saved tokenizers (None, None: a fresh run).
     """
-    ckpt_dir = os.path.join(workdir, "checkpoints")
-    latest = None
-    if os.path.isdir(ckpt_dir):
-        checkpointer = _checkpointer(workdir, cfg)
-        latest = checkpointer.latest_step()
-        if latest is not None:
-            meta = checkpointer.restore_meta(latest)
-            diffs = config_differences(meta["config"], config_lib.to_dict(cfg))
-            if diffs:
-                raise ValueError(f"config does not match the checkpoint in {workdir}: {'; '.join(diffs)}")
-            saved = os.path.join(workdir, TOKENIZER_DIRS[0])
-            if not os.path.isdir(saved) or fingerprint(saved) != meta["tokenizer"]:
-                raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
-        checkpointer.close()
-    tokenizers = saved_tokenizers(workdir) if latest is not None else None
-    return build_experiment(cfg, tokenizers), latest
+    latest = checkpointer.latest_step()
+    if latest is None:
+        return None, None
+    meta = checkpointer.restore_meta(latest)
+    diffs = config_differences(meta["config"], config_lib.to_dict(cfg))
+    if diffs:
+        raise ValueError(f"config does not match the checkpoint in {workdir}: {'; '.join(diffs)}")
+    saved = os.path.join(workdir, TOKENIZER_DIRS[0])
+    if not os.path.isdir(saved) or fingerprint(saved) != meta["tokenizer"]:
+        raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
+    return latest, saved_tokenizers(workdir)
 
 
-def restore_state(
-    exp: Experiment, workdir: str, step: int, mesh, example_batch, strategy: str | None = None
-) -> tuple[TrainState, dict]:
-    """Restores the checkpoint at `step` onto `mesh` under `strategy` (default: the run's
-    train.sharding), whatever mesh and strategy wrote it."""
-    cfg = exp.cfg
-    strategy = cfg.train.sharding if strategy is None else strategy
-    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-    shape = jax.eval_shape(
-        lambda: init_state(exp.model, exp.head, optimizer, cfg.train.seed, example_batch, mesh, strategy)
-    )
-    shardings = state_shardings(shape, mesh, strategy)
-    abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
-    checkpointer = _checkpointer(workdir, cfg)
-    state, meta = checkpointer.restore(step, abstract)
-    checkpointer.close()
-    return state, meta
-
-
-def pretrained_params(exp: Experiment, source: str, mesh, example_batch):
-    """The latest parameters of the run in `source`, which must share data, model and head."""
+def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch):
+    """The latest parameters of the run in `source`, which must share data, model and head,
+    placed on `mesh` under this run's train.sharding."""
     path = os.path.join(source, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"train.init_from={source!r} holds no run (no config.json)")
@@ -98,12 +88,58 @@ def pretrained_params(exp: Experiment, source: str, mesh, example_batch):
     source_vocab = source_vocab[1] if isinstance(source_vocab, tuple) else source_vocab
     if source_vocab is None or source_vocab.vocab.to_json() != exp.tokenizer.vocab.to_json():
         raise ValueError(f"train.init_from={source!r} has a different vocabulary")
-    step = _checkpointer(source, saved).latest_step()
-    if step is None:
-        raise ValueError(f"train.init_from={source!r} has no checkpoint")
-    source_exp = dataclasses.replace(exp, cfg=saved)
-    state, _ = restore_state(source_exp, source, step, mesh, example_batch, exp.cfg.train.sharding)
+    checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)
+    try:
+        step = checkpointer.latest_step()
+        if step is None:
+            raise ValueError(f"train.init_from={source!r} has no checkpoint")
+        # The source's own optimizer: its checkpoint holds that optimizer's state.
+        source_optimizer = optim.make_optimizer(saved.optim, saved.train.steps)
+        state, _ = restore_state(dataclasses.replace(exp, cfg=saved), checkpointer, step, source_optimizer, mesh,
+                                 example_batch, exp.cfg.train.sharding)
+    finally:
+        checkpointer.close()
     return state.params
+
+
+def starting_state(
+    exp: Experiment,
+    workdir: str,
+    checkpointer: Checkpointer,
+    resume_step: int | None,
+    optimizer: optax.GradientTransformation,
+    mesh: Mesh,
+    example_batch: Batch,
+    *,
+    echo: Callable[[str], None],
+) -> tuple[TrainState, int]:
+    """The state to train from and the data position it is at: the checkpoint at
+    `resume_step`, else a fresh state (with train.init_from's parameters, if set) at 0."""
+    t = exp.cfg.train
+    if resume_step is not None:
+        state, meta = restore_state(exp, checkpointer, resume_step, optimizer, mesh, example_batch)
+        echo(f"resuming {workdir} at step {resume_step}")
+        return state, int(meta["data_position"])
+    state = init_state(exp.model, exp.head, optimizer, t.seed, example_batch, mesh, t.sharding)
+    if t.init_from:
+        state = state.replace(params=pretrained_params(exp, t.init_from, mesh, example_batch))
+        echo(f"parameters initialized from {t.init_from}")
+    return state, 0
+
+
+def _window_means(fetched: list[dict], done: int, since: tuple[float, int], tokens_per_step: int) -> dict[str, float]:
+    """The mean of each metric over the fetched steps ending at step `done`, with tokens_per_sec
+    since (clock, step); raises NonFiniteLoss naming the first step whose loss is not finite."""
+    for offset, record in enumerate(fetched):
+        if not math.isfinite(float(record["loss"])):
+            raise NonFiniteLoss(
+                f"loss became {float(record['loss'])} at step {done - len(fetched) + offset + 1}; "
+                "stopping without checkpointing it (lower optim.learning_rate or set optim.clip_norm)"
+            )
+    mean = {k: float(np.mean([r[k] for r in fetched])) for k in fetched[-1]}
+    clock, clock_step = since
+    mean["tokens_per_sec"] = tokens_per_step * (done - clock_step) / max(time.perf_counter() - clock, 1e-9)
+    return mean
 
 
 def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -111,109 +147,87 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
 
     In a multi-process run (train.distributed) every process calls this; process 0 alone
     prints, logs and writes the run's files, and all of them write checkpoint shards.
-    model.kind=ngram counts the Kneser–Ney baseline instead (`ngram_baseline.train_ngram`).
     """
     if cfg.model.kind == NGRAM_KIND:
         return train_ngram(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)
     main = distributed.is_main_process()
     echo = echo if main else (lambda _: None)
-    exp, resume_step = open_run(cfg, workdir)
-    mesh = make_mesh(cfg.train.mesh)
-    validate_layout(exp, mesh)
-    exp = parallel_head(exp, mesh)
-    batches = exp.train_batches()
-    example = batches.batch(0)
-    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
-
-    if resume_step is not None:
-        state, meta = restore_state(exp, workdir, resume_step, mesh, example)
-        start = int(meta["data_position"])
-        echo(f"resuming {workdir} at step {resume_step}")
-    else:
-        state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, example, mesh, cfg.train.sharding)
-        if cfg.train.init_from:
-            state = state.replace(params=pretrained_params(exp, cfg.train.init_from, mesh, example))
-            echo(f"parameters initialized from {cfg.train.init_from}")
-        start = 0
-        if main:
-            os.makedirs(workdir, exist_ok=True)
-            exp.save_tokenizers(workdir)
-            dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
-        distributed.barrier("run directory written")
-    echo(config_lib.dumps(cfg))
-    num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
-    echo(
-        f"{num_params:,} parameters on a mesh {dict(mesh.shape)} over {jax.process_count()} process(es), "
-        f"sharding {cfg.train.sharding}, {cfg.train.step_kind} step; vocabulary {exp.tokenizer.vocab.size}"
-    )
-
-    train_step = build_train_step(exp, optimizer, schedule, mesh, state)
-    eval_step = make_eval_step(exp.model, exp.head, mesh)
-    checkpointer = _checkpointer(workdir, cfg)
-    tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
-    sharding = batch_sharding(mesh)
-    batch_layout = batch_split(exp, mesh, example)
-    abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
-    memory = memory_report(train_step, state, abstract_batch)
-    echo(describe_batch(batch_layout))
-    echo(describe_memory(memory))
-    logger = RunLogger(workdir) if main else None
-    if main:
-        dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
-
-    def save(state: TrainState, step: int) -> None:
-        meta = {"data_position": step, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}
-        checkpointer.save(state, meta)
-
-    def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
-        result = evaluate(exp, eval_step, state.params, split, sharding)
-        if main:
-            logger.write(step, split, result)
-        return result
-
     t = cfg.train
-    pending: list[dict[str, jax.Array]] = []
-    tokens_per_step = int(example["mask"].sum())
-    bar = tqdm(
-        total=t.steps, initial=start, desc="train", unit="step", dynamic_ncols=True, mininterval=0.5, disable=not main
-    )
-    clock, clock_step = time.perf_counter(), start
+    checkpointer = Checkpointer.of_run(workdir, t.keep_checkpoints)
+    logger = bar = None
     try:
+        resume_step, tokenizers = open_run(cfg, workdir, checkpointer)
+        mesh = make_mesh(t.mesh)
+        exp = build_experiment(cfg, mesh, tokenizers)
+        optimizer = optim.make_optimizer(cfg.optim, t.steps)
+        schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
+        batches = exp.train_batches()
+        example = batches.batch(0)
+        state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
+        if resume_step is None:
+            if main:
+                os.makedirs(workdir, exist_ok=True)
+                exp.save_tokenizers(workdir)
+                dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+            distributed.barrier("run directory written")
+        echo(config_lib.dumps(cfg))
+        num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
+        echo(
+            f"{num_params:,} parameters on a mesh {dict(mesh.shape)} over {jax.process_count()} process(es), "
+            f"sharding {t.sharding}, {t.step_kind} step; vocabulary {exp.tokenizer.vocab.size}"
+        )
+
+        train_step = build_train_step(exp, optimizer, schedule, mesh, state)
+        eval_step = make_eval_step(exp.model, exp.head, mesh)
+        sharding = batch_sharding(mesh)
+        batch_layout = batch_split(cfg, mesh, example)
+        abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
+        memory = memory_report(train_step, state, abstract_batch)
+        echo(describe_batch(batch_layout))
+        echo(describe_memory(memory))
+        tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
+        if main:
+            logger = RunLogger(workdir)
+            dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
+
+        def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
+            result = evaluate(exp, eval_step, state.params, split, sharding)
+            if main:
+                logger.write(step, split, result)
+            return result
+
+        pending: list[dict[str, jax.Array]] = []
+        tokens_per_step = int(example["mask"].sum())
+        bar = tqdm(
+            total=t.steps, initial=start, desc="train", unit="step", dynamic_ncols=True, mininterval=0.5,
+            disable=not main,
+        )
+        since = (time.perf_counter(), start)
         for step in range(start, t.steps):
-            batch = distributed.global_batch(batches, step, sharding)
-            state, metrics = train_step(state, batch)
+            state, metrics = train_step(state, distributed.global_batch(batches, step, sharding))
             pending.append(metrics)
             done = step + 1
             boundary = done % t.log_every == 0 or done == t.steps
             checkpoint_now = (t.checkpoint_every and done % t.checkpoint_every == 0) or done == t.steps
             eval_now = t.eval_every and done % t.eval_every == 0 and done != t.steps
             if boundary or checkpoint_now or eval_now:
-                fetched = jax.device_get(pending)
-                for offset, record in enumerate(fetched):
-                    if not math.isfinite(float(record["loss"])):
-                        raise NonFiniteLoss(
-                            f"loss became {float(record['loss'])} at step {done - len(fetched) + offset + 1}; "
-                            "stopping without checkpointing it (lower optim.learning_rate or set optim.clip_norm)"
-                        )
-                mean = {k: float(np.mean([r[k] for r in fetched])) for k in fetched[-1]}
-                now = time.perf_counter()
-                mean["tokens_per_sec"] = tokens_per_step * (done - clock_step) / max(now - clock, 1e-9)
-                clock, clock_step = now, done
+                mean = _window_means(jax.device_get(pending), done, since, tokens_per_step)
+                since, pending = (time.perf_counter(), done), []
                 if main:
                     logger.write(done, "train", mean)
                 bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
-                pending = []
             bar.update(1)
             if eval_now:
                 result = run_eval(state, "valid", done)
                 if main:
                     bar.write(f"step {done}: valid " + ", ".join(f"{k} {v:,.4g}" for k, v in result.items()))
             if checkpoint_now:
-                save(state, done)
+                meta = {"data_position": done, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}
+                checkpointer.save(state, meta)
         bar.close()
         checkpointer.wait()
+
         summary: dict[str, Any] = {"steps": t.steps, "parameters": num_params}
         for split in ("valid", "test"):
             if split in exp.data.splits:
@@ -228,7 +242,8 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
             logger.summary(summary)
         return summary
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         checkpointer.wait()
         checkpointer.close()
         if logger is not None:

@@ -21,9 +21,9 @@ from seqjax import config as config_lib
 from seqjax.config import Config
 from seqjax.data import EOS_ID, LMData, holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram
-from seqjax.training.checkpoint import config_differences, dump_json
+from seqjax.training.experiment import TOKENIZER_DIRS
 from seqjax.training.logging import RunLogger
-from seqjax.training.setup import TOKENIZER_DIRS
+from seqjax.training.state import config_differences, dump_json
 
 NGRAM_KIND = "ngram"
 

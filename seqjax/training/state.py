@@ -1,19 +1,56 @@
-"""The train state and its initialization directly onto the mesh."""
+"""The train state: its creation directly onto the mesh, its checkpoints, and its restore.
+
+A checkpoint holds the state (parameters, optimizer state, step, PRNG key) and a JSON
+record of the data position, the resolved config and the tokenizer fingerprint. Orbax
+writes into a temporary folder and renames it, so a crash never leaves a half-written
+checkpoint behind; the last `keep` are kept. Arrays are stored as global arrays, each
+process writing the shards it holds, and restored onto whatever shardings the target
+state carries: a checkpoint moves between meshes, strategies and process counts.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any
 
 import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
+import orbax.checkpoint as ocp
 from jax.sharding import Mesh
 
 from seqjax.contracts import Batch
 from seqjax.model_head import init_params
-from seqjax.training.sharding import tree_shardings
+from seqjax.training.layout import tree_shardings
+
+if TYPE_CHECKING:
+    from seqjax.training.experiment import Experiment
+
+# Keys that may change between a run and its resume without changing what is trained.
+RESUMABLE_CHANGES = {
+    "train.steps",
+    "train.log_every",
+    "train.eval_every",
+    "train.eval_batches",
+    "train.checkpoint_every",
+    "train.keep_checkpoints",
+    "train.num_printed_samples",
+    "train.printed_sample_len",
+    "train.mesh",
+    # A checkpoint restores onto any mesh, strategy or number of processes.
+    "train.sharding",
+    "train.step_kind",
+    "train.vocab_parallel",
+    "train.distributed",
+    "train.coordinator",
+    "train.num_processes",
+    "train.process_id",
+    "train.heartbeat_timeout",
+}
 
 
 @flax.struct.dataclass
@@ -52,3 +89,113 @@ def init_state(
     key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
     shardings = state_shardings(jax.eval_shape(init, key), mesh, strategy)
     return jax.jit(init, out_shardings=shardings)(key)
+
+
+class Checkpointer:
+    """The checkpoints of one run directory (`<workdir>/checkpoints`).
+
+    Nothing is created on disk before the first `save`: opening the checkpoints of a run
+    that has none (a fresh run, or one whose config turns out to be wrong) leaves no trace.
+    """
+
+    def __init__(self, directory: str, keep: int):
+        self.directory = os.path.abspath(directory)
+        self.keep = keep
+        self._manager: ocp.CheckpointManager | None = None
+
+    @classmethod
+    def of_run(cls, workdir: str, keep: int) -> Checkpointer:
+        return cls(os.path.join(workdir, "checkpoints"), keep)
+
+    @property
+    def manager(self) -> ocp.CheckpointManager:
+        if self._manager is None:
+            options = ocp.CheckpointManagerOptions(max_to_keep=self.keep, create=True, enable_async_checkpointing=True)
+            self._manager = ocp.CheckpointManager(self.directory, options=options)
+        return self._manager
+
+    def latest_step(self) -> int | None:
+        if self._manager is None and not os.path.isdir(self.directory):
+            return None
+        return self.manager.latest_step()
+
+    def save(self, state: TrainState, meta: dict[str, Any]) -> None:
+        step = int(jax.device_get(state.step))
+        self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+
+    def restore_meta(self, step: int) -> dict[str, Any]:
+        return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+
+    def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict[str, Any]]:
+        """Restores onto the shardings carried by `abstract_state` (jax.ShapeDtypeStruct leaves)."""
+        restored = self.manager.restore(
+            step,
+            args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()),
+        )
+        return restored["state"], restored["meta"]
+
+    def wait(self) -> None:
+        if self._manager is not None:
+            self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
+
+
+def restore_state(
+    exp: Experiment,
+    checkpointer: Checkpointer,
+    step: int,
+    optimizer: optax.GradientTransformation,
+    mesh: Mesh,
+    example_batch: Batch,
+    strategy: str | None = None,
+) -> tuple[TrainState, dict[str, Any]]:
+    """The state saved at `step` and its metadata, placed on `mesh` under `strategy` (default:
+    the run's train.sharding), whatever mesh and strategy wrote it.
+
+    `optimizer` must be the one that wrote the checkpoint: it gives the optimizer state's
+    structure; `example_batch` gives the parameters' shapes.
+    """
+    cfg = exp.cfg
+    strategy = cfg.train.sharding if strategy is None else strategy
+    shape = jax.eval_shape(
+        lambda: init_state(exp.model, exp.head, optimizer, cfg.train.seed, example_batch, mesh, strategy)
+    )
+    shardings = state_shardings(shape, mesh, strategy)
+    abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
+    return checkpointer.restore(step, abstract)
+
+
+def fingerprint(directory: str) -> str:
+    """sha256 over the files of a saved tokenizer directory, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(directory)):
+        digest.update(name.encode())
+        with open(os.path.join(directory, name), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The `section.key` names whose values differ and may not differ on resume."""
+    out = []
+    for section, fields in current.items():
+        for key, value in fields.items():
+            name = f"{section}.{key}"
+            old = saved.get(section, {}).get(key)
+            if isinstance(value, tuple):
+                value = list(value)
+            if name not in RESUMABLE_CHANGES and old != value:
+                out.append(f"{name}: checkpoint has {old!r}, now {value!r}")
+    return out
+
+
+def dump_json(path: str, value: Any) -> None:
+    """Writes JSON atomically (temp file + rename)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2)
+    os.replace(tmp, path)

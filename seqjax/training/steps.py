@@ -1,26 +1,39 @@
-"""The jitted train and eval steps over a mesh (the compiler inserts the collectives).
+"""The step functions: the jitted train step, the same update with explicit collectives
+(`shard_map`), the eval step, and `build_train_step`, which picks one for the run's layout.
 
 The batch is split over `data`; parameters and optimizer state are placed by the run's
-sharding strategy (`seqjax.training.sharding`), and the update keeps that placement.
-`seqjax.training.shard_map_step` is the same update with explicit collectives.
+sharding strategy (`seqjax.training.layout`), and the update keeps that placement. The jit
+step leaves the collectives to the compiler; the shard_map step is what `pmap` data
+parallelism was: each device of `data` holds a replica of the state and its B / M rows,
+computes its token-weighted part of the loss and gradients, and one `psum` all-reduces
+them before every replica applies the same optimizer update. Both compute the same update
+(same loss, same parameters up to float summation order); in the shard_map step dropout
+and sampled heads draw per device (the key folds in the device's index), so with those the
+random draws differ from the jit step's, not their distribution.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from seqjax.contracts import SPECIAL_IDS, Batch, Objective
 from seqjax.model_head import hidden_states, token_nll
-from seqjax.training.mesh import batch_sharding, replicated
+from seqjax.training.layout import batch_sharding, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
 
+if TYPE_CHECKING:
+    from seqjax.training.experiment import Experiment
+
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
+EvalStep = Callable[..., tuple[jax.Array, jax.Array]]
 
 
 def _microbatches(batch: Batch, accum_steps: int) -> Batch:
@@ -87,6 +100,18 @@ def apply_update(optimizer, schedule, state: TrainState, loss, metrics, grads):
     return TrainState(state.step + 1, params, opt_state, state.key), metrics
 
 
+def _placed(step, state_shape: TrainState, mesh: Mesh, strategy: str) -> TrainStep:
+    """`step` jitted with the state kept under `strategy`, the batch split over `data`, the
+    metrics replicated, and the incoming state donated."""
+    shardings = state_shardings(state_shape, mesh, strategy)
+    return jax.jit(
+        step,
+        in_shardings=(shardings, batch_sharding(mesh)),
+        out_shardings=(shardings, replicated(mesh)),
+        donate_argnums=0,
+    )
+
+
 def make_train_step(
     model: nn.Module,
     head: nn.Module,
@@ -103,7 +128,7 @@ def make_train_step(
 
     Microbatch gradients are weighted by their share of the batch's target tokens, so the
     update equals the one from the whole batch at once. The state keeps the placement of
-    `strategy` (see `seqjax.training.sharding`); the batch is split over `data`.
+    `strategy` (see `seqjax.training.layout`); the batch is split over `data`.
     """
 
     def train_step(state: TrainState, batch: Batch):
@@ -118,17 +143,66 @@ def make_train_step(
         )
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
-    shardings = state_shardings(state_shape, mesh, strategy)
-    return jax.jit(
-        train_step,
-        in_shardings=(shardings, batch_sharding(mesh)),
-        out_shardings=(shardings, replicated(mesh)),
-        donate_argnums=0,
+    return _placed(train_step, state_shape, mesh, strategy)
+
+
+def make_shard_map_train_step(
+    model: nn.Module,
+    head: nn.Module,
+    objective: Objective,
+    optimizer: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    mesh: Mesh,
+    state_shape: TrainState,
+    *,
+    accum_steps: int = 1,
+) -> TrainStep:
+    """One optimizer update with a replicated state and an explicit gradient all-reduce.
+
+    Same contract as `make_train_step` with `strategy="data"`; `accum_steps` microbatches
+    are taken from each device's own rows.
+    """
+    check_shard_map_mesh(mesh)
+
+    def device_step(state: TrainState, batch: Batch):
+        key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), lax.axis_index("data"))
+        tokens = lax.psum(batch["mask"].sum(), "data")
+        part = weighted_loss_and_grads(
+            model, head, objective, state.params, batch, key, state.step,
+            accum_steps=accum_steps, total_tokens=jnp.maximum(tokens, 1.0),
+        )
+        loss, metrics, grads = lax.psum(part, "data")
+        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
+
+    # Without replication typing (check_vma=False) the gradient taken inside `device_step` is
+    # the device's own, so its psum is the one all-reduce; it also lets model and head code
+    # written for global arrays (scans with freshly built carries) run unchanged per device.
+    step = jax.shard_map(
+        device_step, mesh=mesh, in_specs=(P(), P("data")), out_specs=(P(), P()), check_vma=False
     )
+    return _placed(step, state_shape, mesh, "data")
 
 
-def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> Callable[..., tuple[jax.Array, jax.Array]]:
-    """Exact evaluation: (sum of target NLL over unmasked tokens, token count), both [] float32.
+def build_train_step(
+    exp: Experiment,
+    optimizer: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    mesh: Mesh,
+    state: TrainState,
+) -> TrainStep:
+    """The run's train step: the jit step under train.sharding, or the explicit shard_map
+    step (train.step_kind), for `exp`'s model, head (already the one for the layout) and
+    objective."""
+    t = exp.cfg.train
+    args = (exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
+    if t.step_kind == "shard_map":
+        return make_shard_map_train_step(*args, accum_steps=exp.cfg.optim.accum_steps)
+    return make_train_step(*args, accum_steps=exp.cfg.optim.accum_steps, strategy=t.sharding)
+
+
+def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> EvalStep:
+    """Exact evaluation: eval_step(params, batch) -> (sum of target NLL over unmasked tokens,
+    token count), both [] float32.
 
     The parameters keep whatever placement they have (any strategy); the batch is split over `data`.
     """
@@ -139,3 +213,4 @@ def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> Callable[..
         return (nll * batch["mask"]).sum(), batch["mask"].sum()
 
     return jax.jit(eval_step, in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh))
+

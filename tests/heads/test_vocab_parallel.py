@@ -6,7 +6,7 @@ import pytest
 
 from seqjax.heads import FullSoftmax
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax, vocab_parallel_softmax_loss
-from seqjax.training.mesh import make_mesh
+from seqjax.training.layout import make_mesh
 
 
 def mesh_of(spec):

@@ -14,8 +14,8 @@ import pytest
 from seqjax import config as config_lib
 from seqjax.config import Config
 from seqjax.training import optim
-from seqjax.training.mesh import batch_sharding, make_mesh
-from seqjax.training.setup import build_experiment
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step
 

@@ -16,10 +16,9 @@ from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
 from seqjax.training import distributed, optim
 from seqjax.training.distributed import initialize_arguments
-from seqjax.training.loop import restore_state
-from seqjax.training.mesh import batch_sharding, make_mesh
-from seqjax.training.setup import build_experiment
-from seqjax.training.state import init_state
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import batch_sharding, make_mesh
+from seqjax.training.state import Checkpointer, init_state, restore_state
 from seqjax.training.steps import make_train_step
 
 from helpers import tiny, tiny_config
@@ -44,7 +43,7 @@ import numpy as np
 from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
 from seqjax.training import distributed
-from seqjax.training.mesh import batch_sharding, make_mesh
+from seqjax.training.layout import batch_sharding, make_mesh
 port, process_id = sys.argv[1:]
 distributed.initialize(TrainConfig(distributed=True, coordinator=f"127.0.0.1:{port}", num_processes=2,
                                    process_id=int(process_id), heartbeat_timeout=3))
@@ -169,7 +168,10 @@ def test_two_processes_train_like_one_process_with_eight_devices(tmp_path):
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     np.testing.assert_allclose([r["loss"] for r in records if r["split"] == "train"], losses, rtol=1e-5)
     mesh = make_mesh("data:8", jax.devices()[:8])
-    restored, _ = restore_state(exp, str(workdir), 2, mesh, exp.train_batches().batch(0))
+    checkpointer = Checkpointer.of_run(str(workdir), exp.cfg.train.keep_checkpoints)
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    restored, _ = restore_state(exp, checkpointer, 2, optimizer, mesh, exp.train_batches().batch(0))
+    checkpointer.close()
     for got, want in zip(jax.tree.leaves(restored.params), jax.tree.leaves(params)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=LR / 2)
     assert "parameters on a mesh" in tail(f"{logs[0]}.out", 1000)

@@ -13,8 +13,8 @@ import pytest
 from seqjax.config import Config, override
 from seqjax.training import optim
 from seqjax.training.generation import DecodeOptions, translate_texts
-from seqjax.training.mesh import make_mesh
-from seqjax.training.setup import build_experiment
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import make_mesh
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step
 

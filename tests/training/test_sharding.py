@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.training import optim
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import batch_sharding, make_mesh, partition_spec, tree_shardings, validate_strategy
 from seqjax.training.memory import per_device_bytes
-from seqjax.training.mesh import batch_sharding, make_mesh
-from seqjax.training.parallelism import build_train_step, parallel_head, validate_layout
-from seqjax.training.setup import build_experiment
-from seqjax.training.sharding import partition_spec, tree_shardings, validate_strategy
 from seqjax.model_head import init_params
 from seqjax.training.state import init_state, state_shardings
+from seqjax.training.steps import build_train_step
 
 from helpers import tiny_config
 
@@ -87,9 +87,15 @@ def test_impossible_strategies_are_clear_errors(strategy, mesh_spec, message):
     ],
 )
 def test_layouts_that_cannot_run_are_refused_before_tracing(overrides, mesh_spec, message):
-    exp = build_experiment(tiny_config(*overrides))
     with pytest.raises(ValueError, match=message):
-        validate_layout(exp, mesh_of(mesh_spec))
+        build_experiment(tiny_config(*overrides), mesh_of(mesh_spec))
+
+
+def test_the_experiment_for_a_vocab_parallel_layout_trains_the_vocab_parallel_head():
+    settings = ("train.sharding=tensor", "train.vocab_parallel=true")
+    mesh = mesh_of("data:4,model:2")
+    assert isinstance(build_experiment(tiny_config(*settings), mesh).head, VocabParallelSoftmax)
+    assert not isinstance(build_experiment(tiny_config(*settings)).head, VocabParallelSoftmax)  # decoding: no mesh
 
 
 def test_fsdp_per_device_parameter_bytes_are_an_eighth_of_data_parallel():
@@ -120,10 +126,8 @@ SETTINGS = ("model.dropout=0.0", f"optim.learning_rate={LR}", "train.batch_size=
 def train_steps(initial, mesh_spec, *overrides, steps=2):
     """Params and losses after `steps` updates from the host state `initial`, under the
     layout the overrides describe."""
-    exp = build_experiment(tiny_config(*SETTINGS, *overrides))
     mesh = mesh_of(mesh_spec)
-    validate_layout(exp, mesh)
-    exp = parallel_head(exp, mesh)
+    exp = build_experiment(tiny_config(*SETTINGS, *overrides), mesh)
     cfg = exp.cfg
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)

@@ -5,11 +5,9 @@ import numpy as np
 import pytest
 
 from seqjax.training import optim
-from seqjax.training.checkpoint import Checkpointer
-from seqjax.training.loop import restore_state
-from seqjax.training.mesh import make_mesh
-from seqjax.training.setup import build_experiment
-from seqjax.training.state import init_state, state_shardings
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import make_mesh
+from seqjax.training.state import Checkpointer, init_state, restore_state, state_shardings
 
 from helpers import tiny_config
 
@@ -46,14 +44,16 @@ def test_checkpoint_restores_onto_another_mesh_and_strategy_bit_identically(
     (source_mesh, source_strategy), (target_mesh, target_strategy) = source, target
     mesh = mesh_of(source_mesh)
     written = jax.device_put(state, state_shardings(state, mesh, source_strategy))
-    checkpointer = Checkpointer(str(tmp_path / "checkpoints"), keep=1)
+    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
     checkpointer.save(written, {"data_position": 0})
-    checkpointer.wait()
     checkpointer.close()
 
     mesh = mesh_of(target_mesh)
     example = exp.train_batches().batch(0)
-    restored, _ = restore_state(exp, str(tmp_path), 0, mesh, example, target_strategy)
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+    restored, _ = restore_state(exp, checkpointer, 0, optimizer, mesh, example, target_strategy)
+    checkpointer.close()
 
     expected = state_shardings(state, mesh, target_strategy)
     for got, sharding in zip(jax.tree.leaves(restored), jax.tree.leaves(expected)):

@@ -3,11 +3,9 @@ import numpy as np
 import pytest
 
 from seqjax.training import optim
-from seqjax.training.checkpoint import Checkpointer
-from seqjax.training.loop import restore_state
-from seqjax.training.mesh import batch_sharding, make_mesh
-from seqjax.training.setup import build_experiment
-from seqjax.training.state import init_state
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import batch_sharding, make_mesh
+from seqjax.training.state import Checkpointer, init_state, restore_state
 from seqjax.training.steps import make_train_step
 
 from helpers import tiny_config
@@ -74,11 +72,13 @@ def test_checkpoint_and_resume_continue_exactly_like_an_uninterrupted_run(tmp_pa
 
     initial, _ = make_runner(exp, mesh)  # the first state was donated to the step
     first, first_losses = run(initial, 0, 3)
-    checkpointer = Checkpointer(str(tmp_path / "checkpoints"), keep=2)
+    checkpointer = Checkpointer.of_run(str(tmp_path), keep=2)
     checkpointer.save(first, {"data_position": 3})
-    checkpointer.wait()
     checkpointer.close()
-    restored, meta = restore_state(exp, str(tmp_path), 3, mesh, exp.train_batches().batch(0))
+    checkpointer = Checkpointer.of_run(str(tmp_path), keep=2)
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    restored, meta = restore_state(exp, checkpointer, 3, optimizer, mesh, exp.train_batches().batch(0))
+    checkpointer.close()
     assert meta["data_position"] == 3 and int(restored.step) == 3
     resumed, resumed_losses = run(restored, 3, 3)
 

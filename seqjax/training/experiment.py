@@ -1,4 +1,8 @@
-"""Builds everything an experiment needs from its config, validating on the host first."""
+"""Builds everything an experiment needs from its config, validating on the host first.
+
+`build_experiment(cfg, mesh)` reads the data and builds the model, the output head for the
+run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,29 @@ import dataclasses
 import os
 from collections.abc import Iterator
 
-import jax.numpy as jnp
 import flax.linen as nn
+import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from seqjax.config import Config
 from seqjax.data import (
-    holds_pairs,
     LMBatches,
     LMData,
     ParallelData,
     Seq2SeqBatches,
+    holds_pairs,
+    lm_eval_batches,
     load_data,
     load_tokenizer,
-    lm_eval_batches,
     seq2seq_eval_batches,
 )
 from seqjax.heads import build_head
+from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import SEQ2SEQ_KINDS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
+from seqjax.training.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
@@ -60,7 +67,7 @@ class Experiment:
 
     @property
     def is_seq2seq(self) -> bool:
-        return isinstance(self.data, ParallelData)
+        return is_seq2seq(self.cfg.model)
 
     @property
     def tokenizer(self):
@@ -98,20 +105,35 @@ def saved_tokenizers(workdir: str):
     return (load_tokenizer(paths[1]), target) if os.path.isdir(paths[1]) else target
 
 
-def build_experiment(cfg: Config, tokenizers=None) -> Experiment:
-    """Validates `cfg`, reads the data and builds model, head and objective. Writes nothing."""
+def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | None) -> nn.Module:
+    """The head of `cfg.head`, or, on a `mesh` with train.vocab_parallel, the full softmax
+    whose loss splits the vocabulary over the model axis (same parameters, so checkpoints
+    move between the two). Without a mesh (decoding a restored run) it is the plain head."""
+    head = build_head(cfg.head, vocab_size, counts)
+    if mesh is not None and cfg.train.vocab_parallel:
+        return VocabParallelSoftmax(vocab_size=vocab_size, tied=cfg.head.tied, mesh=mesh)
+    return head
+
+
+def build_experiment(cfg: Config, mesh: Mesh | None = None, tokenizers=None) -> Experiment:
+    """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
+    model, head and objective. Writes nothing.
+
+    tokenizers: a saved run's, as `saved_tokenizers` returns them (None: built from the data).
+    """
     validate_train(cfg)
-    parallel = holds_pairs(cfg.data)
-    if parallel != is_seq2seq(cfg.model):
-        need = "an encoder-decoder (model.kind in " + ", ".join(SEQ2SEQ_KINDS) + ")" if parallel else "a language model"
+    seq2seq = is_seq2seq(cfg.model)
+    if holds_pairs(cfg.data) != seq2seq:
+        need = "a language model" if seq2seq else "an encoder-decoder (model.kind in " + ", ".join(SEQ2SEQ_KINDS) + ")"
         raise ValueError(
             f"model.kind={cfg.model.kind!r} does not fit data.kind={cfg.data.kind!r} data.task={cfg.data.task!r}: "
             f"that data needs {need}"
         )
     data = load_data(cfg.data, tokenizers)
-    tokenizer = data.tgt_tokenizer if isinstance(data, ParallelData) else data.tokenizer
-    vocab = tokenizer.vocab
-    model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if isinstance(data, ParallelData) else {}
+    vocab = (data.tgt_tokenizer if seq2seq else data.tokenizer).vocab
+    if mesh is not None:
+        validate_layout(cfg, mesh, vocab.size)
+    model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if seq2seq else {}
     model = build_model(cfg.model, vocab.size, dtype=PRECISIONS[cfg.train.precision], **model_kwargs)
-    head = build_head(cfg.head, vocab.size, np.asarray(vocab.counts))
+    head = output_head(cfg, vocab.size, np.asarray(vocab.counts), mesh)
     return Experiment(cfg, data, model, head, build_objective(cfg.objective))

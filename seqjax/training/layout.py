@@ -1,0 +1,286 @@
+"""A run's parallel layout: the device mesh, where each array goes on it, and the host
+checks that a layout can run, made before anything is traced.
+
+A single device is a mesh of size one; every run, small or large, goes through the same
+program. The mesh has two axes, `data` and `model`, laid out by `jax.make_mesh`, which
+keeps each `model` group on closely connected devices and, in a multi-process run, each
+process's devices on a contiguous block of `data`. The batch is split along `data`;
+parameters and optimizer state are placed by the run's sharding strategy.
+
+Sharding strategies: each float leaf of the train state gets one logical name per
+dimension from its path (`PARAMETER_AXES`, first match whose rank fits); a strategy then
+maps logical names onto the mesh axes:
+
+* `data`        every parameter replicated; the batch split over `data` (data parallel).
+* `fsdp`        parameters and optimizer state split over `data` along their first
+                dimension that divides; the compiler gathers each layer's weights when
+                it needs them (fully sharded data parallel, ZeRO-3).
+* `tensor`      attention heads, MLP hidden units and the vocabulary split over `model`
+                (Megatron-style column/row-parallel layers); replicated over `data`.
+* `fsdp_tensor` both: `model` first, then the remaining dimensions over `data`.
+
+A mesh axis is used at most once per leaf and only where it divides the dimension; the
+vocabulary falls back to replication when it does not divide (its size comes from the
+data), while heads and MLP width that do not divide under a tensor strategy are an error.
+The optimizer state mirrors the parameter paths (`.../mu/model/...`), so it is placed by
+the same rules; integer leaves (step, counts, PRNG key) are always replicated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+from seqjax.config import Config
+
+AXES = ("data", "model")
+STRATEGIES = ("data", "fsdp", "tensor", "fsdp_tensor")
+STEP_KINDS = ("jit", "shard_map")
+
+# (path suffix pattern, logical axis per dimension); the first pattern whose rank fits wins.
+PARAMETER_AXES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
+    (r"(^|/)embedding$", ("vocab", "embed")),  # token tables [V, D]
+    (r"(^|/)head/weights$", ("vocab", "embed")),  # output word vectors [V, D]
+    (r"(^|/)head/biases$", ("vocab",)),
+    (r"(^|/)(qkv|kv)/kernel$", ("embed", None, "heads", "head_dim")),  # [D, 3|2, H, Dh]
+    (r"(^|/)(qkv|kv)/bias$", (None, "heads", "head_dim")),
+    (r"(^|/)query/kernel$", ("embed", "heads", "head_dim")),
+    (r"(^|/)query/bias$", ("heads", "head_dim")),
+    (r"(^|/)out/kernel$", ("heads", "head_dim", "embed")),  # attention output [H, Dh, D]
+    (r"(^|/)ff_in/kernel$", ("embed", "mlp")),
+    (r"(^|/)ff_in/bias$", ("mlp",)),
+    (r"(^|/)ff_out/kernel$", ("mlp", "embed")),
+    (r"(^|/)(input|recurrent)_kernel$", ("embed", "gates")),  # RNN [D, gates·D]
+    (r"(^|/)input_bias$", ("gates",)),
+    (r"(^|/)kernel$", ("embed", "features")),  # any other Dense [in, out]
+    (r"(^|/)(scale|bias)$", ("embed",)),  # LayerNorm, output biases [D]
+)
+
+# Logical axes a tensor strategy splits over `model`; True: an error when they do not divide.
+TENSOR_AXES = {"heads": True, "mlp": True, "vocab": False}
+
+
+# --- the mesh ---------------------------------------------------------------------------
+
+
+def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
+    """Parses `data:4,model:2` into axis sizes; one size may be -1 (the remaining devices).
+
+    Raises:
+      ValueError: unknown axis, malformed entry, or sizes whose product is not `num_devices`.
+    """
+    sizes: dict[str, int] = {}
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        name, sep, value = part.partition(":")
+        if name not in AXES or not sep:
+            raise ValueError(f"train.mesh entries must be AXIS:SIZE with AXIS in {AXES}, got {part!r}")
+        try:
+            sizes[name] = int(value)
+        except ValueError:
+            raise ValueError(f"train.mesh size must be an integer, got {part!r}") from None
+        if sizes[name] == 0 or sizes[name] < -1:
+            raise ValueError(f"train.mesh size must be positive or -1, got {part!r}")
+    sizes = {axis: sizes.get(axis, 1) for axis in AXES}
+    free = [axis for axis, size in sizes.items() if size == -1]
+    if len(free) > 1:
+        raise ValueError(f"train.mesh may leave at most one axis as -1, got {spec!r}")
+    known = math.prod(size for size in sizes.values() if size != -1)
+    if free:
+        if num_devices % known:
+            raise ValueError(f"train.mesh {spec!r}: {known} does not divide the {num_devices} devices")
+        sizes[free[0]] = num_devices // known
+    if math.prod(sizes.values()) != num_devices:
+        raise ValueError(
+            f"train.mesh {spec!r} needs {math.prod(sizes.values())} devices, but {num_devices} are available"
+        )
+    return sizes
+
+
+def make_mesh(spec: str = "data:-1", devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """The mesh of `spec` over `devices` (default: every device of every process)."""
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = parse_mesh(spec, len(devices))
+    shape = [sizes[a] for a in AXES]
+    if devices == jax.devices():
+        # Auto axes: shardings are chosen by the program (NamedSharding), not carried by types.
+        return jax.make_mesh(shape, AXES, axis_types=(AxisType.Auto,) * len(AXES))
+    return Mesh(np.asarray(devices).reshape(shape), AXES)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """Leading (batch) axis split over `data`; the rest replicated."""
+    return NamedSharding(mesh, P("data"))
+
+
+# --- where each state leaf goes -----------------------------------------------------------
+
+
+def path_name(path) -> str:
+    """A pytree key path as `a/b/c` (dict keys, attribute names and sequence indices)."""
+    parts = []
+    for key in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+    return "/".join(parts)
+
+
+def logical_axes(name: str, ndim: int) -> tuple[str | None, ...]:
+    """The logical axis of each dimension of the parameter at path `name`."""
+    for pattern, axes in PARAMETER_AXES:
+        if len(axes) == ndim and re.search(pattern, name):
+            return axes
+    return ("other",) * ndim  # unknown parameters: only FSDP splits them, on any axis that divides
+
+
+def _candidates(strategy: str, logical: str | None) -> list[str]:
+    axes = []
+    if strategy in ("tensor", "fsdp_tensor") and logical in TENSOR_AXES:
+        axes.append("model")
+    if strategy in ("fsdp", "fsdp_tensor") and logical is not None:
+        axes.append("data")
+    return axes
+
+
+def partition_spec(name: str, shape: tuple[int, ...], dtype, strategy: str, mesh: Mesh) -> P:
+    """The PartitionSpec of one state leaf under `strategy` on `mesh`.
+
+    Raises:
+      ValueError: a tensor strategy would split heads or MLP units unevenly over `model`.
+    """
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return P()
+    used: set[str] = set()
+    spec: list[str | None] = []
+    for size, logical in zip(shape, logical_axes(name, len(shape))):
+        choice = None
+        for axis in _candidates(strategy, logical):
+            parts = mesh.shape[axis]
+            if axis in used or parts == 1:
+                continue
+            if size % parts:
+                if axis == "model" and TENSOR_AXES.get(logical, False):
+                    raise ValueError(
+                        f"train.sharding={strategy} splits {logical} over the model axis: {name} has "
+                        f"{size} along it, which must be divisible by model:{parts}"
+                    )
+                continue
+            choice = axis
+            used.add(axis)
+            break
+        spec.append(choice)
+    while spec and spec[-1] is None:
+        spec.pop()
+    return P(*spec)
+
+
+def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
+    """A NamedSharding for every leaf (arrays or jax.ShapeDtypeStruct) of `tree`."""
+    validate_strategy(strategy, mesh)
+
+    def place(path, leaf):
+        return NamedSharding(mesh, partition_spec(path_name(path), leaf.shape, leaf.dtype, strategy, mesh))
+
+    return jax.tree_util.tree_map_with_path(place, tree)
+
+
+# --- layout checks --------------------------------------------------------------------------
+
+
+def validate_strategy(strategy: str, mesh: Mesh) -> None:
+    """Host check of a strategy name against the mesh."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"train.sharding must be one of {STRATEGIES}, got {strategy!r}")
+    if strategy in ("data", "fsdp") and mesh.shape["model"] > 1:
+        raise ValueError(
+            f"train.sharding={strategy} uses only the data axis, so train.mesh must have model:1 "
+            f"(or choose tensor / fsdp_tensor), got {dict(mesh.shape)}"
+        )
+
+
+def check_shard_map_mesh(mesh: Mesh) -> None:
+    if mesh.shape["model"] != 1:
+        raise ValueError(
+            f"train.step_kind=shard_map is data parallel: train.mesh must have model:1, got {dict(mesh.shape)}"
+        )
+
+
+def check_batch_size(batch_size: int, mesh: Mesh, accum_steps: int = 1) -> None:
+    """Every microbatch (batch_size / accum_steps rows) must split evenly over `data`."""
+    data = mesh.shape["data"]
+    if batch_size % (data * accum_steps):
+        times = f" times optim.accum_steps={accum_steps}" if accum_steps > 1 else ""
+        raise ValueError(f"train.batch_size must be divisible by the data axis size {data}{times}, got {batch_size}")
+
+
+def validate_layout(cfg: Config, mesh: Mesh, vocab_size: int) -> None:
+    """Raises ValueError for a layout of `cfg` that cannot run on `mesh` with a vocabulary of
+    `vocab_size` words: see each message for the rule."""
+    t = cfg.train
+    validate_strategy(t.sharding, mesh)
+    if t.step_kind not in STEP_KINDS:
+        raise ValueError(f"train.step_kind must be one of {STEP_KINDS}, got {t.step_kind!r}")
+    if t.step_kind == "shard_map":
+        check_shard_map_mesh(mesh)
+        if t.sharding != "data" or t.vocab_parallel:
+            raise ValueError(
+                "train.step_kind=shard_map is the data-parallel step: it needs train.sharding=data and "
+                f"train.vocab_parallel=false, got sharding={t.sharding!r}, vocab_parallel={t.vocab_parallel}"
+            )
+    if t.vocab_parallel:
+        if cfg.head.kind != "full":
+            raise ValueError(f"train.vocab_parallel needs head.kind=full, got {cfg.head.kind!r}")
+        if t.sharding not in ("tensor", "fsdp_tensor"):
+            raise ValueError(
+                f"train.vocab_parallel splits the vocabulary over the model axis: it needs train.sharding "
+                f"tensor or fsdp_tensor, got {t.sharding!r}"
+            )
+        shards = mesh.shape["model"]
+        if vocab_size % shards:
+            raise ValueError(
+                f"train.vocab_parallel needs the vocabulary size divisible by the model axis size {shards}, "
+                f"got {vocab_size} (data.vocab_size bounds it)"
+            )
+    check_batch_size(t.batch_size, mesh, cfg.optim.accum_steps)
+
+
+# --- how the batch splits -----------------------------------------------------------------
+
+
+def batch_split(cfg: Config, mesh: Mesh, example: dict) -> dict[str, int]:
+    """Rows and target tokens of the effective batch, of one microbatch, and per device.
+
+    Tokens count the example batch's unmasked targets (LM batches are full; seq2seq ones
+    vary with padding).
+    """
+    rows, accum, data = cfg.train.batch_size, cfg.optim.accum_steps, mesh.shape["data"]
+    tokens = int(example["mask"].sum())
+    return {
+        "effective_rows": rows,
+        "effective_tokens": tokens,
+        "accum_steps": accum,
+        "micro_rows": rows // accum,
+        "micro_tokens": tokens // accum,
+        "device_micro_rows": rows // accum // data,
+        "device_micro_tokens": tokens // accum // data,
+    }
+
+
+def describe_batch(split: dict[str, int]) -> str:
+    return (
+        f"batch: effective {split['effective_rows']:,} rows / {split['effective_tokens']:,} tokens per update, "
+        f"{split['accum_steps']} microbatch(es) of {split['micro_rows']:,} rows / {split['micro_tokens']:,} tokens; "
+        f"per device {split['device_micro_rows']:,} rows / {split['device_micro_tokens']:,} tokens per microbatch"
+    )
