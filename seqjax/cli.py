@@ -45,6 +45,7 @@ def restored(workdir: str, overrides: list[str]):
     """The experiment and trained parameters of the run in `workdir` (latest checkpoint), with
     the mesh they sit on. The head is the plain one whatever the run's layout: decoding and
     evaluation need every word's probability."""
+    from seqjax.models import is_trained
     from seqjax.training import optim
     from seqjax.training.experiment import build_experiment
     from seqjax.training.layout import make_mesh
@@ -52,7 +53,7 @@ def restored(workdir: str, overrides: list[str]):
     from seqjax.training.state import Checkpointer, restore_state
 
     cfg = config_lib.override(run_config(workdir), overrides)
-    if cfg.model.kind == "ngram":
+    if not is_trained(cfg.model):
         raise ValueError(f"--workdir {workdir} is an n-gram run, which keeps no model: summary.json holds its perplexity")
     checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
     try:
@@ -88,15 +89,14 @@ def decode_options(args):
 def cmd_eval(args) -> None:
     from seqjax.training.evaluation import evaluate, oracle_report
     from seqjax.training.generation import translate
-    from seqjax.training.layout import batch_sharding
-    from seqjax.training.steps import make_eval_step
+    from seqjax.training.steps import batch_scorer, make_eval_step
 
     options = decode_options(args)
     exp, state, mesh = restored(args.workdir, args.set)
     if args.split not in exp.data.splits:
         raise ValueError(f"--split must be one of {sorted(exp.data.splits)}, got {args.split!r}")
-    result = {args.split: evaluate(exp, make_eval_step(exp.model, exp.head, mesh), state.params, args.split,
-                                   batch_sharding(mesh))}
+    score = batch_scorer(make_eval_step(exp.model, exp.head, mesh), state.params, mesh)
+    result = {args.split: evaluate(exp.cfg, exp.data, args.split, score)}
     if exp.is_seq2seq:
         result["generation"] = translate(exp, state.params, args.split, options=options)
     if exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "oracle":

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -16,17 +15,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from seqjax.config import Config
-from seqjax.data import (
-    LMBatches,
-    LMData,
-    ParallelData,
-    Seq2SeqBatches,
-    holds_pairs,
-    lm_eval_batches,
-    load_data,
-    load_tokenizer,
-    seq2seq_eval_batches,
-)
+from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import SEQ2SEQ_KINDS, build_model, is_seq2seq
@@ -80,15 +69,6 @@ class Experiment:
             src, tgt = self.data.splits["train"]
             return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
         return LMBatches(self.data.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
-
-    def eval_batches(self, split: str) -> Iterator[dict[str, np.ndarray]]:
-        c = self.cfg
-        if self.is_seq2seq:
-            src, tgt = self.data.splits[split]
-            for batch, _ in seq2seq_eval_batches(src, tgt, c.train.batch_size, c.data.buckets):
-                yield batch
-        else:
-            yield from lm_eval_batches(self.data.splits[split], c.train.batch_size, c.data.seq_len)
 
     def save_tokenizers(self, workdir: str) -> None:
         self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))

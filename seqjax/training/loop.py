@@ -7,8 +7,8 @@ the experiment, whose output head is already the one for the layout; build the o
 and its schedule once; get the state (fresh, restored, or fresh with train.init_from's
 parameters); build the steps; loop; evaluate and report. One `Checkpointer` serves the
 whole run. Everything is built and validated before the run directory is touched, so a bad
-config, file or vocabulary never damages an existing run. model.kind=ngram counts the
-Kneser–Ney baseline instead (`ngram_baseline.train_ngram`).
+config, file or vocabulary never damages an existing run. A counted model (the n-gram,
+`seqjax.models.is_trained` False) takes `ngram_baseline.train_ngram` instead.
 """
 
 from __future__ import annotations
@@ -31,13 +31,14 @@ from tqdm import tqdm
 from seqjax import config as config_lib
 from seqjax.config import Config
 from seqjax.contracts import Batch
+from seqjax.models import is_trained
 from seqjax.training import distributed, optim
-from seqjax.training.evaluation import evaluate, generation_report
+from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.experiment import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
 from seqjax.training.layout import batch_sharding, batch_split, describe_batch, make_mesh
 from seqjax.training.logging import RunLogger
 from seqjax.training.memory import describe_memory, memory_report
-from seqjax.training.ngram_baseline import NGRAM_KIND, train_ngram
+from seqjax.training.ngram_baseline import train_ngram
 from seqjax.training.state import (
     Checkpointer,
     TrainState,
@@ -47,7 +48,7 @@ from seqjax.training.state import (
     init_state,
     restore_state,
 )
-from seqjax.training.steps import build_train_step, make_eval_step
+from seqjax.training.steps import batch_scorer, build_train_step, make_eval_step
 
 
 class NonFiniteLoss(RuntimeError):
@@ -148,7 +149,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
     In a multi-process run (train.distributed) every process calls this; process 0 alone
     prints, logs and writes the run's files, and all of them write checkpoint shards.
     """
-    if cfg.model.kind == NGRAM_KIND:
+    if not is_trained(cfg.model):
         return train_ngram(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)
     main = distributed.is_main_process()
@@ -192,7 +193,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
             dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
 
         def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
-            result = evaluate(exp, eval_step, state.params, split, sharding)
+            result = evaluate(cfg, exp.data, split, batch_scorer(eval_step, state.params, mesh))
             if main:
                 logger.write(step, split, result)
             return result
@@ -221,7 +222,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
             if eval_now:
                 result = run_eval(state, "valid", done)
                 if main:
-                    bar.write(f"step {done}: valid " + ", ".join(f"{k} {v:,.4g}" for k, v in result.items()))
+                    bar.write(f"step {done}: valid {describe_metrics(result)}")
             if checkpoint_now:
                 meta = {"data_position": done, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}
                 checkpointer.save(state, meta)
@@ -232,7 +233,7 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
         for split in ("valid", "test"):
             if split in exp.data.splits:
                 summary[split] = run_eval(state, split, t.steps)
-                echo(f"{split}: " + ", ".join(f"{k} {v:,.4g}" for k, v in summary[split].items()))
+                echo(f"{split}: {describe_metrics(summary[split])}")
         if jax.process_count() == 1:
             summary["samples"] = generation_report(exp, state.params, echo=echo)
         else:  # decoding runs on process 0 alone, from a host copy of the parameters

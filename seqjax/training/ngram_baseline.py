@@ -1,54 +1,58 @@
-"""`seqjax train` for model.kind=ngram: count the train stream, score valid and test exactly.
+"""`seqjax train` for a counted model (`seqjax.models.is_trained` False: the n-gram):
+count the train stream, score valid and test exactly.
 
 The Kneser–Ney model (`seqjax.models.ngram`) is counted on the host: no parameters, steps,
-devices or checkpoints. Its evaluation counts the tokens the neural one counts
-(`lm_eval_batches`): every token of a split is a target once, the first one's history
-being `</s>`, the end of the line before the split; with train.eval_batches > 0 only the
-tokens of those first batches. The run directory gets what a neural run writes that means
-something here: config.json, the tokenizer, metrics.jsonl and summary.json.
+devices or checkpoints. It is evaluated by `evaluation.evaluate` over the batches a neural
+run is scored on (`lm_eval_batches`), with a host scorer: every token of a split is a
+target once, the first one's history being `</s>`, the end of the line before the split;
+with train.eval_batches > 0 only the tokens of those first batches. The run directory gets
+what a neural run writes that means something here: config.json, the tokenizer,
+metrics.jsonl and summary.json.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from seqjax import config as config_lib
 from seqjax.config import Config
-from seqjax.data import EOS_ID, LMData, holds_pairs, load_data
+from seqjax.contracts import SPECIAL_IDS, Batch
+from seqjax.data import holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram
+from seqjax.training.evaluation import Scorer, describe_metrics, evaluate
 from seqjax.training.experiment import TOKENIZER_DIRS
 from seqjax.training.logging import RunLogger
 from seqjax.training.state import config_differences, dump_json
 
-NGRAM_KIND = "ngram"
-
 
 def validate_ngram_config(cfg: Config) -> None:
     """Raises ValueError for a config the n-gram baseline cannot honour (the rule in each message)."""
+    kind = f"model.kind={cfg.model.kind}"
     if holds_pairs(cfg.data):
         raise ValueError(
-            f"model.kind=ngram is a language model; data.kind={cfg.data.kind!r} data.task={cfg.data.task!r} "
+            f"{kind} is a language model; data.kind={cfg.data.kind!r} data.task={cfg.data.task!r} "
             f"is sentence-pair data, which needs an encoder-decoder (model.kind in {', '.join(SEQ2SEQ_KINDS)})"
         )
     context = cfg.model.context
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ValueError(f"model.context must be an int >= 0 (the n-gram order - 1) for model.kind=ngram, got {context!r}")
+        raise ValueError(f"model.context must be an int >= 0 (the n-gram order - 1) for {kind}, got {context!r}")
     if cfg.head.kind != "full":
-        raise ValueError(f"head.kind={cfg.head.kind!r} does not apply to model.kind=ngram: it has no output layer")
+        raise ValueError(f"head.kind={cfg.head.kind!r} does not apply to {kind}: it has no output layer")
     if cfg.objective.kind != "teacher_forcing":
         raise ValueError(
-            f"objective.kind={cfg.objective.kind!r} does not apply to model.kind=ngram: it is counted, not trained"
+            f"objective.kind={cfg.objective.kind!r} does not apply to {kind}: it is counted, not trained"
         )
     t = cfg.train
     if t.init_from:
-        raise ValueError(f"train.init_from={t.init_from!r} does not apply to model.kind=ngram: it has no parameters")
+        raise ValueError(f"train.init_from={t.init_from!r} does not apply to {kind}: it has no parameters")
     if t.distributed:
-        raise ValueError("train.distributed does not apply to model.kind=ngram: it is counted on one host")
+        raise ValueError(f"train.distributed does not apply to {kind}: it is counted on one host")
     if t.batch_size < 1 or t.eval_batches < 0:
         raise ValueError(
             f"train.batch_size must be >= 1 and train.eval_batches >= 0, got {t.batch_size} and {t.eval_batches}"
@@ -66,29 +70,36 @@ def _check_workdir(cfg: Config, workdir: str) -> None:
         raise ValueError(f"{workdir} holds another run: {'; '.join(diffs)}")
 
 
-def evaluate_ngram(model: ngram.KneserNeyLM, data: LMData, split: str, cfg: Config) -> dict[str, float]:
-    """Exact NLL of `split` over the tokens `seqjax.training.evaluation.evaluate` counts.
+def ngram_scorer(model: ngram.KneserNeyLM) -> Scorer:
+    """score(batch) -> (Σ NLL, tokens) over the unmasked targets of `lm_eval_batches`, called
+    on a split's batches in order.
 
-    Returns nll (mean nats per token), perplexity, tokens, and word_perplexity (the same
-    total NLL over the split's words) when the whole split is scored — the keys of `evaluate`.
+    Those batches hold consecutive chunks of the split (row r of batch i is chunk i·B + r), so
+    a chunk's history is the last order − 1 tokens of the chunk before it, and the first
+    chunk's is `</s>`: each token is scored as `model.nll_sum` scores it in the whole split.
     """
-    stream = data.splits[split]
-    if cfg.train.eval_batches:
-        stream = stream[: cfg.train.eval_batches * cfg.train.batch_size * cfg.data.seq_len]
-    nll_sum = model.nll_sum(stream, history=(EOS_ID,))
-    tokens = len(stream)
-    result = {"nll": nll_sum / tokens, "perplexity": math.exp(nll_sum / tokens), "tokens": float(tokens)}
-    words = data.words.get(split)
-    if words and not cfg.train.eval_batches:
-        result["word_perplexity"] = math.exp(nll_sum / words)
-    return result
+    keep = model.order - 1
+    history = [SPECIAL_IDS.eos]
+
+    def score(batch: Batch) -> tuple[float, int]:
+        nonlocal history
+        nll_sum, tokens = 0.0, 0
+        for targets, mask in zip(np.asarray(batch["targets"]), np.asarray(batch["mask"])):
+            chunk = targets[mask > 0].tolist()  # padding (the end of the last batch) scores nothing
+            if chunk:
+                nll_sum += model.nll_sum(chunk, history=history)
+                tokens += len(chunk)
+                history = (history + chunk)[-keep:] if keep else []
+        return nll_sum, tokens
+
+    return score
 
 
 def train_ngram(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Counts a Kneser–Ney model of order model.context + 1 on the train split and evaluates it.
 
     Returns the summary it writes: order, parameters (stored n-gram counts, the model's size
-    where a neural run reports weights), fit_seconds, and valid / test as `evaluate_ngram`.
+    where a neural run reports weights), fit_seconds, and valid / test as `evaluation.evaluate`.
     """
     validate_ngram_config(cfg)
     _check_workdir(cfg, workdir)
@@ -113,9 +124,9 @@ def train_ngram(cfg: Config, workdir: str, *, echo: Callable[[str], None] = prin
     try:
         for split in ("valid", "test"):
             if split in data.splits:
-                summary[split] = evaluate_ngram(model, data, split, cfg)
+                summary[split] = evaluate(cfg, data, split, ngram_scorer(model))
                 logger.write(0, split, summary[split])
-                echo(f"{split}: " + ", ".join(f"{k} {v:,.4g}" for k, v in summary[split].items()))
+                echo(f"{split}: {describe_metrics(summary[split])}")
         logger.summary(summary)
     finally:
         logger.close()

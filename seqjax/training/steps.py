@@ -214,3 +214,8 @@ def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> EvalStep:
 
     return jax.jit(eval_step, in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh))
 
+
+def batch_scorer(eval_step: EvalStep, params, mesh: Mesh) -> Callable[[Batch], tuple[jax.Array, jax.Array]]:
+    """score(host batch) -> (nll_sum, tokens) of `params`: what `evaluation.evaluate` takes."""
+    sharding = batch_sharding(mesh)
+    return lambda batch: eval_step(params, jax.device_put(batch, sharding))

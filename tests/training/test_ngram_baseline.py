@@ -50,6 +50,15 @@ def test_perplexity_is_kneser_ney_of_the_split_after_eos_over_the_neural_eval_to
         assert summary[split]["perplexity"] == pytest.approx(model.perplexity(stream, history=[EOS_ID]), rel=1e-12)
 
 
+def test_chunks_shorter_than_the_context_take_their_history_from_the_chunks_before(tmp_path):
+    cfg = tiny_config("model.kind=ngram", "model.context=4", "data.seq_len=2")
+    summary = train(cfg, str(tmp_path), echo=quiet)
+    data = load_data(cfg.data)
+    model = fit(data.splits["train"], 5, vocab_size=data.tokenizer.vocab.size)
+    expected = model.perplexity(data.splits["valid"], history=[EOS_ID])
+    assert summary["valid"]["perplexity"] == pytest.approx(expected, rel=1e-12)
+
+
 def test_eval_batches_scores_only_the_tokens_of_those_batches(tmp_path):
     cfg = tiny_config(*NGRAM, "train.eval_batches=1")
     summary = train(cfg, str(tmp_path), echo=quiet)
