@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from seqjax.contracts import StepFn
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id, is_int, is_real
 
 
 def beam_search(
-    step_fn: Callable,
+    step_fn: StepFn,
     state: Any,
     *,
     bos_id: int,
@@ -60,6 +60,18 @@ def beam_search(
       sequences: [B, K, max_len] int32, BOS excluded, pad_id after EOS.
       scores: [B, K] float32, length-penalized, descending. A row with fewer than K
         possible hypotheses fills the rest with score -inf and an all-pad_id sequence.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.decoding import beam_search
+      >>> table = jnp.log(jnp.array([[.25, .25, .25, .25], [.05, .05, .3, .6], [.25, .25, .25, .25], [.1, .1, .6, .2]]))
+      >>> def step_fn(state, tokens):  # a bigram model: row t of the table follows token t
+      ...     return table[tokens], state
+      >>> sequences, scores = beam_search(step_fn, jnp.zeros(1), bos_id=1, eos_id=2, pad_id=0, beam_size=2, max_len=4)
+      >>> sequences.tolist()
+      [[[3, 2, 0, 0], [2, 0, 0, 0]]]
+      >>> print(np.asarray(scores).round(4))  # log(.6 · .6), log .3
+      [[-1.0217 -1.204 ]]
     """
     beam_size = check_positive_int("beam_size", beam_size)
     max_len = check_positive_int("max_len", max_len)

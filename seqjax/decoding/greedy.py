@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from seqjax.contracts import StepFn
 from seqjax.decoding.loop import decode_loop
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id
 
 
 def greedy(
-    step_fn: Callable, state: Any, *, bos_id: int, eos_id: int, pad_id: int, max_len: int
+    step_fn: StepFn, state: Any, *, bos_id: int, eos_id: int, pad_id: int, max_len: int
 ) -> tuple[jax.Array, jax.Array]:
     """Greedy decoding of a batch.
 
@@ -33,6 +33,16 @@ def greedy(
       lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
 
     Usable inside `jax.jit` (state traced, the keyword arguments static).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from seqjax.decoding import greedy
+      >>> table = jnp.log(jnp.array([[.25, .25, .25, .25], [.05, .05, .3, .6], [.25, .25, .25, .25], [.1, .1, .6, .2]]))
+      >>> def step_fn(state, tokens):  # a bigram model: row t of the table follows token t
+      ...     return table[tokens], state
+      >>> tokens, lengths = greedy(step_fn, jnp.zeros(2), bos_id=1, eos_id=2, pad_id=0, max_len=4)
+      >>> tokens.tolist(), lengths.tolist()
+      ([[3, 2, 0, 0], [3, 2, 0, 0]], [2, 2])
     """
     max_len = check_positive_int("max_len", max_len)
     _, vocab_size = check_step_contract(step_fn, state)

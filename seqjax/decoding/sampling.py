@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
+from seqjax.contracts import StepFn
 from seqjax.decoding.loop import decode_loop
 from seqjax.decoding.validation import (
     check_positive_int,
@@ -26,31 +27,53 @@ from seqjax.decoding.validation import (
 )
 
 
-def scale_temperature(log_probs: jax.Array, temperature: float | jax.Array) -> jax.Array:
-    """log softmax(log_probs / temperature). log_probs: [N, V] float; returns [N, V] float32."""
-    return jax.nn.log_softmax(log_probs.astype(jnp.float32) / temperature, axis=-1)
+def scale_temperature(log_probs: ArrayLike, temperature: float | ArrayLike) -> jax.Array:
+    """log softmax(log_probs / temperature). log_probs: [N, V] float; returns [N, V] float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.decoding import scale_temperature
+      >>> cooled = scale_temperature(jnp.log(jnp.array([[0.5, 0.25, 0.25]])), 0.5)  # p² renormalized
+      >>> print(np.asarray(jnp.exp(cooled)).round(4))
+      [[0.6667 0.1667 0.1667]]
+    """
+    return jax.nn.log_softmax(jnp.asarray(log_probs, jnp.float32) / temperature, axis=-1)
 
 
-def truncate_top_k(log_probs: jax.Array, k: int) -> jax.Array:
+def truncate_top_k(log_probs: ArrayLike, k: int) -> jax.Array:
     """Keeps exactly the k most probable tokens (ties: lower id first), renormalized.
 
     log_probs: [N, V] float; k: static int in [1, V]. Returns [N, V] float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.decoding import truncate_top_k
+      >>> kept = truncate_top_k(jnp.log(jnp.array([[0.5, 0.2, 0.3]])), 2)
+      >>> print(np.asarray(jnp.exp(kept)).round(4))
+      [[0.625 0.    0.375]]
     """
-    log_probs = log_probs.astype(jnp.float32)
+    log_probs = jnp.asarray(log_probs, jnp.float32)
     _, kept = jax.lax.top_k(log_probs, k)
     rows = jnp.arange(log_probs.shape[0])[:, None]
     keep = jnp.zeros(log_probs.shape, bool).at[rows, kept].set(True)
     return jax.nn.log_softmax(jnp.where(keep, log_probs, -jnp.inf), axis=-1)
 
 
-def truncate_top_p(log_probs: jax.Array, p: float | jax.Array) -> jax.Array:
+def truncate_top_p(log_probs: ArrayLike, p: float | ArrayLike) -> jax.Array:
     """Keeps the smallest set of most probable tokens whose probability reaches p, renormalized.
 
     A token is kept when the probability of the tokens ranked above it is < p, so the
     most probable token is always kept. log_probs: [N, V] float; p in (0, 1].
     Returns [N, V] float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.decoding import truncate_top_p
+      >>> kept = truncate_top_p(jnp.log(jnp.array([[0.2, 0.5, 0.3]])), 0.6)  # 0.5 < 0.6, then 0.5 + 0.3
+      >>> print(np.asarray(jnp.exp(kept)).round(4))
+      [[0.    0.625 0.375]]
     """
-    log_probs = jax.nn.log_softmax(log_probs.astype(jnp.float32), axis=-1)
+    log_probs = jax.nn.log_softmax(jnp.asarray(log_probs, jnp.float32), axis=-1)
     order = jnp.argsort(-log_probs, axis=-1, stable=True)
     sorted_probs = jnp.exp(jnp.take_along_axis(log_probs, order, axis=-1))
     # Exclusive cumulative sum: the mass strictly above each rank, exact 0 for the first.
@@ -62,7 +85,7 @@ def truncate_top_p(log_probs: jax.Array, p: float | jax.Array) -> jax.Array:
 
 
 def sample(
-    step_fn: Callable,
+    step_fn: StepFn,
     state: Any,
     key: jax.Array,
     *,
@@ -90,6 +113,17 @@ def sample(
       lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
 
     Usable inside `jax.jit` (state and key traced, the keyword arguments static).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from seqjax.decoding import sample
+      >>> table = jnp.log(jnp.array([[.25, .25, .25, .25], [.05, .05, .3, .6], [.25, .25, .25, .25], [.1, .1, .6, .2]]))
+      >>> def step_fn(state, tokens):  # a bigram model: row t of the table follows token t
+      ...     return table[tokens], state
+      >>> tokens, lengths = sample(step_fn, jnp.zeros(3), jax.random.key(0), bos_id=1, eos_id=2, pad_id=0,
+      ...                          max_len=4, temperature=0.8, top_p=0.5)  # keeps the most probable only
+      >>> tokens.tolist(), lengths.tolist()
+      ([[3, 2, 0, 0], [3, 2, 0, 0], [3, 2, 0, 0]], [2, 2, 2])
     """
     max_len = check_positive_int("max_len", max_len)
     if not is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):

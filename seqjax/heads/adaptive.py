@@ -89,15 +89,15 @@ def adaptive_softmax_loss(
       [N] float32 losses.
 
     Example:
-      >>> import jax, jax.numpy as jnp
+      >>> import jax.numpy as jnp, numpy as np
       >>> from seqjax.heads import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
-      >>> keys = jax.random.split(jax.random.key(0), 4)
       >>> (width,) = tail_dimensions(8, 1, 2.0)  # one tail cluster [10, 30), projected to 4
-      >>> hidden, head = jax.random.normal(keys[0], (3, 8)), jax.random.normal(keys[1], (11, 8))
-      >>> projections, tails = [jax.random.normal(keys[2], (8, width))], [jax.random.normal(keys[3], (20, width))]
-      >>> targets = jnp.array([0, 12, 29])
+      >>> rng = np.random.default_rng(0)
+      >>> hidden, head = rng.normal(size=(3, 8)), rng.normal(size=(10 + 1, 8))  # shortlist + 1 cluster
+      >>> projections, tails = [rng.normal(size=(8, width))], [rng.normal(size=(20, width))]
+      >>> targets = np.array([0, 12, 29])
       >>> loss = adaptive_softmax_loss(hidden, head, projections, tails, targets, (10,))
-      >>> exact = -adaptive_log_probs(hidden, head, projections, tails, (10,))[jnp.arange(3), targets]
+      >>> exact = -adaptive_log_probs(hidden, head, projections, tails, (10,))[np.arange(3), targets]
       >>> loss.shape, loss.dtype, bool(jnp.allclose(loss, exact, rtol=1e-5))
       ((3,), dtype('float32'), True)
     """

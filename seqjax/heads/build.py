@@ -45,15 +45,12 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
         or tying a head whose output rows are not words (the tree head).
 
     Example:
-      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> import numpy as np
       >>> from seqjax.config import HeadConfig
       >>> from seqjax.heads import build_head
-      >>> cfg = HeadConfig(kind="adaptive", cutoffs=(10,), div_value=2.0, head_bias=True)
-      >>> head = build_head(cfg, 30, np.arange(30, 0, -1))
-      >>> hidden = jnp.ones((2, 8))
-      >>> variables = head.init(jax.random.key(0), hidden, method="log_probs")
-      >>> head.apply(variables, hidden, method="log_probs").shape, variables["params"]["head_biases"].shape
-      ((2, 30), (11,))
+      >>> head = build_head(HeadConfig(kind="adaptive", cutoffs=(10,), head_bias=True), 30, np.arange(30, 0, -1))
+      >>> type(head).__name__, head.cutoffs, head.head_bias
+      ('AdaptiveSoftmax', (10,), True)
     """
     if cfg.kind not in KINDS:
         raise ValueError(f"head.kind must be one of {', '.join(KINDS)}, got {cfg.kind!r}")

@@ -21,6 +21,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 from seqjax.heads.selected_rows import selected_row_losses
@@ -55,15 +56,24 @@ class Classes:
         return int(self.sizes.max())
 
 
-def frequency_classes(counts, num_classes: int) -> Classes:
+def frequency_classes(counts: ArrayLike, num_classes: int) -> Classes:
     """Splits ids [0, V) into `num_classes` contiguous, non-empty classes of ~equal count mass.
 
     Class c starts at the first id whose preceding mass reaches c / C of the total (a word
     heavier than 1 / C gets a class of its own, and the following boundaries move on).
 
     Args:
-      counts: [V] positive counts (smooth zeros first, e.g. counts + 1).
+      counts: [V] positive counts, host side (smooth zeros first, e.g. counts + 1).
       num_classes: 1 <= C <= V.
+
+    Returns:
+      `Classes` of numpy int32 arrays: starts [C], sizes [C], class_of [V].
+
+    Example:
+      >>> from seqjax.heads import frequency_classes
+      >>> classes = frequency_classes([50, 20, 10, 10, 5, 5], 3)
+      >>> classes.starts.tolist(), classes.sizes.tolist()  # masses 50, 20, 30
+      ([0, 1, 2], [1, 1, 4])
     """
     values = checks.require_counts("counts", counts)
     num_classes = checks.require_positive_int("num_classes", num_classes)
@@ -83,8 +93,14 @@ def frequency_classes(counts, num_classes: int) -> Classes:
 
 
 def class_softmax_loss(
-    hidden, class_weights, class_biases, word_weights, word_biases, targets, classes: Classes
-):
+    hidden: ArrayLike,
+    class_weights: ArrayLike,
+    class_biases: ArrayLike | None,
+    word_weights: ArrayLike,
+    word_biases: ArrayLike | None,
+    targets: ArrayLike,
+    classes: Classes,
+) -> jax.Array:
     """Per-row −log p(c(t) | h) − log p(t | c(t), h).
 
     Args:
@@ -96,6 +112,19 @@ def class_softmax_loss(
 
     Returns:
       [N] float32 losses.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import class_log_probs, class_softmax_loss, frequency_classes
+      >>> classes = frequency_classes(np.arange(20, 0, -1), 4)
+      >>> rng = np.random.default_rng(0)
+      >>> hidden, class_weights = rng.normal(size=(3, 8)), rng.normal(size=(4, 8))
+      >>> word_weights = rng.normal(size=(20, 8))
+      >>> targets = np.array([0, 5, 19])
+      >>> loss = class_softmax_loss(hidden, class_weights, None, word_weights, None, targets, classes)
+      >>> exact = -class_log_probs(hidden, class_weights, None, word_weights, None, classes)[np.arange(3), targets]
+      >>> loss.shape, loss.dtype, bool(jnp.allclose(loss, exact, rtol=1e-5))
+      ((3,), dtype('float32'), True)
     """
     _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes)
     checks.require_hidden_and_targets(hidden, targets, classes.vocab_size)
@@ -118,8 +147,26 @@ def class_softmax_loss(
     return word_losses - target_class_log_probs
 
 
-def class_log_probs(hidden, class_weights, class_biases, word_weights, word_biases, classes: Classes):
-    """Exact normalized log p(w | h) for every word: [N, V] float32 (one [N, D] x [D, V] matmul)."""
+def class_log_probs(
+    hidden: ArrayLike,
+    class_weights: ArrayLike,
+    class_biases: ArrayLike | None,
+    word_weights: ArrayLike,
+    word_biases: ArrayLike | None,
+    classes: Classes,
+) -> jax.Array:
+    """Exact normalized log p(w | h) for every word: [N, V] float32 (one [N, D] x [D, V] matmul).
+
+    Arguments as in `class_softmax_loss` (no targets).
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import class_log_probs, frequency_classes
+      >>> classes = frequency_classes([5, 1, 1, 1], 2)  # {0}, {1, 2, 3}
+      >>> log_probs = class_log_probs(jnp.zeros((1, 2)), jnp.zeros((2, 2)), None, jnp.zeros((4, 2)), None, classes)
+      >>> print(np.asarray(jnp.exp(log_probs)).round(4))  # 1/2, then 1/2 · 1/3 each
+      [[0.5    0.1667 0.1667 0.1667]]
+    """
     _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes)
     hidden = jnp.asarray(hidden, jnp.float32)
     class_of = jnp.asarray(classes.class_of)

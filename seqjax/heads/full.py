@@ -16,10 +16,19 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 
-def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | None = None):
+
+def full_softmax_loss(
+    hidden: ArrayLike,
+    weights: ArrayLike,
+    biases: ArrayLike | None,
+    targets: ArrayLike,
+    *,
+    chunk_size: int | None = None,
+) -> jax.Array:
     """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`.
 
     Args:
@@ -32,6 +41,14 @@ def full_softmax_loss(hidden, weights, biases, targets, *, chunk_size: int | Non
 
     Returns:
       [N] float32 losses (the caller masks and reduces).
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import full_softmax_loss
+      >>> hidden, weights = jnp.zeros((2, 4)), jnp.ones((10, 4))  # equal scores: uniform over 10
+      >>> loss = full_softmax_loss(hidden, weights, None, jnp.array([0, 9]))
+      >>> print(np.asarray(loss).round(4), loss.dtype)  # log 10
+      [2.3026 2.3026] float32
     """
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     if chunk_size is not None:

@@ -27,6 +27,7 @@ from typing import ClassVar
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
@@ -36,8 +37,20 @@ from seqjax.heads.samplers import Sampler
 from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
 
 
-def masked_mean(per_row, mask):
-    """(sum(mask · per_row) / max(sum(mask), 1), {"tokens": sum(mask)}) in float32."""
+def masked_mean(per_row: ArrayLike, mask: ArrayLike | None) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(sum(mask · per_row) / max(sum(mask), 1), {"tokens": sum(mask)}), both [] float32.
+
+    per_row: [N] float losses; mask: [N] float (1 keeps a row, 0 drops it) or None (all rows).
+    A dropped row's loss may be inf or nan without reaching the mean.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from seqjax.heads import masked_mean
+      >>> loss, aux = masked_mean(jnp.array([1.0, 3.0, jnp.inf]), jnp.array([1.0, 1.0, 0.0]))
+      >>> float(loss), float(aux["tokens"])
+      (2.0, 2.0)
+    """
+    per_row = jnp.asarray(per_row, jnp.float32)
     mask = jnp.ones_like(per_row) if mask is None else jnp.asarray(mask, jnp.float32)
     tokens = mask.sum()
     # where, not a product: a padded row's loss may be inf, and 0 · inf is nan.

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 
 
-def compact(ids) -> tuple[jax.Array, jax.Array]:
+def compact(ids: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """The distinct ids among `ids`, and each id's index among them.
 
     Args:
@@ -41,6 +42,13 @@ def compact(ids) -> tuple[jax.Array, jax.Array]:
       distinct: [M] int32, M = ids.size (static, so it works under jit): the distinct ids in
         increasing order, then padding that repeats the smallest id.
       local: int32 of `ids`' shape, with distinct[local] == ids.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from seqjax.heads.rows import compact
+      >>> distinct, local = compact(jnp.array([7, 3, 7, 9]))
+      >>> distinct.tolist(), local.tolist()
+      ([3, 7, 9, 3], [1, 0, 1, 2])
     """
     checks.require_ids("ids", ids, jnp.iinfo(jnp.int32).max)
     ids = jnp.asarray(ids)

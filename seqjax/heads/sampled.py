@@ -29,14 +29,8 @@ from seqjax.heads import checks
 
 
 def sampled_softmax_loss(
-    hidden: ArrayLike,
-    weights: ArrayLike,
-    biases: ArrayLike | None,
-    targets: ArrayLike,
-    samples: ArrayLike,
-    sample_log_expected_counts: ArrayLike,
-    target_log_expected_counts: ArrayLike,
-    *,
+    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike, target_log_expected_counts: ArrayLike, *,
     remove_accidental_hits: bool = True,
 ) -> jax.Array:
     """Importance-sampled softmax cross-entropy over the true class and K samples.
@@ -63,11 +57,10 @@ def sampled_softmax_loss(
       ValueError: a log-count argument is None or misshapen, or ids outside [0, V).
 
     Example:
-      >>> import jax, jax.numpy as jnp
+      >>> import jax, numpy as np
       >>> from seqjax.heads import sampled_softmax_loss, samplers
-      >>> hidden = jax.random.normal(jax.random.key(0), (4, 8))
-      >>> weights = jax.random.normal(jax.random.key(1), (50, 8))
-      >>> targets = jnp.array([3, 7, 7, 42])
+      >>> rng = np.random.default_rng(0)
+      >>> hidden, weights, targets = rng.normal(size=(4, 8)), rng.normal(size=(50, 8)), np.array([3, 7, 7, 42])
       >>> sampler = samplers.log_uniform(50)
       >>> drawn = sampler.sample(jax.random.key(2), 10, unique=True)
       >>> loss = sampled_softmax_loss(hidden, weights, None, targets, drawn.ids, drawn.log_expected_counts,
@@ -88,16 +81,9 @@ def sampled_softmax_loss(
 
 
 def nce_loss(
-    hidden: ArrayLike,
-    weights: ArrayLike,
-    biases: ArrayLike | None,
-    targets: ArrayLike,
-    samples: ArrayLike,
-    sample_log_expected_counts: ArrayLike,
-    target_log_expected_counts: ArrayLike,
-    *,
-    log_normalizer: float | ArrayLike = 0.0,
-    remove_accidental_hits: bool = False,
+    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike, target_log_expected_counts: ArrayLike, *,
+    log_normalizer: float | ArrayLike = 0.0, remove_accidental_hits: bool = False,
 ) -> jax.Array:
     """Noise-contrastive estimation (Mnih & Teh 2012) with K noise samples per row.
 
@@ -120,12 +106,11 @@ def nce_loss(
       ValueError: as `sampled_softmax_loss`.
 
     Example:
-      >>> import jax, jax.numpy as jnp
+      >>> import jax, numpy as np
       >>> from seqjax.heads import nce_loss, samplers
-      >>> hidden = jax.random.normal(jax.random.key(0), (4, 8))
-      >>> weights = jax.random.normal(jax.random.key(1), (50, 8))
-      >>> targets = jnp.array([3, 7, 7, 42])
-      >>> sampler = samplers.unigram(jnp.arange(50, 0, -1), power=0.75)
+      >>> rng = np.random.default_rng(0)
+      >>> hidden, weights, targets = rng.normal(size=(4, 8)), rng.normal(size=(50, 8)), np.array([3, 7, 7, 42])
+      >>> sampler = samplers.unigram(np.arange(50, 0, -1), power=0.75)
       >>> drawn = sampler.sample(jax.random.key(2), 10)
       >>> loss = nce_loss(hidden, weights, None, targets, drawn.ids, drawn.log_expected_counts,
       ...                 sampler.log_expected_count(targets, 10), remove_accidental_hits=True)

@@ -17,6 +17,7 @@ import heapq
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 
@@ -51,7 +52,15 @@ class Tree:
 
 
 def balanced_tree(vocab_size: int) -> Tree:
-    """The tree that halves the id range at every node: every depth is ⌈log2 V⌉ or one less."""
+    """The tree that halves the id range at every node: every depth is ⌈log2 V⌉ or one less.
+
+    vocab_size: V >= 2. Returns a `Tree` (numpy arrays, host side).
+
+    Example:
+      >>> from seqjax.heads import balanced_tree
+      >>> balanced_tree(5).depths.tolist()
+      [3, 3, 2, 2, 2]
+    """
     vocab_size = checks.require_positive_int("vocab_size", vocab_size)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2 for a tree, got {vocab_size}")
@@ -72,8 +81,16 @@ def balanced_tree(vocab_size: int) -> Tree:
     return _from_children(np.array(left), np.array(right), root=0)
 
 
-def huffman_tree(counts) -> Tree:
-    """The Huffman tree of `counts` [V] (> 0): minimal expected code length Σ counts·depth."""
+def huffman_tree(counts: ArrayLike) -> Tree:
+    """The Huffman tree of `counts` [V] (> 0, host side): minimal expected code length Σ counts·depth.
+
+    Returns a `Tree` (numpy arrays, host side).
+
+    Example:
+      >>> from seqjax.heads import huffman_tree
+      >>> huffman_tree([8, 4, 2, 1, 1]).depths.tolist()  # frequent words get short paths
+      [1, 2, 3, 4, 4]
+    """
     values = checks.require_counts("counts", counts)
     if values.size < 2:
         raise ValueError(f"counts must have >= 2 entries for a tree, got {values.size}")
@@ -91,7 +108,9 @@ def huffman_tree(counts) -> Tree:
     return _from_children(np.array(left), np.array(right), root=len(left) - 1)
 
 
-def tree_softmax_loss(hidden, node_weights, node_biases, targets, tree: Tree):
+def tree_softmax_loss(
+    hidden: ArrayLike, node_weights: ArrayLike, node_biases: ArrayLike | None, targets: ArrayLike, tree: Tree
+) -> jax.Array:
     """Per-row −log p(target | h) along the target's path.
 
     Args:
@@ -102,6 +121,17 @@ def tree_softmax_loss(hidden, node_weights, node_biases, targets, tree: Tree):
 
     Returns:
       [N] float32 losses. Gathers [N, L, D] node vectors, L the maximum depth.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import huffman_tree, tree_log_probs, tree_softmax_loss
+      >>> tree = huffman_tree(np.arange(12, 0, -1))
+      >>> rng = np.random.default_rng(0)
+      >>> hidden, nodes, targets = rng.normal(size=(3, 8)), rng.normal(size=(11, 8)), np.array([0, 4, 11])
+      >>> loss = tree_softmax_loss(hidden, nodes, None, targets, tree)
+      >>> exact = -tree_log_probs(hidden, nodes, None, tree)[np.arange(3), targets]
+      >>> loss.shape, loss.dtype, bool(jnp.allclose(loss, exact, rtol=1e-5))
+      ((3,), dtype('float32'), True)
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_hidden_and_targets(hidden, targets, tree.vocab_size)
@@ -110,13 +140,20 @@ def tree_softmax_loss(hidden, node_weights, node_biases, targets, tree: Tree):
     return tree_path_loss(hidden, jnp.asarray(node_weights, jnp.float32)[nodes], path_biases, codes, mask)
 
 
-def tree_paths(tree: Tree, targets) -> tuple[jax.Array, jax.Array, jax.Array]:
+def tree_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The targets' root-to-leaf paths: node ids [N, L] int32 (0 on padding), codes [N, L] int8
-    (1 = right) and mask [N, L] bool.
+    (1 = right) and mask [N, L] bool, for targets [N] int in [0, V).
 
     With `tree_path_loss` this gives the tree loss a row gradient (`seqjax.heads.rows`):
     differentiate with respect to the gathered node rows `node_weights[nodes]` instead of the
     [V − 1, D] node table; `nodes` indexes that gradient.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from seqjax.heads import balanced_tree, tree_paths
+      >>> nodes, codes, mask = tree_paths(balanced_tree(4), jnp.array([0, 3]))
+      >>> nodes.tolist(), codes.tolist(), mask.tolist()
+      ([[0, 1], [0, 2]], [[0, 0], [1, 1]], [[True, True], [True, True]])
     """
     checks.require_rank("targets", targets, 1)
     checks.require_ids("targets", targets, tree.vocab_size)
@@ -129,7 +166,9 @@ def _gather_paths(tree: Tree, targets):
     return jnp.asarray(tree.nodes)[targets], jnp.asarray(tree.codes)[targets], jnp.asarray(tree.mask)[targets]
 
 
-def tree_path_loss(hidden, path_weights, path_biases, codes, mask):
+def tree_path_loss(
+    hidden: ArrayLike, path_weights: ArrayLike, path_biases: ArrayLike | None, codes: ArrayLike, mask: ArrayLike
+) -> jax.Array:
     """Per-row −Σ_l log σ(±(h·u_l + b_l)) over the real steps of each row's path.
 
     Args:
@@ -139,6 +178,15 @@ def tree_path_loss(hidden, path_weights, path_biases, codes, mask):
 
     Returns:
       [N] float32 losses.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import balanced_tree, tree_path_loss, tree_paths
+      >>> nodes, codes, mask = tree_paths(balanced_tree(4), jnp.array([0, 3]))
+      >>> node_weights = jnp.zeros((3, 2))  # every decision σ(0) = 1/2: p = 1/4
+      >>> loss = tree_path_loss(jnp.ones((2, 2)), node_weights[nodes], None, codes, mask)
+      >>> print(np.asarray(loss).round(4))  # log 4
+      [1.3863 1.3863]
     """
     checks.require_rank("hidden", hidden, 2)
     checks.require_rank("path_weights", path_weights, 3)
@@ -155,12 +203,21 @@ def tree_path_loss(hidden, path_weights, path_biases, codes, mask):
     return -(jnp.asarray(mask).astype(jnp.float32) * jax.nn.log_sigmoid(signs * scores)).sum(axis=1)
 
 
-def tree_log_probs(hidden, node_weights, node_biases, tree: Tree):
+def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: ArrayLike | None, tree: Tree) -> jax.Array:
     """Exact normalized log p(w | h) for every word: [N, V] float32.
+
+    hidden: [N, D] float; node_weights: [V − 1, D] float; node_biases: [V − 1] float or None.
 
     Walks the tree top-down one depth at a time, so the work is O(N·V) rather than the
     O(N·V·L) of summing every word's path; depths have different widths, so the walk is an
     unrolled loop over the (static, <= L) depths rather than a scan over padded levels.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.heads import huffman_tree, tree_log_probs
+      >>> log_probs = tree_log_probs(jnp.zeros((1, 2)), jnp.zeros((2, 2)), None, huffman_tree([2, 1, 1]))
+      >>> print(np.asarray(jnp.exp(log_probs)).round(4))  # depths 1, 2, 2
+      [[0.5  0.25 0.25]]
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_rank("hidden", hidden, 2)

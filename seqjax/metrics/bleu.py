@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import sacrebleu
+from jax.typing import ArrayLike
 
 from seqjax.metrics.ngrams import ngram_statistics
 from seqjax.metrics.validation import check_id_batch, check_text_pairs
@@ -29,7 +30,16 @@ SMOOTHING_DEFAULTS = {"none": None, "floor": 0.1, "add-k": 1.0, "exp": None}
 def corpus_bleu(
     hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a", smooth: str = "exp"
 ) -> float:
-    """sacrebleu corpus BLEU (0-100) of detokenized hypotheses against one reference each."""
+    """sacrebleu corpus BLEU (0-100) of detokenized hypotheses against one reference each.
+
+    hypotheses, references: equally many str (host side); tokenize: a sacrebleu tokenizer name;
+    smooth: none | floor | add-k | exp. Returns a Python float.
+
+    Example:
+      >>> from seqjax.metrics import corpus_bleu
+      >>> round(corpus_bleu(["the cat sat on the mat"], ["the cat sat on a mat"]), 2)
+      53.73
+    """
     check_text_pairs(hypotheses, references)
     if tokenize not in sacrebleu.BLEU.TOKENIZERS:
         raise ValueError(f"tokenize must be one of {sorted(sacrebleu.BLEU.TOKENIZERS)}, got {tokenize!r}")
@@ -40,14 +50,26 @@ def corpus_bleu(
 
 
 def bleu_from_statistics(
-    matches: jax.Array, totals: jax.Array, hyp_len: jax.Array, ref_len: jax.Array, *,
+    matches: ArrayLike, totals: ArrayLike, hyp_len: ArrayLike, ref_len: ArrayLike, *,
     smooth: str, smooth_value: float, effective_order: bool,
 ) -> jax.Array:
     """BLEU (0-100) from clipped matches and hypothesis n-gram counts.
 
-    matches, totals: [..., max_order] (float or int); hyp_len, ref_len: [...].
-    Returns [...] float32.
+    matches, totals: [..., max_order] (float or int); hyp_len, ref_len: [...] (float or int).
+    smooth: none | floor | add-k | exp, with its smooth_value; effective_order: drop the
+    orders after the first without hypothesis n-grams (sentence level). Returns [...] float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.metrics import bleu_from_statistics
+      >>> counts = jnp.array([4, 3, 2, 1])  # every n-gram matches; 4 tokens against 5: brevity exp(1 − 5/4)
+      >>> score = bleu_from_statistics(counts, counts, jnp.array(4), jnp.array(5), smooth="none",
+      ...                              smooth_value=0.0, effective_order=False)
+      >>> print(np.asarray(score).round(2))
+      77.88
     """
+    matches, totals = jnp.asarray(matches), jnp.asarray(totals)
+    hyp_len, ref_len = jnp.asarray(hyp_len), jnp.asarray(ref_len)
     max_order = matches.shape[-1]
     matched = matches.astype(jnp.float32)
     total = totals.astype(jnp.float32)
@@ -95,7 +117,7 @@ def _check_options(max_order: Any, smooth: Any, smooth_value: Any) -> float:
 
 
 def sentence_bleu_ids(
-    hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array, *,
+    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, *,
     max_order: int = 4, smooth: str = "exp", smooth_value: float | None = None,
 ) -> jax.Array:
     """Sentence BLEU (0-100) of each row, as `sacrebleu.sentence_bleu` (effective order on).
@@ -103,6 +125,14 @@ def sentence_bleu_ids(
     hyp: [B, T] int, hyp_len: [B] int, ref: [B, S] int, ref_len: [B] int; ids past a
     row's length are ignored. smooth: none | floor | add-k | exp; smooth_value for floor
     and add-k (None: sacrebleu's 0.1 and 1). Returns [B] float32. Jittable.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.metrics import sentence_bleu_ids
+      >>> hyp, hyp_len = jnp.array([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]]), jnp.array([5, 3])
+      >>> ref, ref_len = jnp.array([[5, 6, 7, 8, 9], [5, 6, 7, 8, 0]]), jnp.array([5, 4])
+      >>> print(np.asarray(sentence_bleu_ids(hyp, hyp_len, ref, ref_len)).round(2))
+      [100.    71.65]
     """
     smooth_value = _check_options(max_order, smooth, smooth_value)
     check_id_batch(hyp, hyp_len, ref, ref_len)
@@ -112,12 +142,19 @@ def sentence_bleu_ids(
 
 
 def corpus_bleu_ids(
-    hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array, *,
+    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, *,
     max_order: int = 4, smooth: str = "exp", smooth_value: float | None = None,
 ) -> jax.Array:
     """Corpus BLEU (0-100) of all rows together, as `sacrebleu.corpus_bleu` (statistics summed).
 
     Arguments as in `sentence_bleu_ids`. Returns [] float32. Jittable.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.metrics import corpus_bleu_ids
+      >>> ids = jnp.array([[5, 6, 7, 8, 9], [5, 6, 7, 8, 0]])  # hypothesis 2 stops after 3 ids, its reference after 4
+      >>> print(np.asarray(corpus_bleu_ids(ids, jnp.array([5, 3]), ids, jnp.array([5, 4]))).round(2))
+      88.25
     """
     smooth_value = _check_options(max_order, smooth, smooth_value)
     check_id_batch(hyp, hyp_len, ref, ref_len)

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 
 def ngram_statistics(
-    hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array, max_order: int
+    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, max_order: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Clipped matches and n-gram counts for the orders 1..max_order.
 
     hyp: [B, T] int, hyp_len: [B] int, ref: [B, S] int, ref_len: [B] int; ids past a
     row's length are ignored. Returns matches, hyp_counts, ref_counts: [B, max_order] int32.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from seqjax.metrics import ngram_statistics
+      >>> matches, hyp_counts, ref_counts = ngram_statistics(
+      ...     jnp.array([[1, 2, 1, 2]]), jnp.array([4]), jnp.array([[1, 2, 3]]), jnp.array([3]), 2)
+      >>> matches.tolist(), hyp_counts.tolist(), ref_counts.tolist()  # (1, 2) matches once, clipped
+      ([[2, 1]], [[4, 3]], [[3, 2]])
     """
+    hyp, hyp_len, ref, ref_len = jnp.asarray(hyp), jnp.asarray(hyp_len), jnp.asarray(ref), jnp.asarray(ref_len)
     hyp_length, ref_length = hyp.shape[1], ref.shape[1]
     hyp_len = hyp_len.astype(jnp.int32)[:, None]
     ref_len = ref_len.astype(jnp.int32)[:, None]

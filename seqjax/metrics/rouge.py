@@ -18,6 +18,7 @@ from collections.abc import Hashable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.metrics.ngrams import ngram_statistics
 from seqjax.metrics.validation import check_id_batch, check_text_pairs
@@ -26,7 +27,13 @@ _WORD = re.compile(r"[^\W_]+")
 
 
 def rouge_tokens(text: str) -> list[str]:
-    """The words ROUGE compares: lowercased runs of letters and digits."""
+    """The words ROUGE compares: lowercased runs of letters and digits.
+
+    Example:
+      >>> from seqjax.metrics import rouge_tokens
+      >>> rouge_tokens("Hello, World! Größe 42x")
+      ['hello', 'world', 'größe', '42x']
+    """
     return _WORD.findall(text.lower())
 
 
@@ -42,7 +49,13 @@ def _check_order(n) -> None:
 
 
 def rouge_n(hypothesis: Sequence[Hashable], reference: Sequence[Hashable], n: int) -> float:
-    """ROUGE-N F-measure of two token sequences."""
+    """ROUGE-N F-measure (a float in [0, 1]) of two token sequences (host side), n >= 1.
+
+    Example:
+      >>> from seqjax.metrics import rouge_n
+      >>> rouge_n("a b c".split(), "a b d".split(), 2)  # bigram (a, b) of two on each side
+      0.5
+    """
     _check_order(n)
     grams = lambda tokens: collections.Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
     hyp_grams, ref_grams = grams(list(hypothesis)), grams(list(reference))
@@ -51,7 +64,13 @@ def rouge_n(hypothesis: Sequence[Hashable], reference: Sequence[Hashable], n: in
 
 
 def rouge_l(hypothesis: Sequence[Hashable], reference: Sequence[Hashable]) -> float:
-    """ROUGE-L F-measure of two token sequences (longest common subsequence)."""
+    """ROUGE-L F-measure (a float in [0, 1]) of two token sequences (longest common subsequence).
+
+    Example:
+      >>> from seqjax.metrics import rouge_l
+      >>> round(rouge_l("a b c d".split(), "a c d".split()), 4)  # LCS a c d: P = 3/4, R = 1
+      0.8571
+    """
     hypothesis, reference = list(hypothesis), list(reference)
     lcs = [[0] * (len(reference) + 1) for _ in range(len(hypothesis) + 1)]
     for i, token in enumerate(hypothesis, start=1):
@@ -61,7 +80,15 @@ def rouge_l(hypothesis: Sequence[Hashable], reference: Sequence[Hashable]) -> fl
 
 
 def rouge(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
-    """Mean ROUGE-1/2/L F-measures over pairs of texts: {"rouge1", "rouge2", "rougeL"} in [0, 1]."""
+    """Mean ROUGE-1/2/L F-measures over pairs of texts: {"rouge1", "rouge2", "rougeL"} in [0, 1].
+
+    hypotheses, references: equally many str (host side), at least one.
+
+    Example:
+      >>> from seqjax.metrics import rouge
+      >>> {name: round(value, 4) for name, value in rouge(["The cat sat."], ["the cat ran"]).items()}
+      {'rouge1': 0.6667, 'rouge2': 0.5, 'rougeL': 0.6667}
+    """
     check_text_pairs(hypotheses, references)
     if not hypotheses:
         raise ValueError("hypotheses must hold at least one text, got 0")
@@ -81,18 +108,35 @@ def _f_measure_ids(overlap, hyp_count, ref_count):
     return jnp.where(total > 0, 2 * precision * recall / jnp.where(total > 0, total, 1.0), 0.0)
 
 
-def rouge_n_ids(hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array, *, n: int) -> jax.Array:
+def rouge_n_ids(hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, *, n: int) -> jax.Array:
     """ROUGE-N F-measure of each row. hyp: [B, T] int, hyp_len: [B], ref: [B, S] int, ref_len: [B].
 
     Ids past a row's length are ignored. Returns [B] float32. Jittable.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.metrics import rouge_n_ids
+      >>> hyp, hyp_len = jnp.array([[5, 6, 7, 8], [5, 6, 7, 0]]), jnp.array([4, 3])
+      >>> ref, ref_len = jnp.array([[5, 6, 7, 8], [5, 6, 7, 8]]), jnp.array([4, 4])
+      >>> print(np.asarray(rouge_n_ids(hyp, hyp_len, ref, ref_len, n=2)).round(4))  # 2nd: P = 1, R = 2/3
+      [1.  0.8]
     """
     _check_order(n)
     check_id_batch(hyp, hyp_len, ref, ref_len)
     return _rouge_n_program(hyp, hyp_len, ref, ref_len, n=n)
 
 
-def rouge_l_ids(hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array) -> jax.Array:
-    """ROUGE-L F-measure of each row; arguments as in `rouge_n_ids`. Returns [B] float32. Jittable."""
+def rouge_l_ids(hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike) -> jax.Array:
+    """ROUGE-L F-measure of each row; arguments as in `rouge_n_ids`. Returns [B] float32. Jittable.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from seqjax.metrics import rouge_l_ids
+      >>> hyp, hyp_len = jnp.array([[5, 6, 7, 8], [5, 7, 8, 0]]), jnp.array([4, 3])
+      >>> ref, ref_len = jnp.array([[5, 6, 7, 8], [5, 6, 7, 8]]), jnp.array([4, 4])
+      >>> print(np.asarray(rouge_l_ids(hyp, hyp_len, ref, ref_len)).round(4))  # 2nd: LCS 5 7 8
+      [1.     0.8571]
+    """
     check_id_batch(hyp, hyp_len, ref, ref_len)
     return _rouge_l_program(hyp, hyp_len, ref, ref_len)
 
