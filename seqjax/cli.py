@@ -87,7 +87,7 @@ def decode_options(args):
 
 
 def cmd_eval(args) -> None:
-    from seqjax.training.evaluation import evaluate, oracle_report
+    from seqjax.training.evaluation import evaluate
     from seqjax.training.generation import translate
     from seqjax.training.steps import batch_scorer, make_eval_step
 
@@ -99,8 +99,8 @@ def cmd_eval(args) -> None:
     result = {args.split: evaluate(exp.cfg, exp.data, args.split, score)}
     if exp.is_seq2seq:
         result["generation"] = translate(exp, state.params, args.split, options=options)
-    if exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "oracle":
-        result["oracle"] = oracle_report(exp, state.params)
+    if exp.task_report is not None:
+        result[exp.cfg.data.task] = exp.task_report(exp, state.params)
     print(json.dumps(result, indent=2))
 
 

@@ -15,10 +15,9 @@ import jax
 import numpy as np
 
 from seqjax.config import Config
-from seqjax.contracts import SPECIAL_IDS, Batch
+from seqjax.contracts import Batch
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
-from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
-from seqjax.training.generation import DecodeOptions, decode, lm_samples, translate
+from seqjax.training.generation import lm_samples, translate
 
 if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
@@ -60,37 +59,12 @@ def describe_metrics(result: dict[str, float]) -> str:
 
 
 def generation_report(exp: Experiment, params, *, echo: Callable[[str], None] = print) -> dict:
-    """Prints and returns a few generated samples with the task's quality measure."""
-    cfg = exp.cfg.train
-    if cfg.num_printed_samples == 0:
+    """Prints and returns a few generated samples with the task's quality measure: BLEU and
+    ROUGE for seq2seq; for a language model the synthetic task's own report
+    (`exp.task_report`), if it has one, printed before the samples."""
+    if exp.cfg.train.num_printed_samples == 0:
         return {}
     if exp.is_seq2seq:
         return translate(exp, params, "valid" if "valid" in exp.data.splits else "train", echo=echo)
-    if exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "oracle":
-        return {**lm_samples(exp, params, echo=echo), **oracle_report(exp, params, echo=echo)}
-    return lm_samples(exp, params, echo=echo)
-
-
-def oracle_report(exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 1000,
-                  seed: int = 0) -> dict:
-    """The oracle's NLL of `num` sequences sampled from the model (SeqGAN's measure).
-
-    Each sample is scored on its oracle tokens before the first other token (EOS ends a
-    well-formed one), at most the oracle's length; "oracle_nll" is the mean per scored token
-    and "oracle_well_formed" the fraction of samples that are exactly the oracle's length.
-    """
-    oracle = make_oracle()
-    tokens, _ = jax.device_get(decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=(SPECIAL_IDS.eos,),
-                                      num=num, max_len=oracle.length + 1, options=DecodeOptions(sample=True)))
-    ids = oracle_ids(exp.tokenizer.vocab)[tokens]
-    scored = np.argmax(np.pad(ids < 0, ((0, 0), (0, 1)), constant_values=True), axis=1)
-    lengths = np.minimum(scored, oracle.length)
-    kept = lengths > 0
-    nll = oracle_nll(oracle, np.maximum(ids[kept, : oracle.length], 0), lengths[kept])
-    report = {
-        "oracle_nll": float(np.sum(nll * lengths[kept]) / lengths.sum()) if lengths.sum() else float("nan"),
-        "oracle_well_formed": float(np.mean((scored == oracle.length) & (tokens[:, oracle.length] == SPECIAL_IDS.eos))),
-    }
-    echo(f"oracle NLL of {num} samples: {report['oracle_nll']:.3f} nats/token "
-         f"({report['oracle_well_formed']:.1%} of them {oracle.length} tokens long)")
-    return report
+    measure = exp.task_report(exp, params, echo=echo) if exp.task_report is not None else {}
+    return {**lm_samples(exp, params, echo=echo), **measure}

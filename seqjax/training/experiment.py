@@ -1,7 +1,8 @@
 """Builds everything an experiment needs from its config, validating on the host first.
 
 `build_experiment(cfg, mesh)` reads the data and builds the model, the output head for the
-run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective.
+run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective, and
+attaches the synthetic task's own report (`seqjax.training.task_reports`), if it has one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from seqjax.models import SEQ2SEQ_KINDS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
+from seqjax.training.task_reports import TaskReport, task_report
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
@@ -46,13 +48,18 @@ def validate_train(cfg: Config) -> None:
 
 @dataclasses.dataclass
 class Experiment:
-    """The data, model, head and objective of one run, built and checked from a Config."""
+    """The data, model, head and objective of one run, built and checked from a Config.
+
+    task_report: the synthetic task's own measure of a trained model,
+      `report(exp, params, echo=...) -> dict`, or None when the data has none.
+    """
 
     cfg: Config
     data: LMData | ParallelData
     model: nn.Module
     head: nn.Module
     objective: object
+    task_report: TaskReport | None = None
 
     @property
     def is_seq2seq(self) -> bool:
@@ -116,4 +123,4 @@ def build_experiment(cfg: Config, mesh: Mesh | None = None, tokenizers=None) -> 
     model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if seq2seq else {}
     model = build_model(cfg.model, vocab.size, dtype=PRECISIONS[cfg.train.precision], **model_kwargs)
     head = output_head(cfg, vocab.size, np.asarray(vocab.counts), mesh)
-    return Experiment(cfg, data, model, head, build_objective(cfg.objective))
+    return Experiment(cfg, data, model, head, build_objective(cfg.objective), task_report(cfg.data))

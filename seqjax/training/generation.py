@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
+from typing import TYPE_CHECKING
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from seqjax import decoding
-from seqjax.data import BOS_ID, EOS_ID, PAD_ID, is_grammatical, seq2seq_eval_batches
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.data import seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
-from seqjax.training.experiment import Experiment
+
+if TYPE_CHECKING:
+    from seqjax.training.experiment import Experiment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +51,7 @@ class DecodeOptions:
 def _best_beam(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The best hypothesis of beam search [B, K, T] as tokens [B, T] and lengths [B] (incl. EOS)."""
     best = sequences[:, 0]
-    is_eos = best == EOS_ID
+    is_eos = best == SPECIAL_IDS.eos
     lengths = jnp.where(is_eos.any(axis=1), jnp.argmax(is_eos, axis=1) + 1, best.shape[1])
     return best, lengths.astype(jnp.int32)
 
@@ -62,7 +65,7 @@ def decode(model, head, params, key, batch=None, *, prompt, num, max_len, option
     prefix = jnp.broadcast_to(jnp.asarray(prompt[:-1], jnp.int32), (num, len(prompt) - 1))
     state = prefill(model, params, init_decode_state(model, params, num, len(prompt) + max_len, batch), prefix)
     step_fn = make_step_fn(model, head, params)
-    common = dict(bos_id=prompt[-1], eos_id=EOS_ID, pad_id=PAD_ID, max_len=max_len)
+    common = dict(bos_id=prompt[-1], eos_id=SPECIAL_IDS.eos, pad_id=SPECIAL_IDS.pad, max_len=max_len)
     if options.beam > 1:
         sequences, _ = decoding.beam_search(
             step_fn, state, beam_size=options.beam, length_penalty=options.length_penalty, **common
@@ -75,26 +78,27 @@ def decode(model, head, params, key, batch=None, *, prompt, num, max_len, option
     return decoding.greedy(step_fn, state, **common)
 
 
+def sample_texts(exp: Experiment, params, *, prompt: str = "", num: int, seed: int = 0,
+                 options: DecodeOptions = DecodeOptions(sample=True)) -> list[str]:
+    """`num` continuations of `prompt` (up to train.printed_sample_len tokens) by a language
+    model, each as text that starts with the prompt."""
+    tokenizer = exp.tokenizer
+    ids = (SPECIAL_IDS.eos, *tokenizer.encode(prompt))  # LM streams separate lines with EOS: it precedes a line
+    tokens, lengths = jax.device_get(
+        decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num,
+               max_len=exp.cfg.train.printed_sample_len, options=options)
+    )
+    return [prompt + tokenizer.decode(row[:n].tolist()) for row, n in zip(tokens, lengths)]
+
+
 def lm_samples(exp: Experiment, params, *, echo=print, prompt: str = "", num: int | None = None, seed: int = 0,
                options: DecodeOptions = DecodeOptions(sample=True)) -> dict:
-    """Continues `prompt` with a language model; on the synthetic grammar also scores grammaticality."""
+    """Prints and returns `num` (default train.num_printed_samples) continuations of `prompt`."""
     cfg = exp.cfg.train
-    tokenizer = exp.tokenizer
-    ids = (EOS_ID, *tokenizer.encode(prompt))  # LM streams separate lines with EOS: it is what precedes a line
-    grammar = exp.cfg.data.kind == "synthetic" and exp.cfg.data.task == "grammar"
-    num = num or (256 if grammar else cfg.num_printed_samples)
-    tokens, lengths = jax.device_get(
-        decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num, max_len=cfg.printed_sample_len,
-               options=options)
-    )
-    texts = [prompt + tokenizer.decode(row[:n].tolist()) for row, n in zip(tokens, lengths)]
-    report: dict = {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
-    if grammar:
-        report["grammatical"] = float(np.mean([is_grammatical(t) for t in texts]))
-        echo(f"{report['grammatical']:.1%} of {num} sentences ({options.describe()}) are grammatical")
+    texts = sample_texts(exp, params, prompt=prompt, num=num or cfg.num_printed_samples, seed=seed, options=options)
     for text in texts[: cfg.num_printed_samples]:
         echo(f"  sample: {text}")
-    return report
+    return {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
 
 
 def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options: DecodeOptions) -> list[str]:
@@ -105,7 +109,7 @@ def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options:
         src = {"src": batch["src"], "src_mask": batch["src_mask"]}
         max_len = max(exp.cfg.data.max_pair_len, batch["src"].shape[1]) + 1  # static per bucket: bounded compiles
         tokens, lengths = jax.device_get(
-            decode(exp.model, exp.head, params, jax.random.PRNGKey(0), src, prompt=(BOS_ID,),
+            decode(exp.model, exp.head, params, jax.random.PRNGKey(0), src, prompt=(SPECIAL_IDS.bos,),
                    num=batch["src"].shape[0], max_len=max_len, options=options)
         )
         for row, n, index in zip(tokens, lengths, indices):

@@ -48,7 +48,8 @@ def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsy
 
 def test_eval_and_generate_use_the_saved_run(trained_run, capsys):
     assert main(["eval", "--workdir", str(trained_run), "--split", "test"]) == 0
-    assert '"perplexity"' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert '"perplexity"' in out and '"grammatical"' in out  # the grammar task's own report
     assert main(["generate", "--workdir", str(trained_run), "--prompt", "the ", "--num", "3", "--max-len", "8"]) == 0
     samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
     assert len(samples) == 3 and all(s.split("sample: ")[1].startswith("the ") for s in samples)

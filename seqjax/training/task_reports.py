@@ -1,0 +1,72 @@
+"""The synthetic tasks' own measures of a trained language model, found by `data.task`.
+
+A task whose data comes from a known source can judge what the model generates: every
+sentence of the grammar task is checkable, and the oracle task's generator is an LSTM whose
+likelihood of the model's samples is computable. `TASK_REPORTS` maps such a task to its
+`report(exp, params, *, echo) -> dict`, which prints one line and returns its numbers;
+`build_experiment` attaches the one for its data as `Experiment.task_report` (None for any
+other data); the end-of-run report (`evaluation.generation_report`) and `seqjax eval` print it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+
+from seqjax.config import DataConfig
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.data import is_grammatical
+from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
+from seqjax.training.generation import DecodeOptions, decode, sample_texts
+
+if TYPE_CHECKING:
+    from seqjax.training.experiment import Experiment
+
+TaskReport = Callable[..., dict]  # report(exp, params, *, echo=print) -> dict
+
+
+def grammar_report(exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 256,
+                   seed: int = 0) -> dict:
+    """The fraction of `num` sampled sentences (train.printed_sample_len tokens at most) that
+    the grammar accepts, as "grammatical"."""
+    options = DecodeOptions(sample=True)
+    texts = sample_texts(exp, params, num=num, seed=seed, options=options)
+    report = {"grammatical": float(np.mean([is_grammatical(t) for t in texts]))}
+    echo(f"{report['grammatical']:.1%} of {num} sentences ({options.describe()}) are grammatical")
+    return report
+
+
+def oracle_report(exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 1000,
+                  seed: int = 0) -> dict:
+    """The oracle's NLL of `num` sequences sampled from the model (SeqGAN's measure).
+
+    Each sample is scored on its oracle tokens before the first other token (EOS ends a
+    well-formed one), at most the oracle's length; "oracle_nll" is the mean per scored token
+    and "oracle_well_formed" the fraction of samples that are exactly the oracle's length.
+    """
+    oracle, eos = make_oracle(), SPECIAL_IDS.eos
+    tokens, _ = jax.device_get(decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=(eos,),
+                                      num=num, max_len=oracle.length + 1, options=DecodeOptions(sample=True)))
+    ids = oracle_ids(exp.tokenizer.vocab)[tokens]
+    scored = np.argmax(np.pad(ids < 0, ((0, 0), (0, 1)), constant_values=True), axis=1)
+    lengths = np.minimum(scored, oracle.length)
+    kept = lengths > 0
+    nll = oracle_nll(oracle, np.maximum(ids[kept, : oracle.length], 0), lengths[kept])
+    report = {
+        "oracle_nll": float(np.sum(nll * lengths[kept]) / lengths.sum()) if lengths.sum() else float("nan"),
+        "oracle_well_formed": float(np.mean((scored == oracle.length) & (tokens[:, oracle.length] == eos))),
+    }
+    echo(f"oracle NLL of {num} samples: {report['oracle_nll']:.3f} nats/token "
+         f"({report['oracle_well_formed']:.1%} of them {oracle.length} tokens long)")
+    return report
+
+
+TASK_REPORTS: dict[str, TaskReport] = {"grammar": grammar_report, "oracle": oracle_report}
+
+
+def task_report(cfg: DataConfig) -> TaskReport | None:
+    """The report of the synthetic task `cfg` names, None for other data."""
+    return TASK_REPORTS.get(cfg.task) if cfg.kind == "synthetic" else None
