@@ -54,7 +54,9 @@ def restored(workdir: str, overrides: list[str]):
 
     cfg = config_lib.override(run_config(workdir), overrides)
     if not is_trained(cfg.model):
-        raise ValueError(f"--workdir {workdir} is an n-gram run, which keeps no model: summary.json holds its perplexity")
+        raise ValueError(
+            f"--workdir {workdir} is an n-gram run, which keeps no model: summary.json holds its perplexity"
+        )
     checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
     try:
         step, tokenizers = open_run(cfg, workdir, checkpointer)
@@ -81,9 +83,14 @@ def decode_options(args):
     from seqjax.training.generation import DecodeOptions
 
     sample = args.temperature is not None or args.top_k is not None or args.top_p is not None
-    return DecodeOptions(beam=args.beam, length_penalty=args.length_penalty, sample=sample,
-                         temperature=1.0 if args.temperature is None else args.temperature,
-                         top_k=args.top_k, top_p=args.top_p)
+    return DecodeOptions(
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        sample=sample,
+        temperature=1.0 if args.temperature is None else args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+    )
 
 
 def cmd_eval(args) -> None:
@@ -126,7 +133,8 @@ def cmd_bench(args) -> None:
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
     path = os.path.join(root, f"{args.name}.py")
     if not os.path.isfile(path):
-        raise ValueError(f"unknown benchmark {args.name!r}; available: {sorted(f[:-3] for f in os.listdir(root) if f.endswith('.py'))}")
+        available = sorted(f[:-3] for f in os.listdir(root) if f.endswith(".py"))
+        raise ValueError(f"unknown benchmark {args.name!r}; available: {available}")
     sys.argv = [path, *args.rest]
     runpy.run_path(path, run_name="__main__")
 

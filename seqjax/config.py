@@ -20,7 +20,6 @@ from typing import Any
 from seqjax.objectives import ObjectiveConfig
 from seqjax.options import option
 
-
 RECURRENT = ("rnn", "rnn_seq2seq", "attention_seq2seq")
 TRANSFORMERS = ("transformer", "transformer_seq2seq")
 RNN_ENCODERS = ("rnn_seq2seq", "attention_seq2seq")
@@ -35,11 +34,13 @@ class DataConfig:
         "grammar", "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)", kinds=("synthetic",)
     )
     root: str = option(
-        "", "directory that relative train/valid/test paths are under ('': $SEQJAX_DATA, else the working directory)",
+        "",
+        "directory that relative train/valid/test paths are under ('': $SEQJAX_DATA, else the working directory)",
         kinds=("text", "parallel"),
     )
-    train: str = option("", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)",
-                        kinds=("text", "parallel"))
+    train: str = option(
+        "", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)", kinds=("text", "parallel")
+    )
     valid: str = option("", "as train, for the validation split", kinds=("text", "parallel"))
     test: str = option("", "as train, for the test split", kinds=("text", "parallel"))
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
@@ -84,15 +85,17 @@ class ModelConfig:
 class HeadConfig:
     kind: str = option("full", "full | sampled | nce | negative | class | tree | adaptive")
     tied: bool = option(
-        False, "share the output word vectors with the (target) input embedding",
+        False,
+        "share the output word vectors with the (target) input embedding",
         kinds=("full", *SAMPLING_HEADS, "class", "adaptive"),
     )
     chunk_size: int = option(0, "0 materializes [N, V] logits, else blocks of the vocabulary", kinds=("full",))
     num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
     proposal: str = option("log_uniform", "uniform | unigram | log_uniform", kinds=SAMPLING_HEADS)
     power: float = option(1.0, "unigram proposal q ∝ count^power (0.75: word2vec)", kinds=SAMPLING_HEADS)
-    unique: bool = option(True, "deduplicate the K draws (negative always draws with replacement)",
-                          kinds=("sampled", "nce"))
+    unique: bool = option(
+        True, "deduplicate the K draws (negative always draws with replacement)", kinds=("sampled", "nce")
+    )
     per_row_samples: bool = option(False, "draw K samples per row instead of one set per batch", kinds=SAMPLING_HEADS)
     remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative", kinds=("sampled",))
     log_normalizer: float = option(0.0, "log Z (the initial value when learned)", kinds=("nce",))
@@ -101,8 +104,9 @@ class HeadConfig:
     num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", kinds=("class",))
     cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts", kinds=("adaptive",))
     div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", kinds=("adaptive",))
-    head_bias: bool = option(False, "adaptive: a bias on the head (shortlist + cluster) scores, as torch's head_bias",
-                             kinds=("adaptive",))
+    head_bias: bool = option(
+        False, "adaptive: a bias on the head (shortlist + cluster) scores, as torch's head_bias", kinds=("adaptive",)
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,8 +67,9 @@ class Model(Protocol):
     has_encoder: ClassVar[bool]
     recurrent: ClassVar[bool]
 
-    def __call__(self, tokens: jax.Array, *, embedded: jax.Array | None = None, train: bool = False,
-                 **source: jax.Array) -> jax.Array:
+    def __call__(
+        self, tokens: jax.Array, *, embedded: jax.Array | None = None, train: bool = False, **source: jax.Array
+    ) -> jax.Array:
         """Teacher-forced hidden states [B, T, D] float32 for tokens [B, T] int32; `embedded`
         [B, T, D] replaces the token embedding lookup (gradient penalty, soft feeding)."""
         ...
@@ -104,9 +105,14 @@ class Head(Protocol):
     vocab_size: int
     tied: bool
 
-    def loss(self, hidden: jax.Array, targets: jax.Array, key: jax.Array | None = None,
-             mask: jax.Array | None = None, embedding: jax.Array | None = None
-             ) -> tuple[jax.Array, dict[str, jax.Array]]: ...
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]: ...
 
     def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array: ...
 
@@ -126,5 +132,14 @@ class Objective(Protocol):
     least "tokens", the number of target tokens the loss averages over).
     """
 
-    def __call__(self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array,
-                 step: jax.Array, *, ids: SpecialIds) -> tuple[jax.Array, dict[str, jax.Array]]: ...
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]: ...

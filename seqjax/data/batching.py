@@ -151,7 +151,9 @@ def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_siz
     for name, sequences in (("src", src), ("tgt", tgt)):
         for i, ids in enumerate(sequences):
             if np.ndim(ids) != 1 or not np.issubdtype(np.asarray(ids).dtype, np.integer):
-                raise ValueError(f"{name}[{i}] must be a 1-D integer array, got {np.asarray(ids).dtype} {np.shape(ids)}")
+                raise ValueError(
+                    f"{name}[{i}] must be a 1-D integer array, got {np.asarray(ids).dtype} {np.shape(ids)}"
+                )
     _check_positive(batch_size, "batch_size")
     buckets = tuple(buckets)
     if not buckets or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2 for b in buckets):

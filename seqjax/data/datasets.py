@@ -97,8 +97,15 @@ def validate_data_config(cfg: DataConfig) -> None:
         raise ValueError(f"data.kind must be one of {DATA_KINDS}, got {cfg.kind!r}")
     if cfg.tokenizer not in TOKENIZER_KINDS:
         raise ValueError(f"data.tokenizer must be one of {TOKENIZER_KINDS}, got {cfg.tokenizer!r}")
-    for name, minimum in (("vocab_size", 0), ("min_count", 1), ("seq_len", 1), ("max_pair_len", 1),
-                          ("num_train", 1), ("num_eval", 1), ("seed", 0)):
+    for name, minimum in (
+        ("vocab_size", 0),
+        ("min_count", 1),
+        ("seq_len", 1),
+        ("max_pair_len", 1),
+        ("num_train", 1),
+        ("num_eval", 1),
+        ("seed", 0),
+    ):
         _check_int(cfg, name, minimum)
     if cfg.tokenizer == "bpe" and cfg.vocab_size < BPE_MIN_VOCAB_SIZE:
         raise ValueError(f"data.vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for the bpe tokenizer, got {cfg.vocab_size}")
@@ -128,9 +135,9 @@ def validate_data_config(cfg: DataConfig) -> None:
                     f"got {prefix!r}, which is a directory (looked for {missing})"
                 )
             if missing:
-                where = "" if os.path.isabs(getattr(cfg, split)) else (
-                    f" (relative paths are read under data.root, else ${DATA_ROOT_VARIABLE}, else the working directory)"
-                )
+                where = f" (relative paths are read under data.root, else ${DATA_ROOT_VARIABLE}, else the working dir)"
+                if os.path.isabs(getattr(cfg, split)):
+                    where = ""
                 raise ValueError(f"data.{split} must name existing files, missing {missing}{where}")
 
 

@@ -34,7 +34,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         except UnicodeDecodeError as error:
             raise ValueError(
                 f"file must be UTF-8, got undecodable bytes in {name!r} at line {number} "
-                f"(byte {error.start}: {chunk[error.start:error.end]!r})"
+                f"(byte {error.start}: {chunk[error.start : error.end]!r})"
             ) from None
     return lines
 

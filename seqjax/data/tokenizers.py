@@ -192,9 +192,7 @@ class BpeTokenizer:
 _CLASSES = {"char": CharTokenizer, "word": WordTokenizer, "bpe": BpeTokenizer}
 
 
-def build_tokenizer(
-    kind: str, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1
-) -> Tokenizer:
+def build_tokenizer(kind: str, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1) -> Tokenizer:
     """Builds a `kind` tokenizer ('char' | 'word' | 'bpe') from training lines `texts`.
 
     Args:
@@ -234,4 +232,3 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
             raise ValueError(f"a bpe tokenizer file must hold the 'bpe' model, missing in {paths[0]}")
         return BpeTokenizer(vocab, HfTokenizer.from_str(json.dumps(settings["bpe"])))
     return _CLASSES[kind](vocab)
-

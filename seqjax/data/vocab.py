@@ -39,9 +39,7 @@ class Vocabulary:
     def __post_init__(self):
         tokens = tuple(self.tokens)
         if tokens[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS:
-            raise ValueError(
-                f"tokens must start with the special tokens {SPECIAL_TOKENS}, got {tokens[:4]}"
-            )
+            raise ValueError(f"tokens must start with the special tokens {SPECIAL_TOKENS}, got {tokens[:4]}")
         index = {token: i for i, token in enumerate(tokens)}
         if len(index) != len(tokens):
             duplicate = next(t for i, t in enumerate(tokens) if index[t] != i)
@@ -49,8 +47,7 @@ class Vocabulary:
         counts = np.asarray(self.counts)
         if counts.shape != (len(tokens),) or not np.issubdtype(counts.dtype, np.integer):
             raise ValueError(
-                f"counts must be an integer array of shape ({len(tokens)},), "
-                f"got {counts.dtype} {counts.shape}"
+                f"counts must be an integer array of shape ({len(tokens)},), got {counts.dtype} {counts.shape}"
             )
         if np.any(counts < 0):
             raise ValueError(f"counts must be >= 0, got {int(counts.min())}")
@@ -77,8 +74,7 @@ class Vocabulary:
         """
         if max_size != 0 and max_size <= len(SPECIAL_TOKENS):
             raise ValueError(
-                f"max_size must be 0 (no bound) or > {len(SPECIAL_TOKENS)} (the special tokens), "
-                f"got {max_size}"
+                f"max_size must be 0 (no bound) or > {len(SPECIAL_TOKENS)} (the special tokens), got {max_size}"
             )
         if min_count < 0:
             raise ValueError(f"min_count must be >= 0, got {min_count}")
@@ -126,15 +122,11 @@ class Vocabulary:
         if bad.any():
             position = tuple(int(i) for i in np.argwhere(bad)[0])
             where = position[0] if len(position) == 1 else position
-            raise ValueError(
-                f"{name} must be ids in [0, {self.size}), got {int(array[position])} at position {where}"
-            )
+            raise ValueError(f"{name} must be ids in [0, {self.size}), got {int(array[position])} at position {where}")
         return array
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"tokens": list(self.tokens), "counts": self.counts.tolist()}, ensure_ascii=False
-        )
+        return json.dumps({"tokens": list(self.tokens), "counts": self.counts.tolist()}, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Vocabulary:

@@ -69,18 +69,14 @@ def _check_transformer(cfg: ModelConfig) -> None:
     _check_one_of("model.positions", cfg.positions, POSITIONS)
     _check_one_of("model.norm", cfg.norm, NORMS)
     if cfg.d_model % cfg.num_heads:
-        raise ValueError(
-            f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}"
-        )
+        raise ValueError(f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}")
     if cfg.positions == "sinusoidal" and cfg.d_model % 2:
         raise ValueError(f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}")
     if not isinstance(cfg.window, int) or isinstance(cfg.window, bool) or cfg.window < 0:
         raise ValueError(f"model.window must be an int >= 0 (0: unbounded), got {cfg.window!r}")
 
 
-def validate_model_config(
-    cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None
-) -> None:
+def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None) -> None:
     """Raises ValueError naming the first config value outside its rule."""
     _check_one_of("model.kind", cfg.kind, tuple(MODEL_KINDS))
     _check_positive("vocab_size", vocab_size)
@@ -104,8 +100,7 @@ def validate_model_config(
         _check_one_of("model.attention", cfg.attention, ATTENTION_SCORES)
     if cfg.kind in ("rnn_seq2seq", "attention_seq2seq") and cfg.bidirectional and cfg.d_model % 2:
         raise ValueError(
-            f"model.d_model must be even for a bidirectional encoder (D/2 per direction), "
-            f"got {cfg.d_model}"
+            f"model.d_model must be even for a bidirectional encoder (D/2 per direction), got {cfg.d_model}"
         )
 
 
@@ -123,7 +118,9 @@ def build_model(
     """
     validate_model_config(cfg, vocab_size, src_vocab_size)
     if not is_trained(cfg):
-        raise ValueError(f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built")
+        raise ValueError(
+            f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built"
+        )
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
         return MODEL_KINDS[cfg.kind](cfg, vocab_size, source, dtype=dtype)

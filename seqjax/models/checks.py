@@ -12,14 +12,9 @@ import numpy as np
 def check_tokens(tokens, name: str = "tokens", max_len: int | None = None) -> None:
     """tokens: [B, T] integer, T ≤ max_len when the model has a length bound."""
     if np.ndim(tokens) != 2 or not np.issubdtype(np.dtype(tokens.dtype), np.integer):
-        raise ValueError(
-            f"{name} must be a [B, T] integer array, got shape {np.shape(tokens)} "
-            f"dtype {tokens.dtype}"
-        )
+        raise ValueError(f"{name} must be a [B, T] integer array, got shape {np.shape(tokens)} dtype {tokens.dtype}")
     if max_len is not None and tokens.shape[1] > max_len:
-        raise ValueError(
-            f"{name} length must be <= model.max_len={max_len}, got {tokens.shape[1]}"
-        )
+        raise ValueError(f"{name} length must be <= model.max_len={max_len}, got {tokens.shape[1]}")
 
 
 def check_mask(mask, tokens, name: str = "mask") -> None:
@@ -28,8 +23,7 @@ def check_mask(mask, tokens, name: str = "mask") -> None:
         return
     if np.shape(mask) != np.shape(tokens) or np.dtype(mask.dtype) != np.bool_:
         raise ValueError(
-            f"{name} must be a bool array of shape {np.shape(tokens)}, got shape "
-            f"{np.shape(mask)} dtype {mask.dtype}"
+            f"{name} must be a bool array of shape {np.shape(tokens)}, got shape {np.shape(mask)} dtype {mask.dtype}"
         )
 
 

@@ -27,9 +27,7 @@ def sinusoidal_positions(positions, width: int):
 def token_embedding(vocab_size: int, width: int, name: str):
     """[V, D] table with N(0, 1/D) entries: rows of about unit norm, so an output head tied
     to it starts with O(1) logits; the Transformer rescales lookups by √D."""
-    return nn.Embed(
-        vocab_size, width, embedding_init=nn.initializers.normal(width**-0.5), name=name
-    )
+    return nn.Embed(vocab_size, width, embedding_init=nn.initializers.normal(width**-0.5), name=name)
 
 
 class TokenModel(nn.Module):

@@ -89,9 +89,7 @@ def _check_ids(name: str, ids: Sequence[int], vocab_size: int | None) -> list[in
         raise ValueError(f"{name} must be a 1-D sequence of int token ids, got {array.dtype}")
     if array.size and (array.min() < 0 or (vocab_size is not None and array.max() >= vocab_size)):
         bound = "" if vocab_size is None else f" and < vocab_size={vocab_size}"
-        raise ValueError(
-            f"{name} ids must be >= 0{bound}, got range [{array.min()}, {array.max()}]"
-        )
+        raise ValueError(f"{name} ids must be >= 0{bound}, got range [{array.min()}, {array.max()}]")
     return [int(t) for t in array.reshape(-1)]
 
 
@@ -99,15 +97,10 @@ def _table(counts: collections.Counter) -> dict:
     grouped: dict[tuple[int, ...], dict[int, int]] = collections.defaultdict(dict)
     for gram, count in counts.items():
         grouped[gram[:-1]][gram[-1]] = count
-    return {
-        context: (followers, sum(followers.values()), len(followers))
-        for context, followers in grouped.items()
-    }
+    return {context: (followers, sum(followers.values()), len(followers)) for context, followers in grouped.items()}
 
 
-def fit(
-    stream: Sequence[int], order: int, vocab_size: int | None = None, discount: float = 0.75
-) -> KneserNeyLM:
+def fit(stream: Sequence[int], order: int, vocab_size: int | None = None, discount: float = 0.75) -> KneserNeyLM:
     """Counts an interpolated Kneser–Ney model of `order` from a stream of token ids.
 
     Args:
@@ -126,9 +119,7 @@ def fit(
     if not tokens:
         raise ValueError("stream must hold at least one token, got an empty stream")
     vocab_size = max(tokens) + 1 if vocab_size is None else vocab_size
-    grams = collections.Counter(
-        tuple(tokens[i : i + order]) for i in range(len(tokens) - order + 1)
-    )
+    grams = collections.Counter(tuple(tokens[i : i + order]) for i in range(len(tokens) - order + 1))
     tables = [_table(grams)]
     for _ in range(order - 1):
         # Continuation counts: each distinct longer gram adds one to its suffix.

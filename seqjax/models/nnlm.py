@@ -32,7 +32,6 @@ class NNLM(TokenModel):
             self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-
     def _hidden(self, windows, train):
         """windows: [..., k*D] float32 -> [..., D] float32."""
         windows = self.dropout(windows, deterministic=not train)
@@ -53,8 +52,7 @@ class NNLM(TokenModel):
         # Window slot j holds x_{t-j}: the sequence shifted right by j, zeros shifted in.
         padded = jnp.pad(x, ((0, 0), (self.cfg.context - 1, 0), (0, 0)))
         slots = [
-            padded[:, self.cfg.context - 1 - j : self.cfg.context - 1 - j + length]
-            for j in range(self.cfg.context)
+            padded[:, self.cfg.context - 1 - j : self.cfg.context - 1 - j + length] for j in range(self.cfg.context)
         ]
         return self._hidden(jnp.concatenate(slots, axis=-1), train)
 
@@ -70,9 +68,7 @@ class NNLM(TokenModel):
     def decode_step(self, state, token):
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         tokens = jnp.concatenate([token[:, None], state["tokens"][:, :-1]], axis=1)
-        valid = jnp.concatenate(
-            [jnp.ones_like(state["valid"][:, :1]), state["valid"][:, :-1]], axis=1
-        )
+        valid = jnp.concatenate([jnp.ones_like(state["valid"][:, :1]), state["valid"][:, :-1]], axis=1)
         x = jnp.where(valid[..., None], self.token_embed(tokens), 0.0)
         hidden = self._hidden(x.reshape(x.shape[0], -1), False)
         return hidden, {"tokens": tokens, "valid": valid}

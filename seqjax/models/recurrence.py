@@ -34,9 +34,7 @@ def _forward(cell, dtype, reverse, gates_x, valid, carry, kernel, bias):
         new = _masked_update(cell, carry, gates_t, recurrent, bias, valid_t)
         return new, (new[-1], carry, recurrent)
 
-    carry, (outputs, previous, recurrent) = lax.scan(
-        body, carry, (gates_x, valid), reverse=reverse
-    )
+    carry, (outputs, previous, recurrent) = lax.scan(body, carry, (gates_x, valid), reverse=reverse)
     return outputs, carry, (previous, recurrent)
 
 
@@ -61,9 +59,7 @@ def recurrence(cell, dtype, reverse, gates_x, valid, carry, kernel, bias):
 
 
 def _recurrence_fwd(cell, dtype, reverse, gates_x, valid, carry, kernel, bias):
-    outputs, final, (previous, recurrent) = _forward(
-        cell, dtype, reverse, gates_x, valid, carry, kernel, bias
-    )
+    outputs, final, (previous, recurrent) = _forward(cell, dtype, reverse, gates_x, valid, carry, kernel, bias)
     return (outputs, final), (gates_x, valid, previous, recurrent, kernel, bias)
 
 

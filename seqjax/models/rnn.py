@@ -44,9 +44,7 @@ class Recurrent(nn.Module):
             "recurrent_kernel", nn.initializers.orthogonal(), (self.features, gates), jnp.float32
         )
         if self.cell == "gru":
-            self.recurrent_bias = self.param(
-                "recurrent_bias", nn.initializers.zeros, (self.features,), jnp.float32
-            )
+            self.recurrent_bias = self.param("recurrent_bias", nn.initializers.zeros, (self.features,), jnp.float32)
 
     def _bias_init(self, key, shape, dtype):
         del key
@@ -94,9 +92,7 @@ class Recurrent(nn.Module):
     def step(self, carry, inputs):
         """One time step. inputs: [B, D_in] float; returns (carry, h [B, H] float32)."""
         gates_x = matmul(inputs, self.input_kernel, self.dtype) + self.input_bias
-        carry = cell_step(
-            self.cell, carry, gates_x, self.recurrent_kernel, self._bias(), self.dtype
-        )
+        carry = cell_step(self.cell, carry, gates_x, self.recurrent_kernel, self._bias(), self.dtype)
         return carry, carry[-1]
 
 
@@ -114,11 +110,8 @@ class RNNLM(TokenModel):
     def setup(self):
         d = self.cfg.d_model
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
-        self.rnn_layers = [
-            Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)
-        ]
+        self.rnn_layers = [Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
-
 
     def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
@@ -169,13 +162,10 @@ class RNNEncoder(nn.Module):
     def setup(self):
         d = self.cfg.d_model
         width = d // 2 if self.cfg.bidirectional else d
-        self.forward_layers = [
-            Recurrent(self.cfg.cell, d, width, dtype=self.dtype) for _ in range(self.cfg.layers)
-        ]
+        self.forward_layers = [Recurrent(self.cfg.cell, d, width, dtype=self.dtype) for _ in range(self.cfg.layers)]
         if self.cfg.bidirectional:
             self.backward_layers = [
-                Recurrent(self.cfg.cell, d, width, reverse=True, dtype=self.dtype)
-                for _ in range(self.cfg.layers)
+                Recurrent(self.cfg.cell, d, width, reverse=True, dtype=self.dtype) for _ in range(self.cfg.layers)
             ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
@@ -190,9 +180,7 @@ class RNNEncoder(nn.Module):
             if self.cfg.bidirectional:
                 backward, backward_carry = self.backward_layers[index](x, mask)
                 outputs = jnp.concatenate([outputs, backward], axis=-1)
-                carry = tuple(
-                    jnp.concatenate(pair, axis=-1) for pair in zip(carry, backward_carry)
-                )
+                carry = tuple(jnp.concatenate(pair, axis=-1) for pair in zip(carry, backward_carry))
             if index > 0 and self.cfg.residual:
                 outputs = outputs + x
             x = self.dropout(outputs, deterministic=not train)

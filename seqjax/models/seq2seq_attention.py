@@ -35,9 +35,7 @@ class SourceAttention(nn.Module):
             self.key_projection = nn.Dense(self.width, use_bias=False, dtype=self.dtype)
         if self.kind == "additive":
             self.query_projection = nn.Dense(self.width, dtype=self.dtype)
-            self.score_vector = self.param(
-                "score_vector", nn.initializers.normal(self.width**-0.5), (self.width,)
-            )
+            self.score_vector = self.param("score_vector", nn.initializers.normal(self.width**-0.5), (self.width,))
 
     def keys(self, memory):
         """memory: [B, S, D] -> keys [B, S, D] float32, the query-independent part."""
@@ -127,7 +125,6 @@ class AttentionSeq2Seq(EncoderDecoder):
         self.decoder = InputFeedingDecoder(self.cfg, self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-
     def _start(self, src, src_mask, train):
         """Encodes the source; returns the initial decoder state (carries from the encoder)."""
         x = self.dropout(self.source_embed(src), deterministic=not train)
@@ -137,9 +134,7 @@ class AttentionSeq2Seq(EncoderDecoder):
         source = {"memory": memory, "keys": self.decoder.keys(memory), "mask": mask}
         return {"carries": finals, "feed": feed, "source": source}
 
-    def __call__(
-        self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False
-    ):
+    def __call__(self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None (target padding is trailing, so causality makes it

@@ -27,11 +27,8 @@ class RNNSeq2Seq(EncoderDecoder):
         d = self.cfg.d_model
         self.setup_embeddings()
         self.encoder = RNNEncoder(self.cfg, self.dtype)
-        self.decoder_layers = [
-            Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)
-        ]
+        self.decoder_layers = [Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
-
 
     def encode(self, src, src_mask=None, train: bool = False):
         """src: [B, S] int32 -> per-layer final encoder carries."""
@@ -39,9 +36,7 @@ class RNNSeq2Seq(EncoderDecoder):
         _, finals = self.encoder(x, src_mask, train)
         return finals
 
-    def __call__(
-        self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False
-    ):
+    def __call__(self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.

@@ -8,7 +8,6 @@ the state next to the self-attention KV cache.
 
 from __future__ import annotations
 
-
 import flax.linen as nn
 import jax.numpy as jnp
 
@@ -31,13 +30,10 @@ class TransformerSeq2Seq(EncoderDecoder):
         self.source_inputs = PositionalInputs(self.cfg)
         self.target_inputs = PositionalInputs(self.cfg)
         self.encoder_blocks = [Block(self.cfg, dtype=self.dtype) for _ in range(self.cfg.layers)]
-        self.decoder_blocks = [
-            Block(self.cfg, cross=True, dtype=self.dtype) for _ in range(self.cfg.layers)
-        ]
+        self.decoder_blocks = [Block(self.cfg, cross=True, dtype=self.dtype) for _ in range(self.cfg.layers)]
         if self.cfg.norm == "pre":
             self.encoder_norm = nn.LayerNorm(dtype=self.dtype)
             self.decoder_norm = nn.LayerNorm(dtype=self.dtype)
-
 
     def _encode(self, src, src_mask, train):
         """Returns the per-layer cross-attention memories and the [B, S] source mask."""
@@ -56,9 +52,7 @@ class TransformerSeq2Seq(EncoderDecoder):
             x = self.decoder_norm(x)
         return x.astype(jnp.float32)
 
-    def __call__(
-        self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False
-    ):
+    def __call__(self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.

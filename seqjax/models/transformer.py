@@ -71,9 +71,7 @@ class Block(nn.Module):
 
     def decode(self, x, cache, positions, mask, memory=None, memory_mask=None):
         """x: [B, 1, D] float32; cache, positions, mask as in SelfAttention.decode."""
-        y, cache = self.self_attention.decode(
-            self._enter(self.self_norm, x), cache, positions, mask
-        )
+        y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, mask)
         x = self._leave(self.self_norm, x, y, False)
         if self.cross:
             x = self._cross(x, memory, memory_mask, False)
@@ -108,7 +106,6 @@ class TransformerLM(TokenModel):
         if self.cfg.norm == "pre":
             x = self.final_norm(x)
         return x.astype(jnp.float32)
-
 
     def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.

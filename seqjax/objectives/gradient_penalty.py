@@ -49,13 +49,20 @@ class GradientPenalty:
         check_number("penalty", self.penalty, 0.0)
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, CE + λ·‖∂CE/∂e‖².
-          metrics: dict of [] float32: the head's aux, "cross_entropy" and "grad_norm_sq"
-            (‖∂CE/∂e‖²).
+        loss: [] float32, CE + λ·‖∂CE/∂e‖².
+        metrics: dict of [] float32: the head's aux, "cross_entropy" and "grad_norm_sq"
+          (‖∂CE/∂e‖²).
         """
         del step, ids  # λ does not change over training; only gold tokens are fed
         cross_entropy, grad, metrics = embedding_gradient(model, head, params, batch, key)

@@ -30,8 +30,15 @@ SEARCHES = ("sample", "beam")
 
 
 def draw_candidates(
-    model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds,
-    num_candidates: int, search: str,
+    model: Model,
+    head: Head,
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    *,
+    ids: SpecialIds,
+    num_candidates: int,
+    search: str,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """n = `num_candidates` candidates per row by `search` ("sample": ancestral samples;
     "beam": the n best of a beam search), no gradient.
@@ -107,13 +114,20 @@ class MinimumRisk:
         check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, w·teacher forcing + (1 − w)·mean risk (w = mle_weight).
-          metrics: dict of [] float32: "risk", "reward" (mean BLEU / 100 of the distinct
-            candidates), "distinct" (distinct candidates / n), "tokens" (and "mle_loss" if w > 0).
+        loss: [] float32, w·teacher forcing + (1 − w)·mean risk (w = mle_weight).
+        metrics: dict of [] float32: "risk", "reward" (mean BLEU / 100 of the distinct
+          candidates), "distinct" (distinct candidates / n), "tokens" (and "mle_loss" if w > 0).
         """
         n = self.num_candidates
         draw_key, mle_key = jax.random.split(key)

@@ -83,19 +83,31 @@ class RandomReplacement:
         check_one_of("pool", self.pool, POOLS)
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, the head's masked mean loss on gold labels after the noisy inputs.
-          metrics: dict of [] float32: the head's aux and "replaced" (replaced / replaceable
-            positions).
+        loss: [] float32, the head's masked mean loss on gold labels after the noisy inputs.
+        metrics: dict of [] float32: the head's aux and "replaced" (replaced / replaceable
+          positions).
         """
         del step  # the rates do not change over training
         replace_key, model_key, head_key = jax.random.split(key, 3)
         inputs, replaced = replace_inputs(
-            batch, replace_key, ids=ids, vocab_size=model.vocab_size, sequence_rate=self.sequence_rate,
-            token_rate=self.token_rate, pool=self.pool,
+            batch,
+            replace_key,
+            ids=ids,
+            vocab_size=model.vocab_size,
+            sequence_rate=self.sequence_rate,
+            token_rate=self.token_rate,
+            pool=self.pool,
         )
         hidden = hidden_states(model, params, batch, model_key, train=True, inputs=inputs)
         loss, metrics = head_loss(model, head, params, hidden, batch, head_key)

@@ -43,8 +43,15 @@ def mixer_delta(step: jax.Array, *, delta_start: int, delta_growth: int, delta_e
 
 
 def continue_after_prefix(
-    model: Model, head: Head, params: Params, batch: Batch, prefix: jax.Array, key: jax.Array,
-    greedy: jax.Array, *, ids: SpecialIds,
+    model: Model,
+    head: Head,
+    params: Params,
+    batch: Batch,
+    prefix: jax.Array,
+    key: jax.Array,
+    greedy: jax.Array,
+    *,
+    ids: SpecialIds,
 ) -> tuple[jax.Array, jax.Array]:
     """Each row's gold targets before `prefix` [N] int32, then the model's own tokens, drawn
     (or the most probable where `greedy` [N] bool), without gradients.
@@ -158,13 +165,20 @@ class Reinforce:
         check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, w·teacher forcing + (1 − w)·surrogate (w = mle_weight).
-          metrics: dict of [] float32: "reward", "baseline", "sample_length" (means over real
-            rows), "tokens" (and "mle_loss" if w > 0).
+        loss: [] float32, w·teacher forcing + (1 − w)·surrogate (w = mle_weight).
+        metrics: dict of [] float32: "reward", "baseline", "sample_length" (means over real
+          rows), "tokens" (and "mle_loss" if w > 0).
         """
         prefix = jnp.zeros(batch["inputs"].shape[:1], jnp.int32)
         return self._reinforce_after(model, head, params, batch, key, step, prefix, {}, ids=ids)
@@ -205,12 +219,19 @@ class Mixer(Reinforce):
         check_int("delta_every", self.delta_every, 1)
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, as `Reinforce`'s.
-          metrics: dict of [] float32: those of `Reinforce` and "delta" (Δ at this step).
+        loss: [] float32, as `Reinforce`'s.
+        metrics: dict of [] float32: those of `Reinforce` and "delta" (Δ at this step).
         """
         delta = mixer_delta(
             step, delta_start=self.delta_start, delta_growth=self.delta_growth, delta_every=self.delta_every

@@ -15,9 +15,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.objectives.checks import check_one_of
 from seqjax.contracts import Batch, Params
 from seqjax.model_head import init_decode_state, token_log_probs
+from seqjax.objectives.checks import check_one_of
 
 FEEDS = ("argmax", "sample")
 

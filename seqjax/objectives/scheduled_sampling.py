@@ -8,7 +8,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.objectives.checks import check_int, check_one_of
 from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import (
     embed_tokens,
@@ -16,6 +15,7 @@ from seqjax.model_head import (
     hidden_states,
     token_log_probs,
 )
+from seqjax.objectives.checks import check_int, check_one_of
 from seqjax.objectives.rollout import FEEDS, choose, rollout
 from seqjax.objectives.schedules import SCHEDULES, check_schedule, gold_probability
 from seqjax.options import option
@@ -25,7 +25,7 @@ PARALLEL_FEEDS = (*FEEDS, "soft")
 
 
 def resolve_mode(model: Model, mode: str, feed: str) -> str:
-    """"auto" is the scan for recurrent decoders fed tokens, the parallel passes otherwise."""
+    """ "auto" is the scan for recurrent decoders fed tokens, the parallel passes otherwise."""
     if mode != "auto":
         return mode
     return "scan" if model.recurrent and feed != "soft" else "parallel"
@@ -130,13 +130,20 @@ class ScheduledSampling:
             raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={self.feed!r}")
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, the head's masked mean loss on gold targets.
-          metrics: dict of [] float32: the head's aux, "epsilon" (ε at this step) and
-            "gold_fed" (the fraction of target positions after the first fed the gold token).
+        loss: [] float32, the head's masked mean loss on gold targets.
+        metrics: dict of [] float32: the head's aux, "epsilon" (ε at this step) and
+          "gold_fed" (the fraction of target positions after the first fed the gold token).
         """
         del ids  # only gold and predicted tokens are fed
         mode = resolve_mode(model, self.mode, self.feed)
@@ -147,7 +154,14 @@ class ScheduledSampling:
             hidden, _ = scan_inputs(model, head, params, batch, gold, feed_key, feed=self.feed)
         else:
             hidden, _ = parallel_inputs(
-                model, head, params, batch, gold, feed_key, feed=self.feed, passes=self.passes,
+                model,
+                head,
+                params,
+                batch,
+                gold,
+                feed_key,
+                feed=self.feed,
+                passes=self.passes,
                 first_pass_grad=self.first_pass_grad,
             )
         loss, metrics = head_loss(model, head, params, hidden, batch, head_key)

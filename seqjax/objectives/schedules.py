@@ -76,9 +76,7 @@ def check_schedule(schedule: str, *, k: float, c: float, eps_min: float) -> None
         check_inverse_sigmoid(k)
 
 
-def gold_probability(
-    schedule: str, step: int | jax.Array, *, k: float, c: float, eps_min: float
-) -> jax.Array:
+def gold_probability(schedule: str, step: int | jax.Array, *, k: float, c: float, eps_min: float) -> jax.Array:
     """ε of the named schedule at `step`; c and eps_min are used by the linear schedule only."""
     check_schedule(schedule, k=k, c=c, eps_min=eps_min)
     if schedule == "linear":

@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from seqjax.metrics import sentence_bleu_ids
 from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.metrics import sentence_bleu_ids
 from seqjax.model_head import hidden_states, token_log_probs
 
 
@@ -56,9 +56,7 @@ def bleu_rewards(tokens: jax.Array, lengths: jax.Array, batch: Batch, *, ids: Sp
     return bleu / 100.0
 
 
-def candidate_log_probs(
-    model: Model, head: Head, params: Params, batch: Batch, tokens: jax.Array
-) -> jax.Array:
+def candidate_log_probs(model: Model, head: Head, params: Params, batch: Batch, tokens: jax.Array) -> jax.Array:
     """Per-position log-probabilities [N, T] float32 of candidates tokens [N, T] given the
     batch rows' start tokens (and sources), teacher-forced and without dropout, so that they
     score the distribution the candidates were drawn from. Differentiable in `params`."""

@@ -17,12 +17,19 @@ class TeacherForcing:
     It has no options and does not change over training."""
 
     def __call__(
-        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, step: jax.Array, *,
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
         ids: SpecialIds,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
-          loss: [] float32, the head's masked mean training loss.
-          metrics: dict of [] float32, the head's aux values (at least "tokens").
+        loss: [] float32, the head's masked mean training loss.
+        metrics: dict of [] float32, the head's aux values (at least "tokens").
         """
         del step, ids  # teacher forcing does not change over training and feeds only gold tokens
         model_key, head_key = jax.random.split(key)

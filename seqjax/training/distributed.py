@@ -94,9 +94,7 @@ def local_rows(sharding: NamedSharding, rows: int) -> list[tuple[int, int]]:
     return sorted(ranges)
 
 
-def global_batch(
-    batches: LMBatches | Seq2SeqBatches, index: int, sharding: NamedSharding
-) -> dict[str, jax.Array]:
+def global_batch(batches: LMBatches | Seq2SeqBatches, index: int, sharding: NamedSharding) -> dict[str, jax.Array]:
     """Batch `index` of `batches` as global [B, ...] arrays split over devices by `sharding`.
 
     In a single-process run this is `jax.device_put` of the whole batch. In a multi-process

@@ -78,21 +78,44 @@ def decode(model, head, params, key, batch=None, *, prompt, num, max_len, option
     return decoding.greedy(step_fn, state, **common)
 
 
-def sample_texts(exp: Experiment, params, *, prompt: str = "", num: int, seed: int = 0,
-                 options: DecodeOptions = DecodeOptions(sample=True)) -> list[str]:
+def sample_texts(
+    exp: Experiment,
+    params,
+    *,
+    prompt: str = "",
+    num: int,
+    seed: int = 0,
+    options: DecodeOptions = DecodeOptions(sample=True),
+) -> list[str]:
     """`num` continuations of `prompt` (up to train.printed_sample_len tokens) by a language
     model, each as text that starts with the prompt."""
     tokenizer = exp.tokenizer
     ids = (SPECIAL_IDS.eos, *tokenizer.encode(prompt))  # LM streams separate lines with EOS: it precedes a line
     tokens, lengths = jax.device_get(
-        decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=ids, num=num,
-               max_len=exp.cfg.train.printed_sample_len, options=options)
+        decode(
+            exp.model,
+            exp.head,
+            params,
+            jax.random.PRNGKey(seed),
+            prompt=ids,
+            num=num,
+            max_len=exp.cfg.train.printed_sample_len,
+            options=options,
+        )
     )
     return [prompt + tokenizer.decode(row[:n].tolist()) for row, n in zip(tokens, lengths)]
 
 
-def lm_samples(exp: Experiment, params, *, echo=print, prompt: str = "", num: int | None = None, seed: int = 0,
-               options: DecodeOptions = DecodeOptions(sample=True)) -> dict:
+def lm_samples(
+    exp: Experiment,
+    params,
+    *,
+    echo=print,
+    prompt: str = "",
+    num: int | None = None,
+    seed: int = 0,
+    options: DecodeOptions = DecodeOptions(sample=True),
+) -> dict:
     """Prints and returns `num` (default train.num_printed_samples) continuations of `prompt`."""
     cfg = exp.cfg.train
     texts = sample_texts(exp, params, prompt=prompt, num=num or cfg.num_printed_samples, seed=seed, options=options)
@@ -109,8 +132,17 @@ def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options:
         src = {"src": batch["src"], "src_mask": batch["src_mask"]}
         max_len = max(exp.cfg.data.max_pair_len, batch["src"].shape[1]) + 1  # static per bucket: bounded compiles
         tokens, lengths = jax.device_get(
-            decode(exp.model, exp.head, params, jax.random.PRNGKey(0), src, prompt=(SPECIAL_IDS.bos,),
-                   num=batch["src"].shape[0], max_len=max_len, options=options)
+            decode(
+                exp.model,
+                exp.head,
+                params,
+                jax.random.PRNGKey(0),
+                src,
+                prompt=(SPECIAL_IDS.bos,),
+                num=batch["src"].shape[0],
+                max_len=max_len,
+                options=options,
+            )
         )
         for row, n, index in zip(tokens, lengths, indices):
             if index >= 0:
@@ -136,9 +168,11 @@ def translate(exp: Experiment, params, split: str, *, echo=print, options: Decod
             for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.num_printed_samples]
         ],
     }
-    echo(f"{split} ({options.describe()}): exact match {report['exact_match']:.1%}, BLEU {report['bleu']:.2f}, "
-         f"ROUGE-L {report['rougeL']:.3f} (copy-the-source: BLEU {report['copy_bleu']:.2f}, "
-         f"ROUGE-L {report['copy_rougeL']:.3f})")
+    echo(
+        f"{split} ({options.describe()}): exact match {report['exact_match']:.1%}, BLEU {report['bleu']:.2f}, "
+        f"ROUGE-L {report['rougeL']:.3f} (copy-the-source: BLEU {report['copy_bleu']:.2f}, "
+        f"ROUGE-L {report['copy_rougeL']:.3f})"
+    )
     for item in report["samples"]:
         echo(f"  {item['source']} -> {item['output']}   (reference {item['reference']})")
     return report

@@ -96,8 +96,15 @@ def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: B
             raise ValueError(f"train.init_from={source!r} has no checkpoint")
         # The source's own optimizer: its checkpoint holds that optimizer's state.
         source_optimizer = optim.make_optimizer(saved.optim, saved.train.steps)
-        state, _ = restore_state(dataclasses.replace(exp, cfg=saved), checkpointer, step, source_optimizer, mesh,
-                                 example_batch, exp.cfg.train.sharding)
+        state, _ = restore_state(
+            dataclasses.replace(exp, cfg=saved),
+            checkpointer,
+            step,
+            source_optimizer,
+            mesh,
+            example_batch,
+            exp.cfg.train.sharding,
+        )
     finally:
         checkpointer.close()
     return state.params
@@ -201,7 +208,12 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
         pending: list[dict[str, jax.Array]] = []
         tokens_per_step = int(example["mask"].sum())
         bar = tqdm(
-            total=t.steps, initial=start, desc="train", unit="step", dynamic_ncols=True, mininterval=0.5,
+            total=t.steps,
+            initial=start,
+            desc="train",
+            unit="step",
+            dynamic_ncols=True,
+            mininterval=0.5,
             disable=not main,
         )
         since = (time.perf_counter(), start)

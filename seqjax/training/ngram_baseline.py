@@ -45,9 +45,7 @@ def validate_ngram_config(cfg: Config) -> None:
     if cfg.head.kind != "full":
         raise ValueError(f"head.kind={cfg.head.kind!r} does not apply to {kind}: it has no output layer")
     if cfg.objective.kind != "teacher_forcing":
-        raise ValueError(
-            f"objective.kind={cfg.objective.kind!r} does not apply to {kind}: it is counted, not trained"
-        )
+        raise ValueError(f"objective.kind={cfg.objective.kind!r} does not apply to {kind}: it is counted, not trained")
     t = cfg.train
     if t.init_from:
         raise ValueError(f"train.init_from={t.init_from!r} does not apply to {kind}: it has no parameters")

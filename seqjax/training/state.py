@@ -121,7 +121,9 @@ class Checkpointer:
 
     def save(self, state: TrainState, meta: dict[str, Any]) -> None:
         step = int(jax.device_get(state.step))
-        self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+        self.manager.save(
+            step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+        )
 
     def restore_meta(self, step: int) -> dict[str, Any]:
         return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]

@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from seqjax.contracts import SPECIAL_IDS, Batch, Objective
 from seqjax.model_head import hidden_states, token_nll
@@ -137,8 +138,15 @@ def make_train_step(
         # Microbatches stay on the devices that hold their rows when the rows divide evenly.
         even = (batch["mask"].shape[0] // accum_steps) % mesh.shape["data"] == 0
         loss, metrics, grads = weighted_loss_and_grads(
-            model, head, objective, state.params, batch, key, state.step,
-            accum_steps=accum_steps, total_tokens=jnp.maximum(tokens, 1.0),
+            model,
+            head,
+            objective,
+            state.params,
+            batch,
+            key,
+            state.step,
+            accum_steps=accum_steps,
+            total_tokens=jnp.maximum(tokens, 1.0),
             microbatch_sharding=NamedSharding(mesh, P(None, "data")) if even else None,
         )
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
@@ -168,8 +176,15 @@ def make_shard_map_train_step(
         key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), lax.axis_index("data"))
         tokens = lax.psum(batch["mask"].sum(), "data")
         part = weighted_loss_and_grads(
-            model, head, objective, state.params, batch, key, state.step,
-            accum_steps=accum_steps, total_tokens=jnp.maximum(tokens, 1.0),
+            model,
+            head,
+            objective,
+            state.params,
+            batch,
+            key,
+            state.step,
+            accum_steps=accum_steps,
+            total_tokens=jnp.maximum(tokens, 1.0),
         )
         loss, metrics, grads = lax.psum(part, "data")
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
@@ -177,9 +192,7 @@ def make_shard_map_train_step(
     # Without replication typing (check_vma=False) the gradient taken inside `device_step` is
     # the device's own, so its psum is the one all-reduce; it also lets model and head code
     # written for global arrays (scans with freshly built carries) run unchanged per device.
-    step = jax.shard_map(
-        device_step, mesh=mesh, in_specs=(P(), P("data")), out_specs=(P(), P()), check_vma=False
-    )
+    step = jax.shard_map(device_step, mesh=mesh, in_specs=(P(), P("data")), out_specs=(P(), P()), check_vma=False)
     return _placed(step, state_shape, mesh, "data")
 
 

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 TaskReport = Callable[..., dict]  # report(exp, params, *, echo=print) -> dict
 
 
-def grammar_report(exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 256,
-                   seed: int = 0) -> dict:
+def grammar_report(
+    exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 256, seed: int = 0
+) -> dict:
     """The fraction of `num` sampled sentences (train.printed_sample_len tokens at most) that
     the grammar accepts, as "grammatical"."""
     options = DecodeOptions(sample=True)
@@ -39,8 +40,9 @@ def grammar_report(exp: Experiment, params, *, echo: Callable[[str], None] = pri
     return report
 
 
-def oracle_report(exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 1000,
-                  seed: int = 0) -> dict:
+def oracle_report(
+    exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 1000, seed: int = 0
+) -> dict:
     """The oracle's NLL of `num` sequences sampled from the model (SeqGAN's measure).
 
     Each sample is scored on its oracle tokens before the first other token (EOS ends a
@@ -48,8 +50,18 @@ def oracle_report(exp: Experiment, params, *, echo: Callable[[str], None] = prin
     and "oracle_well_formed" the fraction of samples that are exactly the oracle's length.
     """
     oracle, eos = make_oracle(), SPECIAL_IDS.eos
-    tokens, _ = jax.device_get(decode(exp.model, exp.head, params, jax.random.PRNGKey(seed), prompt=(eos,),
-                                      num=num, max_len=oracle.length + 1, options=DecodeOptions(sample=True)))
+    tokens, _ = jax.device_get(
+        decode(
+            exp.model,
+            exp.head,
+            params,
+            jax.random.PRNGKey(seed),
+            prompt=(eos,),
+            num=num,
+            max_len=oracle.length + 1,
+            options=DecodeOptions(sample=True),
+        )
+    )
     ids = oracle_ids(exp.tokenizer.vocab)[tokens]
     scored = np.argmax(np.pad(ids < 0, ((0, 0), (0, 1)), constant_values=True), axis=1)
     lengths = np.minimum(scored, oracle.length)
@@ -59,8 +71,10 @@ def oracle_report(exp: Experiment, params, *, echo: Callable[[str], None] = prin
         "oracle_nll": float(np.sum(nll * lengths[kept]) / lengths.sum()) if lengths.sum() else float("nan"),
         "oracle_well_formed": float(np.mean((scored == oracle.length) & (tokens[:, oracle.length] == eos))),
     }
-    echo(f"oracle NLL of {num} samples: {report['oracle_nll']:.3f} nats/token "
-         f"({report['oracle_well_formed']:.1%} of them {oracle.length} tokens long)")
+    echo(
+        f"oracle NLL of {num} samples: {report['oracle_nll']:.3f} nats/token "
+        f"({report['oracle_well_formed']:.1%} of them {oracle.length} tokens long)"
+    )
     return report
 
 
