@@ -84,8 +84,15 @@ def beam_search(
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)
     return _beam_program(
-        step_fn, state, jnp.float32(length_penalty),
-        bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, beam_size=beam_size, max_len=max_len, min_len=int(min_len),
+        step_fn,
+        state,
+        jnp.float32(length_penalty),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        beam_size=beam_size,
+        max_len=max_len,
+        min_len=int(min_len),
     )
 
 

@@ -137,9 +137,17 @@ def sample(
     if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab_size):
         raise ValueError(f"top_k must be None or an int in [1, vocab_size={vocab_size}], got {top_k!r}")
     return _sample_program(
-        step_fn, state, key, jnp.float32(temperature), jnp.float32(1.0 if top_p is None else top_p),
-        bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len,
-        top_k=None if top_k is None else int(top_k), use_top_p=top_p is not None,
+        step_fn,
+        state,
+        key,
+        jnp.float32(temperature),
+        jnp.float32(1.0 if top_p is None else top_p),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        max_len=max_len,
+        top_k=None if top_k is None else int(top_k),
+        use_top_p=top_p is not None,
     )
 
 

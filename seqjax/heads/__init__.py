@@ -23,7 +23,7 @@ from seqjax.heads.modules import (
     SampledSoftmax,
     masked_mean,
 )
-from seqjax.heads.sampled import negative_sampling_loss, nce_loss, sampled_softmax_loss
+from seqjax.heads.sampled import nce_loss, negative_sampling_loss, sampled_softmax_loss
 from seqjax.heads.tree import (
     Tree,
     balanced_tree,

@@ -88,9 +88,7 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
     cutoffs = checks.require_cutoffs(cfg.cutoffs, vocab_size)
     if not cfg.div_value >= 1.0:
         raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
-    return AdaptiveSoftmax(
-        vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied, head_bias=cfg.head_bias
-    )
+    return AdaptiveSoftmax(vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied, head_bias=cfg.head_bias)
 
 
 def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothed: np.ndarray):
@@ -105,16 +103,17 @@ def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothe
     else:
         samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))
         sampler = samplers.log_uniform(vocab_size)
-    shared = dict(
-        tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples
-    )
+    shared = dict(tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples)
     if cfg.kind == "sampled":
         return SampledSoftmax(
             vocab_size, unique=cfg.unique, remove_accidental_hits=cfg.remove_accidental_hits, **shared
         )
     if cfg.kind == "nce":
         return NCE(
-            vocab_size, unique=cfg.unique, log_normalizer=cfg.log_normalizer,
-            learn_normalizer=cfg.learn_normalizer, **shared,
+            vocab_size,
+            unique=cfg.unique,
+            log_normalizer=cfg.log_normalizer,
+            learn_normalizer=cfg.learn_normalizer,
+            **shared,
         )
     return NegativeSampling(vocab_size, **shared)

@@ -63,9 +63,7 @@ def require_cutoffs(cutoffs: Sequence[int], vocab_size: int) -> tuple[int, ...]:
         or values[0] <= 0
         or values[-1] >= vocab_size
     ):
-        raise ValueError(
-            f"cutoffs must be increasing ints in (0, vocab_size={vocab_size}), at least one, got {values}"
-        )
+        raise ValueError(f"cutoffs must be increasing ints in (0, vocab_size={vocab_size}), at least one, got {values}")
     return tuple(int(c) for c in values)
 
 

@@ -133,10 +133,15 @@ def class_softmax_loss(
     class_log_probs = jax.nn.log_softmax(_affine(hidden, class_weights, class_biases), axis=1)
     target_class_log_probs = jnp.take_along_axis(class_log_probs, class_of[:, None], axis=1)[:, 0]
 
-    word_params = (jnp.asarray(word_weights, jnp.float32),
-                   None if word_biases is None else jnp.asarray(word_biases, jnp.float32))
-    row_data = (jnp.asarray(classes.starts)[class_of], jnp.asarray(classes.sizes)[class_of],
-                targets - jnp.asarray(classes.starts)[class_of])
+    word_params = (
+        jnp.asarray(word_weights, jnp.float32),
+        None if word_biases is None else jnp.asarray(word_biases, jnp.float32),
+    )
+    row_data = (
+        jnp.asarray(classes.starts)[class_of],
+        jnp.asarray(classes.sizes)[class_of],
+        targets - jnp.asarray(classes.starts)[class_of],
+    )
     tier_of_row = jnp.asarray(_tier_of_class(classes))[class_of]
     word_losses = jnp.zeros(targets.shape, jnp.float32)
     for tier, width in enumerate(_tier_widths(classes)):

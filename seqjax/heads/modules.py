@@ -32,7 +32,7 @@ from jax.typing import ArrayLike
 from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
 from seqjax.heads.full import full_softmax_loss
-from seqjax.heads.sampled import negative_sampling_loss, nce_loss, sampled_softmax_loss
+from seqjax.heads.sampled import nce_loss, negative_sampling_loss, sampled_softmax_loss
 from seqjax.heads.samplers import Sampler
 from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
 
@@ -70,9 +70,7 @@ def _word_table(module: nn.Module, name: str, rows: int, features: int, embeddin
     if embedding is None:
         raise ValueError(f"{type(module).__name__} is tied: pass the input embedding [V, D], got None")
     if embedding.ndim != 2 or embedding.shape != (module.vocab_size, features):
-        raise ValueError(
-            f"embedding must have shape [V={module.vocab_size}, D={features}], got {embedding.shape}"
-        )
+        raise ValueError(f"embedding must have shape [V={module.vocab_size}, D={features}], got {embedding.shape}")
     return jnp.asarray(embedding[:rows], jnp.float32)
 
 
@@ -144,8 +142,14 @@ class SampledSoftmax(_SamplingHead):
         params = self.parameters(hidden.shape[-1], embedding)
         drawn, target_log_expected_counts = self.draw(key, targets)
         per_row = sampled_softmax_loss(
-            hidden, params["weights"], params["biases"], targets, drawn.ids, drawn.log_expected_counts,
-            target_log_expected_counts, remove_accidental_hits=self.remove_accidental_hits,
+            hidden,
+            params["weights"],
+            params["biases"],
+            targets,
+            drawn.ids,
+            drawn.log_expected_counts,
+            target_log_expected_counts,
+            remove_accidental_hits=self.remove_accidental_hits,
         )
         return masked_mean(per_row, mask)
 
@@ -180,8 +184,14 @@ class NCE(_SamplingHead):
         params = self.parameters(hidden.shape[-1], embedding)
         drawn, target_log_expected_counts = self.draw(key, targets)
         per_row = nce_loss(
-            hidden, params["weights"], params["biases"], targets, drawn.ids, drawn.log_expected_counts,
-            target_log_expected_counts, log_normalizer=params["log_normalizer"],
+            hidden,
+            params["weights"],
+            params["biases"],
+            targets,
+            drawn.ids,
+            drawn.log_expected_counts,
+            target_log_expected_counts,
+            log_normalizer=params["log_normalizer"],
         )
         return masked_mean(per_row, mask)
 
@@ -208,9 +218,7 @@ class NegativeSampling(_SamplingHead):
     def loss(self, hidden, targets, key, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
         drawn, _ = self.draw(key, targets)
-        per_row = negative_sampling_loss(
-            hidden, params["weights"], params["biases"], targets, drawn.ids
-        )
+        per_row = negative_sampling_loss(hidden, params["weights"], params["biases"], targets, drawn.ids)
         return masked_mean(per_row, mask)
 
 
@@ -239,9 +247,7 @@ class ClassSoftmax(nn.Module):
 
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
-        return class_log_probs(
-            hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes
-        )
+        return class_log_probs(hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes)
 
 
 class HierarchicalSoftmax(nn.Module):
@@ -309,7 +315,12 @@ class AdaptiveSoftmax(nn.Module):
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
         per_row = adaptive_softmax_loss(
-            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], targets, self.cutoffs,
+            hidden,
+            p["head_weights"],
+            p["tail_projections"],
+            p["tail_weights"],
+            targets,
+            self.cutoffs,
             head_biases=p["head_biases"],
         )
         return masked_mean(per_row, mask)
@@ -317,6 +328,10 @@ class AdaptiveSoftmax(nn.Module):
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
         return adaptive_log_probs(
-            hidden, p["head_weights"], p["tail_projections"], p["tail_weights"], self.cutoffs,
+            hidden,
+            p["head_weights"],
+            p["tail_projections"],
+            p["tail_weights"],
+            self.cutoffs,
             head_biases=p["head_biases"],
         )

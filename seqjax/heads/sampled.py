@@ -29,8 +29,14 @@ from seqjax.heads import checks
 
 
 def sampled_softmax_loss(
-    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike,
-    sample_log_expected_counts: ArrayLike, target_log_expected_counts: ArrayLike, *,
+    hidden: ArrayLike,
+    weights: ArrayLike,
+    biases: ArrayLike | None,
+    targets: ArrayLike,
+    samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike,
+    target_log_expected_counts: ArrayLike,
+    *,
     remove_accidental_hits: bool = True,
 ) -> jax.Array:
     """Importance-sampled softmax cross-entropy over the true class and K samples.
@@ -81,9 +87,16 @@ def sampled_softmax_loss(
 
 
 def nce_loss(
-    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike,
-    sample_log_expected_counts: ArrayLike, target_log_expected_counts: ArrayLike, *,
-    log_normalizer: float | ArrayLike = 0.0, remove_accidental_hits: bool = False,
+    hidden: ArrayLike,
+    weights: ArrayLike,
+    biases: ArrayLike | None,
+    targets: ArrayLike,
+    samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike,
+    target_log_expected_counts: ArrayLike,
+    *,
+    log_normalizer: float | ArrayLike = 0.0,
+    remove_accidental_hits: bool = False,
 ) -> jax.Array:
     """Noise-contrastive estimation (Mnih & Teh 2012) with K noise samples per row.
 
@@ -197,8 +210,12 @@ def _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log
     """The two corrections: given (not None), shaped like the samples and [N]."""
     rows = np.shape(hidden)[0]
     for name, value, shape, rule in (
-        ("sample_log_expected_counts", sample_log_expected_counts, np.shape(samples),
-         f"the shape of samples {np.shape(samples)}"),
+        (
+            "sample_log_expected_counts",
+            sample_log_expected_counts,
+            np.shape(samples),
+            f"the shape of samples {np.shape(samples)}",
+        ),
         ("target_log_expected_counts", target_log_expected_counts, (rows,), f"shape [N={rows}]"),
     ):
         if value is None:

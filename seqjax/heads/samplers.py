@@ -91,9 +91,7 @@ class Sampler:
         _require_num_samples(num_samples, unique, self.vocab_size)
         return _log_expected(self.log_prob(ids), num_samples, unique)
 
-    def sample(
-        self, key: jax.Array, num_samples: int, *, unique: bool = False, num_rows: int | None = None
-    ) -> Samples:
+    def sample(self, key: jax.Array, num_samples: int, *, unique: bool = False, num_rows: int | None = None) -> Samples:
         """Draws `num_samples` ids ([K], or [num_rows, K] with an independent draw per row).
 
         K >= 1; with `unique`, K <= V. Returns `Samples` (ids int32, log_expected_counts float32).

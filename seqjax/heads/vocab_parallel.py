@@ -18,7 +18,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from seqjax.heads import checks
 from seqjax.heads.modules import WordScores, masked_mean
@@ -96,7 +97,12 @@ class VocabParallelSoftmax(WordScores):
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
         per_row = vocab_parallel_softmax_loss(
-            hidden, params["weights"], params["biases"], targets, self.mesh,
-            vocab_axis=self.vocab_axis, row_axis=self.row_axis,
+            hidden,
+            params["weights"],
+            params["biases"],
+            targets,
+            self.mesh,
+            vocab_axis=self.vocab_axis,
+            row_axis=self.row_axis,
         )
         return masked_mean(per_row, mask)

@@ -50,8 +50,14 @@ def corpus_bleu(
 
 
 def bleu_from_statistics(
-    matches: ArrayLike, totals: ArrayLike, hyp_len: ArrayLike, ref_len: ArrayLike, *,
-    smooth: str, smooth_value: float, effective_order: bool,
+    matches: ArrayLike,
+    totals: ArrayLike,
+    hyp_len: ArrayLike,
+    ref_len: ArrayLike,
+    *,
+    smooth: str,
+    smooth_value: float,
+    effective_order: bool,
 ) -> jax.Array:
     """BLEU (0-100) from clipped matches and hypothesis n-gram counts.
 
@@ -109,16 +115,24 @@ def _check_options(max_order: Any, smooth: Any, smooth_value: Any) -> float:
         raise ValueError(f"smooth must be one of {sorted(SMOOTHING_DEFAULTS)}, got {smooth!r}")
     if smooth_value is None:
         return SMOOTHING_DEFAULTS[smooth] or 0.0
-    if isinstance(smooth_value, bool) or not isinstance(smooth_value, numbers.Real) or not (
-        math.isfinite(smooth_value) and smooth_value >= 0
+    if (
+        isinstance(smooth_value, bool)
+        or not isinstance(smooth_value, numbers.Real)
+        or not (math.isfinite(smooth_value) and smooth_value >= 0)
     ):
         raise ValueError(f"smooth_value must be None or a finite number >= 0, got {smooth_value!r}")
     return float(smooth_value)
 
 
 def sentence_bleu_ids(
-    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, *,
-    max_order: int = 4, smooth: str = "exp", smooth_value: float | None = None,
+    hyp: ArrayLike,
+    hyp_len: ArrayLike,
+    ref: ArrayLike,
+    ref_len: ArrayLike,
+    *,
+    max_order: int = 4,
+    smooth: str = "exp",
+    smooth_value: float | None = None,
 ) -> jax.Array:
     """Sentence BLEU (0-100) of each row, as `sacrebleu.sentence_bleu` (effective order on).
 
@@ -142,8 +156,14 @@ def sentence_bleu_ids(
 
 
 def corpus_bleu_ids(
-    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, *,
-    max_order: int = 4, smooth: str = "exp", smooth_value: float | None = None,
+    hyp: ArrayLike,
+    hyp_len: ArrayLike,
+    ref: ArrayLike,
+    ref_len: ArrayLike,
+    *,
+    max_order: int = 4,
+    smooth: str = "exp",
+    smooth_value: float | None = None,
 ) -> jax.Array:
     """Corpus BLEU (0-100) of all rows together, as `sacrebleu.corpus_bleu` (statistics summed).
 
@@ -175,6 +195,11 @@ def _sentence_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smo
 def _corpus_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value):
     matches, totals, _ = ngram_statistics(hyp, hyp_len, ref, ref_len, max_order)
     return bleu_from_statistics(
-        jnp.sum(matches, axis=0), jnp.sum(totals, axis=0), jnp.sum(hyp_len), jnp.sum(ref_len),
-        smooth=smooth, smooth_value=smooth_value, effective_order=False,
+        jnp.sum(matches, axis=0),
+        jnp.sum(totals, axis=0),
+        jnp.sum(hyp_len),
+        jnp.sum(ref_len),
+        smooth=smooth,
+        smooth_value=smooth_value,
+        effective_order=False,
     )

@@ -53,5 +53,7 @@ def ngram_statistics(
         matches.append(jnp.sum(jnp.where(first, jnp.minimum(count_in_hyp, count_in_ref), 0), axis=-1))
         hyp_counts.append(jnp.sum(hyp_valid, axis=-1))
         ref_counts.append(jnp.sum(ref_valid, axis=-1))
-    stack = lambda counts: jnp.stack(counts, axis=-1).astype(jnp.int32)
-    return stack(matches), stack(hyp_counts), stack(ref_counts)
+    matches, hyp_counts, ref_counts = (
+        jnp.stack(c, axis=-1).astype(jnp.int32) for c in (matches, hyp_counts, ref_counts)
+    )
+    return matches, hyp_counts, ref_counts

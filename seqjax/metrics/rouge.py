@@ -57,7 +57,10 @@ def rouge_n(hypothesis: Sequence[Hashable], reference: Sequence[Hashable], n: in
       0.5
     """
     _check_order(n)
-    grams = lambda tokens: collections.Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+    def grams(tokens: list[str]) -> collections.Counter:
+        return collections.Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
     hyp_grams, ref_grams = grams(list(hypothesis)), grams(list(reference))
     overlap = sum(min(count, ref_grams[gram]) for gram, count in hyp_grams.items())
     return _f_measure(overlap, sum(hyp_grams.values()), sum(ref_grams.values()))
