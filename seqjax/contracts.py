@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar
 
 import jax
 
@@ -50,12 +50,19 @@ class SpecialIds:
 SPECIAL_IDS = SpecialIds()
 
 
-@runtime_checkable
 class Model(Protocol):
-    """A language model, or an encoder-decoder when `has_encoder` (then every call below also
-    takes `src [B, S] int32` and `src_mask [B, S] bool` as keywords).
+    """A language model, or an encoder-decoder when `has_encoder`: a Flax Linen module used
+    through `init`/`apply`. `apply` reaches these methods (`method="..."`); for an
+    encoder-decoder each also takes `src [B, S] int32` and `src_mask [B, S] bool` keywords:
 
-    Class-level facts the objectives and the training code ask:
+      __call__(tokens [B, T] int32, *, embedded=None, train=False) -> hidden [B, T, D] float32;
+        `embedded` [B, T, D] replaces the token lookup (gradient penalty, soft feeding).
+      embed(tokens [...] int32) -> [..., D] float32, the target-side lookup.
+      target_embedding() -> [V, D] float32, the table a tied head scores with.
+      init_decode_state(batch_size, max_len) -> state, every leaf with leading axis B.
+      decode_step(state, token [B] int32) -> (hidden [B, D] float32, state).
+
+    Facts the objectives and the training code read from the module itself:
       vocab_size: V, the target vocabulary the hidden states predict.
       has_encoder: whether the model reads a source sequence.
       recurrent: whether its decode state is a recurrent carry (a decode step costs one
@@ -64,57 +71,38 @@ class Model(Protocol):
     """
 
     vocab_size: int
-    has_encoder: ClassVar[bool]
-    recurrent: ClassVar[bool]
 
-    def __call__(
-        self, tokens: jax.Array, *, embedded: jax.Array | None = None, train: bool = False, **source: jax.Array
-    ) -> jax.Array:
-        """Teacher-forced hidden states [B, T, D] float32 for tokens [B, T] int32; `embedded`
-        [B, T, D] replaces the token embedding lookup (gradient penalty, soft feeding)."""
-        ...
+    @property
+    def has_encoder(self) -> bool: ...
 
-    def embed(self, tokens: jax.Array) -> jax.Array:
-        """The target-side embedding lookup [..., D] float32 of tokens [...] int32."""
-        ...
+    @property
+    def recurrent(self) -> bool: ...
 
-    def target_embedding(self) -> jax.Array:
-        """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        ...
+    def init(self, rngs: Any, *args: Any, **kwargs: Any) -> Any: ...
 
-    def init_decode_state(self, batch_size: int, max_len: int, **source: jax.Array) -> Any:
-        """An empty decode state with room for max_len steps; leaves have leading axis B."""
-        ...
-
-    def decode_step(self, state: Any, token: jax.Array) -> tuple[jax.Array, Any]:
-        """Feeds token [B] int32; returns hidden [B, D] float32 and the next state."""
-        ...
+    def apply(self, variables: Any, *args: Any, **kwargs: Any) -> Any: ...
 
 
-@runtime_checkable
 class Head(Protocol):
-    """An output layer with exact log-probabilities.
+    """An output layer with exact log-probabilities: a Linen module whose `apply` reaches
+
+      loss(hidden [N, D], targets [N] int32, key, mask [N] float32 | None, embedding)
+        -> (scalar float32 masked mean of the per-row loss, {"tokens": sum(mask)});
+      log_probs(hidden [N, D], embedding) -> [N, V] float32, normalized (for every head,
+        the sampling ones included).
 
     tied: whether the head scores with the model's target embedding table, passed as
       `embedding` [V, D] (None when untied).
-    loss: (hidden [N, D], targets [N] int32, key, mask [N] float32 | None, embedding)
-      -> (scalar float32 masked mean, {"tokens": sum(mask)}).
-    log_probs: (hidden [N, D], embedding) -> [N, V] float32, normalized.
     """
 
     vocab_size: int
-    tied: bool
 
-    def loss(
-        self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]: ...
+    @property
+    def tied(self) -> bool: ...
 
-    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array: ...
+    def init(self, rngs: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    def apply(self, variables: Any, *args: Any, **kwargs: Any) -> Any: ...
 
 
 StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]

@@ -182,7 +182,7 @@ def _parallel_data(
     for split, (sources, targets) in pairs.items():
         src_ids = [np.array(ids, np.int32) for ids in src_tokenizer.encode_batch(sources)]
         tgt_ids = [np.array(ids, np.int32) for ids in tgt_tokenizer.encode_batch(targets)]
-        keep = range(len(sources))
+        keep = list(range(len(sources)))
         if split == "train":
             keep = [i for i in keep if len(src_ids[i]) <= cfg.max_pair_len and len(tgt_ids[i]) <= cfg.max_pair_len]
         data.splits[split] = ([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])

@@ -228,7 +228,7 @@ def _parse_noun_phrase(words: list[str], i: int, allow_pp: bool) -> tuple[int, i
         return None
     determiner = words[i]
     i += 1
-    adjectives = []
+    adjectives: list[str] = []
     while i < len(words) and words[i] in ADJECTIVES and len(adjectives) < MAX_ADJECTIVES:
         adjectives.append(words[i])
         i += 1

@@ -54,7 +54,7 @@ def check_step_contract(step_fn: Callable, state: Any) -> tuple[int, int]:
         raise ValueError(
             f"every state leaf must have the batch as its leading axis, got leading sizes {sorted(leading, key=str)}"
         )
-    (batch_size,) = leading
+    (batch_size,) = {size for size in leading if size is not None}
     if batch_size == 0:
         raise ValueError("the batch size (leading axis of the state) must be positive, got 0")
     tokens = jax.ShapeDtypeStruct((batch_size,), jnp.int32)
@@ -64,11 +64,11 @@ def check_step_contract(step_fn: Callable, state: Any) -> tuple[int, int]:
     if not jnp.issubdtype(log_probs.dtype, jnp.floating):
         raise ValueError(f"step_fn must return floating log_probs, got {log_probs.dtype}")
     expected = jax.eval_shape(lambda s: s, state)
-    if jax.tree.structure(new_state) != jax.tree.structure(expected) or any(
+    if str(jax.tree.structure(new_state)) != str(jax.tree.structure(expected)) or any(
         (a.shape, a.dtype) != (b.shape, b.dtype) for a, b in zip(jax.tree.leaves(new_state), jax.tree.leaves(expected))
     ):
         raise ValueError(
             "step_fn must return a state with the input state's structure, shapes and dtypes, "
             f"got {new_state} for input {expected}"
         )
-    return batch_size, log_probs.shape[1]
+    return int(batch_size), int(log_probs.shape[1])

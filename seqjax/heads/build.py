@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import flax.linen as nn
 import numpy as np
@@ -103,7 +104,9 @@ def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothe
     else:
         samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))
         sampler = samplers.log_uniform(vocab_size)
-    shared = dict(tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples)
+    shared: dict[str, Any] = dict(
+        tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples
+    )
     if cfg.kind == "sampled":
         return SampledSoftmax(
             vocab_size, unique=cfg.unique, remove_accidental_hits=cfg.remove_accidental_hits, **shared

@@ -81,12 +81,12 @@ def frequency_classes(counts: ArrayLike, num_classes: int) -> Classes:
     if num_classes > vocab_size:
         raise ValueError(f"num_classes must be <= vocab_size={vocab_size}, got {num_classes}")
     mass_before = np.concatenate([[0.0], np.cumsum(values)[:-1]]) / values.sum()
-    starts = [0]
+    first_ids = [0]
     for index in range(1, num_classes):
         wanted = int(np.searchsorted(mass_before, index / num_classes, side="left"))
         # At least one word for this class and for each class after it.
-        starts.append(min(max(wanted, starts[-1] + 1), vocab_size - (num_classes - index)))
-    starts = np.array(starts, np.int32)
+        first_ids.append(min(max(wanted, first_ids[-1] + 1), vocab_size - (num_classes - index)))
+    starts = np.array(first_ids, np.int32)
     sizes = np.diff(np.append(starts, vocab_size)).astype(np.int32)
     class_of = np.repeat(np.arange(num_classes, dtype=np.int32), sizes)
     return Classes(starts, sizes, class_of)

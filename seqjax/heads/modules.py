@@ -126,11 +126,18 @@ class _SamplingHead(WordScores):
     unique: bool = True
     per_row_samples: bool = False
 
+    @property
+    def proposal(self) -> Sampler:
+        """The sampler; a field with a default only because the fields before it have one."""
+        if self.sampler is None:
+            raise ValueError(f"{type(self).__name__} needs a sampler, got None")
+        return self.sampler
+
     def draw(self, key, targets):
         """Samples with their log expected counts, and the targets' log expected counts [N]."""
         rows = targets.shape[0] if self.per_row_samples else None
-        drawn = self.sampler.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
-        return drawn, self.sampler.log_expected_count(targets, self.num_samples, unique=self.unique)
+        drawn = self.proposal.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
+        return drawn, self.proposal.log_expected_count(targets, self.num_samples, unique=self.unique)
 
 
 class SampledSoftmax(_SamplingHead):
@@ -213,7 +220,7 @@ class NegativeSampling(_SamplingHead):
 
     def scores(self, hidden, params):
         """[N, V] float32 h·w + b + log q: the log of the unnormalized distribution the head fits."""
-        return super().scores(hidden, params) + self.sampler.log_probs
+        return super().scores(hidden, params) + self.proposal.log_probs
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
@@ -226,7 +233,7 @@ class ClassSoftmax(nn.Module):
     """Two-level class-based softmax over `classes`; tying applies to the word level."""
 
     vocab_size: int
-    classes: Classes | None = None
+    classes: Classes
     tied: bool = False
 
     @nn.compact
@@ -254,7 +261,7 @@ class HierarchicalSoftmax(nn.Module):
     """Binary-tree softmax over `tree` (balanced or Huffman); V − 1 node vectors, never tied."""
 
     vocab_size: int
-    tree: Tree | None = None
+    tree: Tree
     tied: ClassVar[bool] = False  # tree nodes are not words: nothing to tie to
 
     @nn.compact

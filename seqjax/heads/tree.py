@@ -221,7 +221,8 @@ def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: Arra
     """
     _validate(hidden, node_weights, node_biases, tree)
     checks.require_rank("hidden", hidden, 2)
-    scores = jnp.asarray(hidden, jnp.float32) @ jnp.asarray(node_weights, jnp.float32).T
+    hidden = jnp.asarray(hidden, jnp.float32)
+    scores = hidden @ jnp.asarray(node_weights, jnp.float32).T
     if node_biases is not None:
         scores = scores + jnp.asarray(node_biases, jnp.float32)
     log_right, log_left = jax.nn.log_sigmoid(scores), jax.nn.log_sigmoid(-scores)

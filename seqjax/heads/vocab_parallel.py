@@ -95,6 +95,8 @@ class VocabParallelSoftmax(WordScores):
     row_axis: str | None = "data"
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+        if self.mesh is None:
+            raise ValueError("VocabParallelSoftmax needs the mesh its vocabulary is split over, got None")
         params = self.parameters(hidden.shape[-1], embedding)
         per_row = vocab_parallel_softmax_loss(
             hidden,

@@ -118,7 +118,7 @@ def _check_options(max_order: Any, smooth: Any, smooth_value: Any) -> float:
     if (
         isinstance(smooth_value, bool)
         or not isinstance(smooth_value, numbers.Real)
-        or not (math.isfinite(smooth_value) and smooth_value >= 0)
+        or not (math.isfinite(smooth_value) and float(smooth_value) >= 0)
     ):
         raise ValueError(f"smooth_value must be None or a finite number >= 0, got {smooth_value!r}")
     return float(smooth_value)

@@ -37,7 +37,7 @@ def ngram_statistics(
     unigram_hh = hyp[:, :, None] == hyp[:, None, :]
     unigram_hr = hyp[:, :, None] == ref[:, None, :]
     same_hh, same_hr = unigram_hh, unigram_hr
-    matches, hyp_counts, ref_counts = [], [], []
+    matched, hyp_total, ref_total = [], [], []
     for n in range(1, max_order + 1):
         hyp_grams, ref_grams = max(hyp_length - n + 1, 0), max(ref_length - n + 1, 0)
         if n > 1:
@@ -50,10 +50,8 @@ def ngram_statistics(
         count_in_ref = jnp.sum(same_hr & ref_valid[:, None, :], axis=-1)
         earlier = jnp.arange(hyp_grams)[None, :] < jnp.arange(hyp_grams)[:, None]
         first = hyp_valid & ~jnp.any(in_hyp & earlier, axis=-1)
-        matches.append(jnp.sum(jnp.where(first, jnp.minimum(count_in_hyp, count_in_ref), 0), axis=-1))
-        hyp_counts.append(jnp.sum(hyp_valid, axis=-1))
-        ref_counts.append(jnp.sum(ref_valid, axis=-1))
-    matches, hyp_counts, ref_counts = (
-        jnp.stack(c, axis=-1).astype(jnp.int32) for c in (matches, hyp_counts, ref_counts)
-    )
+        matched.append(jnp.sum(jnp.where(first, jnp.minimum(count_in_hyp, count_in_ref), 0), axis=-1))
+        hyp_total.append(jnp.sum(hyp_valid, axis=-1))
+        ref_total.append(jnp.sum(ref_valid, axis=-1))
+    matches, hyp_counts, ref_counts = (jnp.stack(c, axis=-1).astype(jnp.int32) for c in (matched, hyp_total, ref_total))
     return matches, hyp_counts, ref_counts

@@ -58,7 +58,7 @@ def rouge_n(hypothesis: Sequence[Hashable], reference: Sequence[Hashable], n: in
     """
     _check_order(n)
 
-    def grams(tokens: list[str]) -> collections.Counter:
+    def grams(tokens: list) -> collections.Counter:
         return collections.Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
     hyp_grams, ref_grams = grams(list(hypothesis)), grams(list(reference))

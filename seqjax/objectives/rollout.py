@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Params
+from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.model_head import init_decode_state, token_log_probs
 from seqjax.objectives.checks import check_one_of
 
@@ -43,8 +42,8 @@ def choose_per_row(greedy: jax.Array) -> Select:
 
 
 def rollout(
-    model: nn.Module,
-    head: nn.Module,
+    model: Model,
+    head: Head,
     params: Params,
     batch: Batch,
     gold: jax.Array,

@@ -31,7 +31,7 @@ def resolve_mode(model: Model, mode: str, feed: str) -> str:
     return "scan" if model.recurrent and feed != "soft" else "parallel"
 
 
-def gold_coins(key: jax.Array, shape: tuple[int, int], epsilon: jax.Array) -> jax.Array:
+def gold_coins(key: jax.Array, shape: tuple[int, ...], epsilon: jax.Array) -> jax.Array:
     """[B, T] bool: True (feed gold) with probability ε, always True at position 0 (the start)."""
     coins = jax.random.uniform(key, shape) < epsilon
     return coins.at[:, 0].set(True)
@@ -68,11 +68,12 @@ def parallel_inputs(
     keys = jax.random.split(key, 2 * passes)
     earlier = params if first_pass_grad else jax.lax.stop_gradient(params)
     gold_embedded = embed_tokens(model, params, inputs) if feed == "soft" else None
-    fed, embedded = inputs, None
+    fed: jax.Array | None = inputs
+    embedded: jax.Array | None = None
     for index in range(passes - 1):
         hidden = hidden_states(model, earlier, batch, keys[2 * index], train=True, inputs=fed, embedded=embedded)
         log_probs = token_log_probs(model, head, earlier, hidden)
-        if feed == "soft":
+        if gold_embedded is not None:  # feed == "soft"
             table = embed_tokens(model, earlier, jnp.arange(log_probs.shape[-1])[None])[0]
             mixed = _shift_right(jnp.exp(log_probs) @ table, gold_embedded[:, :1])
             embedded = jnp.where(gold[..., None], gold_embedded, mixed)
