@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
 from seqjax.objectives.checks import check_number
 from seqjax.options import option
@@ -48,17 +48,7 @@ class GradientPenalty:
     def __post_init__(self):
         check_number("penalty", self.penalty, 0.0)
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, CE + λ·‖∂CE/∂e‖².
         metrics: dict of [] float32: the head's aux, "cross_entropy" and "grad_norm_sq"

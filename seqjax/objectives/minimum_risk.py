@@ -113,17 +113,7 @@ class MinimumRisk:
         check_number("alpha", self.alpha, 0.0, open_low=True)
         check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, w·teacher forcing + (1 − w)·mean risk (w = mle_weight).
         metrics: dict of [] float32: "risk", "reward" (mean BLEU / 100 of the distinct

@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 from seqjax.objectives.checks import check_number, check_one_of
 from seqjax.options import option
@@ -82,17 +82,7 @@ class RandomReplacement:
         check_number("token_rate", self.token_rate, 0.0, 1.0)
         check_one_of("pool", self.pool, POOLS)
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, the head's masked mean loss on gold labels after the noisy inputs.
         metrics: dict of [] float32: the head's aux and "replaced" (replaced / replaceable

@@ -164,17 +164,7 @@ class Reinforce:
             raise ValueError(f"num_samples must be >= 2 for the mean-of-the-others baseline, got {self.num_samples}")
         check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, w·teacher forcing + (1 − w)·surrogate (w = mle_weight).
         metrics: dict of [] float32: "reward", "baseline", "sample_length" (means over real
@@ -218,17 +208,7 @@ class Mixer(Reinforce):
         check_int("delta_growth", self.delta_growth, 0)
         check_int("delta_every", self.delta_every, 1)
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, as `Reinforce`'s.
         metrics: dict of [] float32: those of `Reinforce` and "delta" (Δ at this step).

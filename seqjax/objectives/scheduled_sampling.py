@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.model_head import (
     embed_tokens,
     head_loss,
@@ -130,17 +130,7 @@ class ScheduledSampling:
         if self.first_pass_grad and self.feed != "soft":
             raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={self.feed!r}")
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, the head's masked mean loss on gold targets.
         metrics: dict of [] float32: the head's aux, "epsilon" (ε at this step) and

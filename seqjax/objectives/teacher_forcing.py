@@ -6,7 +6,6 @@ import dataclasses
 
 import jax
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 
 
@@ -16,17 +15,7 @@ class TeacherForcing:
     on the gold token t, −(1/N) Σ_t mask_t · log p(y_t | y_<t), as the head computes it.
     It has no options and does not change over training."""
 
-    def __call__(
-        self,
-        model: Model,
-        head: Head,
-        params: Params,
-        batch: Batch,
-        key: jax.Array,
-        step: jax.Array,
-        *,
-        ids: SpecialIds,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
         loss: [] float32, the head's masked mean training loss.
         metrics: dict of [] float32, the head's aux values (at least "tokens").
