@@ -53,6 +53,10 @@ class DataConfig:
         63, "seq2seq: longest source or target kept in training, in tokens (+1 for BOS/EOS fits buckets[-1])"
     )
     buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, bounded recompilation")
+    packing: bool = option(
+        False,
+        "LM training rows of whole lines packed with segment ids and per-line positions (Transformers only)",
+    )
     num_train: int = option(20000, "examples (seq2seq) or sentences (LM) in the train split", kinds=("synthetic",))
     num_eval: int = option(500, "examples or sentences in each of valid and test", kinds=("synthetic",))
     seed: int = option(0, "seed of the generated data", kinds=("synthetic",))
@@ -72,11 +76,42 @@ class ModelConfig:
     attention: str = option("additive", "attention score: additive | dot | general", kinds=("attention_seq2seq",))
     num_heads: int = option(4, "attention heads", kinds=TRANSFORMERS)
     d_ff: int = option(512, "feed-forward hidden width", kinds=TRANSFORMERS)
-    positions: str = option("sinusoidal", "sinusoidal | learned", kinds=TRANSFORMERS)
+    positions: str = option(
+        "sinusoidal",
+        "sinusoidal | learned (added to the embeddings) | rope (rotary, turns queries and keys)",
+        kinds=TRANSFORMERS,
+    )
+    rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=TRANSFORMERS)
     max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=TRANSFORMERS)
-    norm: str = option("pre", "pre | post: LayerNorm before or after each residual add", kinds=TRANSFORMERS)
+    norm: str = option("pre", "pre | post: normalize before or after each residual add", kinds=TRANSFORMERS)
+    norm_type: str = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=TRANSFORMERS)
+    mlp: str = option(
+        "gelu",
+        "feed-forward: gelu (tanh approximation) | relu | swiglu (silu(x W_gate) · x W_up, each d_ff wide)",
+        kinds=TRANSFORMERS,
+    )
+    kv_heads: int = option(
+        0,
+        "key/value heads (grouped-query attention) dividing num_heads: 0 = num_heads, 1 = multi-query",
+        kinds=TRANSFORMERS,
+    )
+    bias: bool = option(True, "biases in the attention projections and feed-forward layers", kinds=TRANSFORMERS)
     window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
+    attention_kernel: str = option(
+        "auto",
+        "auto | xla | cudnn: jax.nn.dot_product_attention's implementation (auto: cudnn on a GPU in 16 bits where "
+        "it expresses the mask); masks cudnn cannot express (padding, segments, dilation) run on xla",
+        kinds=TRANSFORMERS,
+    )
+    scan_layers: bool = option(
+        False, "the layer stack as one nn.scan over stacked parameters (compile time flat in depth)", kinds=TRANSFORMERS
+    )
+    remat: str = option(
+        "none",
+        "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
+        kinds=TRANSFORMERS,
+    )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=("nnlm", "ngram"))
     direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))
 
@@ -90,6 +125,9 @@ class HeadConfig:
         kinds=("full", *SAMPLING_HEADS, "class", "adaptive"),
     )
     chunk_size: int = option(0, "0 materializes [N, V] logits, else blocks of the vocabulary", kinds=("full",))
+    z_loss: float = option(
+        0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)
+    )
     num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
     proposal: str = option("log_uniform", "uniform | unigram | log_uniform", kinds=SAMPLING_HEADS)
     power: float = option(1.0, "unigram proposal q ∝ count^power (0.75: word2vec)", kinds=SAMPLING_HEADS)
@@ -138,6 +176,10 @@ class TrainConfig:
     process_id: int = option(-1, "-1: $JAX_PROCESS_ID or cluster detection")
     heartbeat_timeout: int = option(100, "seconds without heartbeats before a process counts as dead")
     log_every: int = option(20, "steps between logged training metrics")
+    peak_tflops: float = option(
+        0.0,
+        "per-device peak TFLOP/s that MFU is against (0: a known device's bf16 peak, else a float32 matmul measured)",
+    )
     eval_every: int = option(500, "steps between validation evaluations; 0: only at the end")
     eval_batches: int = option(0, "batches per evaluation; 0: the whole split (exact perplexity)")
     checkpoint_every: int = option(500, "steps between checkpoints; 0: only at the end")

@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
+from seqjax.models.attention import KERNELS
 from seqjax.models.ngram import KneserNeyLM
 from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
@@ -24,7 +26,7 @@ from seqjax.models.seq2seq_rnn import RNNSeq2Seq
 from seqjax.models.seq2seq_transformer import TransformerSeq2Seq
 from seqjax.models.transformer import TransformerLM
 
-MODEL_KINDS: dict[str, type] = {
+MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as class facts)
     "rnn": RNNLM,
     "transformer": TransformerLM,
     "nnlm": NNLM,
@@ -36,8 +38,11 @@ MODEL_KINDS: dict[str, type] = {
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
 CELLS = ("lstm", "gru", "elman")
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
+NORM_TYPES = ("layernorm", "rmsnorm")
+MLPS = ("gelu", "relu", "swiglu")
+REMATS = ("none", "dots", "full")
 ATTENTION_SCORES = ("additive", "dot", "general")
 
 
@@ -68,12 +73,43 @@ def _check_transformer(cfg: ModelConfig) -> None:
     _check_positive("model.dilation", cfg.dilation)
     _check_one_of("model.positions", cfg.positions, POSITIONS)
     _check_one_of("model.norm", cfg.norm, NORMS)
+    _check_one_of("model.norm_type", cfg.norm_type, NORM_TYPES)
+    _check_one_of("model.mlp", cfg.mlp, MLPS)
+    _check_one_of("model.attention_kernel", cfg.attention_kernel, KERNELS)
+    _check_one_of("model.remat", cfg.remat, REMATS)
     if cfg.d_model % cfg.num_heads:
         raise ValueError(f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}")
     if cfg.positions == "sinusoidal" and cfg.d_model % 2:
         raise ValueError(f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}")
+    if cfg.positions == "rope" and (cfg.d_model // cfg.num_heads) % 2:
+        raise ValueError(
+            f"model.d_model / model.num_heads (the head width) must be even for rope positions, "
+            f"got {cfg.d_model} / {cfg.num_heads}"
+        )
+    if isinstance(cfg.rope_base, bool) or not cfg.rope_base > 1.0:
+        raise ValueError(f"model.rope_base must be > 1, got {cfg.rope_base!r}")
+    if not isinstance(cfg.kv_heads, int) or isinstance(cfg.kv_heads, bool) or cfg.kv_heads < 0:
+        raise ValueError(f"model.kv_heads must be an int >= 0 (0: model.num_heads), got {cfg.kv_heads!r}")
+    if cfg.kv_heads and cfg.num_heads % cfg.kv_heads:
+        raise ValueError(
+            f"model.num_heads={cfg.num_heads} must be divisible by model.kv_heads (query heads share each "
+            f"key/value head in equal groups), got {cfg.kv_heads}"
+        )
     if not isinstance(cfg.window, int) or isinstance(cfg.window, bool) or cfg.window < 0:
         raise ValueError(f"model.window must be an int >= 0 (0: unbounded), got {cfg.window!r}")
+
+
+def _check_cudnn(dtype: Any) -> None:
+    """cuDNN's fused attention runs on an NVIDIA GPU, on 16-bit operands."""
+    if jax.default_backend() != "gpu":
+        raise ValueError(
+            f"model.attention_kernel=cudnn needs a GPU, got backend {jax.default_backend()!r} "
+            "(auto and xla run anywhere)"
+        )
+    if jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
+        raise ValueError(
+            f"model.attention_kernel=cudnn needs 16-bit matmuls (train.precision=bfloat16), got {jnp.dtype(dtype)}"
+        )
 
 
 def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None) -> None:
@@ -121,6 +157,8 @@ def build_model(
         raise ValueError(
             f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built"
         )
+    if cfg.kind in TRANSFORMER_KINDS and cfg.attention_kernel == "cudnn":
+        _check_cudnn(dtype)
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
         return MODEL_KINDS[cfg.kind](cfg, vocab_size, source, dtype=dtype)

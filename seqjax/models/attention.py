@@ -1,8 +1,18 @@
-"""Multi-head scaled dot-product attention: self-attention with a KV cache, and cross-attention.
+"""Scaled dot-product attention: self-attention with a KV cache, cross-attention, rotary
+positions and grouped-query attention.
 
 Activations stay [B, T, heads, Dh] from projection to output — the layout
-`jax.nn.dot_product_attention` takes — so no transposes are spent on head axes; its
-logits and softmax are float32 whatever the operand dtype.
+`jax.nn.dot_product_attention` takes — so no transposes are spent on head axes; its logits
+and softmax are float32 whatever the operand dtype. With `model.kv_heads` = K < H, keys and
+values have K heads, each shared by H / K consecutive query heads (grouped-query attention;
+K = 1 is multi-query), and the KV cache and the cross-attention memory hold only those K.
+
+Every attention is one `jax.nn.dot_product_attention` call; `model.attention_kernel` picks
+its implementation for the teacher-forced self-attention. cuDNN's fused kernel is given only
+what it expresses — `is_causal` and a contiguous `local_window_size` — so a self-attention
+with padding, segment ids (packed rows) or a dilated window, a decode step (per-row
+positions over a fixed cache) and cross-attention (source padding) run on XLA, under one
+boolean mask. There is no separate explicit-matmul path: XLA's implementation is that.
 """
 
 from __future__ import annotations
@@ -13,6 +23,62 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from seqjax.config import ModelConfig
+from seqjax.models.masks import SelfMask
+
+KERNELS = ("auto", "xla", "cudnn")
+
+
+def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
+    """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H."""
+    heads = cfg.num_heads
+    return heads, cfg.kv_heads or heads, cfg.d_model // heads
+
+
+def rotary(x, positions, base: float):
+    """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
+    (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
+
+    Scores of turned queries and keys depend only on the difference of their positions.
+
+    Args:
+      x: [B, T, heads, Dh] queries or keys, Dh even.
+      positions: [B, T] or [T] int32.
+    Returns:
+      [B, T, heads, Dh] in x's dtype (the turn is computed in float32).
+    """
+    half = x.shape[-1] // 2
+    frequencies = base ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angles = positions[..., None].astype(jnp.float32) * frequencies
+    cos, sin = jnp.cos(angles)[..., None, :], jnp.sin(angles)[..., None, :]  # [.., T, 1, Dh/2]
+    first, second = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
+    turned = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    return turned.astype(x.dtype)
+
+
+def resolve_kernel(kernel: str, dtype: Any, head_dim: int) -> str:
+    """The implementation ("xla" | "cudnn") `kernel` ("auto" | "xla" | "cudnn") means here:
+    auto is cuDNN on a GPU for 16-bit operands and head widths it supports (≤ 128, multiple
+    of 8), XLA otherwise."""
+    if kernel != "auto":
+        return kernel
+    supported = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    on_gpu = jax.default_backend() == "gpu"
+    return "cudnn" if on_gpu and supported and head_dim <= 128 and head_dim % 8 == 0 else "xla"
+
+
+def self_attention_arguments(mask: SelfMask, kernel: str, length: int) -> dict[str, Any]:
+    """Keyword arguments of `jax.nn.dot_product_attention` for a teacher-forced self-attention
+    of T = length tokens under `mask`, with `kernel` resolved ("xla" | "cudnn").
+
+    cuDNN gets the structured part as is_causal / local_window_size when that is the whole
+    mask (no padding or segments, dilation 1); anything else is one boolean mask on XLA.
+    """
+    if kernel == "cudnn" and mask.extra is None and mask.dilation == 1:
+        window = (mask.window - 1, 0) if mask.causal and mask.window else None
+        return {"implementation": "cudnn", "is_causal": mask.causal, "local_window_size": window}
+    return {"implementation": "xla", "mask": mask.dense(length)}
 
 
 def write_cache(buffer, update, positions):
@@ -30,64 +96,92 @@ def write_cache(buffer, update, positions):
     )
 
 
-class SelfAttention(nn.Module):
-    """Self-attention with one fused [D, 3, heads, Dh] projection for queries, keys, values."""
+def empty_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, jax.Array]:
+    """One layer's empty KV cache {"k", "v"}: [B, max_len, K, Dh] each, K the kv heads."""
+    _, kv_heads, head_dim = head_counts(cfg)
+    shape = (batch_size, max_len, kv_heads, head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
 
-    d_model: int
-    heads: int
+
+def _dense(cfg: ModelConfig, features, dtype, axis=-1):
+    return nn.DenseGeneral(features, axis=axis, use_bias=cfg.bias, dtype=dtype)
+
+
+class SelfAttention(nn.Module):
+    """Self-attention; queries, keys and values from one fused [D, 3, H, Dh] projection when
+    K = H, else a [D, H, Dh] query and a fused [D, 2, K, Dh] key/value projection."""
+
+    cfg: ModelConfig
     dtype: Any = jnp.float32
 
     def setup(self):
-        head_dim = self.d_model // self.heads
-        self.qkv = nn.DenseGeneral((3, self.heads, head_dim), dtype=self.dtype, name="qkv")
-        self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), dtype=self.dtype, name="out")
+        heads, kv_heads, head_dim = head_counts(self.cfg)
+        if kv_heads == heads:
+            self.qkv = _dense(self.cfg, (3, heads, head_dim), self.dtype)
+        else:
+            self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
+            self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
+        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
-    def __call__(self, x, mask):
-        """x: [B, T, D]; mask: bool broadcastable to [B, heads, T, T]. Returns [B, T, D]."""
-        qkv = self.qkv(x)
-        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        return self.out(jax.nn.dot_product_attention(q, k, v, mask=mask))
+    def _project(self, x, positions):
+        """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]."""
+        if self.cfg.kv_heads in (0, self.cfg.num_heads):
+            qkv = self.qkv(x)
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        else:
+            kv = self.kv(x)
+            q, k, v = self.query(x), kv[:, :, 0], kv[:, :, 1]
+        if self.cfg.positions == "rope":
+            q, k = rotary(q, positions, self.cfg.rope_base), rotary(k, positions, self.cfg.rope_base)
+        return q, k, v
+
+    def __call__(self, x, positions, mask: SelfMask):
+        """x: [B, T, D]; positions: [B, T] or [T] int32 (rope reads them); mask: what each
+        query sees. Returns [B, T, D]."""
+        q, k, v = self._project(x, positions)
+        kernel = resolve_kernel(self.cfg.attention_kernel, q.dtype, q.shape[-1])
+        arguments = self_attention_arguments(mask, kernel, x.shape[1])
+        return self.out(jax.nn.dot_product_attention(q, k, v, **arguments))
 
     def decode(self, x, cache, positions, mask):
         """One step against the KV cache; the cost is fixed by the cache size M.
 
         Args:
           x: [B, 1, D] the new token's activations.
-          cache: {"k", "v"}: [B, M, heads, Dh] each.
-          positions: [B] int32, where the new token's keys and values are written.
+          cache: {"k", "v"}: [B, M, K, Dh] each.
+          positions: [B] int32, where the new token's keys and values are written (and, with
+            rope, the absolute position its query and key are turned by).
           mask: [B, 1, 1, M] bool, the slots the new token attends to.
         Returns:
           [B, 1, D], the updated cache.
         """
-        qkv = self.qkv(x)
-        cache = {
-            "k": write_cache(cache["k"], qkv[:, :, 1], positions),
-            "v": write_cache(cache["v"], qkv[:, :, 2], positions),
-        }
-        q = qkv[:, :, 0].astype(cache["k"].dtype)
+        q, k, v = self._project(x, positions[:, None])
+        cache = {"k": write_cache(cache["k"], k, positions), "v": write_cache(cache["v"], v, positions)}
+        q = q.astype(cache["k"].dtype)
         attended = jax.nn.dot_product_attention(q, cache["k"], cache["v"], mask=mask)
         return self.out(attended), cache
 
 
 class CrossAttention(nn.Module):
-    """Attention of decoder queries over encoder outputs ("memory")."""
+    """Attention of decoder queries over encoder outputs ("memory"), without rotary turns:
+    source and target positions are not on one axis."""
 
-    d_model: int
-    heads: int
+    cfg: ModelConfig
     dtype: Any = jnp.float32
 
     def setup(self):
-        head_dim = self.d_model // self.heads
-        self.query = nn.DenseGeneral((self.heads, head_dim), dtype=self.dtype, name="query")
-        self.kv = nn.DenseGeneral((2, self.heads, head_dim), dtype=self.dtype, name="kv")
-        self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), dtype=self.dtype, name="out")
+        heads, kv_heads, head_dim = head_counts(self.cfg)
+        self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
+        self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
+        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
     def memory(self, encoded):
-        """encoded: [B, S, D] -> {"k", "v"}: [B, S, heads, Dh], computed once per source."""
+        """encoded: [B, S, D] -> {"k", "v"}: [B, S, K, Dh], computed once per source."""
         kv = self.kv(encoded)
         return {"k": kv[:, :, 0], "v": kv[:, :, 1]}
 
     def __call__(self, x, memory, mask):
-        """x: [B, T, D]; memory from `memory`; mask: [B, 1, 1, S] bool. Returns [B, T, D]."""
+        """x: [B, T, D]; memory from `memory`; mask: bool broadcastable to [B, 1, T, S]
+        (source padding, and segments in packed rows). Returns [B, T, D]."""
         q = self.query(x).astype(memory["k"].dtype)
         return self.out(jax.nn.dot_product_attention(q, memory["k"], memory["v"], mask=mask))

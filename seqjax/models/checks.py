@@ -27,6 +27,21 @@ def check_mask(mask, tokens, name: str = "mask") -> None:
         )
 
 
+def check_packing(segment_ids, positions, tokens, prefix: str = "") -> None:
+    """segment_ids, positions: None or [B, T] integer with the tokens' shape; segment ids
+    (a packed row) need their per-segment positions."""
+    for name, value in (("segment_ids", segment_ids), ("positions", positions)):
+        if value is None:
+            continue
+        if np.shape(value) != np.shape(tokens) or not np.issubdtype(np.dtype(value.dtype), np.integer):
+            raise ValueError(
+                f"{prefix}{name} must be an integer array of shape {np.shape(tokens)}, "
+                f"got shape {np.shape(value)} dtype {value.dtype}"
+            )
+    if segment_ids is not None and positions is None:
+        raise ValueError(f"{prefix}segment_ids need {prefix}positions (each token's position in its segment), got None")
+
+
 def check_embedded(embedded, tokens, width: int) -> None:
     """embedded: None or [B, T, D] replacing the embedding lookup of `tokens`."""
     if embedded is None:

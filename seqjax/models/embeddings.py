@@ -73,7 +73,8 @@ class EncoderDecoder(TokenModel):
 
 
 class PositionalInputs(nn.Module):
-    """Embeddings scaled by √D plus a position encoding, then dropout."""
+    """Embeddings scaled by √D plus a position encoding (none for rope, which turns queries
+    and keys inside attention instead), then dropout."""
 
     cfg: ModelConfig
 
@@ -86,9 +87,9 @@ class PositionalInputs(nn.Module):
 
     def __call__(self, embedded, positions, train: bool = False):
         """embedded: [B, T, D] lookups; positions: [B, T] or [T] int32 -> [B, T, D] float32."""
+        x = embedded.astype(jnp.float32) * jnp.sqrt(float(self.cfg.d_model))
         if self.cfg.positions == "learned":
-            encoding = self.position_embed(positions)
-        else:
-            encoding = sinusoidal_positions(positions, self.cfg.d_model)
-        x = embedded.astype(jnp.float32) * jnp.sqrt(float(self.cfg.d_model)) + encoding
+            x = x + self.position_embed(positions)
+        elif self.cfg.positions == "sinusoidal":
+            x = x + sinusoidal_positions(positions, self.cfg.d_model)
         return self.dropout(x, deterministic=not train)

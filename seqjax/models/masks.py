@@ -1,11 +1,15 @@
 """Attention masks as small pure functions; True means "the query may attend to this key".
 
 Masks broadcast against attention logits laid out [B, heads, T_query, T_key], so every
-function returns its mask with those axes (size-1 where the mask does not vary).
+function returns its mask with those axes (size-1 where the mask does not vary). A
+teacher-forced self-attention's mask is kept in parts (`SelfMask`), so that a fused kernel
+can be given the structured part it expresses and the rest only when there is a rest.
 """
 
 from __future__ import annotations
 
+import flax.struct
+import jax
 import jax.numpy as jnp
 
 
@@ -65,3 +69,49 @@ def decode_mask(positions, max_len: int, window: int = 0, dilation: int = 1):
     """
     keys = jnp.arange(max_len, dtype=jnp.int32)
     return window_mask(positions[:, None], keys, window, dilation)[:, None]
+
+
+def segment_mask(query_segments, key_segments):
+    """Keys of the query's own segment (packed rows: a line never sees another line).
+
+    Args:
+      query_segments: [B, Tq] int32 segment ids.
+      key_segments: [B, Tk] int32 segment ids.
+    Returns:
+      [B, 1, Tq, Tk] bool.
+    """
+    return query_segments[:, None, :, None] == key_segments[:, None, None, :]
+
+
+@flax.struct.dataclass
+class SelfMask:
+    """What each query of a teacher-forced self-attention over T tokens may see.
+
+    causal, window, dilation (static): the structured part, `window_mask` over token indices
+      when causal (window and dilation mean nothing without it), every key otherwise.
+    extra: None, or bool broadcastable to [B, 1, T, T] and-ed with the structured part:
+      padding (`padding_mask`, [B, 1, 1, T]) and segments (`segment_mask`, [B, 1, T, T]).
+    """
+
+    extra: jax.Array | None = None
+    causal: bool = flax.struct.field(pytree_node=False, default=True)
+    window: int = flax.struct.field(pytree_node=False, default=0)
+    dilation: int = flax.struct.field(pytree_node=False, default=1)
+
+    def dense(self, length: int):
+        """The whole mask as one bool array broadcastable to [B, 1, T, T]."""
+        if self.causal:
+            structured = causal_mask(length, self.window, self.dilation)
+        else:
+            structured = jnp.ones((1, 1, length, length), bool)
+        return structured if self.extra is None else structured & self.extra
+
+
+def self_mask(*, causal: bool, window: int = 0, dilation: int = 1, valid=None, segments=None) -> SelfMask:
+    """The SelfMask with optional key padding valid [B, T] bool and segment ids segments
+    [B, T] int32 (the structured part is built only where a kernel needs it densely)."""
+    extra = None if valid is None else padding_mask(valid)
+    if segments is not None:
+        same = segment_mask(segments, segments)
+        extra = same if extra is None else extra & same
+    return SelfMask(extra, causal, window, dilation)

@@ -4,70 +4,102 @@ The encoder is bidirectional self-attention under the source padding mask; each 
 block adds cross-attention over the encoder output. For decoding, every layer's
 cross-attention keys and values are computed once, in `init_decode_state`, and carried in
 the state next to the self-attention KV cache.
+
+Packed rows give segment ids and per-segment positions on both sides (`src_segment_ids`,
+`src_positions`, `segment_ids`, `positions`): a source token sees its own source segment, a
+target token its own target prefix and the source segment with the same id.
 """
 
 from __future__ import annotations
 
-import flax.linen as nn
 import jax.numpy as jnp
 
-from seqjax.models.checks import check_decode_size, check_source, check_tokens
+from seqjax.models.blocks import make_norm
+from seqjax.models.checks import check_decode_size, check_packing, check_source, check_tokens
 from seqjax.models.embeddings import EncoderDecoder, PositionalInputs
-from seqjax.models.masks import causal_mask, decode_mask, padding_mask
-from seqjax.models.transformer import Block
+from seqjax.models.masks import decode_mask, padding_mask, segment_mask, self_mask
+from seqjax.models.stack import (
+    block_memories,
+    cache_length,
+    decode_blocks,
+    empty_caches,
+    make_blocks,
+    run_blocks,
+)
 
 
 class TransformerSeq2Seq(EncoderDecoder):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
-    Decode state: {"cache": per-layer {"k", "v"}: [B, max_len, heads, Dh],
-    "memory": per-layer {"k", "v"}: [B, S, heads, Dh], "src_mask": [B, S] bool,
-    "positions": [B] int32}.
+    Decode state: {"cache": the decoder stack's KV caches, "memory": its cross-attention
+    memories (`stack.block_memories`, [.., S, K, Dh] keys and values), "src_mask": [B, S]
+    bool, "positions": [B] int32}.
     """
 
     def setup(self):
         self.setup_embeddings()
         self.source_inputs = PositionalInputs(self.cfg)
         self.target_inputs = PositionalInputs(self.cfg)
-        self.encoder_blocks = [Block(self.cfg, dtype=self.dtype) for _ in range(self.cfg.layers)]
-        self.decoder_blocks = [Block(self.cfg, cross=True, dtype=self.dtype) for _ in range(self.cfg.layers)]
+        self.encoder_blocks = make_blocks(self.cfg, self.dtype)
+        self.decoder_blocks = make_blocks(self.cfg, self.dtype, cross=True)
         if self.cfg.norm == "pre":
-            self.encoder_norm = nn.LayerNorm(dtype=self.dtype)
-            self.decoder_norm = nn.LayerNorm(dtype=self.dtype)
+            self.encoder_norm = make_norm(self.cfg, self.dtype)
+            self.decoder_norm = make_norm(self.cfg, self.dtype)
 
-    def _encode(self, src, src_mask, train):
-        """Returns the per-layer cross-attention memories and the [B, S] source mask."""
+    def _encode(self, src, src_mask, train, segments=None, positions=None):
+        """Returns the encoder output [B, S, D] and the [B, S] source mask."""
         src_mask = jnp.ones(src.shape, bool) if src_mask is None else src_mask
-        positions = jnp.arange(src.shape[1], dtype=jnp.int32)
+        if positions is None:
+            positions = jnp.arange(src.shape[1], dtype=jnp.int32)
         x = self.source_inputs(self.source_embed(src), positions, train)
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask(src_mask), train=train)
+        mask = self_mask(causal=False, valid=src_mask, segments=segments)
+        x = run_blocks(self.encoder_blocks, self.cfg, x, positions, mask, train=train)
         if self.cfg.norm == "pre":
             x = self.encoder_norm(x)
-        memory = tuple(block.memory(x) for block in self.decoder_blocks)
-        return memory, src_mask
+        return x, src_mask
 
     def _finish(self, x):
         if self.cfg.norm == "pre":
             x = self.decoder_norm(x)
         return x.astype(jnp.float32)
 
-    def __call__(self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False):
+    def __call__(
+        self,
+        tokens,
+        *,
+        src=None,
+        src_mask=None,
+        mask=None,
+        embedded=None,
+        train: bool = False,
+        segment_ids=None,
+        positions=None,
+        src_segment_ids=None,
+        src_positions=None,
+    ):
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
-        mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.
+        mask: [B, T] bool or None; embedded: [B, T, D] or None. Packed rows: segment_ids,
+        positions [B, T] and src_segment_ids, src_positions [B, S] int32, all four or none.
+        Returns [B, T, D] float32.
         """
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
         check_source(src, src_mask, tokens.shape[0])
         check_tokens(src, "src", max_len=self.cfg.max_len)
-        memory, src_mask = self._encode(src, src_mask, train)
-        length = tokens.shape[1]
-        x = self.target_inputs(embedded, jnp.arange(length, dtype=jnp.int32), train)
-        self_mask = causal_mask(length, self.cfg.window, self.cfg.dilation)
-        if mask is not None:
-            self_mask = self_mask & padding_mask(mask)
-        for block, layer_memory in zip(self.decoder_blocks, memory):
-            x = block(x, self_mask, layer_memory, padding_mask(src_mask), train=train)
+        check_packing(segment_ids, positions, tokens)
+        check_packing(src_segment_ids, src_positions, src, "src_")
+        if (segment_ids is None) != (src_segment_ids is None):
+            raise ValueError("segment_ids and src_segment_ids come together (a packed batch), got only one of them")
+        encoded, src_mask = self._encode(src, src_mask, train, src_segment_ids, src_positions)
+        if positions is None:
+            positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
+        x = self.target_inputs(embedded, positions, train)
+        window, dilation = self.cfg.window, self.cfg.dilation
+        target_mask = self_mask(causal=True, window=window, dilation=dilation, valid=mask, segments=segment_ids)
+        source_mask = padding_mask(src_mask)
+        if segment_ids is not None:
+            source_mask = source_mask & segment_mask(segment_ids, src_segment_ids)
+        x = run_blocks(self.decoder_blocks, self.cfg, x, positions, target_mask, encoded, source_mask, train)
         return self._finish(x)
 
     def init_decode_state(self, batch_size: int, max_len: int, src=None, src_mask=None):
@@ -75,10 +107,10 @@ class TransformerSeq2Seq(EncoderDecoder):
         check_decode_size(batch_size, max_len, self.cfg.max_len)
         check_source(src, src_mask, batch_size)
         check_tokens(src, "src", max_len=self.cfg.max_len)
-        memory, src_mask = self._encode(src, src_mask, False)
+        encoded, src_mask = self._encode(src, src_mask, False)
         return {
-            "cache": tuple(block.empty_cache(batch_size, max_len) for block in self.decoder_blocks),
-            "memory": memory,
+            "cache": empty_caches(self.cfg, batch_size, max_len, self.dtype),
+            "memory": block_memories(self.decoder_blocks, self.cfg, encoded),
             "src_mask": src_mask,
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
@@ -87,12 +119,18 @@ class TransformerSeq2Seq(EncoderDecoder):
         """token: [B] int32 -> (hidden [B, D] float32, next state); at most max_len steps."""
         positions = state["positions"]
         x = self.target_inputs(self.token_embed(token[:, None]), positions[:, None])
-        max_len = state["cache"][0]["k"].shape[1]
-        self_mask = decode_mask(positions, max_len, self.cfg.window, self.cfg.dilation)
+        max_len = cache_length(self.cfg, state["cache"])
+        self_attention_mask = decode_mask(positions, max_len, self.cfg.window, self.cfg.dilation)
         source_mask = padding_mask(state["src_mask"])
-        caches = []
-        for block, cache, memory in zip(self.decoder_blocks, state["cache"], state["memory"]):
-            x, cache = block.decode(x, cache, positions, self_mask, memory, source_mask)
-            caches.append(cache)
-        next_state = {**state, "cache": tuple(caches), "positions": positions + 1}
+        x, caches = decode_blocks(
+            self.decoder_blocks,
+            self.cfg,
+            x,
+            state["cache"],
+            positions,
+            self_attention_mask,
+            state["memory"],
+            source_mask,
+        )
+        next_state = {**state, "cache": caches, "positions": positions + 1}
         return self._finish(x[:, 0]), next_state

@@ -1,0 +1,99 @@
+"""The Transformer block: self-attention [→ cross-attention] → feed-forward, each a residual
+sublayer, with the choices of `ModelConfig`:
+
+- `norm`: "pre" normalizes each sublayer's input (x + f(N(x))), "post" the residual sum
+  (N(x + f(x))), as in the original Transformer; `norm_type` makes N a LayerNorm or an
+  RMSNorm (no centring, no bias).
+- `mlp`: gelu (tanh approximation) or relu between two dense layers, or SwiGLU,
+  silu(x W_gate) · (x W_up) W_down with gate and up each d_ff wide.
+- `bias`: whether the attention projections and the feed-forward layers have biases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from seqjax.config import ModelConfig
+from seqjax.models.attention import CrossAttention, SelfAttention
+from seqjax.models.masks import SelfMask
+
+ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
+
+
+def make_norm(cfg: ModelConfig, dtype: Any) -> nn.Module:
+    """A LayerNorm or an RMSNorm (`cfg.norm_type`), computing in `dtype` with float32 parameters."""
+    return nn.RMSNorm(dtype=dtype) if cfg.norm_type == "rmsnorm" else nn.LayerNorm(dtype=dtype)
+
+
+class Block(nn.Module):
+    """One layer; `cross` adds cross-attention over an encoder's memory after self-attention.
+
+    Parameters: self_attention, self_norm, [cross_attention, cross_norm,] ff_in, ff_out,
+    ff_norm. For SwiGLU, ff_in is one [D, 2·d_ff] kernel whose outputs interleave gate and up
+    units (gate j at 2j, up j at 2j + 1), so that splitting its columns over devices keeps
+    each pair on one device.
+    """
+
+    cfg: ModelConfig
+    cross: bool = False
+    dtype: Any = jnp.float32
+
+    def setup(self):
+        cfg = self.cfg
+        self.self_attention = SelfAttention(cfg, self.dtype)
+        self.self_norm = make_norm(cfg, self.dtype)
+        if self.cross:
+            self.cross_attention = CrossAttention(cfg, self.dtype)
+            self.cross_norm = make_norm(cfg, self.dtype)
+        hidden = 2 * cfg.d_ff if cfg.mlp == "swiglu" else cfg.d_ff
+        self.ff_in = nn.Dense(hidden, use_bias=cfg.bias, dtype=self.dtype)
+        self.ff_out = nn.Dense(cfg.d_model, use_bias=cfg.bias, dtype=self.dtype)
+        self.ff_norm = make_norm(cfg, self.dtype)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def _enter(self, norm, x):
+        return norm(x) if self.cfg.norm == "pre" else x
+
+    def _leave(self, norm, x, y, train):
+        x = x + self.dropout(y, deterministic=not train).astype(jnp.float32)
+        return x if self.cfg.norm == "pre" else norm(x).astype(jnp.float32)
+
+    def _feed_forward(self, x, train):
+        h = self.ff_in(self._enter(self.ff_norm, x))
+        if self.cfg.mlp == "swiglu":
+            pairs = h.reshape(*h.shape[:-1], self.cfg.d_ff, 2)
+            h = nn.silu(pairs[..., 0]) * pairs[..., 1]
+        else:
+            h = ACTIVATIONS[self.cfg.mlp](h)
+        return self._leave(self.ff_norm, x, self.ff_out(h), train)
+
+    def _cross(self, x, memory, memory_mask, train):
+        y = self.cross_attention(self._enter(self.cross_norm, x), memory, memory_mask)
+        return self._leave(self.cross_norm, x, y, train)
+
+    def __call__(self, x, positions, mask: SelfMask, memory=None, memory_mask=None, train: bool = False):
+        """x: [B, T, D] float32; positions: [B, T] or [T] int32; mask: the self-attention's.
+
+        memory, memory_mask: this block's `memory` of the encoder output and a bool mask
+        broadcastable to [B, 1, T, S], for blocks built with cross=True. Returns [B, T, D] float32.
+        """
+        y = self.self_attention(self._enter(self.self_norm, x), positions, mask)
+        x = self._leave(self.self_norm, x, y, train)
+        if self.cross:
+            x = self._cross(x, memory, memory_mask, train)
+        return self._feed_forward(x, train)
+
+    def decode(self, x, cache, positions, mask, memory=None, memory_mask=None):
+        """x: [B, 1, D] float32; cache, positions, mask as in SelfAttention.decode."""
+        y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, mask)
+        x = self._leave(self.self_norm, x, y, False)
+        if self.cross:
+            x = self._cross(x, memory, memory_mask, False)
+        return self._feed_forward(x, False), cache
+
+    def memory(self, encoded):
+        """encoded: [B, S, D] -> this block's cross-attention {"k", "v"}: [B, S, K, Dh]."""
+        return self.cross_attention.memory(encoded)

@@ -1,0 +1,116 @@
+"""A stack of `cfg.layers` Transformer blocks, unrolled or scanned, with optional remat.
+
+- `model.scan_layers=false`: a list of blocks (parameters `blocks_0`, `blocks_1`, ...), one
+  traced copy per layer, so compile time grows with depth.
+- `model.scan_layers=true`: one block under `nn.scan`, its parameters stacked along a
+  leading layer axis (`blocks/...` [L, ...]); the layer is traced once, so compile time is
+  flat in depth. The same weights give the same outputs either way, re-laid out; a
+  checkpoint does not move between the two (the run's config check refuses the change).
+- `model.remat`: "dots" keeps only the outputs of matmuls without batch dimensions (the
+  projections) and recomputes the rest, attention scores included, in the backward pass;
+  "full" keeps only each layer's input.
+
+Decode state leaves keep the batch as their leading axis in both layouts: a scanned stack's
+KV cache is {"k", "v"} [B, L, M, K, Dh] (scanned over axis 1), an unrolled one a tuple of
+per-layer {"k", "v"} [B, M, K, Dh]; cross-attention memories likewise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from seqjax.config import ModelConfig
+from seqjax.models.attention import empty_cache
+from seqjax.models.blocks import Block
+from seqjax.models.masks import SelfMask
+
+REMAT_POLICIES = {"dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable, "full": None}
+
+
+def make_blocks(cfg: ModelConfig, dtype: Any, cross: bool = False) -> Block | list[Block]:
+    """The blocks of one stack, for a model's `setup`: one scanned Block or a list of them."""
+    if cfg.scan_layers:
+        return Block(cfg, cross, dtype)
+    return [Block(cfg, cross, dtype) for _ in range(cfg.layers)]
+
+
+def _scanned(layer, cfg: ModelConfig):
+    # Per-layer inputs and outputs (caches, memories) carry the layer on axis 1, after the batch.
+    return nn.scan(
+        layer,
+        variable_axes={"params": 0},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=1,
+        out_axes=1,
+        length=cfg.layers,
+    )
+
+
+def run_blocks(
+    blocks, cfg: ModelConfig, x, positions, mask: SelfMask, encoded=None, encoded_mask=None, train: bool = False
+):
+    """Teacher-forced pass: x [B, T, D] float32 through every block; returns [B, T, D] float32.
+
+    positions: [B, T] or [T] int32; mask: the self-attention's; encoded [B, S, D] and
+    encoded_mask (bool broadcastable to [B, 1, T, S]): the encoder output that blocks with
+    cross-attention read (each projects its own memory).
+    """
+
+    def layer(block, x, _):
+        memory = None if encoded is None else block.memory(encoded)
+        return block(x, positions, mask, memory, encoded_mask, train), None
+
+    if cfg.remat != "none":
+        # Inside a scan, CSE cannot merge recomputation across iterations; outside it must be
+        # prevented, or XLA folds the recomputed forward back into the saved one.
+        layer = nn.remat(layer, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
+    if cfg.scan_layers:
+        return _scanned(layer, cfg)(blocks, x, None)[0]
+    for block in blocks:
+        x, _ = layer(block, x, None)
+    return x
+
+
+def block_memories(blocks, cfg: ModelConfig, encoded):
+    """Every decoder block's cross-attention memory of encoded [B, S, D]: a tuple of
+    {"k", "v"} [B, S, K, Dh] (unrolled) or {"k", "v"} [B, L, S, K, Dh] (scanned)."""
+    if cfg.scan_layers:
+        return _scanned(lambda block, carry, _: (carry, block.memory(carry)), cfg)(blocks, encoded, None)[1]
+    return tuple(block.memory(encoded) for block in blocks)
+
+
+def empty_caches(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any):
+    """Empty KV caches of max_len slots for every layer, laid out as `run_blocks`' stack."""
+    cache = empty_cache(cfg, batch_size, max_len, dtype)
+    if cfg.scan_layers:
+        return jax.tree.map(lambda v: jnp.zeros((v.shape[0], cfg.layers, *v.shape[1:]), v.dtype), cache)
+    return (cache,) * cfg.layers
+
+
+def cache_length(cfg: ModelConfig, caches) -> int:
+    """M, the slots of caches made by `empty_caches`."""
+    return caches["k"].shape[2] if cfg.scan_layers else caches[0]["k"].shape[1]
+
+
+def decode_blocks(blocks, cfg: ModelConfig, x, caches, positions, mask, memories=None, memory_mask=None):
+    """One decode step through every block: x [B, 1, D] float32 -> (x, updated caches).
+
+    caches: from `empty_caches`; positions: [B] int32; mask: [B, 1, 1, M] bool; memories:
+    from `block_memories` and memory_mask [B, 1, 1, S] bool, for blocks with cross-attention.
+    """
+
+    def layer(block, x, state):
+        cache, memory = state
+        return block.decode(x, cache, positions, mask, memory, memory_mask)
+
+    if cfg.scan_layers:
+        return _scanned(layer, cfg)(blocks, x, (caches, memories))
+    updated = []
+    for index, block in enumerate(blocks):
+        x, cache = layer(block, x, (caches[index], None if memories is None else memories[index]))
+        updated.append(cache)
+    return x, tuple(updated)

@@ -1,0 +1,406 @@
+"""The modern Transformer options: rotary positions, RMSNorm, SwiGLU, grouped-query attention,
+no biases, packed rows, attention kernels, scanned layers and remat."""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seqjax.config import Config, ModelConfig, override
+from seqjax.heads import full_softmax_loss
+from seqjax.models import build_model
+from seqjax.models.attention import resolve_kernel, rotary, self_attention_arguments
+from seqjax.models.masks import self_mask
+
+V, V_SRC, B, T, S = 13, 9, 2, 6, 5
+TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=8)
+MODERN = dataclasses.replace(TINY, positions="rope", norm_type="rmsnorm", mlp="swiglu", kv_heads=2, bias=False)
+LM_CONFIGS = {
+    "rope": dataclasses.replace(TINY, positions="rope"),
+    "rmsnorm_post": dataclasses.replace(TINY, norm_type="rmsnorm", norm="post"),
+    "relu": dataclasses.replace(TINY, mlp="relu"),
+    "swiglu": dataclasses.replace(TINY, mlp="swiglu"),
+    "gqa": dataclasses.replace(TINY, kv_heads=2),
+    "mqa": dataclasses.replace(TINY, kv_heads=1),
+    "no_bias": dataclasses.replace(TINY, bias=False),
+    "modern": MODERN,
+    "modern_scan_remat_window": dataclasses.replace(MODERN, scan_layers=True, remat="dots", window=3),
+    "modern_scan_dilated_learned": dataclasses.replace(
+        MODERN, scan_layers=True, remat="full", window=2, dilation=2, positions="learned"
+    ),
+}
+SEQ2SEQ_CONFIGS = {
+    "modern": dataclasses.replace(MODERN, kind="transformer_seq2seq"),
+    "modern_scan_remat": dataclasses.replace(MODERN, kind="transformer_seq2seq", scan_layers=True, remat="dots"),
+    "mqa_post_relu": dataclasses.replace(TINY, kind="transformer_seq2seq", kv_heads=1, norm="post", mlp="relu"),
+}
+TOKENS = jax.random.randint(jax.random.key(0), (B, T), 0, V)
+SRC = jax.random.randint(jax.random.key(1), (B, S), 0, V_SRC)
+SRC_MASK = jnp.arange(S)[None, :] < jnp.array([S, 3])[:, None]
+
+
+def lm(cfg, draw):
+    """The LM of `cfg` and random variables drawn by the `random_variables` fixture."""
+    model = build_model(cfg, V)
+    return model, draw(model, TOKENS)
+
+
+def seq2seq(cfg, draw):
+    model = build_model(cfg, V, src_vocab_size=V_SRC)
+    return model, draw(model, TOKENS, src=SRC, src_mask=SRC_MASK)
+
+
+def decode_all(model, variables, tokens, **source):
+    """Feeds tokens one at a time through decode_step inside one scan; returns [B, T, D]."""
+    state = model.apply(variables, tokens.shape[0], tokens.shape[1], method="init_decode_state", **source)
+
+    def step(state, token):
+        hidden, state = model.apply(variables, state, token, method="decode_step")
+        return state, hidden
+
+    _, hidden = jax.lax.scan(step, state, tokens.T)
+    return jnp.swapaxes(hidden, 0, 1)
+
+
+def stack_layers(params, prefix, layers):
+    """Unrolled parameters (prefix_0, prefix_1, ...) re-laid out as one scanned stack `prefix`."""
+    params = dict(params)
+    blocks = [params.pop(f"{prefix}_{i}") for i in range(layers)]
+    params[prefix] = jax.tree.map(lambda *xs: jnp.stack(xs), *blocks)
+    return params
+
+
+# --- decoding reproduces the teacher-forced pass ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", LM_CONFIGS)
+def test_lm_decode_steps_reproduce_teacher_forced_hidden(name, random_variables):
+    model, variables = lm(LM_CONFIGS[name], random_variables)
+    expected = jax.jit(model.apply)(variables, TOKENS)
+    got = jax.jit(functools.partial(decode_all, model))(variables, TOKENS)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ_CONFIGS)
+def test_seq2seq_decode_steps_reproduce_teacher_forced_hidden(name, random_variables):
+    model, variables = seq2seq(SEQ2SEQ_CONFIGS[name], random_variables)
+    expected = jax.jit(lambda v, t: model.apply(v, t, src=SRC, src_mask=SRC_MASK))(variables, TOKENS)
+    got = jax.jit(lambda v, t: decode_all(model, v, t, src=SRC, src_mask=SRC_MASK))(variables, TOKENS)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# --- rotary positions ------------------------------------------------------------------------
+
+
+def test_rotary_scores_depend_only_on_the_difference_of_positions():
+    q, k = jax.random.normal(jax.random.key(2), (2, 1, 5, 1, 8))
+    positions = jnp.array([0, 1, 3, 4, 7])
+
+    def scores(shift):
+        turned = rotary(q, positions + shift, 10000.0), rotary(k, positions + shift, 10000.0)
+        return jnp.einsum("bqhd,bkhd->bqk", *turned)
+
+    np.testing.assert_allclose(scores(11), scores(0), rtol=1e-4, atol=1e-4)
+    assert not np.allclose(rotary(q, positions, 10000.0), q)
+
+
+def test_rope_model_is_unchanged_when_every_position_shifts(random_variables):
+    model, variables = lm(dataclasses.replace(MODERN, max_len=64), random_variables)
+    forward = jax.jit(lambda positions: model.apply(variables, TOKENS, positions=positions))
+    base = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
+    np.testing.assert_allclose(forward(base + 40), forward(base), rtol=1e-4, atol=1e-4)
+
+
+# --- grouped-query attention -------------------------------------------------------------------
+
+
+def test_kv_heads_equal_to_num_heads_is_standard_multi_head_attention(random_variables):
+    model, variables = lm(TINY, random_variables)
+    explicit = build_model(dataclasses.replace(TINY, kv_heads=TINY.num_heads), V)
+    np.testing.assert_array_equal(explicit.apply(variables, TOKENS), model.apply(variables, TOKENS))
+
+
+def test_grouped_query_attention_is_multi_head_attention_with_each_kv_head_repeated_over_its_group(random_variables):
+    gqa, variables = lm(LM_CONFIGS["gqa"], random_variables)
+    mha = build_model(TINY, V)
+    groups = TINY.num_heads // 2
+    params = dict(variables["params"])
+    for name in ("blocks_0", "blocks_1"):
+        block = dict(params[name])
+        attention = dict(block["self_attention"])
+        query, kv = attention.pop("query"), attention.pop("kv")
+        repeated = {key: jnp.repeat(value, groups, axis=-2) for key, value in kv.items()}  # [.., 2, K, Dh] -> H
+        attention["qkv"] = {
+            key: jnp.concatenate([query[key][..., None, :, :], repeated[key]], axis=-3) for key in query
+        }
+        block["self_attention"] = attention
+        params[name] = block
+    np.testing.assert_allclose(
+        mha.apply({"params": params}, TOKENS), gqa.apply(variables, TOKENS), rtol=1e-5, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_query_projections_and_kv_cache_hold_only_the_kv_heads(kv_heads, random_variables):
+    cfg = dataclasses.replace(TINY, kv_heads=kv_heads)
+    model, variables = lm(cfg, random_variables)
+    attention = variables["params"]["blocks_0"]["self_attention"]
+    assert attention["query"]["kernel"].shape == (16, 4, 4)
+    assert attention["kv"]["kernel"].shape == (16, 2, kv_heads, 4)
+    state = model.apply(variables, B, 8, method="init_decode_state")
+    assert [c["k"].shape for c in state["cache"]] == [(B, 8, kv_heads, 4)] * 2
+    scanned = build_model(dataclasses.replace(cfg, scan_layers=True), V)
+    scanned_state = jax.eval_shape(lambda: scanned.init_decode_state(B, 8))
+    assert scanned_state["cache"]["v"].shape == (B, 2, 8, kv_heads, 4)
+
+
+def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables):
+    model, variables = seq2seq(SEQ2SEQ_CONFIGS["mqa_post_relu"], random_variables)
+    state = model.apply(variables, B, T, src=SRC, src_mask=SRC_MASK, method="init_decode_state")
+    assert [m["k"].shape for m in state["memory"]] == [(B, S, 1, 4)] * 2
+
+
+# --- attention kernels and masks -----------------------------------------------------------------
+
+
+def reference_mask(causal, window=0, dilation=1, valid=None, segments=None):
+    """[B, 1, T, T] bool by loops over (query, key) pairs."""
+    allowed = np.ones((B, 1, T, T), bool)
+    for b in range(B):
+        for q in range(T):
+            for k in range(T):
+                if causal:
+                    distance = q - k
+                    near = window == 0 or (distance < window * dilation and distance % dilation == 0)
+                    allowed[b, 0, q, k] &= distance >= 0 and near
+                if valid is not None:
+                    allowed[b, 0, q, k] &= bool(valid[b, k])
+                if segments is not None:
+                    allowed[b, 0, q, k] &= segments[b, q] == segments[b, k]
+    return allowed
+
+
+def explicit_attention(q, k, v, mask):
+    """softmax(q k^T / √Dh, masked) v as explicit matmuls, K key/value heads repeated over H."""
+    groups = q.shape[2] // k.shape[2]
+    k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    weights = jax.nn.softmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", weights, v)
+
+
+VALID = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
+SEGMENTS = np.array([[1, 1, 2, 2, 2, 0], [1, 2, 2, 2, 3, 3]], np.int32)
+MASKS = {
+    "causal": dict(causal=True),
+    "window": dict(causal=True, window=3),
+    "dilated_window": dict(causal=True, window=2, dilation=2),
+    "causal_padding": dict(causal=True, valid=VALID),
+    "segments": dict(causal=True, segments=SEGMENTS),
+    "window_segments_padding": dict(causal=True, window=2, valid=VALID, segments=SEGMENTS),
+    "bidirectional": dict(causal=False),
+    "bidirectional_padding_segments": dict(causal=False, valid=VALID, segments=SEGMENTS),
+}
+CUDNN_EXPRESSES = {"causal", "window", "bidirectional"}
+
+
+@pytest.mark.parametrize("name", MASKS)
+def test_dot_product_attention_arguments_equal_explicit_attention_for_every_mask(name):
+    q = jax.random.normal(jax.random.key(3), (B, T, 4, 8))
+    k, v = jax.random.normal(jax.random.key(4), (2, B, T, 2, 8))
+    parts = MASKS[name]
+    mask = self_mask(
+        **{key: jnp.asarray(value) if isinstance(value, np.ndarray) else value for key, value in parts.items()}
+    )
+    allowed = reference_mask(**parts)
+    seen = allowed.any(-1)[:, 0]  # [B, T]: a query that sees no key has no defined output
+    expected = explicit_attention(q, k, v, allowed)[seen]
+    xla = self_attention_arguments(mask, "xla", T)
+    np.testing.assert_allclose(jax.nn.dot_product_attention(q, k, v, **xla)[seen], expected, rtol=1e-5, atol=1e-5)
+    cudnn = self_attention_arguments(mask, "cudnn", T)
+    if name in CUDNN_EXPRESSES:
+        assert cudnn["implementation"] == "cudnn" and "mask" not in cudnn
+        # The same structured arguments on XLA: what cuDNN is asked for is the mask.
+        on_xla = jax.nn.dot_product_attention(q, k, v, **{**cudnn, "implementation": "xla"})
+        np.testing.assert_allclose(on_xla[seen], expected, rtol=1e-5, atol=1e-5)
+    else:
+        assert cudnn["implementation"] == "xla" and cudnn["mask"] is not None
+
+
+def test_auto_kernel_is_xla_on_cpu_and_in_float32():
+    assert resolve_kernel("auto", jnp.bfloat16, 64) == ("cudnn" if jax.default_backend() == "gpu" else "xla")
+    assert resolve_kernel("auto", jnp.float32, 64) == "xla"
+    assert resolve_kernel("xla", jnp.bfloat16, 64) == "xla"
+
+
+# --- packed rows ---------------------------------------------------------------------------------
+
+PACKED_TOKENS = jnp.array([[5, 6, 7, 8, 9, 10, 11, 0]], jnp.int32)
+PACKED_SEGMENTS = jnp.array([[1, 1, 1, 2, 2, 2, 2, 0]], jnp.int32)
+PACKED_POSITIONS = jnp.array([[0, 1, 2, 0, 1, 2, 3, 0]], jnp.int32)
+ALONE = {1: slice(0, 3), 2: slice(3, 7)}
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "rope"])
+def test_packed_row_per_token_losses_equal_each_segment_computed_alone(positions, random_variables):
+    cfg = dataclasses.replace(MODERN, positions=positions, window=3, scan_layers=positions == "rope")
+    model, variables = lm(cfg, random_variables)
+    output = jax.random.normal(jax.random.key(5), (V, cfg.d_model))
+
+    def losses(hidden, targets):
+        return full_softmax_loss(hidden.reshape(-1, cfg.d_model), output, None, targets.reshape(-1))
+
+    targets = jnp.roll(PACKED_TOKENS, -1, axis=1)
+    packed = model.apply(variables, PACKED_TOKENS, segment_ids=PACKED_SEGMENTS, positions=PACKED_POSITIONS)
+    packed_losses = losses(packed, targets)
+    for where in ALONE.values():
+        alone = model.apply(variables, PACKED_TOKENS[:, where])
+        np.testing.assert_allclose(packed[:, where], alone, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(packed_losses[where], losses(alone, targets[:, where]), rtol=1e-5, atol=1e-5)
+
+
+def test_no_gradient_flows_across_segments(random_variables):
+    model, variables = lm(LM_CONFIGS["modern_scan_remat_window"], random_variables)
+    embedded = model.apply(variables, PACKED_TOKENS, method="embed")
+
+    def second_segment_output(embedded):
+        hidden = model.apply(
+            variables, PACKED_TOKENS, embedded=embedded, segment_ids=PACKED_SEGMENTS, positions=PACKED_POSITIONS
+        )
+        return hidden[:, ALONE[2]].sum()
+
+    grads = jax.grad(second_segment_output)(embedded)
+    assert np.all(np.asarray(grads[:, ALONE[1]]) == 0.0) and np.all(np.asarray(grads[:, 7]) == 0.0)
+    assert np.all(np.abs(np.asarray(grads[:, ALONE[2]])).sum(-1) > 0)
+
+
+def test_packed_seq2seq_segments_see_only_their_own_source_and_prefix(random_variables):
+    model, variables = seq2seq(SEQ2SEQ_CONFIGS["modern"], random_variables)
+    src = jnp.array([[3, 4, 2, 5, 6]], jnp.int32)
+    src_segments, src_positions = jnp.array([[1, 1, 1, 2, 2]]), jnp.array([[0, 1, 2, 0, 1]])
+    tokens = jnp.array([[1, 7, 8, 1, 9, 0]], jnp.int32)
+    segments, positions = jnp.array([[1, 1, 1, 2, 2, 0]]), jnp.array([[0, 1, 2, 0, 1, 0]])
+    packed = model.apply(
+        variables,
+        tokens,
+        src=src,
+        segment_ids=segments,
+        positions=positions,
+        src_segment_ids=src_segments,
+        src_positions=src_positions,
+    )
+    first = model.apply(variables, tokens[:, :3], src=src[:, :3])
+    second = model.apply(variables, tokens[:, 3:5], src=src[:, 3:])
+    np.testing.assert_allclose(packed[:, :3], first, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(packed[:, 3:5], second, rtol=1e-5, atol=1e-5)
+
+
+# --- scanned layers and remat --------------------------------------------------------------------
+
+
+def test_scanned_lm_equals_the_unrolled_stack_on_the_same_parameters(random_variables):
+    model, variables = lm(MODERN, random_variables)
+    scanned = build_model(dataclasses.replace(MODERN, scan_layers=True), V)
+    params = stack_layers(variables["params"], "blocks", MODERN.layers)
+    assert jax.tree.map(jnp.shape, params) == jax.tree.map(
+        jnp.shape, jax.eval_shape(scanned.init, jax.random.key(0), TOKENS)["params"]
+    )
+    np.testing.assert_allclose(
+        scanned.apply({"params": params}, TOKENS), model.apply(variables, TOKENS), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_scanned_seq2seq_equals_the_unrolled_stacks_on_the_same_parameters(random_variables):
+    model, variables = seq2seq(SEQ2SEQ_CONFIGS["modern"], random_variables)
+    scanned = build_model(dataclasses.replace(SEQ2SEQ_CONFIGS["modern"], scan_layers=True), V, src_vocab_size=V_SRC)
+    params = stack_layers(variables["params"], "encoder_blocks", 2)
+    params = stack_layers(params, "decoder_blocks", 2)
+    np.testing.assert_allclose(
+        scanned.apply({"params": params}, TOKENS, src=SRC, src_mask=SRC_MASK),
+        model.apply(variables, TOKENS, src=SRC, src_mask=SRC_MASK),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize("scan_layers", [False, True])
+def test_remat_leaves_loss_and_gradients_unchanged(scan_layers, random_variables):
+    cfg = dataclasses.replace(MODERN, scan_layers=scan_layers, dropout=0.1)
+    _, variables = lm(cfg, random_variables)
+
+    def loss_and_grads(remat):
+        model = build_model(dataclasses.replace(cfg, remat=remat), V)
+
+        def loss(v):
+            return (model.apply(v, TOKENS, train=True, rngs={"dropout": jax.random.key(6)}) ** 2).mean()
+
+        return jax.jit(jax.value_and_grad(loss))(variables)
+
+    expected_loss, expected_grads = loss_and_grads("none")
+    for remat in ("dots", "full"):
+        loss, grads = loss_and_grads(remat)
+        np.testing.assert_allclose(loss, expected_loss, rtol=1e-6)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), grads, expected_grads)
+
+
+def test_bfloat16_modern_model_keeps_float32_hidden(random_variables):
+    model = build_model(LM_CONFIGS["modern_scan_remat_window"], V, dtype=jnp.bfloat16)
+    variables = random_variables(model, TOKENS)
+    hidden = model.apply(variables, TOKENS)
+    assert hidden.dtype == jnp.float32 and np.all(np.isfinite(hidden))
+
+
+# --- refused values ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"positions": "alibi"}, "model.positions must be one of sinusoidal, learned, rope, got 'alibi'"),
+        ({"positions": "rope", "d_model": 12, "num_heads": 4}, "head width\\) must be even for rope positions"),
+        ({"rope_base": 1.0}, "model.rope_base must be > 1, got 1.0"),
+        ({"norm_type": "batchnorm"}, "model.norm_type must be one of layernorm, rmsnorm, got 'batchnorm'"),
+        ({"mlp": "geglu"}, "model.mlp must be one of gelu, relu, swiglu, got 'geglu'"),
+        ({"kv_heads": -1}, "model.kv_heads must be an int >= 0"),
+        ({"kv_heads": 3}, "model.num_heads=4 must be divisible by model.kv_heads .*got 3"),
+        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, xla, cudnn, got 'flash'"),
+        ({"remat": "some"}, "model.remat must be one of none, dots, full, got 'some'"),
+    ],
+)
+def test_invalid_new_model_values_are_refused_naming_the_value_and_rule(changes, message):
+    with pytest.raises(ValueError, match=message):
+        build_model(dataclasses.replace(TINY, **changes), V)
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="cudnn is available on a GPU")
+def test_cudnn_kernel_is_refused_without_a_gpu():
+    with pytest.raises(ValueError, match="model.attention_kernel=cudnn needs a GPU"):
+        build_model(dataclasses.replace(TINY, attention_kernel="cudnn"), V, dtype=jnp.bfloat16)
+
+
+@pytest.mark.parametrize(
+    "assignment, message",
+    [
+        (
+            "model.kv_heads=2",
+            "model.kv_heads applies to model.kind in \\(transformer, transformer_seq2seq\\), not 'rnn'",
+        ),
+        ("model.scan_layers=true", "model.scan_layers applies to model.kind in"),
+        ("model.kv_heads=two", "model.kv_heads must be int, got 'two'"),
+        ("model.bias=maybe", "model.bias must be bool, got 'maybe'"),
+    ],
+)
+def test_new_model_keys_for_another_kind_or_of_the_wrong_type_are_refused(assignment, message):
+    with pytest.raises(ValueError, match=message):
+        override(Config(model=ModelConfig(kind="rnn")), [assignment])
+
+
+def test_segment_ids_without_positions_are_refused(random_variables):
+    model, variables = lm(TINY, random_variables)
+    with pytest.raises(ValueError, match="segment_ids need positions"):
+        model.apply(variables, PACKED_TOKENS, segment_ids=PACKED_SEGMENTS)
+    with pytest.raises(ValueError, match="positions must be an integer array of shape \\(1, 8\\)"):
+        model.apply(variables, PACKED_TOKENS, positions=PACKED_POSITIONS[:, :4])
