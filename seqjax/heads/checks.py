@@ -2,7 +2,7 @@
 
 JAX clamps out-of-range gather indices silently, so ids are checked on the host whenever
 they are concrete; under `jit` they are tracers and only their shapes can be checked, the
-values being the caller's responsibility (DESIGN.md, "host validates, device computes").
+values being the caller's responsibility (docs/design.md: "host validates, device computes").
 """
 
 from __future__ import annotations
