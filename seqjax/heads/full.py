@@ -7,6 +7,11 @@
 * `chunk_size=C`: blocks of the vocabulary under a custom VJP that keeps only the row
   log-normalizers and recomputes each block in the backward pass (peak memory [N, C],
   four matmuls, no one-hot matrix).
+
+Both paths can add PaLM's z-loss, `z_loss · (log Z)²` per row (Chowdhery et al. 2022, who
+used 1e-4), which pulls the log-normalizer log Z = logsumexp(logits) toward 0 and so keeps
+logits from drifting in low-precision training; its gradient 2·z_loss·log Z·softmax joins
+the softmax's own.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ def full_softmax_loss(
     targets: ArrayLike,
     *,
     chunk_size: int | None = None,
+    z_loss: float = 0.0,
 ) -> jax.Array:
-    """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`.
+    """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`,
+    plus `z_loss · logsumexp(h W^T + b)²`.
 
     Args:
       hidden: [N, D] float (computed in float32).
@@ -38,6 +45,7 @@ def full_softmax_loss(
       targets: [N] int32 ids in [0, V).
       chunk_size: None, or the vocabulary block C > 0 of the memory-saving path, which never
         holds more than [N, C] logits and gives the same value and gradients.
+      z_loss: weight >= 0 of the squared log-normalizer (0: the plain negative log-likelihood).
 
     Returns:
       [N] float32 losses (the caller masks and reduces).
@@ -53,14 +61,17 @@ def full_softmax_loss(
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     if chunk_size is not None:
         checks.require_positive_int("chunk_size", chunk_size)
+    if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)) or not 0.0 <= z_loss < float("inf"):
+        raise ValueError(f"z_loss must be a finite float >= 0 (0: off), got {z_loss!r}")
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     weights = jnp.asarray(weights, jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else jnp.asarray(biases, jnp.float32)
     if chunk_size is None:
         logits = hidden @ weights.T + biases
         target_logits = jnp.take_along_axis(logits, targets[:, None], axis=1)[:, 0]
-        return jax.nn.logsumexp(logits, axis=1) - target_logits
-    return _blocked_loss(hidden, weights, biases, targets, min(chunk_size, vocab_size), False)
+        log_normalizer = jax.nn.logsumexp(logits, axis=1)
+        return log_normalizer - target_logits + z_loss * log_normalizer**2
+    return _blocked_loss(hidden, weights, biases, targets, min(chunk_size, vocab_size), False, float(z_loss))
 
 
 def _block_logits(hidden, weights, biases, start, size):
@@ -77,8 +88,9 @@ def _block_starts(vocab_size: int, block: int):
     return starts, (num_full * block if remainder else None), remainder
 
 
-def _forward(hidden, weights, biases, targets, block, save_logits):
-    """Returns per-row losses, row log-normalizers [N] and, if asked, the logits blocks."""
+def _forward(hidden, weights, biases, targets, block, save_logits, z_loss):
+    """Returns per-row losses (z-loss included), row log-normalizers [N] and, if asked, the
+    logits blocks."""
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
 
@@ -103,23 +115,26 @@ def _forward(hidden, weights, biases, targets, block, save_logits):
     running_max, running_sum = carry
     log_normalizer = running_max + jnp.log(running_sum)
     target_logits = jnp.einsum("nd,nd->n", hidden, weights[targets]) + biases[targets]
-    return log_normalizer - target_logits, log_normalizer, (saved, saved_remainder)
+    losses = log_normalizer - target_logits + z_loss * log_normalizer**2
+    return losses, log_normalizer, (saved, saved_remainder)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
-def _blocked_loss(hidden, weights, biases, targets, block, save_logits):
-    return _forward(hidden, weights, biases, targets, block, save_logits)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _blocked_loss(hidden, weights, biases, targets, block, save_logits, z_loss):
+    return _forward(hidden, weights, biases, targets, block, save_logits, z_loss)[0]
 
 
-def _blocked_loss_fwd(hidden, weights, biases, targets, block, save_logits):
-    losses, log_normalizer, saved = _forward(hidden, weights, biases, targets, block, save_logits)
+def _blocked_loss_fwd(hidden, weights, biases, targets, block, save_logits, z_loss):
+    losses, log_normalizer, saved = _forward(hidden, weights, biases, targets, block, save_logits, z_loss)
     return losses, (hidden, weights, biases, targets, log_normalizer, saved)
 
 
-def _blocked_loss_bwd(block, save_logits, residuals, loss_grads):
+def _blocked_loss_bwd(block, save_logits, z_loss, residuals, loss_grads):
     hidden, weights, biases, targets, log_normalizer, (saved, saved_remainder) = residuals
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
+    # d (z · log Z²) / d logit_nv = 2 z log Z_n p_nv: the softmax part's weight grows by it.
+    softmax_grads = loss_grads * (1.0 + 2.0 * z_loss * log_normalizer)
 
     # d loss_n / d logit_nv = p_nv - [v = t_n]; the softmax part is done block by block here,
     # the one-hot part as a gather/scatter of N rows below, never as an [N, V] matrix.
@@ -127,7 +142,7 @@ def _blocked_loss_bwd(block, save_logits, residuals, loss_grads):
         hidden_grad, weights_grad, biases_grad = carry
         if logits is None:
             logits = _block_logits(hidden, weights, biases, start, size)
-        probs = jnp.exp(logits - log_normalizer[:, None]) * loss_grads[:, None]
+        probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
         weights_grad = lax.dynamic_update_slice_in_dim(weights_grad, probs.T @ hidden, start, 0)
         biases_grad = lax.dynamic_update_slice_in_dim(biases_grad, probs.sum(axis=0), start, 0)

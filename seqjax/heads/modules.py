@@ -106,14 +106,21 @@ class WordScores(nn.Module):
 
 
 class FullSoftmax(WordScores):
-    """Exact softmax; `chunk_size` > 0 scores the vocabulary in blocks (no [N, V] logits)."""
+    """Exact softmax; `chunk_size` > 0 scores the vocabulary in blocks (no [N, V] logits);
+    `z_loss` > 0 adds z_loss · (log Z)² to each row's training loss (not to `log_probs`)."""
 
     chunk_size: int = 0
+    z_loss: float = 0.0
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
         per_row = full_softmax_loss(
-            hidden, params["weights"], params["biases"], targets, chunk_size=self.chunk_size or None
+            hidden,
+            params["weights"],
+            params["biases"],
+            targets,
+            chunk_size=self.chunk_size or None,
+            z_loss=self.z_loss,
         )
         return masked_mean(per_row, mask)
 
