@@ -22,6 +22,17 @@ def encoder_kwargs(batch: Batch | None) -> dict[str, jax.Array]:
     return {"src": batch["src"], "src_mask": batch["src_mask"] > 0}
 
 
+PACKING_KEYS = ("segment_ids", "positions", "src_segment_ids", "src_positions")
+
+
+def packing_kwargs(batch: Batch | None) -> dict[str, jax.Array]:
+    """A packed batch's segment ids and per-segment positions [B, T] (and [B, S] for the
+    source), which a Transformer's teacher-forced pass takes; empty for other batches."""
+    if batch is None:
+        return {}
+    return {key: batch[key] for key in PACKING_KEYS if key in batch}
+
+
 def tied_embedding(model: Model, head: Head, params: Params) -> jax.Array | None:
     """The model's target embedding table [V, D] float32 when the head ties to it, else None."""
     if not head.tied:
@@ -66,6 +77,7 @@ def hidden_states(
         train=train,
         rngs={"dropout": key},
         **encoder_kwargs(batch),
+        **packing_kwargs(batch),
     )
 
 

@@ -18,8 +18,9 @@ from jax.sharding import Mesh
 from seqjax.config import Config
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.heads import build_head
+from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
-from seqjax.models import SEQ2SEQ_KINDS, build_model, is_seq2seq
+from seqjax.models import SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
@@ -44,6 +45,31 @@ def validate_train(cfg: Config) -> None:
             f"train.batch_size must be divisible by optim.accum_steps={cfg.optim.accum_steps}, got {t.batch_size}"
         )
     optim.validate(cfg.optim)
+    if t.peak_tflops < 0:
+        raise ValueError(
+            f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
+        )
+    if cfg.data.packing:
+        validate_packing(cfg)
+
+
+# Objectives that feed only gold tokens: a packed row's segments stay independent under them.
+PACKING_OBJECTIVES = ("teacher_forcing", "gradient_penalty")
+
+
+def validate_packing(cfg: Config) -> None:
+    """Packed rows need a model that reads segment ids and an objective that feeds gold tokens
+    (one feeding its own predictions would carry a segment's last prediction into the next)."""
+    if cfg.model.kind not in TRANSFORMER_KINDS:
+        raise ValueError(
+            f"data.packing needs a Transformer (model.kind in {', '.join(TRANSFORMER_KINDS)}), which keeps "
+            f"attention within a segment; got model.kind={cfg.model.kind!r}"
+        )
+    if cfg.objective.kind not in PACKING_OBJECTIVES:
+        raise ValueError(
+            f"data.packing needs an objective feeding gold tokens only (objective.kind in "
+            f"{', '.join(PACKING_OBJECTIVES)}), got {cfg.objective.kind!r}"
+        )
 
 
 @dataclasses.dataclass
@@ -71,10 +97,16 @@ class Experiment:
         return self.data.tgt_tokenizer if self.is_seq2seq else self.data.tokenizer
 
     def train_batches(self):
+        """The train split's batches: bucketed or packed (data.packing) pairs, chunked or
+        packed lines."""
         c = self.cfg
         if self.is_seq2seq:
             src, tgt = self.data.splits["train"]
+            if c.data.packing:
+                return PackedSeq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets[-1], c.train.seed)
             return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
+        if c.data.packing:
+            return PackedLMBatches(self.data.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
         return LMBatches(self.data.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
 
     def save_tokenizers(self, workdir: str) -> None:
@@ -98,6 +130,8 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     move between the two). Without a mesh (decoding a restored run) it is the plain head."""
     head = build_head(cfg.head, vocab_size, counts)
     if mesh is not None and cfg.train.vocab_parallel:
+        if cfg.head.z_loss:
+            raise ValueError(f"head.z_loss is not computed by train.vocab_parallel's loss, got {cfg.head.z_loss}")
         return VocabParallelSoftmax(vocab_size=vocab_size, tied=cfg.head.tied, mesh=mesh)
     return head
 

@@ -9,11 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.config import Config, ModelConfig, override
+from seqjax.config import Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
 from seqjax.models.attention import resolve_kernel, rotary, self_attention_arguments
 from seqjax.models.masks import self_mask
+from seqjax.training.loop import open_run
+from seqjax.training.state import Checkpointer, TrainState
 
 V, V_SRC, B, T, S = 13, 9, 2, 6, 5
 TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=8)
@@ -404,3 +406,16 @@ def test_segment_ids_without_positions_are_refused(random_variables):
         model.apply(variables, PACKED_TOKENS, segment_ids=PACKED_SEGMENTS)
     with pytest.raises(ValueError, match="positions must be an integer array of shape \\(1, 8\\)"):
         model.apply(variables, PACKED_TOKENS, positions=PACKED_POSITIONS[:, :4])
+
+
+def test_a_checkpoint_does_not_resume_across_scan_layers(tmp_path):
+    """Its parameters are laid out for one setting; the run's config check names the key."""
+    scanned = Config(model=dataclasses.replace(MODERN, scan_layers=True))
+    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+    state = TrainState(jnp.zeros((), jnp.int32), {"w": jnp.zeros(2)}, {}, jax.random.PRNGKey(0))
+    checkpointer.save(state, {"data_position": 0, "config": to_dict(scanned), "tokenizer": ""})
+    checkpointer.wait()
+    unrolled = Config(model=dataclasses.replace(MODERN, scan_layers=False))
+    with pytest.raises(ValueError, match="model.scan_layers: checkpoint has True, now False"):
+        open_run(unrolled, str(tmp_path), checkpointer)
+    checkpointer.close()
