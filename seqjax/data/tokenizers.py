@@ -2,7 +2,9 @@
 
 Every tokenizer maps text to frequency-sorted ids of its vocabulary (no `<s>`/`</s>` added)
 and back. `CharTokenizer` and `BpeTokenizer` reproduce the text exactly; `WordTokenizer`
-returns its tokens joined by single spaces, rarer words as `<unk>`.
+joins its tokens as text writes them (`detokenize`: punctuation attached, words spaced),
+rarer words as `<unk>`. `continue_text(prompt, ids)` is a prompt and the ids generated after
+it as one text, detokenized together.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
@@ -28,6 +30,16 @@ BPE_MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)
 # A word is letters/digits with inner apostrophes ("don't", "o'er"); any other
 # non-space character is a token of its own.
 _WORD_PATTERN = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
+# How `detokenize` spaces a punctuation token: closing marks attach to the token before,
+# opening ones to the token after, joining ones (hyphens, dashes, slashes) to both.
+_CLOSING = frozenset(",.;:!?)]}%…»")
+_OPENING = frozenset("([{¿¡«")
+_JOINING = frozenset("-—/")
+# Quotation marks by family: a mark opens a quotation unless one of its family is open, in
+# which case it closes it ("...", „...“, “...”); ” and ’ only close. A ’ with no quotation
+# open is an apostrophe inside a word (don’t) and attaches to both sides.
+_QUOTES = {'"': '"', "„": '"', "“": '"', "”": '"', "'": "'", "‚": "'", "‘": "'", "’": "'"}
+_ONLY_CLOSING = frozenset("”’")
 
 
 class Tokenizer(Protocol):
@@ -37,6 +49,7 @@ class Tokenizer(Protocol):
     def encode(self, text: str) -> list[int]: ...
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
     def decode(self, ids) -> str: ...
+    def continue_text(self, prompt: str, ids) -> str: ...
     def words(self, text: str) -> int: ...
     def save(self, directory: str | os.PathLike) -> None: ...
 
@@ -44,6 +57,35 @@ class Tokenizer(Protocol):
 def count_words(text: str) -> int:
     """Whitespace-separated words of `text`: the denominator of per-word perplexity."""
     return len(text.split())
+
+
+def detokenize(tokens: Sequence[str]) -> str:
+    """Word tokens as text writes them: words spaced, punctuation attached.
+
+    `["him", ",", "“", "I", "will"]` -> `"him, “I will"`; a `.`, `,` or `:` between two
+    numbers joins them (`3.5`, `1,000`).
+    """
+    text, glue, open_quotes = "", True, set()
+    for i, token in enumerate(tokens):
+        left = right = False
+        if token in _QUOTES:
+            family = _QUOTES[token]
+            closes = family in open_quotes or token in _ONLY_CLOSING
+            if token == "’" and family not in open_quotes:
+                left = right = True
+            elif closes:
+                open_quotes.discard(family)
+                left = True
+            else:
+                open_quotes.add(family)
+                right = True
+        elif token in ".,:" and 0 < i < len(tokens) - 1 and tokens[i - 1].isdigit() and tokens[i + 1].isdigit():
+            left = right = True
+        else:
+            left, right = token in _CLOSING | _JOINING, token in _OPENING | _JOINING
+        text += token if glue or left else " " + token
+        glue = right
+    return text
 
 
 def _kept_ids(vocab: Vocabulary, ids) -> list[int]:
@@ -68,7 +110,6 @@ class _SegmentingTokenizer(abc.ABC):
     """Shared encode/decode/save for tokenizers whose pieces are strings looked up in `vocab`."""
 
     kind = ""
-    separator = ""
 
     def __init__(self, vocab: Vocabulary):
         self.vocab = vocab
@@ -77,6 +118,11 @@ class _SegmentingTokenizer(abc.ABC):
     @abc.abstractmethod
     def segment(text: str) -> list[str]:
         """The pieces of `text`, each looked up in the vocabulary."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def join(pieces: list[str]) -> str:
+        """The text of a sequence of pieces."""
 
     @classmethod
     def train(cls, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1):
@@ -93,7 +139,13 @@ class _SegmentingTokenizer(abc.ABC):
 
     def decode(self, ids) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
-        return self.separator.join(self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids))
+        return self.join([self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)])
+
+    def continue_text(self, prompt: str, ids) -> str:
+        """`prompt` followed by the text of `ids` ([T] int, as `decode`), joined as one text.
+
+        The prompt keeps its own words (a word outside the vocabulary stays itself)."""
+        return self.join(self.segment(prompt) + [self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)])
 
     def words(self, text: str) -> int:
         return count_words(text)
@@ -111,16 +163,23 @@ class CharTokenizer(_SegmentingTokenizer):
     def segment(text: str) -> list[str]:
         return list(text)
 
+    @staticmethod
+    def join(pieces: list[str]) -> str:
+        return "".join(pieces)
+
 
 class WordTokenizer(_SegmentingTokenizer):
-    """Whitespace-split words with punctuation as separate tokens; decode joins with spaces."""
+    """Whitespace-split words with punctuation as separate tokens; decode detokenizes."""
 
     kind = "word"
-    separator = " "
 
     @staticmethod
     def segment(text: str) -> list[str]:
         return _WORD_PATTERN.findall(text)
+
+    @staticmethod
+    def join(pieces: list[str]) -> str:
+        return detokenize(pieces)
 
 
 class BpeTokenizer:
@@ -182,6 +241,11 @@ class BpeTokenizer:
         pieces = [self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)]
         return self.model.decoder.decode(pieces) if pieces else ""
 
+    def continue_text(self, prompt: str, ids) -> str:
+        """`prompt` followed by the text of `ids` ([T] int, as `decode`), decoded together (a
+        character whose bytes straddle the two comes out whole)."""
+        return self.decode([*self.encode(prompt), *_kept_ids(self.vocab, ids)])
+
     def words(self, text: str) -> int:
         return count_words(text)
 
@@ -189,7 +253,7 @@ class BpeTokenizer:
         _save(directory, {"kind": self.kind, "bpe": json.loads(self.model.to_str())}, self.vocab)
 
 
-_CLASSES = {"char": CharTokenizer, "word": WordTokenizer, "bpe": BpeTokenizer}
+_CLASSES: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "bpe": BpeTokenizer}
 
 
 def build_tokenizer(kind: str, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1) -> Tokenizer:

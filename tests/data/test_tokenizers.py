@@ -60,7 +60,7 @@ def test_word_round_trip_joins_tokens_and_rare_words_become_unk():
     tokenizer = build_tokenizer("word", TEXTS, min_count=2)
     ids = tokenizer.encode("the cat sat, the zebra")
     assert ids[2] == UNK_ID and ids[5] == UNK_ID
-    assert tokenizer.decode(ids) == "the cat <unk> , the <unk>"
+    assert tokenizer.decode(ids) == "the cat <unk>, the <unk>"
 
 
 def test_char_vocab_size_caps_rare_characters_to_unk():
