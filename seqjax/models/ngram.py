@@ -9,7 +9,8 @@ where h⁻ drops h's oldest token, c_n are raw counts at the top order and c_k (
 continuation counts N₁₊(• h w) (how many distinct tokens precede h w). An unseen context
 backs off entirely to P_{k−1}; P_0 is uniform over the vocabulary, so every token keeps
 some probability and each P_k sums to one. A query whose context is shorter than n − 1
-(the start of a stream) is answered at order len(context) + 1.
+(the start of a stream) is answered at order len(context) + 1. `save` and `load` keep the
+counts in a `.npz` file of integer arrays (no pickle).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -126,3 +128,28 @@ def fit(stream: Sequence[int], order: int, vocab_size: int | None = None, discou
         grams = collections.Counter(gram[1:] for gram in grams)
         tables.append(_table(grams))
     return KneserNeyLM(order, vocab_size, float(discount), tuple(reversed(tables)))
+
+
+def save(model: KneserNeyLM, path: str | os.PathLike) -> None:
+    """Writes `model` to `path` (.npz): order, vocab_size, discount, and for each order k
+    `grams_k` [M_k, k] int32, the distinct k-grams (context then token), with `counts_k`
+    [M_k] int64, their c_k. The totals and N₁₊ are recomputed by `load`."""
+    arrays = {"order": np.int64(model.order), "vocab_size": np.int64(model.vocab_size), "discount": model.discount}
+    for k, table in enumerate(model.tables, start=1):
+        entries = [
+            (*context, token, count) for context, (counts, _, _) in table.items() for token, count in counts.items()
+        ]
+        array = np.array(entries, np.int64).reshape(-1, k + 1)
+        arrays[f"grams_{k}"], arrays[f"counts_{k}"] = array[:, :k].astype(np.int32), array[:, k]
+    np.savez_compressed(path, **arrays)
+
+
+def load(path: str | os.PathLike) -> KneserNeyLM:
+    """The model `save` wrote to `path`."""
+    with np.load(path, allow_pickle=False) as f:
+        order, vocab_size, discount = int(f["order"]), int(f["vocab_size"]), float(f["discount"])
+        tables = tuple(
+            _table(collections.Counter(dict(zip(map(tuple, f[f"grams_{k}"].tolist()), f[f"counts_{k}"].tolist()))))
+            for k in range(1, order + 1)
+        )
+    return KneserNeyLM(order, vocab_size, discount, tables)
