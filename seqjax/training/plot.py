@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib import ticker  # noqa: E402
 
 # (split, metric, panel title, y label, log scale)
 PANELS = (
@@ -74,6 +75,9 @@ def plot_runs(workdirs: list[str], output: str | None = None) -> str:
         low, high = ax.dataLim.intervaly
         if log and ax.has_data() and low > 0 and high / low > 3:  # a narrow range reads better on a linear axis
             ax.set_yscale("log")
+            plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")  # 20, not 2 × 10¹
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
     figure.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 4) or 1)
     figure.savefig(output, dpi=110)
     plt.close(figure)
