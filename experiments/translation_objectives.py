@@ -112,7 +112,8 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
 def with_perplexity(report: dict[str, dict], run_dir: str) -> dict[str, dict]:
     """`report` with the run's test perplexity (from its summary.json) beside each beam's scores."""
     with open(os.path.join(run_dir, "summary.json")) as f:
-        perplexity = json.load(f)["test"]["perplexity"]
+        test = json.load(f)["test"]
+    perplexity = test.get("token_perplexity", test.get("perplexity"))  # "perplexity" before the key's rename
     return {beam: {**scores, "perplexity": perplexity} for beam, scores in report.items()}
 
 

@@ -1,17 +1,15 @@
-"""`seqjax train | eval | generate | bench`: the command line over the training package."""
+"""`seqjax train | eval | generate | config | plot | bench`: the command line over the training package."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import os
 import sys
 
-import numpy as np
-
 from seqjax import config as config_lib
+from seqjax import config_text
 
 DEFAULT_WORKDIR = "runs"
 
@@ -45,7 +43,6 @@ def restored(workdir: str, overrides: list[str]):
     """The experiment and trained parameters of the run in `workdir` (latest checkpoint), with
     the mesh they sit on. The head is the plain one whatever the run's layout: decoding and
     evaluation need every word's probability."""
-    from seqjax.models import is_trained
     from seqjax.training import optim
     from seqjax.training.experiment import build_experiment
     from seqjax.training.layout import make_mesh
@@ -53,13 +50,10 @@ def restored(workdir: str, overrides: list[str]):
     from seqjax.training.state import Checkpointer, restore_state
 
     cfg = config_lib.override(run_config(workdir), overrides)
-    if not is_trained(cfg.model):
-        raise ValueError(
-            f"--workdir {workdir} is an n-gram run, which keeps no model: summary.json holds its perplexity"
-        )
     checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
     try:
-        step, tokenizers = open_run(cfg, workdir, checkpointer)
+        # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
+        step, tokenizers, _ = open_run(cfg, workdir, checkpointer, extend_schedule=True)
         if step is None:
             raise ValueError(f"--workdir {workdir} has no checkpoint yet")
         exp = build_experiment(cfg, tokenizers=tokenizers)
@@ -71,18 +65,30 @@ def restored(workdir: str, overrides: list[str]):
     return exp, state, mesh
 
 
+def is_counted(workdir: str) -> bool:
+    """Whether `workdir` holds a counted run (the n-gram), which has counts, not parameters."""
+    from seqjax.models import is_trained
+
+    return not is_trained(run_config(workdir).model)
+
+
 def cmd_train(args) -> None:
     from seqjax.training.loop import train
 
     cfg, name = load_config(args.config)
     cfg = config_lib.override(cfg, args.set)
-    train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name))
+    train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name), extend_schedule=args.extend_schedule)
+
+
+def cmd_config(args) -> None:
+    cfg, _ = load_config(args.config)
+    print(config_text.to_toml(config_lib.override(cfg, args.set)), end="")
 
 
 def decode_options(args):
     from seqjax.training.generation import DecodeOptions
 
-    sample = args.temperature is not None or args.top_k is not None or args.top_p is not None
+    sample = args.sample or args.temperature is not None or args.top_k is not None or args.top_p is not None
     return DecodeOptions(
         beam=args.beam,
         length_penalty=args.length_penalty,
@@ -93,38 +99,133 @@ def decode_options(args):
     )
 
 
-def cmd_eval(args) -> None:
-    from seqjax.training.evaluation import evaluate
+def eval_of_counts(args):
+    """(config, data, scorer, extra) of the n-gram run in --workdir; it has no extra measures."""
+    from seqjax.data import load_data
+    from seqjax.training.experiment import saved_tokenizers
+    from seqjax.training.ngram_baseline import ngram_scorer, saved_counts
+
+    cfg = config_lib.override(run_config(args.workdir), args.set)
+    data = load_data(cfg.data, saved_tokenizers(args.workdir))
+    return cfg, data, ngram_scorer(saved_counts(args.workdir)), lambda split: {}
+
+
+def eval_of_model(args):
+    """(config, data, scorer, extra) of the trained run in --workdir; extra(split) decodes a
+    seq2seq split (BLEU, ROUGE) and gives the synthetic task's own measure, if any."""
     from seqjax.training.generation import translate
     from seqjax.training.steps import batch_scorer, make_eval_step
 
     options = decode_options(args)
     exp, state, mesh = restored(args.workdir, args.set)
-    if args.split not in exp.data.splits:
-        raise ValueError(f"--split must be one of {sorted(exp.data.splits)}, got {args.split!r}")
-    score = batch_scorer(make_eval_step(exp.model, exp.head, mesh), state.params, mesh)
-    result = {args.split: evaluate(exp.cfg, exp.data, args.split, score)}
-    if exp.is_seq2seq:
-        result["generation"] = translate(exp, state.params, args.split, options=options)
-    if exp.task_report is not None:
-        result[exp.cfg.data.task] = exp.task_report(exp, state.params)
+
+    def extra(split: str) -> dict:
+        result = {"generation": translate(exp, state.params, split, options=options)} if exp.is_seq2seq else {}
+        if exp.task_report is not None:
+            result[exp.cfg.data.task] = exp.task_report(exp, state.params)
+        return result
+
+    return exp.cfg, exp.data, batch_scorer(make_eval_step(exp.model, exp.head, mesh), state.params, mesh), extra
+
+
+def cmd_eval(args) -> None:
+    from seqjax.training.evaluation import describe_metrics, evaluate
+
+    cfg, data, scorer, extra = (eval_of_counts if is_counted(args.workdir) else eval_of_model)(args)
+    if args.split not in data.splits:
+        raise ValueError(f"--split must be one of {sorted(data.splits)}, got {args.split!r}")
+    result = {args.split: evaluate(cfg, data, args.split, scorer)}
+    print(f"{args.split}: {describe_metrics(result[args.split])}")
+    result.update(extra(args.split))
     print(json.dumps(result, indent=2))
 
 
+def lm_decoder(workdir: str, overrides: list[str], options):
+    """(tokenizer, `generation.DecodeFn`, batch size) of the language model in `workdir`,
+    trained or counted."""
+    if is_counted(workdir):
+        from seqjax.training.experiment import saved_tokenizers
+        from seqjax.training.ngram_baseline import ngram_decoder, saved_counts
+
+        cfg = config_lib.override(run_config(workdir), overrides)
+        return saved_tokenizers(workdir), ngram_decoder(saved_counts(workdir), options), cfg.train.batch_size
+    from seqjax.training.generation import model_decoder
+
+    exp, state, _ = restored(workdir, overrides)
+    return exp.tokenizer, model_decoder(exp, state.params, options), exp.cfg.train.batch_size
+
+
+def read_lines(path: str) -> list[str]:
+    """The lines of `path` (`-`: standard input), without their line ends."""
+    if path == "-":
+        return [line.rstrip("\n") for line in sys.stdin]
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def with_progress(total: int, run):
+    """run(progress) under a progress bar of `total` lines on stderr."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc="generate", unit="line", file=sys.stderr, dynamic_ncols=True) as bar:
+        return run(bar.update)
+
+
 def cmd_generate(args) -> None:
-    from seqjax.training.generation import lm_samples, translate_texts
+    from seqjax.models import is_seq2seq
+    from seqjax.training.generation import continuations, continue_lines, translate_lines
 
     options = decode_options(args)
-    overrides = args.set + [f"train.printed_sample_len={args.max_len}", f"train.num_printed_samples={args.num}"]
-    exp, state, _ = restored(args.workdir, overrides)
-    if exp.is_seq2seq:
-        source = np.asarray(exp.data.src_tokenizer.encode(args.prompt), np.int32)
-        (hypothesis,) = translate_texts(exp, state.params, [source], options)
-        print(f"{args.prompt} -> {hypothesis}")
-        return
-    if not options.sample and options.beam == 1 and args.num > 1:
-        options = dataclasses.replace(options, sample=True)  # several greedy continuations would all be equal
-    lm_samples(exp, state.params, prompt=args.prompt, num=args.num, seed=args.seed, options=options)
+    if args.max_len < 1 or args.num < 1:
+        raise ValueError(f"--max-len and --num must be >= 1, got {args.max_len} and {args.num}")
+    if args.input is not None and (args.prompt is not None or args.num != 1):
+        raise ValueError("--input writes one line per input line: it takes neither --prompt nor --num")
+    seq2seq = is_seq2seq(run_config(args.workdir).model)
+    if seq2seq and args.prompt is None and args.input is None:
+        raise ValueError(
+            f"--workdir {args.workdir} is a sequence-to-sequence run: give the source to translate with "
+            "--prompt TEXT, or a file of sources, one a line, with --input FILE (- for standard input)"
+        )
+    lines = None if args.input is None else read_lines(args.input)
+    if seq2seq:
+        exp, state, _ = restored(args.workdir, args.set)
+        if lines is None:
+            print(f"{args.prompt} -> {translate_lines(exp, state.params, [args.prompt], options)[0]}")
+            return
+        outputs = with_progress(
+            len(lines), lambda progress: translate_lines(exp, state.params, lines, options, progress)
+        )
+    else:
+        tokenizer, decode_fn, batch_size = lm_decoder(args.workdir, args.set, options)
+        if lines is None:
+            prompt = args.prompt or ""
+            for text in continuations(tokenizer, decode_fn, prompt, num=args.num, max_len=args.max_len, seed=args.seed):
+                print(f"  sample: {text}")
+            return
+        outputs = with_progress(
+            len(lines),
+            lambda progress: continue_lines(
+                tokenizer,
+                decode_fn,
+                lines,
+                batch_size=batch_size,
+                max_len=args.max_len,
+                seed=args.seed,
+                progress=progress,
+            ),
+        )
+    text = "".join(line + "\n" for line in outputs)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def cmd_plot(args) -> None:
+    from seqjax.training.plot import plot_runs
+
+    print(f"wrote {plot_runs(args.workdir, args.output)}")
 
 
 def cmd_bench(args) -> None:
@@ -143,34 +244,59 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("decoding (default greedy; any sampling flag samples; --beam N > 1 is beam search)")
     d.add_argument("--beam", type=int, default=1)
     d.add_argument("--length-penalty", type=float, default=0.0, help="GNMT alpha for beam search")
+    d.add_argument("--sample", action="store_true", help="sample (temperature 1, no truncation unless set below)")
     d.add_argument("--temperature", type=float, default=None)
     d.add_argument("--top-k", type=int, default=None)
     d.add_argument("--top-p", type=float, default=None)
 
 
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="experiment file defining get_config()")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, e.g. train.steps=200")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="seqjax", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train (or resume) a run; no arguments: the default experiment")
-    t.add_argument("--config", help="experiment file defining get_config()")
+    t = sub.add_parser(
+        "train",
+        help="train (or resume) a run; no arguments: the default experiment",
+        epilog="config keys, name: type = default (`seqjax config` describes each one):\n" + config_text.reference(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_config_arguments(t)
     t.add_argument("--workdir", help=f"run directory (default {DEFAULT_WORKDIR}/<config name>)")
-    t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, e.g. train.steps=200")
+    t.add_argument(
+        "--extend-schedule",
+        action="store_true",
+        help="resume although train.steps or the learning-rate schedule (optim.learning_rate, schedule, "
+        "warmup_steps, end_lr_fraction) changed: go on from the checkpoint under the new schedule",
+    )
     t.set_defaults(func=cmd_train)
-    e = sub.add_parser("eval", help="exact perplexity (and BLEU for seq2seq) of a trained run on a split")
+    c = sub.add_parser("config", help="print the resolved config, TOML: each key's type, default and description")
+    add_config_arguments(c)
+    c.set_defaults(func=cmd_config)
+    e = sub.add_parser("eval", help="exact perplexity (and BLEU for seq2seq) of a run on a split")
     e.add_argument("--workdir", required=True)
     e.add_argument("--split", default="test")
     e.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(e)
     e.set_defaults(func=cmd_eval)
-    g = sub.add_parser("generate", help="continue a prompt (LM) or translate it (seq2seq) with a trained run")
+    g = sub.add_parser("generate", help="continue a prompt (LM) or translate a source (seq2seq) with a run")
     g.add_argument("--workdir", required=True)
-    g.add_argument("--prompt", default="")
-    g.add_argument("--max-len", type=int, default=64)
-    g.add_argument("--num", type=int, default=4)
+    g.add_argument("--prompt", help="text to continue or translate (LM default: start a new line)")
+    g.add_argument("--input", metavar="FILE", help="continue or translate each line of FILE (- for stdin)")
+    g.add_argument("--output", metavar="FILE", help="with --input: write the lines here (default stdout)")
+    g.add_argument("--max-len", type=int, default=64, help="LM: tokens generated after the prompt")
+    g.add_argument("--num", type=int, default=1, help="LM --prompt: continuations printed")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(g)
     g.set_defaults(func=cmd_generate)
+    pl = sub.add_parser("plot", help="training loss, validation perplexity and tokens/s against steps")
+    pl.add_argument("--workdir", nargs="+", required=True, metavar="DIR", help="one or more run directories")
+    pl.add_argument("--output", metavar="FILE.png", help="default: metrics.png in the first run directory")
+    pl.set_defaults(func=cmd_plot)
     b = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
     b.add_argument("name")
     b.add_argument("rest", nargs=argparse.REMAINDER)
@@ -180,6 +306,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from seqjax.training.loop import NonFiniteLoss
+    from seqjax.training.signals import TrainingStopped
 
     args = parser().parse_args(argv)
     try:
@@ -190,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     except NonFiniteLoss as err:
         print(f"seqjax: training stopped: {err}", file=sys.stderr)
         return 1
+    except TrainingStopped as stopped:
+        return stopped.exit_code  # the run printed where it stopped
+    except KeyboardInterrupt:
+        print("seqjax: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

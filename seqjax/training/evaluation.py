@@ -1,8 +1,14 @@
 """Exact evaluation over a split, and the generated samples shown at the end of a run.
 
-`evaluate` is the one path from a split to {nll, perplexity, tokens, word_perplexity}: it
-feeds the split's eval batches to a scorer, `score(batch) -> (nll_sum, tokens)` (a neural
+`evaluate` is the one path from a split to {nll, token_perplexity, tokens, word_perplexity}:
+it feeds the split's eval batches to a scorer, `score(batch) -> (nll_sum, tokens)` (a neural
 run's jitted eval step, the n-gram's host scorer), and turns the totals into the numbers.
+
+The two perplexities spread the same total NLL (nats) over different counts:
+token_perplexity = exp(NLL / target tokens), every token the model predicts, the `</s>`
+ending each line (LM) or target (seq2seq) included; word_perplexity = exp(NLL / words), the
+split's whitespace-separated words plus one `</s>` per line (the Penn Treebank convention),
+the same count whatever the tokenizer, so char, word and BPE models compare on it.
 """
 
 from __future__ import annotations
@@ -40,13 +46,13 @@ def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterat
 def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer) -> dict[str, float]:
     """Exact perplexity of `split`: the scorer's NLL summed over `eval_batches`.
 
-    Returns nll (mean per target token), perplexity, tokens, and for LM corpora scored
-    whole the per-word perplexity (the same total NLL spread over the split's words).
+    Returns nll (mean per target token, nats), token_perplexity, tokens, and for LM corpora
+    scored whole the word_perplexity (the same total NLL spread over the split's words).
     """
     sums = [score(batch) for batch in eval_batches(cfg, data, split)]  # device scores run ahead of the host
     nll_sum, tokens = (float(x) for x in np.sum(jax.device_get(sums), axis=0))
     nll = nll_sum / max(tokens, 1.0)
-    result = {"nll": nll, "perplexity": float(np.exp(nll)), "tokens": tokens}
+    result = {"nll": nll, "token_perplexity": float(np.exp(nll)), "tokens": tokens}
     words = getattr(data, "words", {}).get(split)
     if words and not cfg.train.eval_batches:
         result["word_perplexity"] = float(np.exp(nll_sum / words))
@@ -54,8 +60,13 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
 
 
 def describe_metrics(result: dict[str, float]) -> str:
-    """`nll 1.234, perplexity 3.435, ...`: a result as the run prints it."""
-    return ", ".join(f"{k} {v:,.4g}" for k, v in result.items())
+    """`per-token perplexity 3.435 (nll 1.234 nats over 1,544 tokens), per-word perplexity 12.5`:
+    an `evaluate` result on one line, as runs and `seqjax eval` print it."""
+    line = f"per-token perplexity {result['token_perplexity']:,.4g} (nll {result['nll']:.4g} nats"
+    line += f" over {result['tokens']:,.0f} tokens)"
+    if "word_perplexity" in result:
+        line += f", per-word perplexity {result['word_perplexity']:,.4g}"
+    return line
 
 
 def generation_report(exp: Experiment, params, *, echo: Callable[[str], None] = print) -> dict:

@@ -1,11 +1,19 @@
 """Generation glue: chooses a decoder (greedy, sampling, beam search), feeds prompts, and
 turns ids back into text with the run's tokenizer. Models and heads meet the decoders in
-`seqjax.model_head.make_step_fn`.
+`seqjax.model_head.make_step_fn`; the counted n-gram brings its own step function
+(`ngram_baseline.ngram_decoder`).
+
+Every row of a batch may have its own prompt: `run_decoder` feeds each row's last prompt
+token as its first input (the decoders themselves feed every row one static `bos_id`).
+`continue_lines` decodes the lines of a file in batches of prompts of one length (each
+length is one compiled program) and `translate_lines` buckets sources as evaluation does.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -15,12 +23,17 @@ import numpy as np
 
 from seqjax import decoding
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.data import seq2seq_eval_batches
+from seqjax.data import Tokenizer, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
 
 if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
+
+# decode(prompts [B, P] int32, key, max_len) -> (tokens [B, max_len] int32, lengths [B] int32),
+# numpy in and out: what `continuations` and `continue_lines` decode with.
+DecodeFn = Callable[[np.ndarray, jax.Array, int], tuple[np.ndarray, np.ndarray]]
+Progress = Callable[[int], object]  # called with the number of lines just done
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,26 +69,122 @@ def _best_beam(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
     return best, lengths.astype(jnp.int32)
 
 
-@partial(jax.jit, static_argnames=("model", "head", "prompt", "num", "max_len", "options"))
-def decode(model, head, params, key, batch=None, *, prompt, num, max_len, options: DecodeOptions):
-    """Decodes `num` rows after `prompt` (ids; its last one is fed first), for an encoder batch or an LM.
+def run_decoder(step_fn, state, key, last, *, max_len: int, options: DecodeOptions):
+    """Decodes after prompts whose tokens but the last are already in `state`.
 
-    Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
+    Args:
+      step_fn, state: a `seqjax.contracts.StepFn` and its state for B rows.
+      last: [B] int32, each row's last prompt token, its first step's input.
+
+    Returns:
+      tokens [B, max_len] int32 (pad after EOS) and lengths [B] int32 (EOS included).
     """
-    prefix = jnp.broadcast_to(jnp.asarray(prompt[:-1], jnp.int32), (num, len(prompt) - 1))
-    state = prefill(model, params, init_decode_state(model, params, num, len(prompt) + max_len, batch), prefix)
-    step_fn = make_step_fn(model, head, params)
-    common = dict(bos_id=prompt[-1], eos_id=SPECIAL_IDS.eos, pad_id=SPECIAL_IDS.pad, max_len=max_len)
+
+    def last_first(carry, tokens):
+        inner, pending = carry  # pending [B]: the prompt's last token until it is fed, then -1
+        log_probs, inner = step_fn(inner, jnp.where(pending >= 0, pending, tokens))
+        return log_probs, (inner, jnp.full_like(pending, -1))
+
+    carry = (state, jnp.asarray(last, jnp.int32))
+    # bos_id is never fed: `last_first` feeds `last` in its place.
+    common = dict(bos_id=SPECIAL_IDS.bos, eos_id=SPECIAL_IDS.eos, pad_id=SPECIAL_IDS.pad, max_len=max_len)
     if options.beam > 1:
         sequences, _ = decoding.beam_search(
-            step_fn, state, beam_size=options.beam, length_penalty=options.length_penalty, **common
+            last_first, carry, beam_size=options.beam, length_penalty=options.length_penalty, **common
         )
         return _best_beam(sequences)
     if options.sample:
         return decoding.sample(
-            step_fn, state, key, temperature=options.temperature, top_k=options.top_k, top_p=options.top_p, **common
+            last_first, carry, key, temperature=options.temperature, top_k=options.top_k, top_p=options.top_p, **common
         )
-    return decoding.greedy(step_fn, state, **common)
+    return decoding.greedy(last_first, carry, **common)
+
+
+@partial(jax.jit, static_argnames=("model", "head", "max_len", "options"))
+def decode_prompts(model, head, params, key, prompts, batch=None, *, max_len: int, options: DecodeOptions):
+    """Decodes after each row's prompt, for an encoder batch (`batch`'s source) or an LM.
+
+    Args:
+      prompts: [B, P] int32, P >= 1; its last column is each row's first input.
+
+    Returns:
+      tokens [B, max_len] int32 (after the prompt, pad after EOS) and lengths [B] int32.
+    """
+    num, length = prompts.shape
+    state = prefill(model, params, init_decode_state(model, params, num, length + max_len, batch), prompts[:, :-1])
+    return run_decoder(make_step_fn(model, head, params), state, key, prompts[:, -1], max_len=max_len, options=options)
+
+
+def decode(model, head, params, key, batch=None, *, prompt, num, max_len, options: DecodeOptions):
+    """Decodes `num` rows after one `prompt` (ids; its last one is fed first), for an encoder batch or an LM.
+
+    Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
+    """
+    prompts = jnp.broadcast_to(jnp.asarray(prompt, jnp.int32), (num, len(prompt)))
+    return decode_prompts(model, head, params, key, prompts, batch, max_len=max_len, options=options)
+
+
+def model_decoder(exp: Experiment, params, options: DecodeOptions) -> DecodeFn:
+    """The `DecodeFn` of a trained language model."""
+
+    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int):
+        tokens = decode_prompts(
+            exp.model, exp.head, params, key, jnp.asarray(prompts), max_len=max_len, options=options
+        )
+        return jax.device_get(tokens)
+
+    return decode_fn
+
+
+def one_line(text: str) -> str:
+    """`text` with any line break a tokenizer could emit (byte-level BPE has them) made a space."""
+    return " ".join(text.splitlines())
+
+
+def continuations(
+    tokenizer: Tokenizer, decode_fn: DecodeFn, prompt: str, *, num: int, max_len: int, seed: int = 0
+) -> list[str]:
+    """`num` continuations of `prompt` (up to `max_len` tokens), each one text with the prompt
+    (`Tokenizer.continue_text`)."""
+    ids = np.asarray((SPECIAL_IDS.eos, *tokenizer.encode(prompt)), np.int32)  # LM streams separate lines with EOS
+    tokens, lengths = decode_fn(np.tile(ids, (num, 1)), jax.random.PRNGKey(seed), max_len)
+    return [tokenizer.continue_text(prompt, row[:n].tolist()) for row, n in zip(tokens, lengths)]
+
+
+def continue_lines(
+    tokenizer: Tokenizer,
+    decode_fn: DecodeFn,
+    lines: list[str],
+    *,
+    batch_size: int,
+    max_len: int,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> list[str]:
+    """Each non-blank line continued (one line of text with it); blank lines stay blank.
+
+    Lines whose prompts have the same number of tokens are decoded together, `batch_size`
+    rows at a time (a short batch repeats its first row, so each length compiles once).
+    """
+    outputs = [""] * len(lines)
+    prompts = {i: (SPECIAL_IDS.eos, *tokenizer.encode(line)) for i, line in enumerate(lines) if line.strip()}
+    by_length = collections.defaultdict(list)
+    for i, ids in prompts.items():
+        by_length[len(ids)].append(i)
+    if progress is not None:
+        progress(len(lines) - len(prompts))
+    key = jax.random.PRNGKey(seed)
+    for _, members in sorted(by_length.items()):
+        for start in range(0, len(members), batch_size):
+            rows = members[start : start + batch_size]
+            batch = np.array([prompts[i] for i in rows] + [prompts[rows[0]]] * (batch_size - len(rows)), np.int32)
+            key, batch_key = jax.random.split(key)
+            tokens, lengths = decode_fn(batch, batch_key, max_len)
+            for i, row, n in zip(rows, tokens, lengths):
+                outputs[i] = one_line(tokenizer.continue_text(lines[i], row[:n].tolist()))
+            if progress is not None:
+                progress(len(rows))
+    return outputs
 
 
 def sample_texts(
@@ -89,21 +198,8 @@ def sample_texts(
 ) -> list[str]:
     """`num` continuations of `prompt` (up to train.printed_sample_len tokens) by a language
     model, each as text that starts with the prompt."""
-    tokenizer = exp.tokenizer
-    ids = (SPECIAL_IDS.eos, *tokenizer.encode(prompt))  # LM streams separate lines with EOS: it precedes a line
-    tokens, lengths = jax.device_get(
-        decode(
-            exp.model,
-            exp.head,
-            params,
-            jax.random.PRNGKey(seed),
-            prompt=ids,
-            num=num,
-            max_len=exp.cfg.train.printed_sample_len,
-            options=options,
-        )
-    )
-    return [prompt + tokenizer.decode(row[:n].tolist()) for row, n in zip(tokens, lengths)]
+    decode_fn = model_decoder(exp, params, options)
+    return continuations(exp.tokenizer, decode_fn, prompt, num=num, max_len=exp.cfg.train.printed_sample_len, seed=seed)
 
 
 def lm_samples(
@@ -124,8 +220,11 @@ def lm_samples(
     return {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
 
 
-def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options: DecodeOptions) -> list[str]:
-    """Decodes source id arrays with a seq2seq model; returns one detokenized hypothesis each."""
+def translate_texts(
+    exp: Experiment, params, sources: list[np.ndarray], options: DecodeOptions, progress: Progress | None = None
+) -> list[str]:
+    """Decodes source id arrays with a seq2seq model, bucketed by length as evaluation is;
+    returns one detokenized hypothesis each."""
     hypotheses = [""] * len(sources)
     dummy_targets = [np.zeros(0, np.int32)] * len(sources)
     for batch, indices in seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets):
@@ -147,7 +246,23 @@ def translate_texts(exp: Experiment, params, sources: list[np.ndarray], options:
         for row, n, index in zip(tokens, lengths, indices):
             if index >= 0:
                 hypotheses[index] = exp.tokenizer.decode(row[:n].tolist())
+        if progress is not None:
+            progress(int((indices >= 0).sum()))
     return hypotheses
+
+
+def translate_lines(
+    exp: Experiment, params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
+) -> list[str]:
+    """The translation of each non-blank line, one line each; blank lines stay blank."""
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    sources = [np.asarray(ids, np.int32) for ids in exp.data.src_tokenizer.encode_batch([lines[i] for i in kept])]
+    if progress is not None:
+        progress(len(lines) - len(kept))
+    outputs = [""] * len(lines)
+    for i, text in zip(kept, translate_texts(exp, params, sources, options, progress)):
+        outputs[i] = one_line(text)
+    return outputs
 
 
 def translate(exp: Experiment, params, split: str, *, echo=print, options: DecodeOptions = DecodeOptions()) -> dict:

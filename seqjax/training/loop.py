@@ -9,6 +9,11 @@ parameters); build the steps; loop; evaluate and report. One `Checkpointer` serv
 whole run. Everything is built and validated before the run directory is touched, so a bad
 config, file or vocabulary never damages an existing run. A counted model (the n-gram,
 `seqjax.models.is_trained` False) takes `ngram_baseline.train_ngram` instead.
+
+A resume must follow the learning-rate schedule the checkpoint was trained under: changing
+train.steps or an optim key it depends on (`state.SCHEDULE_KEYS`) is refused unless asked
+for (`extend_schedule`, `seqjax train --extend-schedule`). SIGINT or SIGTERM stops the run
+after the current step with a checkpoint of it (`signals.StopRequest`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from jax.sharding import Mesh
 from tqdm import tqdm
 
 from seqjax import config as config_lib
+from seqjax import config_text
 from seqjax.config import Config
 from seqjax.contracts import Batch
 from seqjax.models import is_trained
@@ -36,10 +42,12 @@ from seqjax.training import distributed, optim
 from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.experiment import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
 from seqjax.training.layout import batch_sharding, batch_split, describe_batch, make_mesh
-from seqjax.training.logging import RunLogger
+from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.memory import describe_memory, memory_report
 from seqjax.training.ngram_baseline import train_ngram
+from seqjax.training.signals import StopRequest, TrainingStopped
 from seqjax.training.state import (
+    SCHEDULE_KEYS,
     Checkpointer,
     TrainState,
     config_differences,
@@ -55,23 +63,35 @@ class NonFiniteLoss(RuntimeError):
     pass
 
 
-def open_run(cfg: Config, workdir: str, checkpointer: Checkpointer) -> tuple[int | None, Any]:
+def open_run(
+    cfg: Config, workdir: str, checkpointer: Checkpointer, *, extend_schedule: bool = False
+) -> tuple[int | None, Any, list[str]]:
     """Checks that a run with checkpoints in `workdir` may go on under `cfg`: same config but
-    for `RESUMABLE_CHANGES`, same vocabulary.
+    for `RESUMABLE_CHANGES`, same vocabulary, and the same learning-rate schedule
+    (`SCHEDULE_KEYS`) unless `extend_schedule`.
 
-    Returns the step to resume from and the run's saved tokenizers (None, None: a fresh run).
+    Returns the step to resume from, the run's saved tokenizers (None, None: a fresh run) and
+    the schedule keys that changed ("key: checkpoint has A, now B").
     """
     latest = checkpointer.latest_step()
     if latest is None:
-        return None, None
+        return None, None, []
     meta = checkpointer.restore_meta(latest)
-    diffs = config_differences(meta["config"], config_lib.to_dict(cfg))
+    current = config_lib.to_dict(cfg)
+    diffs = config_differences(meta["config"], current)
     if diffs:
         raise ValueError(f"config does not match the checkpoint in {workdir}: {'; '.join(diffs)}")
+    schedule = config_differences(meta["config"], current, keys=SCHEDULE_KEYS)
+    if schedule and not extend_schedule:
+        raise ValueError(
+            f"the learning-rate schedule differs from the one the checkpoint at step {latest} in {workdir} was "
+            f"trained under: {'; '.join(schedule)}. Run with the checkpoint's values, or pass --extend-schedule "
+            "to go on from that step under the new schedule"
+        )
     saved = os.path.join(workdir, TOKENIZER_DIRS[0])
     if not os.path.isdir(saved) or fingerprint(saved) != meta["tokenizer"]:
         raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
-    return latest, saved_tokenizers(workdir)
+    return latest, saved_tokenizers(workdir), schedule
 
 
 def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch):
@@ -150,11 +170,18 @@ def _window_means(fetched: list[dict], done: int, since: tuple[float, int], toke
     return mean
 
 
-def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def train(
+    cfg: Config, workdir: str, *, echo: Callable[[str], None] = print, extend_schedule: bool = False
+) -> dict[str, Any]:
     """Trains (or resumes) the run in `workdir`; returns the summary it also writes.
 
     In a multi-process run (train.distributed) every process calls this; process 0 alone
     prints, logs and writes the run's files, and all of them write checkpoint shards.
+    `extend_schedule`: resume even though train.steps or the optimizer's schedule changed.
+
+    Raises:
+      TrainingStopped: SIGINT or SIGTERM arrived; the run stopped after a step and
+        checkpointed it (`signals`).
     """
     if not is_trained(cfg.model):
         return train_ngram(cfg, workdir, echo=echo)
@@ -165,81 +192,104 @@ def train(cfg: Config, workdir: str, *, echo: Callable[[str], None] = print) -> 
     checkpointer = Checkpointer.of_run(workdir, t.keep_checkpoints)
     logger = bar = None
     try:
-        resume_step, tokenizers = open_run(cfg, workdir, checkpointer)
-        mesh = make_mesh(t.mesh)
-        exp = build_experiment(cfg, mesh, tokenizers)
-        optimizer = optim.make_optimizer(cfg.optim, t.steps)
-        schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
-        batches = exp.train_batches()
-        example = batches.batch(0)
-        state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
-        if resume_step is None:
+        with StopRequest() as stop:
+            resume_step, tokenizers, schedule_changes = open_run(
+                cfg, workdir, checkpointer, extend_schedule=extend_schedule
+            )
+            mesh = make_mesh(t.mesh)
+            exp = build_experiment(cfg, mesh, tokenizers)
+            optimizer = optim.make_optimizer(cfg.optim, t.steps)
+            schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
+            batches = exp.train_batches()
+            example = batches.batch(0)
+            state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
+            if schedule_changes:
+                echo(
+                    f"--extend-schedule: going on from step {start} under the new learning-rate schedule "
+                    f"({'; '.join(schedule_changes)}); the learning rate there is {float(schedule(start)):.3g}"
+                )
+            data = data_record(exp.data)
             if main:
                 os.makedirs(workdir, exist_ok=True)
-                exp.save_tokenizers(workdir)
+                if resume_step is None:
+                    exp.save_tokenizers(workdir)
+                # Rewritten on resume too: changed train.* keys and a new schedule are the run's config now.
                 dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+                save_data_record(workdir, data)
             distributed.barrier("run directory written")
-        echo(config_lib.dumps(cfg))
-        num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
-        echo(
-            f"{num_params:,} parameters on a mesh {dict(mesh.shape)} over {jax.process_count()} process(es), "
-            f"sharding {t.sharding}, {t.step_kind} step; vocabulary {exp.tokenizer.vocab.size}"
-        )
+            echo(config_text.describe_changes(cfg))
+            echo(describe_data(data, cfg.data))
+            num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
+            echo(
+                f"{num_params:,} parameters on a mesh {dict(mesh.shape)} over {jax.process_count()} process(es), "
+                f"sharding {t.sharding}, {t.step_kind} step; vocabulary {exp.tokenizer.vocab.size}"
+            )
 
-        train_step = build_train_step(exp, optimizer, schedule, mesh, state)
-        eval_step = make_eval_step(exp.model, exp.head, mesh)
-        sharding = batch_sharding(mesh)
-        batch_layout = batch_split(cfg, mesh, example)
-        abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
-        memory = memory_report(train_step, state, abstract_batch)
-        echo(describe_batch(batch_layout))
-        echo(describe_memory(memory))
-        tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
-        if main:
-            logger = RunLogger(workdir)
-            dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
-
-        def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
-            result = evaluate(cfg, exp.data, split, batch_scorer(eval_step, state.params, mesh))
+            train_step = build_train_step(exp, optimizer, schedule, mesh, state)
+            eval_step = make_eval_step(exp.model, exp.head, mesh)
+            sharding = batch_sharding(mesh)
+            batch_layout = batch_split(cfg, mesh, example)
+            abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
+            memory = memory_report(train_step, state, abstract_batch)
+            echo(describe_batch(batch_layout))
+            echo(describe_memory(memory))
+            tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
             if main:
-                logger.write(step, split, result)
-            return result
+                logger = RunLogger(workdir)
+                dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
 
-        pending: list[dict[str, jax.Array]] = []
-        tokens_per_step = int(example["mask"].sum())
-        bar = tqdm(
-            total=t.steps,
-            initial=start,
-            desc="train",
-            unit="step",
-            dynamic_ncols=True,
-            mininterval=0.5,
-            disable=not main,
-        )
-        since = (time.perf_counter(), start)
-        for step in range(start, t.steps):
-            state, metrics = train_step(state, distributed.global_batch(batches, step, sharding))
-            pending.append(metrics)
-            done = step + 1
-            boundary = done % t.log_every == 0 or done == t.steps
-            checkpoint_now = (t.checkpoint_every and done % t.checkpoint_every == 0) or done == t.steps
-            eval_now = t.eval_every and done % t.eval_every == 0 and done != t.steps
-            if boundary or checkpoint_now or eval_now:
-                mean = _window_means(jax.device_get(pending), done, since, tokens_per_step)
-                since, pending = (time.perf_counter(), done), []
+            def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
+                result = evaluate(cfg, exp.data, split, batch_scorer(eval_step, state.params, mesh))
                 if main:
-                    logger.write(done, "train", mean)
-                bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
-            bar.update(1)
-            if eval_now:
-                result = run_eval(state, "valid", done)
-                if main:
-                    bar.write(f"step {done}: valid {describe_metrics(result)}")
-            if checkpoint_now:
+                    logger.write(step, split, result)
+                return result
+
+            def save(state: TrainState, done: int) -> None:
                 meta = {"data_position": done, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}
                 checkpointer.save(state, meta)
-        bar.close()
-        checkpointer.wait()
+
+            pending: list[dict[str, jax.Array]] = []
+            tokens_per_step = int(example["mask"].sum())
+            bar = tqdm(
+                total=t.steps,
+                initial=start,
+                desc="train",
+                unit="step",
+                dynamic_ncols=True,
+                mininterval=0.5,
+                disable=not main,
+            )
+            since = (time.perf_counter(), start)
+            for step in range(start, t.steps):
+                state, metrics = train_step(state, distributed.global_batch(batches, step, sharding))
+                pending.append(metrics)
+                done = step + 1
+                boundary = done % t.log_every == 0 or done == t.steps
+                checkpoint_now = (t.checkpoint_every and done % t.checkpoint_every == 0) or done == t.steps
+                eval_now = t.eval_every and done % t.eval_every == 0 and done != t.steps
+                signum = stop.agreed(done, fetched=bool(boundary or checkpoint_now or eval_now))
+                if boundary or checkpoint_now or eval_now or signum:  # a stop logs the steps since the last log
+                    mean = _window_means(jax.device_get(pending), done, since, tokens_per_step)
+                    since, pending = (time.perf_counter(), done), []
+                    if main:
+                        logger.write(done, "train", mean)
+                    bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
+                bar.update(1)
+                if signum:
+                    save(state, done)
+                    checkpointer.wait()
+                    bar.close()
+                    stopped = TrainingStopped(done, signum)
+                    echo(str(stopped))
+                    raise stopped
+                if eval_now:
+                    result = run_eval(state, "valid", done)
+                    if main:
+                        bar.write(f"step {done}: valid {describe_metrics(result)}")
+                if checkpoint_now:
+                    save(state, done)
+            bar.close()
+            checkpointer.wait()
 
         summary: dict[str, Any] = {"steps": t.steps, "parameters": num_params}
         for split in ("valid", "test"):

@@ -1,5 +1,5 @@
-"""`seqjax train` for a counted model (`seqjax.models.is_trained` False: the n-gram):
-count the train stream, score valid and test exactly.
+"""`seqjax train`, `eval` and `generate` for a counted model (`seqjax.models.is_trained`
+False: the n-gram): count the train stream, score valid and test exactly, decode from it.
 
 The Kneser–Ney model (`seqjax.models.ngram`) is counted on the host: no parameters, steps,
 devices or checkpoints. It is evaluated by `evaluation.evaluate` over the batches a neural
@@ -7,7 +7,13 @@ run is scored on (`lm_eval_batches`), with a host scorer: every token of a split
 target once, the first one's history being `</s>`, the end of the line before the split;
 with train.eval_batches > 0 only the tokens of those first batches. The run directory gets
 what a neural run writes that means something here: config.json, the tokenizer,
-metrics.jsonl and summary.json.
+data.json, metrics.jsonl and summary.json, and the counts themselves (`ngram.npz`, integer
+arrays) in place of a checkpoint, which `seqjax eval` and `seqjax generate` read.
+
+Generation uses the decoders of `seqjax.decoding` unchanged: `ngram_decoder` gives them a
+step function whose state is each row's last order − 1 tokens and whose distribution over
+the vocabulary is computed on the host (`next_token_log_probs`, through
+`jax.pure_callback`), so greedy decoding, sampling and beam search all apply.
 """
 
 from __future__ import annotations
@@ -16,19 +22,26 @@ import json
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from seqjax import config as config_lib
+from seqjax import config_text
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Batch
 from seqjax.data import holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram
 from seqjax.training.evaluation import Scorer, describe_metrics, evaluate
 from seqjax.training.experiment import TOKENIZER_DIRS
-from seqjax.training.logging import RunLogger
+from seqjax.training.generation import DecodeFn, DecodeOptions, run_decoder
+from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.state import config_differences, dump_json
+
+COUNTS_FILE = "ngram.npz"
 
 
 def validate_ngram_config(cfg: Config) -> None:
@@ -111,8 +124,12 @@ def train_ngram(cfg: Config, workdir: str, *, echo: Callable[[str], None] = prin
 
     os.makedirs(workdir, exist_ok=True)
     data.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
+    ngram.save(model, os.path.join(workdir, COUNTS_FILE))
     dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
-    echo(config_lib.dumps(cfg))
+    record = data_record(data)
+    save_data_record(workdir, record)
+    echo(config_text.describe_changes(cfg))
+    echo(describe_data(record, cfg.data))
     echo(
         f"{order}-gram Kneser–Ney: {num_counts:,} n-gram counts from {len(data.splits['train']):,} train tokens "
         f"in {fit_seconds:.1f} s; vocabulary {vocab_size}"
@@ -129,3 +146,57 @@ def train_ngram(cfg: Config, workdir: str, *, echo: Callable[[str], None] = prin
     finally:
         logger.close()
     return summary
+
+
+def saved_counts(workdir: str) -> ngram.KneserNeyLM:
+    """The counts of the n-gram run in `workdir`."""
+    path = os.path.join(workdir, COUNTS_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"--workdir {workdir} is an n-gram run without {COUNTS_FILE}: run its seqjax train again")
+    return ngram.load(path)
+
+
+def next_token_log_probs(model: ngram.KneserNeyLM, histories: np.ndarray) -> np.ndarray:
+    """log P(· | history) [B, V] float32 for each row of `histories` [B, order − 1] int
+    (the most recent token last; −1 for none, before the start of a stream): the
+    interpolation of `KneserNeyLM.log_prob` for every token at once."""
+    vocab_size, discount = model.vocab_size, model.discount
+    out = np.empty((len(histories), vocab_size), np.float32)
+    cache: dict[tuple[int, ...], np.ndarray] = {}
+    for row, history in enumerate(np.asarray(histories).tolist()):
+        context = tuple(t for t in history if t >= 0)
+        if context not in cache:
+            prob = np.full(vocab_size, 1.0 / vocab_size)
+            for k in range(1, len(context) + 2):
+                entry = model.tables[k - 1].get(context[len(context) - (k - 1) :])
+                if entry is None:
+                    continue
+                followers, total, distinct = entry
+                counts = np.zeros(vocab_size)
+                counts[list(followers)] = list(followers.values())
+                prob = (np.maximum(counts - discount, 0.0) + discount * distinct * prob) / total
+            cache[context] = np.log(prob)
+        out[row] = cache[context]
+    return out
+
+
+def ngram_decoder(model: ngram.KneserNeyLM, options: DecodeOptions) -> DecodeFn:
+    """The `generation.DecodeFn` of a counted model: the decoders over a step function whose
+    state is each row's last order − 1 tokens [B, order − 1] int32 (−1: none yet) and whose
+    log-probs come from `next_token_log_probs` on the host."""
+    width = model.order - 1
+
+    def step_fn(history, tokens):
+        history = jnp.concatenate([history, tokens[:, None]], axis=1)[:, 1:]
+        shape = jax.ShapeDtypeStruct((history.shape[0], model.vocab_size), jnp.float32)
+        return jax.pure_callback(partial(next_token_log_probs, model), shape, history), history
+
+    program = jax.jit(partial(run_decoder, step_fn), static_argnames=("max_len", "options"))
+
+    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int):
+        before = prompts[:, :-1][:, max(prompts.shape[1] - 1 - width, 0) :]
+        history = np.full((len(prompts), width), -1, np.int32)
+        history[:, width - before.shape[1] :] = before
+        return jax.device_get(program(history, key, prompts[:, -1], max_len=max_len, options=options))
+
+    return decode_fn

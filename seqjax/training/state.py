@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 # Keys that may change between a run and its resume without changing what is trained.
 RESUMABLE_CHANGES = {
-    "train.steps",
     "train.log_every",
     "train.eval_every",
     "train.eval_batches",
@@ -50,6 +49,16 @@ RESUMABLE_CHANGES = {
     "train.num_processes",
     "train.process_id",
     "train.heartbeat_timeout",
+}
+# Keys the learning-rate schedule is computed from: a resume that changes them follows
+# another schedule than the steps already taken did, so it must be asked for
+# (`seqjax train --extend-schedule`).
+SCHEDULE_KEYS = {
+    "train.steps",
+    "optim.learning_rate",
+    "optim.schedule",
+    "optim.warmup_steps",
+    "optim.end_lr_fraction",
 }
 
 
@@ -181,8 +190,10 @@ def fingerprint(directory: str) -> str:
     return digest.hexdigest()
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """The `section.key` names whose values differ and may not differ on resume."""
+def config_differences(saved: dict[str, Any], current: dict[str, Any], *, keys: set[str] | None = None) -> list[str]:
+    """`name: checkpoint has A, now B` for each `section.key` whose value differs: among `keys`
+    when given, else among those that may not differ on resume (neither `RESUMABLE_CHANGES`
+    nor `SCHEDULE_KEYS`)."""
     out = []
     for section, fields in current.items():
         for key, value in fields.items():
@@ -190,7 +201,8 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
             old = saved.get(section, {}).get(key)
             if isinstance(value, tuple):
                 value = list(value)
-            if name not in RESUMABLE_CHANGES and old != value:
+            compared = name in keys if keys is not None else name not in RESUMABLE_CHANGES | SCHEDULE_KEYS
+            if compared and old != value:
                 out.append(f"{name}: checkpoint has {old!r}, now {value!r}")
     return out
 

@@ -32,14 +32,14 @@ def test_train_writes_the_run_directory(trained_run, capsys):
     for name in ("config.json", "summary.json", "metrics.jsonl", "tokenizer", "tensorboard", "checkpoints"):
         assert os.path.exists(trained_run / name), name
     summary = json.loads((trained_run / "summary.json").read_text())
-    assert summary["steps"] == 4 and summary["valid"]["perplexity"] > 1
+    assert summary["steps"] == 4 and summary["valid"]["token_perplexity"] > 1
     records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["split"] == "train"] == [2, 4]
 
 
 def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsys):
     assert train(tmp_path) == 0
-    assert train(tmp_path, "train.steps=6") == 0
+    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny("train.steps=6")]) == 0
     out = capsys.readouterr().out
     assert "resuming" in out and "at step 4" in out
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -49,7 +49,7 @@ def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsy
 def test_eval_and_generate_use_the_saved_run(trained_run, capsys):
     assert main(["eval", "--workdir", str(trained_run), "--split", "test"]) == 0
     out = capsys.readouterr().out
-    assert '"perplexity"' in out and '"grammatical"' in out  # the grammar task's own report
+    assert '"token_perplexity"' in out and '"grammatical"' in out  # the grammar task's own report
     assert main(["generate", "--workdir", str(trained_run), "--prompt", "the ", "--num", "3", "--max-len", "8"]) == 0
     samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
     assert len(samples) == 3 and all(s.split("sample: ")[1].startswith("the ") for s in samples)
@@ -148,7 +148,7 @@ def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     out = capsys.readouterr().out
     result = json.loads(out[out.index("{"):])
     assert result["generation"]["decoding"] == "beam 2, length penalty 0.6"
-    assert 0 <= result["generation"]["bleu"] <= 100 and result["test"]["perplexity"] > 1
+    assert 0 <= result["generation"]["bleu"] <= 100 and result["test"]["token_perplexity"] > 1
     assert main(["generate", "--workdir", str(tmp_path), "--prompt", "abc", "--max-len", "8"]) == 0
     assert capsys.readouterr().out.startswith("abc -> ")
 

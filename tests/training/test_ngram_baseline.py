@@ -23,7 +23,7 @@ def quiet(_):
 def test_cli_trains_the_ngram_and_writes_the_run_directory(tmp_path, capsys):
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM)]) == 0
     out = capsys.readouterr().out
-    assert "3-gram Kneser–Ney" in out and "valid: nll" in out and "test: nll" in out
+    assert "3-gram Kneser–Ney" in out and "valid: per-token perplexity" in out and "test: per-token perplexity" in out
     for name in ("config.json", "summary.json", "metrics.jsonl", "tokenizer"):
         assert (tmp_path / name).exists(), name
     assert not (tmp_path / "checkpoints").exists()
@@ -31,9 +31,9 @@ def test_cli_trains_the_ngram_and_writes_the_run_directory(tmp_path, capsys):
     assert summary["order"] == 3 and summary["parameters"] > 0
     for split in ("valid", "test"):
         result = summary[split]
-        assert set(result) == {"nll", "perplexity", "tokens", "word_perplexity"}
-        assert result["perplexity"] == pytest.approx(math.exp(result["nll"]))
-        assert 1 < result["perplexity"] < 5  # the grammar is nearly deterministic per character
+        assert set(result) == {"nll", "token_perplexity", "tokens", "word_perplexity"}
+        assert result["token_perplexity"] == pytest.approx(math.exp(result["nll"]))
+        assert 1 < result["token_perplexity"] < 5  # the grammar is nearly deterministic per character
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["split"] for r in records] == ["valid", "test"]
 
@@ -47,7 +47,7 @@ def test_perplexity_is_kneser_ney_of_the_split_after_eos_over_the_neural_eval_to
         stream = data.splits[split]
         neural_tokens = sum(b["mask"].sum() for b in lm_eval_batches(stream, cfg.train.batch_size, cfg.data.seq_len))
         assert summary[split]["tokens"] == neural_tokens == len(stream)
-        assert summary[split]["perplexity"] == pytest.approx(model.perplexity(stream, history=[EOS_ID]), rel=1e-12)
+        assert summary[split]["token_perplexity"] == pytest.approx(model.perplexity(stream, history=[EOS_ID]), rel=1e-12)
 
 
 def test_chunks_shorter_than_the_context_take_their_history_from_the_chunks_before(tmp_path):
@@ -56,7 +56,7 @@ def test_chunks_shorter_than_the_context_take_their_history_from_the_chunks_befo
     data = load_data(cfg.data)
     model = fit(data.splits["train"], 5, vocab_size=data.tokenizer.vocab.size)
     expected = model.perplexity(data.splits["valid"], history=[EOS_ID])
-    assert summary["valid"]["perplexity"] == pytest.approx(expected, rel=1e-12)
+    assert summary["valid"]["token_perplexity"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_eval_batches_scores_only_the_tokens_of_those_batches(tmp_path):
@@ -88,12 +88,10 @@ def test_configs_the_ngram_cannot_honour_are_refused(tmp_path, capsys, overrides
     assert not (tmp_path / "config.json").exists()
 
 
-def test_a_workdir_holding_another_run_is_refused_and_eval_explains_there_is_no_model(tmp_path, capsys):
+def test_a_workdir_holding_another_run_is_refused(tmp_path, capsys):
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM)]) == 0
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("model.kind=ngram", "model.context=3")]) == 2
     assert "holds another run: model.context" in capsys.readouterr().err
-    assert main(["eval", "--workdir", str(tmp_path)]) == 2
-    assert "n-gram run, which keeps no model" in capsys.readouterr().err
 
 
 def test_the_same_ngram_command_again_recounts_the_same_numbers(tmp_path):

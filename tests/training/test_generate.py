@@ -1,0 +1,157 @@
+"""`seqjax generate` and `eval` of saved runs: greedy unless asked to sample, prompts and
+continuations detokenized together, a file of lines in and out, seq2seq without a source
+refused, and n-gram runs decoded and evaluated from their saved counts."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from seqjax import config as config_lib
+from seqjax.cli import main
+from seqjax.data import WordTokenizer, build_tokenizer, load_data
+from seqjax.models import ngram
+from seqjax.training.generation import DecodeOptions
+from seqjax.training.ngram_baseline import next_token_log_probs, ngram_decoder
+from seqjax.training.state import dump_json
+
+from helpers import tiny, tiny_config
+
+LINES = ["He said to him, “I will go.”", "She said to her, “We will stay.”", "They went home (slowly).",
+         "He said: \"no!\" and left.", "We will go home, she said."]
+NGRAM = ["model.kind=ngram", "model.context=2"]
+
+
+def samples(capsys, argv):
+    assert main(argv) == 0
+    return [line.split("sample: ", 1)[1] for line in capsys.readouterr().out.splitlines() if "sample: " in line]
+
+
+@pytest.fixture(scope="module")
+def word_run(tmp_path_factory):
+    """A tiny word-level LM trained on LINES."""
+    root = tmp_path_factory.mktemp("word")
+    (root / "corpus.txt").write_text("\n".join(LINES * 20) + "\n")
+    corpus = [f"data.{split}={root / 'corpus.txt'}" for split in ("train", "valid", "test")]
+    settings = tiny("data.kind=text", "data.tokenizer=word", *corpus, "train.num_printed_samples=0")
+    assert main(["train", "--workdir", str(root / "run"), "--set", *settings]) == 0
+    return root / "run"
+
+
+def test_a_word_prompt_and_its_continuation_are_one_detokenized_text():
+    tokenizer = WordTokenizer.train(LINES)
+    ids = tokenizer.encode("to him, “I will")
+    assert tokenizer.continue_text("He said", ids) == "He said to him, “I will"
+    assert tokenizer.decode(tokenizer.encode('He said: "no!" and left.')) == 'He said: "no!" and left.'
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_char_and_bpe_continuations_are_the_prompt_then_the_decoded_text(kind):
+    tokenizer = build_tokenizer(kind, LINES, vocab_size=300)
+    assert tokenizer.continue_text("He sa", tokenizer.encode("id to him")) == "He said to him"
+
+
+def test_without_a_sampling_flag_generation_is_greedy_whatever_num(word_run, capsys):
+    generate = ["generate", "--workdir", str(word_run), "--prompt", "He said", "--max-len", "8"]
+    four = samples(capsys, [*generate, "--num", "4"])
+    assert len(four) == 4 and len(set(four)) == 1
+    assert samples(capsys, generate) == four[:1]
+    assert samples(capsys, [*generate, "--num", "4", "--seed", "3"]) == four
+    sampled = samples(capsys, [*generate, "--num", "4", "--sample", "--max-len", "16"])
+    assert len(set(sampled)) > 1
+
+
+def test_word_samples_read_as_text(word_run, capsys):
+    for text in samples(capsys, ["generate", "--workdir", str(word_run), "--prompt", "He said", "--num", "6",
+                                 "--sample", "--max-len", "16"]):
+        assert text.startswith("He said") and not text[len("He said"):][:1].isalnum()  # never "He saidto"
+        assert " ," not in text and " ." not in text
+
+
+def test_input_file_gives_one_output_line_per_input_line(word_run, tmp_path, capsys):
+    lines = ["He said", "", "They went", "   ", "She said to her,", "We will go"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    generate = ["generate", "--workdir", str(word_run), "--max-len", "6"]
+    assert main([*generate, "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt")]) == 0
+    out = (tmp_path / "out.txt").read_text().split("\n")
+    assert len(out) == len(lines) + 1 and out[-1] == ""
+    assert [i for i, line in enumerate(out[:-1]) if not line] == [1, 3]
+    assert all(o.startswith(i) for i, o in zip(lines, out) if i.strip())
+    # One line alone gives what it gave among the others (greedy), and the prompt flag agrees.
+    capsys.readouterr()
+    single = samples(capsys, [*generate, "--prompt", "She said to her,"])
+    assert single == [out[4]]
+
+
+def test_input_from_stdin_writes_to_stdout(word_run, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("He said\n\nWe will\n"))
+    assert main(["generate", "--workdir", str(word_run), "--max-len", "4", "--input", "-"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out.split("\n")
+    assert len(out) == 4 and out[1] == "" and out[0].startswith("He said") and out[2].startswith("We will")
+    assert "generate" in captured.err  # the progress bar
+
+
+def test_a_seq2seq_run_without_a_source_is_refused(tmp_path, capsys):
+    cfg = tiny_config("data.task=reverse", "model.kind=transformer_seq2seq")
+    dump_json(str(tmp_path / "config.json"), config_lib.to_dict(cfg))
+    assert main(["generate", "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "sequence-to-sequence run" in err and "--prompt" in err and "--input" in err and "Traceback" not in err
+
+
+def test_a_seq2seq_run_translates_each_line_of_a_file(tmp_path, capsys):
+    seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_pair_len=20",
+               "train.num_printed_samples=0"]
+    assert main(["train", "--workdir", str(tmp_path / "run"), "--set", *tiny(*seq2seq)]) == 0
+    (tmp_path / "in.txt").write_text("abc\n\nhello world\n")
+    assert main(["generate", "--workdir", str(tmp_path / "run"), "--input", str(tmp_path / "in.txt"), "--beam", "2",
+                 "--output", str(tmp_path / "out.txt")]) == 0
+    assert len((tmp_path / "out.txt").read_text().split("\n")) == 4
+    assert (tmp_path / "out.txt").read_text().split("\n")[1] == ""
+
+
+def test_an_ngram_run_evaluates_to_its_training_summary_and_generates(tmp_path, capsys):
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for split in ("valid", "test"):
+        capsys.readouterr()
+        assert main(["eval", "--workdir", str(tmp_path), "--split", split]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"{split}: per-token perplexity")
+        assert json.loads(out[out.index("{"):])[split] == summary[split]
+    generate = ["generate", "--workdir", str(tmp_path), "--prompt", "The ", "--max-len", "12"]
+    greedy = samples(capsys, [*generate, "--num", "3"])
+    assert len(set(greedy)) == 1 and greedy[0].startswith("The ")
+    for flags in (["--sample", "--num", "3"], ["--top-k", "4", "--num", "2"], ["--beam", "3"]):
+        assert all(s.startswith("The ") for s in samples(capsys, [*generate, *flags]))
+
+
+@pytest.mark.parametrize("order", [1, 3])
+def test_the_ngram_step_distribution_is_kneser_ney_for_every_token(order):
+    data = load_data(tiny_config(*NGRAM).data)
+    model = ngram.fit(data.splits["train"], order, vocab_size=data.tokenizer.vocab.size)
+    stream = data.splits["valid"][:40].tolist()
+    histories = np.array([[-1] * (order - 1 - min(t, order - 1)) + stream[max(0, t - order + 1):t]
+                          for t in range(len(stream))], np.int32).reshape(len(stream), order - 1)
+    got = next_token_log_probs(model, histories)
+    for history, row in zip(histories, got):
+        context = [t for t in history.tolist() if t >= 0]
+        want = [model.log_prob(context, w) for w in range(model.vocab_size)]
+        np.testing.assert_allclose(row, want, rtol=1e-5)
+
+
+def test_ngram_greedy_decoding_follows_the_most_probable_token():
+    data = load_data(tiny_config(*NGRAM).data)
+    model = ngram.fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
+    prompts = np.array([[2, 5], [2, 9]], np.int32)
+    tokens, _ = ngram_decoder(model, DecodeOptions())(prompts, None, 5)
+    for prompt, row in zip(prompts.tolist(), tokens.tolist()):
+        context = prompt
+        for token in row:
+            best = max(range(model.vocab_size), key=lambda w: model.log_prob(context, w))
+            assert token == best
+            if token == 2:
+                break
+            context = context + [token]
