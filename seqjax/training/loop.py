@@ -38,7 +38,7 @@ from seqjax import config_text
 from seqjax.config import Config
 from seqjax.contracts import Batch
 from seqjax.models import is_trained
-from seqjax.training import distributed, optim
+from seqjax.training import distributed, mfu, optim
 from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.experiment import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
 from seqjax.training.layout import batch_sharding, batch_split, describe_batch, make_mesh
@@ -270,6 +270,7 @@ def train(
                 signum = stop.agreed(done, fetched=bool(boundary or checkpoint_now or eval_now))
                 if boundary or checkpoint_now or eval_now or signum:  # a stop logs the steps since the last log
                     mean = _window_means(jax.device_get(pending), done, since, tokens_per_step)
+                    mean.update(mfu.interval_metrics(cfg, exp.tokenizer.vocab.size, example, mean["tokens_per_sec"]))
                     since, pending = (time.perf_counter(), done), []
                     if main:
                         logger.write(done, "train", mean)

@@ -1,0 +1,128 @@
+"""Model FLOPs utilization (MFU) of training: FLOPs per token from the config, the device's
+peak, and the figures each logged training interval reports.
+
+FLOPs per trained token follow PaLM (Chowdhery et al. 2022, appendix B): 6·N for the forward
+and backward matmuls, N the weights multiplied per token (every layer's projections and the
+output layer; embedding lookups, norms and biases are not matmuls), plus 12·L·H·Q·T for
+attention scores and values over T keys (H·Q = d_model). The count is dense: a causal or
+windowed mask does not lower it (the kernels compute the masked scores too), and work on
+padded or packed-padding positions is not counted, so MFU is a lower bound on the hardware's
+utilization. An encoder–decoder is counted per target token with its source as long as its
+target (both are padded to one bucket length): encoder and decoder layers, cross-attention,
+and 12·L·D·T for each of encoder self-, decoder self- and cross-attention.
+
+The peak (`train.peak_tflops`, 0 by default) is, in order: the configured value; the bf16
+dense peak of a known accelerator (`KNOWN_PEAKS_TFLOPS`, matched in `device_kind`); or a
+float32 matmul measured once on the default device (a CPU's figure).
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from seqjax.config import Config, ModelConfig
+from seqjax.contracts import Batch
+
+# bf16 dense peak TFLOP/s per device, by a substring of jax's device_kind.
+KNOWN_PEAKS_TFLOPS = {
+    "H100": 989.0,
+    "H200": 989.0,
+    "A100": 312.0,
+    "TPU v4": 275.0,
+    "TPU v5 lite": 197.0,
+    "TPU v5e": 197.0,
+}
+RNN_GATES = {"lstm": 4, "gru": 3, "elman": 1}
+
+
+def _attention_weights(cfg: ModelConfig) -> int:
+    """Query and output projections (D² each) and the K key/value heads' (2·D·K·Dh)."""
+    head_dim = cfg.d_model // cfg.num_heads
+    kv_heads = cfg.kv_heads or cfg.num_heads
+    return 2 * cfg.d_model**2 + 2 * cfg.d_model * kv_heads * head_dim
+
+
+def _mlp_weights(cfg: ModelConfig) -> int:
+    return (3 if cfg.mlp == "swiglu" else 2) * cfg.d_model * cfg.d_ff
+
+
+def matmul_weights(cfg: ModelConfig, vocab_size: int) -> int | None:
+    """N: the weights multiplied per target token, output layer [D, V] included; None for a
+    kind this count does not cover (nnlm, the RNN encoder–decoders, the n-gram)."""
+    output = cfg.d_model * vocab_size
+    if cfg.kind == "transformer":
+        return cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg)) + output
+    if cfg.kind == "transformer_seq2seq":
+        encoder = cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg))
+        decoder = cfg.layers * (2 * _attention_weights(cfg) + _mlp_weights(cfg))
+        return encoder + decoder + output
+    if cfg.kind == "rnn":
+        return cfg.layers * RNN_GATES[cfg.cell] * 2 * cfg.d_model**2 + output
+    return None
+
+
+def train_flops_per_token(cfg: Config, vocab_size: int, seq_len: int) -> float | None:
+    """6·N + 12·L·H·Q·T FLOPs per target token of a train step on rows of seq_len tokens
+    (attention three times over for an encoder–decoder); None where N is not counted."""
+    weights = matmul_weights(cfg.model, vocab_size)
+    if weights is None:
+        return None
+    attention = 0
+    if cfg.model.kind == "transformer":
+        attention = 12 * cfg.model.layers * cfg.model.d_model * seq_len
+    elif cfg.model.kind == "transformer_seq2seq":
+        attention = 3 * 12 * cfg.model.layers * cfg.model.d_model * seq_len
+    return 6.0 * weights + attention
+
+
+def known_peak_tflops(device_kind: str) -> float | None:
+    """The bf16 dense peak of a known accelerator whose device_kind names it, else None."""
+    for name, peak in KNOWN_PEAKS_TFLOPS.items():
+        if name.lower() in device_kind.lower():
+            return peak
+    return None
+
+
+@functools.cache
+def measured_peak_tflops(size: int = 2048, repeats: int = 5) -> float:
+    """Median float32 [size, size] matmul throughput of the default device, TFLOP/s; measured
+    once per process (about a second on two CPU cores)."""
+    a = jnp.ones((size, size), jnp.float32)
+    matmul = jax.jit(lambda x: x @ x)
+    matmul(a).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times) / 1e12
+
+
+def peak_tflops(configured: float, device_kind: str) -> float:
+    """Per-device peak TFLOP/s: `configured` (train.peak_tflops) when > 0, else the known
+    device's, else measured."""
+    if configured > 0:
+        return configured
+    known = known_peak_tflops(device_kind)
+    return known if known is not None else measured_peak_tflops()
+
+
+def interval_metrics(cfg: Config, vocab_size: int, example: Batch, tokens_per_sec: float) -> dict[str, float]:
+    """What a logged training interval adds to its global tokens_per_sec: tokens_per_sec_per_device
+    and, where the model's FLOPs are counted, model_tflops_per_device and mfu (a fraction).
+
+    example: a train batch, whose inputs [B, T] give the row length T the attention term reads.
+    """
+    per_device = tokens_per_sec / jax.device_count()
+    metrics = {"tokens_per_sec_per_device": per_device}
+    flops = train_flops_per_token(cfg, vocab_size, example["inputs"].shape[1])
+    if flops is not None:
+        tflops = per_device * flops / 1e12
+        peak = peak_tflops(cfg.train.peak_tflops, jax.devices()[0].device_kind)
+        metrics.update(model_tflops_per_device=tflops, mfu=tflops / peak)
+    return metrics

@@ -1,0 +1,79 @@
+"""MFU: the PaLM FLOP count from the config, the peak lookup, and the logged interval figures."""
+
+import dataclasses
+import json
+import math
+import os
+
+import jax
+import pytest
+from helpers import tiny_config
+
+from seqjax.config import Config, ModelConfig, TrainConfig
+from seqjax.training import mfu
+from seqjax.training.loop import train
+
+D, F, L, H, T, V = 64, 256, 2, 4, 32, 500
+
+
+def config(**changes):
+    return Config(model=ModelConfig(d_model=D, d_ff=F, layers=L, num_heads=H, **changes))
+
+
+def test_transformer_count_is_palms_six_n_plus_twelve_l_h_q_t():
+    per_layer = 4 * D * D + 2 * D * F  # q, k, v, out; two MLP matrices
+    expected = 6 * (L * per_layer + D * V) + 12 * L * H * (D // H) * T
+    assert mfu.train_flops_per_token(config(), V, T) == expected
+
+
+def test_grouped_query_swiglu_count_has_the_smaller_kv_and_the_third_mlp_matrix():
+    per_layer = 2 * D * D + 2 * D * 2 * (D // H) + 3 * D * F  # q and out; K=2 kv heads; gate, up, down
+    expected = 6 * (L * per_layer + D * V) + 12 * L * D * T
+    assert mfu.train_flops_per_token(config(kv_heads=2, mlp="swiglu"), V, T) == expected
+
+
+def test_encoder_decoder_and_rnn_counts_and_kinds_not_counted():
+    attention, mlp = 4 * D * D, 2 * D * F
+    seq2seq = 6 * (L * (attention + mlp) + L * (2 * attention + mlp) + D * V) + 3 * 12 * L * D * T
+    assert mfu.train_flops_per_token(config(kind="transformer_seq2seq"), V, T) == seq2seq
+    assert mfu.train_flops_per_token(config(kind="rnn", cell="gru"), V, T) == 6 * (L * 3 * 2 * D * D + D * V)
+    assert mfu.train_flops_per_token(config(kind="nnlm"), V, T) is None
+
+
+@pytest.mark.parametrize(
+    "kind, peak",
+    [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA A100-SXM4-40GB", 312.0), ("TPU v4", 275.0), ("TPU v5 lite", 197.0)],
+)
+def test_known_devices_have_their_bf16_peak(kind, peak):
+    assert mfu.known_peak_tflops(kind) == peak
+    assert mfu.peak_tflops(0.0, kind) == peak
+    assert mfu.peak_tflops(123.0, kind) == 123.0
+
+
+def test_an_unknown_device_measures_a_float32_matmul_once():
+    assert mfu.known_peak_tflops("cpu") is None
+    measured = mfu.peak_tflops(0.0, "cpu")
+    assert 0 < measured < 1000 and mfu.peak_tflops(0.0, "cpu") == measured  # cached: the same figure
+
+
+def test_interval_metrics_divide_by_the_devices_and_the_peak():
+    cfg = dataclasses.replace(config(), train=TrainConfig(peak_tflops=2.0))
+    example = {"inputs": jax.numpy.zeros((4, T), jax.numpy.int32)}
+    metrics = mfu.interval_metrics(cfg, V, example, tokens_per_sec=8000.0)
+    per_device = 8000.0 / jax.device_count()
+    assert metrics["tokens_per_sec_per_device"] == per_device
+    assert math.isclose(metrics["model_tflops_per_device"], per_device * mfu.train_flops_per_token(cfg, V, T) / 1e12)
+    assert math.isclose(metrics["mfu"], metrics["model_tflops_per_device"] / 2.0)
+    counted_not = mfu.interval_metrics(config(kind="nnlm"), V, example, 8000.0)
+    assert set(counted_not) == {"tokens_per_sec_per_device"}
+
+
+def test_every_logged_training_interval_reports_throughput_per_device_and_mfu(tmp_path):
+    cfg = tiny_config("train.steps=2", "train.log_every=1", "train.num_printed_samples=0", "train.peak_tflops=1.0")
+    train(cfg, str(tmp_path), echo=lambda _: None)
+    with open(os.path.join(tmp_path, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f if '"train"' in line]
+    assert len(records) == 2
+    for record in records:
+        assert record["tokens_per_sec_per_device"] > 0 and record["model_tflops_per_device"] > 0
+        assert math.isclose(record["mfu"], record["model_tflops_per_device"] / 1.0)
