@@ -1,55 +1,108 @@
 """Training throughput of seqjax's LMs against PyTorch on the same shapes, in one process.
 
-    python benchmarks/lm_train.py [--repeats 5] [--steps 5] [--models lstm,transformer]
+    python benchmarks/lm_train.py [--quick] [--repeats 5] [--steps 5] [--models lstm,transformer,modern]
 
 Each repeat times `--steps` train steps (forward, backward, AdamW update) of seqjax and
 then of torch, round-robin; the table reports median tokens/s, the ratio, and each
-model's fraction of the measured fp32 matmul peak. Writes benchmarks/results/lm_train.md.
+model's fraction of the measured fp32 matmul peak. The "modern" row is the Transformer
+row's shapes with Llama's blocks (rotary positions, RMSNorm, SwiGLU, grouped-query attention
+with 2 key/value heads, no biases), written out in torch with the same blocks. Writes
+benchmarks/results/lm_train.md (`--quick`: tiny shapes, lm_train_quick.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     LMShapes,
+    add_timing_arguments,
     interleaved,
     lm_train_step,
     machine,
     markdown_table,
     matmul_peak,
+    parse_names,
+    timing,
     torch_or_none,
     write_result,
 )
 
-from seqjax.config import ModelConfig  # noqa: E402
+from seqjax.config import Config, ModelConfig  # noqa: E402
+from seqjax.training.mfu import train_flops_per_token as transformer_flops_per_token  # noqa: E402
 
 V = 10_000
+QUICK_V = 1_000
+TRANSFORMER = ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128)
+MODERN = dataclasses.replace(TRANSFORMER, positions="rope", norm_type="rmsnorm", mlp="swiglu", kv_heads=2, bias=False)
 SHAPES = {
     "lstm": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="lstm", d_model=512, layers=1, dropout=0.0)),
     "gru": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="gru", d_model=512, layers=1, dropout=0.0)),
     "elman": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="elman", d_model=512, layers=1, dropout=0.0)),
-    "transformer": dict(
-        batch=16, time=128,
-        cfg=ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128),
-    ),
+    "transformer": dict(batch=16, time=128, cfg=TRANSFORMER),
+    "modern": dict(batch=16, time=128, cfg=MODERN),
 }
 
 
-def train_flops_per_token(name: str, d: int, layers: int, t: int, d_ff: int) -> float:
-    """Matmul FLOPs per token of forward + backward (3x the forward's 2 per multiply-add)."""
-    gates = {"lstm": 4, "gru": 3, "elman": 1, "transformer": 0}[name]
-    if gates:
-        per_token = layers * gates * (2 * d * d) + d * V
-    else:
-        per_token = layers * (4 * d * d + 2 * d * d_ff + 2 * t * d) + d * V  # qkv+out, mlp, scores+values
-    return 6.0 * per_token
+def quick_shape(name: str) -> dict:
+    """The row's model at tiny sizes (a smoke run): B=4, T=32, D=64, 2 layers."""
+    shape = SHAPES[name]
+    small = dict(d_model=64, layers=min(shape["cfg"].layers, 2))
+    if shape["cfg"].kind == "transformer":
+        small.update(num_heads=4, d_ff=256, max_len=32, kv_heads=min(shape["cfg"].kv_heads, 2))
+    return dict(batch=4, time=32, cfg=dataclasses.replace(shape["cfg"], **small))
 
 
-def torch_step(name: str, batch: int, time: int, cfg: ModelConfig):
+def train_flops_per_token(name: str, cfg: ModelConfig, t: int, vocab: int = V) -> float:
+    """Matmul FLOPs per token of forward + backward (3x the forward's 2 per multiply-add); the
+    Transformers' is PaLM's count (`seqjax.training.mfu`), attention scores and values included."""
+    if cfg.kind == "transformer":
+        return transformer_flops_per_token(Config(model=cfg), vocab, t)
+    gates = {"lstm": 4, "gru": 3, "elman": 1}[name]
+    return 6.0 * (cfg.layers * gates * (2 * cfg.d_model**2) + cfg.d_model * vocab)
+
+
+def torch_modern_body(torch, cfg: ModelConfig, time: int):
+    """Llama's decoder blocks in torch, as seqjax builds them for `cfg`: pre-RMSNorm, rotary
+    positions (pairs i, i + Dh/2), grouped-query SDPA, SwiGLU, no biases, a final RMSNorm."""
+    nn, functional = torch.nn, torch.nn.functional
+    d, heads, kv_heads, head_dim = cfg.d_model, cfg.num_heads, cfg.kv_heads, cfg.d_model // cfg.num_heads
+    half = head_dim // 2
+    angles = torch.arange(time)[:, None] * cfg.rope_base ** (-torch.arange(half) / half)
+    cos, sin = torch.cos(angles), torch.sin(angles)  # [T, Dh/2]
+
+    def rotary(x):  # [B, heads, T, Dh]
+        first, second = x[..., :half], x[..., half:]
+        return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention_norm, self.ff_norm = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
+            self.query = nn.Linear(d, d, bias=False)
+            self.kv = nn.Linear(d, 2 * kv_heads * head_dim, bias=False)
+            self.out = nn.Linear(d, d, bias=False)
+            self.gate_up = nn.Linear(d, 2 * cfg.d_ff, bias=False)
+            self.down = nn.Linear(cfg.d_ff, d, bias=False)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            h = self.attention_norm(x)
+            q = rotary(self.query(h).view(b, t, heads, head_dim).transpose(1, 2))
+            k, v = self.kv(h).view(b, t, 2, kv_heads, head_dim).permute(2, 0, 3, 1, 4)
+            attended = functional.scaled_dot_product_attention(q, rotary(k), v, is_causal=True, enable_gqa=True)
+            x = x + self.out(attended.transpose(1, 2).reshape(b, t, d))
+            gate, up = self.gate_up(self.ff_norm(x)).chunk(2, dim=-1)
+            return x + self.down(functional.silu(gate) * up)
+
+    return nn.Sequential(*[Layer() for _ in range(cfg.layers)], nn.RMSNorm(d, eps=1e-6))
+
+
+def torch_step(name: str, batch: int, time: int, cfg: ModelConfig, vocab: int = V):
     torch = torch_or_none()
     nn = torch.nn
     d = cfg.d_model
@@ -57,30 +110,39 @@ def torch_step(name: str, batch: int, time: int, cfg: ModelConfig):
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Embedding(V, d)
-            if name == "transformer":
-                layer = nn.TransformerEncoderLayer(d, cfg.num_heads, cfg.d_ff, dropout=0.0, batch_first=True, norm_first=True)
+            self.embed = nn.Embedding(vocab, d)
+            if name == "modern":
+                self.body = torch_modern_body(torch, cfg, time)
+            elif name == "transformer":
+                layer = nn.TransformerEncoderLayer(
+                    d, cfg.num_heads, cfg.d_ff, dropout=0.0, batch_first=True, norm_first=True
+                )
                 self.body = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
                 self.mask = nn.Transformer.generate_square_subsequent_mask(time)
             else:
                 rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "elman": nn.RNN}[name]
                 self.body = rnn(d, d, cfg.layers, batch_first=True)
-            self.out = nn.Linear(d, V)
+            self.out = nn.Linear(d, vocab)
 
         def forward(self, x):
             h = self.embed(x)
-            h = self.body(h, mask=self.mask, is_causal=True) if name == "transformer" else self.body(h)[0]
+            if name == "modern":
+                h = self.body(h * d**0.5)
+            elif name == "transformer":
+                h = self.body(h, mask=self.mask, is_causal=True)
+            else:
+                h = self.body(h)[0]
             return self.out(h)
 
     model = LM()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randint(4, V, (batch, time))
-    y = torch.randint(4, V, (batch, time))
+    x = torch.randint(4, vocab, (batch, time))
+    y = torch.randint(4, vocab, (batch, time))
 
     def run(steps: int):
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
+            loss = nn.functional.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
             loss.backward()
             opt.step()
 
@@ -89,29 +151,32 @@ def torch_step(name: str, batch: int, time: int, cfg: ModelConfig):
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--models", default="lstm,transformer")
+    add_timing_arguments(p, default_steps=5)
+    p.add_argument("--models", default="lstm,transformer,modern")
     args = p.parse_args(argv)
+    repeats, steps = timing(args, default_steps=5)
+    names = parse_names(args.models, list(SHAPES), "--models")
+    vocab = QUICK_V if args.quick else V
     print("machine:", machine())
-    peak = matmul_peak()
+    peak = matmul_peak(512 if args.quick else 2048)  # GFLOP/s
     print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s")
     torch = torch_or_none()
     rows = []
-    for name in args.models.split(","):
-        shape = SHAPES[name]
+    for name in names:
+        shape = quick_shape(name) if args.quick else SHAPES[name]
         b, t, cfg = shape["batch"], shape["time"], shape["cfg"]
-        candidates = {"seqjax": lm_train_step(LMShapes(b, t, V, cfg))[0]}
+        candidates = {"seqjax": lm_train_step(LMShapes(b, t, vocab, cfg))[0]}
         if torch is not None:
-            candidates["torch"] = torch_step(name, b, t, cfg)
+            candidates["torch"] = torch_step(name, b, t, cfg, vocab)
         for run in candidates.values():
             run(2)  # compile / warm up
-        seconds = interleaved({k: (lambda r=r: r(args.steps)) for k, r in candidates.items()}, args.repeats)
-        tokens = b * t * args.steps
-        flops = train_flops_per_token(name, cfg.d_model, cfg.layers, t, cfg.d_ff)
+        seconds = interleaved({k: (lambda r=r: r(steps)) for k, r in candidates.items()}, repeats)
+        tokens = b * t * steps
+        flops = train_flops_per_token(name, cfg, t, vocab)
         tps = {k: tokens / s for k, s in seconds.items()}
         ratio = tps["seqjax"] / tps["torch"] if "torch" in tps else float("nan")
-        row = [name, f"B={b} T={t} D={cfg.d_model} L={cfg.layers} V={V}", f"{tps['seqjax']:,.0f}",
+        heads = f" H={cfg.num_heads} K={cfg.kv_heads or cfg.num_heads}" if cfg.kind == "transformer" else ""
+        row = [name, f"B={b} T={t} D={cfg.d_model} L={cfg.layers}{heads} V={vocab}", f"{tps['seqjax']:,.0f}",
                f"{tps['seqjax'] * flops / 1e9 / peak:.0%}",
                f"{tps['torch']:,.0f}" if "torch" in tps else "n/a",
                f"{tps['torch'] * flops / 1e9 / peak:.0%}" if "torch" in tps else "n/a", f"{ratio:.2f}x"]
@@ -120,10 +185,14 @@ def main(argv: list[str] | None = None) -> None:
     table = markdown_table(
         ["model", "shape", "seqjax tok/s", "seqjax % peak", "torch tok/s", "torch % peak", "seqjax / torch"], rows
     )
-    body = (f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. Medians of {args.repeats} interleaved "
-            f"repeats of {args.steps} train steps (forward, backward, AdamW), full softmax, dropout 0.\n\n{table}\n")
+    size = 512 if args.quick else 2048
+    body = (f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. Medians of {repeats} interleaved "
+            f"repeats of {steps} train steps (forward, backward, AdamW), full softmax, dropout 0. The modern row: "
+            f"rotary positions, RMSNorm, SwiGLU (d_ff each for gate and up), grouped-query attention, no biases, "
+            f"in both frameworks.\n\n{table}\n")
     print(table)
-    print("wrote", write_result("lm_train", "LM training throughput: seqjax vs PyTorch", body))
+    name = "lm_train_quick" if args.quick else "lm_train"
+    print("wrote", write_result(name, "LM training throughput: seqjax vs PyTorch", body))
 
 
 if __name__ == "__main__":
