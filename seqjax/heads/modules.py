@@ -146,6 +146,14 @@ class _SamplingHead(WordScores):
         drawn = self.proposal.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
         return drawn, self.proposal.log_expected_count(targets, self.num_samples, unique=self.unique)
 
+    def loss_arguments(self, hidden, targets, key, embedding):
+        """The parameters, and the positional arguments the sampled losses share: hidden,
+        weights, biases, targets, the sample ids and both log expected counts."""
+        params = self.parameters(hidden.shape[-1], embedding)
+        drawn, target_counts = self.draw(key, targets)
+        weights, biases = params["weights"], params["biases"]
+        return params, (hidden, weights, biases, targets, drawn.ids, drawn.log_expected_counts, target_counts)
+
 
 class SampledSoftmax(_SamplingHead):
     """Importance-sampled softmax (`sampled_softmax_loss`) for training; exact `log_probs`."""
@@ -153,18 +161,8 @@ class SampledSoftmax(_SamplingHead):
     remove_accidental_hits: bool = True
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
-        params = self.parameters(hidden.shape[-1], embedding)
-        drawn, target_log_expected_counts = self.draw(key, targets)
-        per_row = sampled_softmax_loss(
-            hidden,
-            params["weights"],
-            params["biases"],
-            targets,
-            drawn.ids,
-            drawn.log_expected_counts,
-            target_log_expected_counts,
-            remove_accidental_hits=self.remove_accidental_hits,
-        )
+        _, arguments = self.loss_arguments(hidden, targets, key, embedding)
+        per_row = sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
         return masked_mean(per_row, mask)
 
 
@@ -195,18 +193,8 @@ class NCE(_SamplingHead):
         return params
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
-        params = self.parameters(hidden.shape[-1], embedding)
-        drawn, target_log_expected_counts = self.draw(key, targets)
-        per_row = nce_loss(
-            hidden,
-            params["weights"],
-            params["biases"],
-            targets,
-            drawn.ids,
-            drawn.log_expected_counts,
-            target_log_expected_counts,
-            log_normalizer=params["log_normalizer"],
-        )
+        params, arguments = self.loss_arguments(hidden, targets, key, embedding)
+        per_row = nce_loss(*arguments, log_normalizer=params["log_normalizer"])
         return masked_mean(per_row, mask)
 
 
