@@ -55,6 +55,12 @@ def seq2seq(cfg, draw):
     return model, draw(model, TOKENS, src=SRC, src_mask=SRC_MASK)
 
 
+def jitted(model):
+    """model.apply(variables, tokens, **arrays) under jit: a tiny model compiles faster than it
+    runs op by op."""
+    return jax.jit(lambda variables, tokens, **arrays: model.apply(variables, tokens, **arrays))
+
+
 def decode_all(model, variables, tokens, **source):
     """Feeds tokens one at a time through decode_step inside one scan; returns [B, T, D]."""
     state = model.apply(variables, tokens.shape[0], tokens.shape[1], method="init_decode_state", **source)
@@ -219,14 +225,15 @@ def test_dot_product_attention_arguments_equal_explicit_attention_for_every_mask
     )
     allowed = reference_mask(**parts)
     seen = allowed.any(-1)[:, 0]  # [B, T]: a query that sees no key has no defined output
-    expected = explicit_attention(q, k, v, allowed)[seen]
+    expected = jax.jit(explicit_attention)(q, k, v, allowed)[seen]
     xla = self_attention_arguments(mask, "xla", T)
-    np.testing.assert_allclose(jax.nn.dot_product_attention(q, k, v, **xla)[seen], expected, rtol=1e-5, atol=1e-5)
+    got = jax.jit(functools.partial(jax.nn.dot_product_attention, **xla))(q, k, v)
+    np.testing.assert_allclose(got[seen], expected, rtol=1e-5, atol=1e-5)
     cudnn = self_attention_arguments(mask, "cudnn", T)
     if name in CUDNN_EXPRESSES:
         assert cudnn["implementation"] == "cudnn" and "mask" not in cudnn
         # The same structured arguments on XLA: what cuDNN is asked for is the mask.
-        on_xla = jax.nn.dot_product_attention(q, k, v, **{**cudnn, "implementation": "xla"})
+        on_xla = jax.jit(functools.partial(jax.nn.dot_product_attention, **{**cudnn, "implementation": "xla"}))(q, k, v)
         np.testing.assert_allclose(on_xla[seen], expected, rtol=1e-5, atol=1e-5)
     else:
         assert cudnn["implementation"] == "xla" and cudnn["mask"] is not None
@@ -256,10 +263,11 @@ def test_packed_row_per_token_losses_equal_each_segment_computed_alone(positions
         return full_softmax_loss(hidden.reshape(-1, cfg.d_model), output, None, targets.reshape(-1))
 
     targets = jnp.roll(PACKED_TOKENS, -1, axis=1)
-    packed = model.apply(variables, PACKED_TOKENS, segment_ids=PACKED_SEGMENTS, positions=PACKED_POSITIONS)
+    apply = jitted(model)
+    packed = apply(variables, PACKED_TOKENS, segment_ids=PACKED_SEGMENTS, positions=PACKED_POSITIONS)
     packed_losses = losses(packed, targets)
     for where in ALONE.values():
-        alone = model.apply(variables, PACKED_TOKENS[:, where])
+        alone = apply(variables, PACKED_TOKENS[:, where])
         np.testing.assert_allclose(packed[:, where], alone, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(packed_losses[where], losses(alone, targets[:, where]), rtol=1e-5, atol=1e-5)
 
@@ -274,7 +282,7 @@ def test_no_gradient_flows_across_segments(random_variables):
         )
         return hidden[:, ALONE[2]].sum()
 
-    grads = jax.grad(second_segment_output)(embedded)
+    grads = jax.jit(jax.grad(second_segment_output))(embedded)
     assert np.all(np.asarray(grads[:, ALONE[1]]) == 0.0) and np.all(np.asarray(grads[:, 7]) == 0.0)
     assert np.all(np.abs(np.asarray(grads[:, ALONE[2]])).sum(-1) > 0)
 
@@ -285,7 +293,8 @@ def test_packed_seq2seq_segments_see_only_their_own_source_and_prefix(random_var
     src_segments, src_positions = jnp.array([[1, 1, 1, 2, 2]]), jnp.array([[0, 1, 2, 0, 1]])
     tokens = jnp.array([[1, 7, 8, 1, 9, 0]], jnp.int32)
     segments, positions = jnp.array([[1, 1, 1, 2, 2, 0]]), jnp.array([[0, 1, 2, 0, 1, 0]])
-    packed = model.apply(
+    apply = jitted(model)
+    packed = apply(
         variables,
         tokens,
         src=src,
@@ -294,8 +303,8 @@ def test_packed_seq2seq_segments_see_only_their_own_source_and_prefix(random_var
         src_segment_ids=src_segments,
         src_positions=src_positions,
     )
-    first = model.apply(variables, tokens[:, :3], src=src[:, :3])
-    second = model.apply(variables, tokens[:, 3:5], src=src[:, 3:])
+    first = apply(variables, tokens[:, :3], src=src[:, :3])
+    second = apply(variables, tokens[:, 3:5], src=src[:, 3:])
     np.testing.assert_allclose(packed[:, :3], first, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(packed[:, 3:5], second, rtol=1e-5, atol=1e-5)
 
@@ -311,7 +320,7 @@ def test_scanned_lm_equals_the_unrolled_stack_on_the_same_parameters(random_vari
         jnp.shape, jax.eval_shape(scanned.init, jax.random.key(0), TOKENS)["params"]
     )
     np.testing.assert_allclose(
-        scanned.apply({"params": params}, TOKENS), model.apply(variables, TOKENS), rtol=1e-5, atol=1e-5
+        jitted(scanned)({"params": params}, TOKENS), jitted(model)(variables, TOKENS), rtol=1e-5, atol=1e-5
     )
 
 
@@ -321,8 +330,8 @@ def test_scanned_seq2seq_equals_the_unrolled_stacks_on_the_same_parameters(rando
     params = stack_layers(variables["params"], "encoder_blocks", 2)
     params = stack_layers(params, "decoder_blocks", 2)
     np.testing.assert_allclose(
-        scanned.apply({"params": params}, TOKENS, src=SRC, src_mask=SRC_MASK),
-        model.apply(variables, TOKENS, src=SRC, src_mask=SRC_MASK),
+        jitted(scanned)({"params": params}, TOKENS, src=SRC, src_mask=SRC_MASK),
+        jitted(model)(variables, TOKENS, src=SRC, src_mask=SRC_MASK),
         rtol=1e-5,
         atol=1e-5,
     )
