@@ -21,6 +21,8 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     if not os.path.isfile(path):
         raise ValueError(f"--config file does not exist: {path}")
     spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"--config file {path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if not hasattr(module, "get_config"):

@@ -67,6 +67,11 @@ class ParallelData:
         """What `load_data` takes to encode another run's data with the same ids."""
         return self.src_tokenizer, self.tgt_tokenizer
 
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The target side's, as `LMData.tokenizer`: what a model predicts and decoding emits."""
+        return self.tgt_tokenizer
+
 
 def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
     value = getattr(cfg, name)

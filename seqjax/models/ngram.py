@@ -20,7 +20,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class KneserNeyLM:
         return math.exp(self.nll_sum(stream, history) / len(stream))
 
 
-def _check_ids(name: str, ids: Sequence[int], vocab_size: int | None) -> list[int]:
+def _check_ids(name: str, ids: Sequence[int] | np.ndarray, vocab_size: int | None) -> list[int]:
     array = np.asarray(ids)
     if array.size and (array.ndim != 1 or not np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"{name} must be a 1-D sequence of int token ids, got {array.dtype}")
@@ -102,7 +102,9 @@ def _table(counts: collections.Counter) -> dict:
     return {context: (followers, sum(followers.values()), len(followers)) for context, followers in grouped.items()}
 
 
-def fit(stream: Sequence[int], order: int, vocab_size: int | None = None, discount: float = 0.75) -> KneserNeyLM:
+def fit(
+    stream: Sequence[int] | np.ndarray, order: int, vocab_size: int | None = None, discount: float = 0.75
+) -> KneserNeyLM:
     """Counts an interpolated Kneser–Ney model of `order` from a stream of token ids.
 
     Args:
@@ -134,7 +136,11 @@ def save(model: KneserNeyLM, path: str | os.PathLike) -> None:
     """Writes `model` to `path` (.npz): order, vocab_size, discount, and for each order k
     `grams_k` [M_k, k] int32, the distinct k-grams (context then token), with `counts_k`
     [M_k] int64, their c_k. The totals and N₁₊ are recomputed by `load`."""
-    arrays = {"order": np.int64(model.order), "vocab_size": np.int64(model.vocab_size), "discount": model.discount}
+    arrays: dict[str, Any] = {
+        "order": np.int64(model.order),
+        "vocab_size": np.int64(model.vocab_size),
+        "discount": model.discount,
+    }
     for k, table in enumerate(model.tables, start=1):
         entries = [
             (*context, token, count) for context, (counts, _, _) in table.items() for token, count in counts.items()

@@ -89,7 +89,7 @@ def local_rows(sharding: NamedSharding, rows: int) -> list[tuple[int, int]]:
     process's devices hold, in order (replicas counted once)."""
     ranges = set()
     for index in sharding.addressable_devices_indices_map((rows,)).values():
-        start, stop, _ = index[0].indices(rows)
+        start, stop, _ = index[0].indices(rows) if index else (0, rows, 1)
         ranges.add((start, stop))
     return sorted(ranges)
 

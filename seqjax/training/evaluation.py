@@ -14,32 +14,35 @@ the same count whatever the tokenizer, so char, word and BPE models compare on i
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import numpy as np
+from jax.typing import ArrayLike
 
 from seqjax.config import Config
-from seqjax.contracts import Batch
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.training.generation import lm_samples, translate
 
 if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
 
-Scorer = Callable[[Batch], tuple[float, float]]  # batch -> (Σ NLL of its unmasked targets, their count)
+Scorer = Callable[
+    [Mapping[str, Any]], tuple[ArrayLike, ArrayLike]
+]  # batch -> (Σ NLL of its unmasked targets, their count)
 
 
 def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterator[dict[str, np.ndarray]]:
     """The batches of `split` in which every target is scored once (LM: `lm_eval_batches`,
     consecutive chunks of the stream; seq2seq: `seq2seq_eval_batches`), the first
     train.eval_batches of them when that is > 0."""
+    batches: Iterator[dict[str, np.ndarray]]
     if holds_pairs(cfg.data):
-        src, tgt = data.splits[split]
+        src, tgt = cast(ParallelData, data).splits[split]
         batches = (batch for batch, _ in seq2seq_eval_batches(src, tgt, cfg.train.batch_size, cfg.data.buckets))
     else:
-        batches = lm_eval_batches(data.splits[split], cfg.train.batch_size, cfg.data.seq_len)
+        batches = lm_eval_batches(cast(LMData, data).splits[split], cfg.train.batch_size, cfg.data.seq_len)
     return itertools.islice(batches, cfg.train.eval_batches) if cfg.train.eval_batches else batches
 
 

@@ -16,9 +16,10 @@ import numpy as np
 from jax.sharding import Mesh
 
 from seqjax.config import Config
+from seqjax.contracts import Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
-from seqjax.heads import build_head
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
+from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
@@ -82,9 +83,9 @@ class Experiment:
 
     cfg: Config
     data: LMData | ParallelData
-    model: nn.Module
-    head: nn.Module
-    objective: object
+    model: Model
+    head: Head
+    objective: Objective
     task_report: TaskReport | None = None
 
     @property
@@ -94,25 +95,39 @@ class Experiment:
     @property
     def tokenizer(self):
         """The target-side (or LM) tokenizer: what the head predicts and decoding emits."""
-        return self.data.tgt_tokenizer if self.is_seq2seq else self.data.tokenizer
+        return self.data.tokenizer
+
+    @property
+    def pairs(self) -> ParallelData:
+        """The sentence pairs of an encoder-decoder run (`is_seq2seq`)."""
+        if not isinstance(self.data, ParallelData):
+            raise ValueError(f"model.kind={self.cfg.model.kind!r} is a language model: its data holds no pairs")
+        return self.data
+
+    @property
+    def stream(self) -> LMData:
+        """The token streams of a language-model run."""
+        if not isinstance(self.data, LMData):
+            raise ValueError(f"model.kind={self.cfg.model.kind!r} is an encoder-decoder: its data holds pairs")
+        return self.data
 
     def train_batches(self):
         """The train split's batches: bucketed or packed (data.packing) pairs, chunked or
         packed lines."""
         c = self.cfg
         if self.is_seq2seq:
-            src, tgt = self.data.splits["train"]
+            src, tgt = self.pairs.splits["train"]
             if c.data.packing:
                 return PackedSeq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets[-1], c.train.seed)
             return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
         if c.data.packing:
-            return PackedLMBatches(self.data.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
-        return LMBatches(self.data.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
+            return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
+        return LMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
 
     def save_tokenizers(self, workdir: str) -> None:
         self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
         if self.is_seq2seq:
-            self.data.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
+            self.pairs.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
 
 
 def saved_tokenizers(workdir: str):
@@ -151,10 +166,10 @@ def build_experiment(cfg: Config, mesh: Mesh | None = None, tokenizers=None) -> 
             f"that data needs {need}"
         )
     data = load_data(cfg.data, tokenizers)
-    vocab = (data.tgt_tokenizer if seq2seq else data.tokenizer).vocab
+    vocab = data.tokenizer.vocab
     if mesh is not None:
         validate_layout(cfg, mesh, vocab.size)
-    model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if seq2seq else {}
+    model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if isinstance(data, ParallelData) else {}
     model = build_model(cfg.model, vocab.size, dtype=PRECISIONS[cfg.train.precision], **model_kwargs)
     head = output_head(cfg, vocab.size, np.asarray(vocab.counts), mesh)
     return Experiment(cfg, data, model, head, build_objective(cfg.objective), task_report(cfg.data))

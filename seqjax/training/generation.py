@@ -256,7 +256,7 @@ def translate_lines(
 ) -> list[str]:
     """The translation of each non-blank line, one line each; blank lines stay blank."""
     kept = [i for i, line in enumerate(lines) if line.strip()]
-    sources = [np.asarray(ids, np.int32) for ids in exp.data.src_tokenizer.encode_batch([lines[i] for i in kept])]
+    sources = [np.asarray(ids, np.int32) for ids in exp.pairs.src_tokenizer.encode_batch([lines[i] for i in kept])]
     if progress is not None:
         progress(len(lines) - len(kept))
     outputs = [""] * len(lines)
@@ -267,10 +267,14 @@ def translate_lines(
 
 def translate(exp: Experiment, params, split: str, *, echo=print, options: DecodeOptions = DecodeOptions()) -> dict:
     """Decodes `split`; returns exact match, sacrebleu BLEU and ROUGE, next to copy-the-source."""
-    src, _ = exp.data.splits[split]
+    src, _ = exp.pairs.splits[split]
     hypotheses = translate_texts(exp, params, src, options)
-    references = exp.data.references[split]
-    sources = exp.data.sources[split]
+    references = exp.pairs.references[split]
+    sources = exp.pairs.sources[split]
+    samples = [
+        {"source": s, "output": h, "reference": r}
+        for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.num_printed_samples]
+    ]
     report = {
         "decoding": options.describe(),
         "exact_match": float(np.mean([h == r for h, r in zip(hypotheses, references)])),
@@ -278,16 +282,13 @@ def translate(exp: Experiment, params, split: str, *, echo=print, options: Decod
         "rougeL": rouge(hypotheses, references)["rougeL"],
         "copy_bleu": corpus_bleu(sources, references),
         "copy_rougeL": rouge(sources, references)["rougeL"],
-        "samples": [
-            {"source": s, "output": h, "reference": r}
-            for s, h, r in list(zip(sources, hypotheses, references))[: exp.cfg.train.num_printed_samples]
-        ],
+        "samples": samples,
     }
     echo(
         f"{split} ({options.describe()}): exact match {report['exact_match']:.1%}, BLEU {report['bleu']:.2f}, "
         f"ROUGE-L {report['rougeL']:.3f} (copy-the-source: BLEU {report['copy_bleu']:.2f}, "
         f"ROUGE-L {report['copy_rougeL']:.3f})"
     )
-    for item in report["samples"]:
+    for item in samples:
         echo(f"  {item['source']} -> {item['output']}   (reference {item['reference']})")
     return report

@@ -172,7 +172,7 @@ def partition_spec(name: str, shape: tuple[int, ...], dtype, strategy: str, mesh
             if axis in used or parts == 1:
                 continue
             if size % parts:
-                if axis == "model" and TENSOR_AXES.get(logical, False):
+                if axis == "model" and logical is not None and TENSOR_AXES.get(logical, False):
                     raise ValueError(
                         f"train.sharding={strategy} splits {logical} over the model axis: {name} has "
                         f"{size} along it, which must be divisible by model:{parts}"

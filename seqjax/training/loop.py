@@ -150,7 +150,7 @@ def starting_state(
         return state, int(meta["data_position"])
     state = init_state(exp.model, exp.head, optimizer, t.seed, example_batch, mesh, t.sharding)
     if t.init_from:
-        state = state.replace(params=pretrained_params(exp, t.init_from, mesh, example_batch))
+        state = dataclasses.replace(state, params=pretrained_params(exp, t.init_from, mesh, example_batch))
         echo(f"parameters initialized from {t.init_from}")
     return state, 0
 
@@ -240,7 +240,7 @@ def train(
 
             def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
                 result = evaluate(cfg, exp.data, split, batch_scorer(eval_step, state.params, mesh))
-                if main:
+                if logger is not None:
                     logger.write(step, split, result)
                 return result
 
@@ -272,7 +272,7 @@ def train(
                     mean = _window_means(jax.device_get(pending), done, since, tokens_per_step)
                     mean.update(mfu.interval_metrics(cfg, exp.tokenizer.vocab.size, example, mean["tokens_per_sec"]))
                     since, pending = (time.perf_counter(), done), []
-                    if main:
+                    if logger is not None:
                         logger.write(done, "train", mean)
                     bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
                 bar.update(1)
@@ -302,7 +302,7 @@ def train(
         else:  # decoding runs on process 0 alone, from a host copy of the parameters
             host_params = multihost_utils.process_allgather(state.params, tiled=True)
             summary["samples"] = generation_report(exp, host_params, echo=echo) if main else {}
-        if main:
+        if logger is not None:
             logger.summary(summary)
         return summary
     finally:

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +33,7 @@ from seqjax import config as config_lib
 from seqjax import config_text
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Batch
-from seqjax.data import holds_pairs, load_data
+from seqjax.data import LMData, holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram
 from seqjax.training.evaluation import Scorer, describe_metrics, evaluate
 from seqjax.training.experiment import TOKENIZER_DIRS
@@ -114,7 +114,7 @@ def train_ngram(cfg: Config, workdir: str, *, echo: Callable[[str], None] = prin
     """
     validate_ngram_config(cfg)
     _check_workdir(cfg, workdir)
-    data = load_data(cfg.data)
+    data = cast(LMData, load_data(cfg.data))  # validate_ngram_config refused pair data
     vocab_size = data.tokenizer.vocab.size
     order = cfg.model.context + 1
     clock = time.perf_counter()

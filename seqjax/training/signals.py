@@ -19,6 +19,7 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType
+from typing import Any
 
 import jax
 import numpy as np
@@ -51,7 +52,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum = 0  # the first signal received, 0 for none
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():

@@ -15,7 +15,6 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -23,7 +22,7 @@ import optax
 import orbax.checkpoint as ocp
 from jax.sharding import Mesh
 
-from seqjax.contracts import Batch
+from seqjax.contracts import Batch, Head, Model
 from seqjax.model_head import init_params
 from seqjax.training.layout import tree_shardings
 
@@ -78,8 +77,8 @@ def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data")
 
 
 def init_state(
-    model: nn.Module,
-    head: nn.Module,
+    model: Model,
+    head: Head,
     optimizer: optax.GradientTransformation,
     seed: int,
     batch: Batch,

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -25,7 +24,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from seqjax.contracts import SPECIAL_IDS, Batch, Objective
+from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.training.layout import batch_sharding, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
@@ -49,8 +48,8 @@ def _microbatches(batch: Batch, accum_steps: int) -> Batch:
 
 
 def weighted_loss_and_grads(
-    model: nn.Module,
-    head: nn.Module,
+    model: Model,
+    head: Head,
     objective: Objective,
     params,
     batch: Batch,
@@ -114,8 +113,8 @@ def _placed(step, state_shape: TrainState, mesh: Mesh, strategy: str) -> TrainSt
 
 
 def make_train_step(
-    model: nn.Module,
-    head: nn.Module,
+    model: Model,
+    head: Head,
     objective: Objective,
     optimizer: optax.GradientTransformation,
     schedule: optax.Schedule,
@@ -155,8 +154,8 @@ def make_train_step(
 
 
 def make_shard_map_train_step(
-    model: nn.Module,
-    head: nn.Module,
+    model: Model,
+    head: Head,
     objective: Objective,
     optimizer: optax.GradientTransformation,
     schedule: optax.Schedule,
@@ -213,7 +212,7 @@ def build_train_step(
     return make_train_step(*args, accum_steps=exp.cfg.optim.accum_steps, strategy=t.sharding)
 
 
-def make_eval_step(model: nn.Module, head: nn.Module, mesh: Mesh) -> EvalStep:
+def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     """Exact evaluation: eval_step(params, batch) -> (sum of target NLL over unmasked tokens,
     token count), both [] float32.
 
