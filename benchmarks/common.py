@@ -18,6 +18,7 @@ from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.objectives import TeacherForcing
 from seqjax.training.layout import make_mesh
+from seqjax.training.mfu import matmul_tflops
 from seqjax.training.optim import learning_rate_schedule, make_optimizer
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step
@@ -48,7 +49,8 @@ def machine() -> dict[str, str]:
         "backend": f"{jax.default_backend()} ({jax.devices()[0].device_kind})",
         "numpy": np.__version__,
     }
-    import flax, optax
+    import flax
+    import optax
 
     info["flax"], info["optax"] = flax.__version__, optax.__version__
     torch = torch_or_none()
@@ -104,15 +106,7 @@ def lm_train_step(shapes: LMShapes, dtype=jnp.float32) -> tuple[Callable[[int], 
 
 def matmul_peak(n: int = 2048, repeats: int = 7, dtype=jnp.float32) -> float:
     """Measured [n, n] x [n, n] matmul throughput of JAX in `dtype` on the default device, GFLOP/s (median)."""
-    a = jnp.ones((n, n), dtype)
-    f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f(a).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / statistics.median(times) / 1e9
+    return 1000 * matmul_tflops(n, repeats, dtype)
 
 
 def interleaved(candidates: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
@@ -155,6 +149,11 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def publish(name: str, quick: bool, title: str, body: str) -> None:
+    """Writes `body` as benchmarks/results/NAME.md (NAME_quick.md for --quick) and says where."""
+    print("wrote", write_result(f"{name}_quick" if quick else name, title, body))
 
 
 def write_result(name: str, title: str, body: str) -> str:

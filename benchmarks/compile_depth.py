@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine, markdown_table, parse_names, random_lm_batch, write_result  # noqa: E402
+from common import machine, markdown_table, parse_names, publish, random_lm_batch  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{markdown_table(header, rows)}\n"
     )
     print(body)
-    name = "compile_depth_quick" if args.quick else "compile_depth"
-    print("wrote", write_result(name, "Compile time against depth: unrolled and scanned layers", body))
+    publish("compile_depth", args.quick, "Compile time against depth: unrolled and scanned layers", body)
 
 
 if __name__ == "__main__":

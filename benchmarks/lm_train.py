@@ -27,9 +27,9 @@ from common import (  # noqa: E402
     markdown_table,
     matmul_peak,
     parse_names,
+    publish,
     timing,
     torch_or_none,
-    write_result,
 )
 
 from seqjax.config import Config, ModelConfig  # noqa: E402
@@ -191,8 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             f"rotary positions, RMSNorm, SwiGLU (d_ff each for gate and up), grouped-query attention, no biases, "
             f"in both frameworks.\n\n{table}\n")
     print(table)
-    name = "lm_train_quick" if args.quick else "lm_train"
-    print("wrote", write_result(name, "LM training throughput: seqjax vs PyTorch", body))
+    publish("lm_train", args.quick, "LM training throughput: seqjax vs PyTorch", body)
 
 
 if __name__ == "__main__":

@@ -32,13 +32,12 @@ from common import (  # noqa: E402
     machine,
     markdown_table,
     matmul_peak,
+    publish,
     timing,
-    write_result,
 )
 
 from seqjax.config import ModelConfig  # noqa: E402
 from seqjax.training.experiment import PRECISIONS  # noqa: E402
-
 
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.
@@ -109,8 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     result = measure(shapes, args.precision, repeats, steps)
     body = report(shapes, args.precision, result, measured_peak, args.peak_tflops, peak_size)
     print(body)
-    name = "mfu_quick" if args.quick else "mfu"
-    print("wrote", write_result(name, "Single-device training throughput and MFU: Transformer LM", body))
+    publish("mfu", args.quick, "Single-device training throughput and MFU: Transformer LM", body)
 
 
 if __name__ == "__main__":

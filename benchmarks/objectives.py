@@ -29,9 +29,9 @@ from common import (  # noqa: E402
     machine,
     markdown_table,
     parse_names,
+    publish,
     step_runner,
     timing,
-    write_result,
 )
 
 from seqjax import config as config_lib  # noqa: E402
@@ -177,8 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         f"multiple).\n\n{table}\n"
     )
     print(table)
-    name = "objectives_quick" if args.quick else "objectives"
-    print("wrote", write_result(name, "Training cost of each objective relative to teacher forcing", body))
+    publish("objectives", args.quick, "Training cost of each objective relative to teacher forcing", body)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ from common import (  # noqa: E402
     markdown_table,
     matmul_peak,
     parse_names,
+    publish,
     step_runner,
     timing,
     torch_or_none,
-    write_result,
 )
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
@@ -334,8 +334,7 @@ def main(argv: list[str] | None = None) -> None:
         f"exactly.\n\n{table}\n"
     )
     print(table)
-    name = "seq2seq_train_quick" if args.quick else "seq2seq_train"
-    print("wrote", write_result(name, "Encoder–decoder training throughput: seqjax vs PyTorch", body))
+    publish("seq2seq_train", args.quick, "Encoder–decoder training throughput: seqjax vs PyTorch", body)
 
 
 if __name__ == "__main__":
