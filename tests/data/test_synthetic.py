@@ -6,18 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.data.synthetic import (
-    INTRANSITIVE_VERBS,
-    SEQ2SEQ_TASKS,
-    SYMBOLS,
-    TRANSITIVE_VERBS,
-    addition_task,
-    copy_task,
-    grammar_sentences,
-    is_grammatical,
-    reverse_task,
-    sort_task,
-)
+from seqjax.data import SEQ2SEQ_TASKS, addition_task, copy_task, grammar_sentences, is_grammatical, reverse_task, sort_task
+from seqjax.data.synthetic import INTRANSITIVE_VERBS, SYMBOLS, TRANSITIVE_VERBS
 
 _OTHER_NUMBER = {
     **{s: p for verbs in (INTRANSITIVE_VERBS, TRANSITIVE_VERBS) for s, p in verbs.items()},
