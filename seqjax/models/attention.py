@@ -81,18 +81,25 @@ def self_attention_arguments(mask: SelfMask, kernel: str, length: int) -> dict[s
     return {"implementation": "xla", "mask": mask.dense(length)}
 
 
-def write_cache(buffer, update, positions):
+def write_cache(buffer, update, positions, layer=None):
     """Writes each row's new entry at that row's own position.
 
     Args:
-      buffer: [B, M, heads, Dh] cache.
+      buffer: [B, M, heads, Dh] cache, or [B, L, M, heads, Dh] for every layer of a scanned
+        stack, written at `layer` ([] int32) in place.
       update: [B, 1, heads, Dh] new keys or values.
       positions: [B] int32, slot to write in each row.
     Returns:
-      [B, M, heads, Dh], the buffer with one slot per row replaced.
+      the buffer with one slot per row replaced.
     """
-    return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice_in_dim(rows, row, at, 0))(
-        buffer, update.astype(buffer.dtype), positions
+    update = update.astype(buffer.dtype)
+    if layer is None:
+        return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice_in_dim(rows, row, at, 0))(
+            buffer, update, positions
+        )
+    zero = jnp.zeros((), jnp.int32)
+    return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice(rows, row[None], (layer, at, zero, zero)))(
+        buffer, update, positions
     )
 
 
@@ -143,12 +150,14 @@ class SelfAttention(nn.Module):
         arguments = self_attention_arguments(mask, kernel, x.shape[1])
         return self.out(jax.nn.dot_product_attention(q, k, v, **arguments))
 
-    def decode(self, x, cache, positions, mask):
+    def decode(self, x, cache, positions, mask, layer=None):
         """One step against the KV cache; the cost is fixed by the cache size M.
 
         Args:
           x: [B, 1, D] the new token's activations.
-          cache: {"k", "v"}: [B, M, K, Dh] each.
+          cache: {"k", "v"}: [B, M, K, Dh] each, or [B, L, M, K, Dh] with `layer` ([] int32)
+            the one this attention reads and writes (a scanned stack updates its whole cache in
+            place, one slot per layer, instead of moving it layer by layer).
           positions: [B] int32, where the new token's keys and values are written (and, with
             rope, the absolute position its query and key are turned by).
           mask: [B, 1, 1, M] bool, the slots the new token attends to.
@@ -156,9 +165,11 @@ class SelfAttention(nn.Module):
           [B, 1, D], the updated cache.
         """
         q, k, v = self._project(x, positions[:, None])
-        cache = {"k": write_cache(cache["k"], k, positions), "v": write_cache(cache["v"], v, positions)}
-        q = q.astype(cache["k"].dtype)
-        attended = jax.nn.dot_product_attention(q, cache["k"], cache["v"], mask=mask)
+        cache = {"k": write_cache(cache["k"], k, positions, layer), "v": write_cache(cache["v"], v, positions, layer)}
+        keys, values = cache["k"], cache["v"]
+        if layer is not None:
+            keys, values = (lax.dynamic_index_in_dim(c, layer, axis=1, keepdims=False) for c in (keys, values))
+        attended = jax.nn.dot_product_attention(q.astype(keys.dtype), keys, values, mask=mask)
         return self.out(attended), cache
 
 

@@ -11,8 +11,9 @@
   "full" keeps only each layer's input.
 
 Decode state leaves keep the batch as their leading axis in both layouts: a scanned stack's
-KV cache is {"k", "v"} [B, L, M, K, Dh] (scanned over axis 1), an unrolled one a tuple of
-per-layer {"k", "v"} [B, M, K, Dh]; cross-attention memories likewise.
+KV cache is {"k", "v"} [B, L, M, K, Dh], carried through the layer scan and written in place
+at each layer's index, an unrolled one a tuple of per-layer {"k", "v"} [B, M, K, Dh];
+cross-attention memories likewise.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from seqjax.config import ModelConfig
 from seqjax.models.attention import empty_cache
@@ -103,14 +105,22 @@ def decode_blocks(blocks, cfg: ModelConfig, x, caches, positions, mask, memories
     from `block_memories` and memory_mask [B, 1, 1, S] bool, for blocks with cross-attention.
     """
 
-    def layer(block, x, state):
-        cache, memory = state
-        return block.decode(x, cache, positions, mask, memory, memory_mask)
-
     if cfg.scan_layers:
-        return _scanned(layer, cfg)(blocks, x, (caches, memories))
+        # The stacked caches ride in the carry and are updated in place at each layer's index;
+        # as scanned inputs and outputs they would be moved whole to the front and back.
+        def layer(block, carry, _):
+            x, caches, index = carry
+            memory = None
+            if memories is not None:
+                memory = jax.tree.map(lambda m: lax.dynamic_index_in_dim(m, index, axis=1, keepdims=False), memories)
+            x, caches = block.decode(x, caches, positions, mask, memory, memory_mask, index)
+            return (x, caches, index + 1), None
+
+        (x, caches, _), _ = _scanned(layer, cfg)(blocks, (x, caches, jnp.zeros((), jnp.int32)), None)
+        return x, caches
     updated = []
     for index, block in enumerate(blocks):
-        x, cache = layer(block, x, (caches[index], None if memories is None else memories[index]))
+        memory = None if memories is None else memories[index]
+        x, cache = block.decode(x, caches[index], positions, mask, memory, memory_mask)
         updated.append(cache)
     return x, tuple(updated)
