@@ -55,7 +55,9 @@ class DataConfig:
     buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, bounded recompilation")
     packing: bool = option(
         False,
-        "LM training rows of whole lines packed with segment ids and per-line positions (Transformers only)",
+        "training rows of whole lines (LM) or pairs (seq2seq, rows of buckets[-1]) packed with segment ids and "
+        "per-segment positions "
+        "(Transformers; objectives feeding gold tokens)",
     )
     num_train: int = option(20000, "examples (seq2seq) or sentences (LM) in the train split", kinds=("synthetic",))
     num_eval: int = option(500, "examples or sentences in each of valid and test", kinds=("synthetic",))
