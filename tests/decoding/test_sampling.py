@@ -41,15 +41,18 @@ def test_top_k_keeps_exactly_the_k_most_probable_tokens_renormalized(seed, k):
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-7)
 
 
-@given(st.integers(0, 2**31 - 1), st.floats(0.01, 1.0))
+@given(st.integers(0, 2**31 - 1), st.integers(1, 7), st.floats(0.05, 0.95))
 @settings(max_examples=25, deadline=None)
-def test_top_p_keeps_the_smallest_most_probable_set_reaching_p(seed, p):
-    probs = np.random.default_rng(seed).dirichlet(np.ones(7), size=3)
-    mass = np.cumsum(np.sort(probs, axis=-1)[:, ::-1], axis=-1)
-    if np.min(np.abs(mass - p)) < 1e-5:  # a boundary tie float32 cannot resolve like float64
-        return
-    result = np.exp(np.asarray(jax.jit(truncate_top_p)(log_probs_rows(probs), p)))
-    expected = np.stack([reference_truncation(row, top_p=p) for row in probs])
+def test_top_p_keeps_the_smallest_most_probable_set_reaching_p(seed, kept, fraction):
+    rng = np.random.default_rng(seed)
+    # Every probability is >= 0.5 / 7, so p lies >= 0.003 from the masses float32 must compare it with.
+    probs = 0.5 * rng.dirichlet(np.ones(7)) + 0.5 / 7
+    mass = np.concatenate([[0.0], np.cumsum(np.sort(probs)[::-1])])
+    p = mass[kept - 1] + fraction * (mass[kept] - mass[kept - 1])  # the `kept` most probable reach p, fewer do not
+    rows = np.stack([rng.permutation(probs) for _ in range(3)])  # one distribution in three orders
+    result = np.exp(np.asarray(jax.jit(truncate_top_p)(log_probs_rows(rows), p)))
+    np.testing.assert_array_equal((result > 0).sum(axis=1), kept)
+    expected = np.stack([reference_truncation(row, top_p=p) for row in rows])
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-7)
 
 
@@ -87,6 +90,26 @@ def test_sampled_frequencies_match_the_truncated_renormalized_distribution(optio
     assert np.all(counts[~support] == 0)
     chi2 = np.sum((counts[support] - expected[support]) ** 2 / expected[support])
     assert chi2 < CHI2_999[int(support.sum()) - 1]
+
+
+def test_each_step_draws_with_its_own_fold_in_key():
+    rows, max_len, vocab = 4000, 4, 5
+    # EOS (id 0) has no mass, so every row runs max_len steps of the same uniform draw over ids 1-4.
+    log_probs = jnp.log(jnp.broadcast_to(jnp.asarray([0.0, 0.25, 0.25, 0.25, 0.25]), (rows, vocab)))
+    key = jax.random.key(6)
+    tokens, lengths = sample(
+        fixed_distribution, {"log_probs": log_probs}, key, bos_id=1, eos_id=0, pad_id=0, max_len=max_len
+    )
+    tokens = np.asarray(tokens)
+    np.testing.assert_array_equal(lengths, max_len)
+    # The documented schedule: step t draws categorical(fold_in(key, t)).
+    by_hand = [jax.random.categorical(jax.random.fold_in(key, t), log_probs, axis=-1) for t in range(max_len)]
+    np.testing.assert_array_equal(tokens, np.stack(by_hand, axis=1))
+    # Steps 0, 1 and steps 2, 3 are independent draws: the 16 token pairs of each are uniform
+    # (chi-square, 15 degrees of freedom, upper 0.1% point 37.70).
+    pairs = np.bincount(((tokens[:, 0::2] - 1) * 4 + tokens[:, 1::2] - 1).ravel(), minlength=16)
+    expected = rows * (max_len // 2) / 16
+    assert np.sum((pairs - expected) ** 2 / expected) < 37.70, pairs
 
 
 def test_sample_is_a_function_of_the_key(prefix_lm):

@@ -1,10 +1,13 @@
 """full_softmax_loss: the exact cross-entropy, and its chunked path's value and gradients."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpr_tools import matmuls
 from seqjax.heads import full_softmax_loss
 
 
@@ -80,10 +83,18 @@ def test_full_softmax_loss_is_vmappable_and_jittable():
     np.testing.assert_allclose(stacked[1], reference_loss(-hidden, weights, biases, targets), rtol=1e-5)
 
 
-def test_full_softmax_loss_computes_bfloat16_hidden_in_float32():
+@pytest.mark.parametrize("chunk_size", [None, 7])
+def test_full_softmax_loss_computes_bfloat16_hidden_in_float32(chunk_size):
     hidden, weights, biases, targets = random_problem(4)
-    losses = full_softmax_loss(hidden.astype(jnp.bfloat16), weights, biases, targets)
+    half = hidden.astype(jnp.bfloat16)
+    loss = functools.partial(full_softmax_loss, chunk_size=chunk_size)
+    dots = matmuls(loss, half, weights, biases, targets)
+    assert dots and all(dtypes == ("float32", "float32") for dtypes, _ in dots)
+    losses = loss(half, weights, biases, targets)
     assert losses.dtype == jnp.float32
+    # Exact for the rounded hidden states: the weights were not rounded to bfloat16 (that moves these losses by 9e-3).
+    rounded = np.asarray(half.astype(jnp.float32))
+    np.testing.assert_allclose(losses, reference_loss(rounded, weights, biases, targets), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(

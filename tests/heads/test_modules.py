@@ -3,6 +3,7 @@
 import dataclasses
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,6 +48,32 @@ def test_every_head_gives_normalized_exact_log_probs_and_a_finite_masked_loss(ki
     np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, rtol=1e-5)
     assert loss.shape == () and np.isfinite(loss)
     assert float(aux["tokens"]) == ROWS - 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_masked_row_changes_neither_the_loss_nor_any_gradient(kind):
+    head, variables, _, _, _ = init_and_apply(dataclasses.replace(BASE, kind=kind))
+    hidden, targets, key, mask, _ = inputs()
+    masked = np.asarray(mask) == 0
+    # Other hidden states and other targets in the masked rows only; the key (the samples) is kept.
+    other_hidden = jnp.where(masked[:, None], 5.0 * jax.random.normal(jax.random.key(11), hidden.shape), hidden)
+    other_targets = jnp.where(masked, (targets + 1 + jnp.arange(ROWS)) % VOCAB, targets)
+    assert np.all(np.asarray(other_targets)[masked] != np.asarray(targets)[masked])
+
+    def loss(params, hidden, targets):
+        return head.apply({"params": params}, hidden, targets, key, mask, method="loss")[0]
+
+    both = jax.jit(jax.vmap(jax.value_and_grad(loss, argnums=(0, 1)), in_axes=(None, 0, 0)))
+    values, (param_grads, hidden_grads) = both(
+        variables["params"], jnp.stack([hidden, other_hidden]), jnp.stack([targets, other_targets])
+    )
+    np.testing.assert_allclose(values[1], values[0], rtol=1e-6)
+    chex.assert_trees_all_close(
+        jax.tree.map(lambda g: g[1], param_grads), jax.tree.map(lambda g: g[0], param_grads), rtol=1e-5, atol=1e-7
+    )
+    assert any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(param_grads))
+    np.testing.assert_array_equal(np.asarray(hidden_grads)[:, masked], 0.0)
+    np.testing.assert_allclose(hidden_grads[1], hidden_grads[0], rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("kind", ["full", "class", "tree", "adaptive"])

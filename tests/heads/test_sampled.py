@@ -5,7 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.heads import full_softmax_loss, negative_sampling_loss, nce_loss, sampled_softmax_loss
+from seqjax.heads import (
+    NegativeSampling,
+    full_softmax_loss,
+    nce_loss,
+    negative_sampling_loss,
+    sampled_softmax_loss,
+    samplers,
+)
 
 
 def random_problem(seed, rows=6, features=4, vocab=10):
@@ -184,6 +191,33 @@ def test_negative_sampling_loss_equals_word2vec_objective():
     negative = log_sigmoid(-np.take_along_axis(scores, samples, axis=1)).sum(axis=1)
     got = negative_sampling_loss(hidden, weights, None, targets, samples)
     np.testing.assert_allclose(got, -(positive + negative), rtol=1e-5)
+
+
+def test_negative_sampling_gradient_mean_is_the_exact_gradient_and_vanishes_at_the_shifted_pmi():
+    vocab, num_samples, num_keys = 6, 3, 20000
+    counts = np.array([30, 12, 9, 5, 3, 1])
+    q = counts**0.75 / np.sum(counts**0.75)
+    p = np.array([0.05, 0.3, 0.1, 0.25, 0.2, 0.1])  # the next word's distribution in one context
+    head = NegativeSampling(vocab, sampler=samplers.unigram(counts, power=0.75), num_samples=num_samples)
+    # Zero word vectors, so word w scores its bias s_w; row t has target t and mask weight p_t:
+    # the loss is E_{t ~ p}[−log σ(s_t)] + Σ_k −log σ(−s_{w_k}) with w_k drawn from q.
+    hidden, targets = np.zeros((vocab, 2), np.float32), np.arange(vocab, dtype=np.int32)
+
+    def loss(biases, key):
+        params = {"weights": jnp.zeros((vocab, 2)), "biases": biases}
+        return head.apply({"params": params}, hidden, targets, key, p.astype(np.float32), method="loss")[0]
+
+    optimum = np.log(p / (num_samples * q))  # the docstring's optimum s_w = log p_w − log(K q_w)
+    elsewhere = np.random.default_rng(0).normal(size=vocab)
+    per_key = jax.jit(jax.vmap(jax.vmap(jax.grad(loss), in_axes=(None, 0)), in_axes=(0, None)))
+    grads = np.asarray(per_key(np.stack([optimum, elsewhere]).astype(np.float32),
+                               jax.random.split(jax.random.key(0), num_keys)))
+    sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    for biases, got in zip((optimum, elsewhere), grads):
+        # ∂/∂s_w of the expected loss: −p_w σ(−s_w) + K q_w σ(s_w), zero at the optimum.
+        exact = -p * sigmoid(-biases) + num_samples * q * sigmoid(biases)
+        standard_error = got.std(axis=0, ddof=1) / np.sqrt(num_keys)
+        np.testing.assert_array_less(np.abs(got.mean(axis=0) - exact), 5 * standard_error + 1e-6)
 
 
 def test_sampled_losses_are_jittable_with_traced_samples():

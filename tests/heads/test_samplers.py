@@ -62,12 +62,14 @@ def test_unique_sampling_inclusion_frequencies_match_stated_expected_counts(name
     assert np.all(np.abs(included.mean(axis=0) - stated) < 5 * standard_error)
 
 
-def test_unique_sampling_keeps_one_finite_slot_per_distinct_id():
+def test_unique_sampling_keeps_one_finite_slot_per_distinct_id_and_gives_repeats_plus_inf():
     drawn = samplers.log_uniform(VOCAB).sample(jax.random.key(0), 8, unique=True, num_rows=50)
-    ids, kept = np.asarray(drawn.ids), np.isfinite(np.asarray(drawn.log_expected_counts))
+    ids, log_expected = np.asarray(drawn.ids), np.asarray(drawn.log_expected_counts)
+    kept = np.isfinite(log_expected)
     for row_ids, row_kept in zip(ids, kept):
         assert sorted(row_ids[row_kept]) == sorted(set(row_ids))
-        assert all(np.isinf(np.asarray(drawn.log_expected_counts))[~kept] > 0)
+    # +inf, not -inf or nan: a repeat's corrected logit s - log E[count] is then -inf, no mass.
+    assert (~kept).any() and np.all(log_expected[~kept] == np.inf)
 
 
 def test_shared_samples_have_shape_k_and_per_row_samples_shape_n_k():

@@ -80,11 +80,16 @@ def test_identical_sentences_score_100():
     np.testing.assert_allclose(sentence_bleu_ids(ids, np.array([5]), ids, np.array([5])), [100.0], rtol=1e-6)
 
 
-def test_corpus_bleu_is_sacrebleu_on_detokenized_text():
-    hypotheses = ["The cat sat on the mat.", "Hello there, world!"]
-    references = ["The cat is on the mat.", "Hello, world!"]
-    expected = sacrebleu.corpus_bleu(hypotheses, [references]).score
-    assert corpus_bleu(hypotheses, references) == pytest.approx(expected)
+def test_corpus_bleu_tokenizes_punctuation_and_follows_the_bleu_formula():
+    hypotheses = ["the cat sat on the mat.", "hello, world!"]
+    references = ["the cat is on the mat.", "hello there, world!"]
+    # 13a splits the punctuation: "the cat sat on the mat ." and "hello , world !" (7 + 4 words)
+    # against "the cat is on the mat ." and "hello there , world !" (7 + 5). Clipped n-gram matches:
+    # 1-grams 6/7 + 4/4, 2-grams 4/6 + 2/3, 3-grams 2/5 + 1/2, 4-grams 1/4 + 0/1.
+    precisions = np.array([10 / 11, 6 / 9, 3 / 7, 1 / 5])
+    brevity_penalty = np.exp(1 - 12 / 11)
+    expected = 100 * brevity_penalty * np.exp(np.mean(np.log(precisions)))
+    assert corpus_bleu(hypotheses, references) == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -76,3 +76,21 @@ def expected_reward_fn(model, head, batch_row, vocab: int, length: int):
         return jnp.sum(jnp.exp(log_probs) * rewards)
 
     return expected
+
+
+def mixer_objective_fn(model, head, batch_row, vocab: int, length: int, prefix: int):
+    """params -> −log p(the first `prefix` gold targets) − E[BLEU(gold prefix + y) / 100], the
+    expectation over the model's continuations y given the gold prefix, summed exactly over
+    the V^(T − prefix) strings (truncated at their first EOS, as in `expected_reward_fn`)."""
+    gold = jnp.broadcast_to(batch_row["targets"][:, :prefix], (vocab ** (length - prefix), prefix))
+    strings = jnp.concatenate([gold, all_sequences(vocab, length - prefix)], axis=1)
+    repeated = jax.tree.map(lambda x: jnp.repeat(x, strings.shape[0], axis=0), batch_row)
+    lengths = lengths_after(strings, ids=SPECIAL_IDS)
+    rewards = bleu_rewards(truncate(strings, lengths, ids=SPECIAL_IDS), lengths, repeated, ids=SPECIAL_IDS)
+
+    def objective(params):
+        log_probs = candidate_log_probs(model, head, params, repeated, strings)
+        continuation = jnp.exp(log_probs[:, prefix:].sum(axis=1))
+        return -log_probs[0, :prefix].sum() - jnp.sum(continuation * rewards)
+
+    return objective

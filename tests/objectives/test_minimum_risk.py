@@ -1,15 +1,18 @@
-"""Minimum-risk training: the risk formula, distinct candidates, and a toy problem it improves."""
+"""Minimum-risk training: the risk formula, distinct candidates, the exact risk over beam
+candidates, and a toy problem it improves."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import sacrebleu
 
-from objective_toys import expected_reward_fn, reference_batch, tiny
+from objective_toys import all_sequences, expected_reward_fn, reference_batch, tiny
 from seqjax.contracts import SPECIAL_IDS, SpecialIds
+from seqjax.data import EOS_ID
 from seqjax.objectives import MinimumRisk
 from seqjax.objectives.minimum_risk import expected_risk, first_occurrences
-from seqjax.objectives.sequences import lengths_after, truncate
+from seqjax.objectives.sequences import candidate_log_probs, lengths_after, truncate
 
 VOCAB, LENGTH = 6, 3
 REFERENCE = (4, 5)
@@ -34,6 +37,36 @@ def test_repeated_and_missing_candidates_are_not_available():
     np.testing.assert_array_equal(
         first_occurrences(candidates, present), [[True, True, False, False], [False, True, True, False]]
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_candidates", [25, 216])
+def test_beam_risk_is_the_sharpened_expected_cost_over_the_n_most_probable_sequences(num_candidates):
+    row = reference_batch(REFERENCE, LENGTH)
+    model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=row, seed=2)
+    strings = all_sequences(VOCAB, LENGTH)
+    repeated = jax.tree.map(lambda x: jnp.repeat(x, len(strings), axis=0), row)
+    string_probs = np.exp(np.asarray(candidate_log_probs(model, head, params, repeated, strings), np.float64).sum(1))
+    # A sequence (ended by its first EOS) has the probability of all the strings it begins:
+    # 1 + 5 + 5·5·6 = 156 sequences. A beam of n >= 25 (the live prefixes after two steps) is exact.
+    probability = {}
+    for string, string_prob in zip(np.asarray(strings).tolist(), string_probs):
+        sequence = tuple(string[: string.index(EOS_ID) + 1] if EOS_ID in string else string)
+        probability[sequence] = probability.get(sequence, 0.0) + string_prob
+    assert len(probability) == 156
+    best = sorted(probability, key=probability.get, reverse=True)[:num_candidates]
+    p = np.array([probability[y] for y in best])
+    words = [" ".join(str(t) for t in y if t != EOS_ID) for y in best]
+    bleu = np.array([sacrebleu.sentence_bleu(w, ["4 5"], tokenize="none").score for w in words])
+    alpha = 0.5
+    q = p**alpha / np.sum(p**alpha)
+    want = np.sum(q * (1.0 - bleu / 100.0))
+
+    objective = MinimumRisk(num_candidates=num_candidates, search="beam", alpha=alpha)
+    call = jax.jit(lambda params: objective(model, head, params, row, jax.random.key(0), jnp.int32(0), ids=SPECIAL_IDS))
+    risk, metrics = call(params)
+    np.testing.assert_allclose(risk, want, rtol=1e-5)
+    np.testing.assert_allclose(metrics["distinct"], len(best) / num_candidates, rtol=1e-6)
 
 
 def test_minimum_risk_training_lowers_the_exact_expected_risk_on_a_toy_problem():

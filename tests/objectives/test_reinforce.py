@@ -1,5 +1,6 @@
 """REINFORCE and MIXER: the estimator's mean is the exact gradient of the expected reward."""
 
+import dataclasses
 import functools
 
 import jax
@@ -7,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from objective_toys import expected_reward_fn, reference_batch, tiny
+from objective_toys import expected_reward_fn, mixer_objective_fn, reference_batch, tiny
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.objectives import Mixer, Reinforce
+from seqjax.objectives import MinimumRisk, Mixer, Reinforce, TeacherForcing
 from seqjax.objectives.reinforce import leave_one_out_mean, mixer_delta, reinforce_surrogate
 
 VOCAB, LENGTH = 6, 3  # ids 4 and 5 are words; 6^3 strings to enumerate
@@ -30,10 +31,63 @@ def test_estimator_mean_is_the_exact_gradient_of_the_expected_bleu(baseline):
         return jax.vmap(lambda key: jax.grad(lambda p: objective(p, batch, key, jnp.int32(0))[0])(params))(keys)
 
     groups = estimates(jax.random.split(jax.random.key(2), 64))  # 64 independent means of 64 samples
+    # The objective is minimized: its gradient is −∇E[r].
+    assert_mean_within_standard_errors(jax.tree.map(lambda g: -g, groups), exact)
+
+
+def assert_mean_within_standard_errors(groups, exact, *, sigmas=5.0):
+    """The mean over axis 0 of each leaf of `groups` is within `sigmas` standard errors of `exact`."""
     for want, got in zip(jax.tree.leaves(exact), jax.tree.leaves(groups)):
-        mean = -np.asarray(got).mean(axis=0)  # the objective is minimized: its gradient is −∇E[r]
-        standard_error = np.asarray(got).std(axis=0, ddof=1) / np.sqrt(len(got))
-        np.testing.assert_array_less(np.abs(mean - np.asarray(want)), 5 * standard_error + 1e-5)
+        got, want = np.asarray(got), np.asarray(want)
+        standard_error = got.std(axis=0, ddof=1) / np.sqrt(len(got))
+        tolerance = sigmas * standard_error + 1e-5 * (1 + np.abs(want))
+        np.testing.assert_array_less(np.abs(got.mean(axis=0) - want), tolerance)
+
+
+@pytest.mark.slow
+def test_mixer_gradient_mean_is_prefix_cross_entropy_plus_exact_reinforce_of_the_last_delta_tokens():
+    # L = 3 targets (4, 5, EOS) and Δ = 2: cross-entropy on the gold 4, REINFORCE on the 6² continuations.
+    # The leave-one-out baseline leaves the mean unbiased (the mean of both samples would halve
+    # the REINFORCE term).
+    row = reference_batch(REFERENCE, LENGTH)
+    model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=row, seed=1)
+    exact = jax.jit(jax.grad(mixer_objective_fn(model, head, row, VOCAB, LENGTH, prefix=1)))(params)
+    batch = reference_batch(REFERENCE, LENGTH, rows=32)
+    mixer = Mixer(num_samples=2, baseline="mean", delta_start=2, delta_growth=0)
+    objective = functools.partial(mixer, model, head, ids=SPECIAL_IDS)
+
+    @jax.jit
+    def estimates(keys):
+        return jax.vmap(lambda key: jax.grad(lambda p: objective(p, batch, key, jnp.int32(0))[0])(params))(keys)
+
+    assert_mean_within_standard_errors(estimates(jax.random.split(jax.random.key(3), 64)), exact)
+
+
+@pytest.mark.parametrize(
+    "objective",
+    [
+        Mixer(num_samples=2, delta_start=2, delta_growth=0, mle_weight=0.3),
+        MinimumRisk(num_candidates=3, mle_weight=0.3),
+    ],
+    ids=["mixer", "minimum_risk"],
+)
+def test_mle_weight_mixes_teacher_forcing_with_the_sequence_loss_of_the_same_key(objective):
+    batch = reference_batch(REFERENCE, LENGTH, rows=2)
+    model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=batch)
+    without_mle = dataclasses.replace(objective, mle_weight=0.0)
+
+    @jax.jit
+    def losses(params, key):
+        step = jnp.int32(0)
+        mixed, metrics = objective(model, head, params, batch, key, step, ids=SPECIAL_IDS)
+        sequence_loss, _ = without_mle(model, head, params, batch, key, step, ids=SPECIAL_IDS)
+        teacher_forcing, _ = TeacherForcing()(model, head, params, batch, key, step, ids=SPECIAL_IDS)
+        return mixed, metrics["mle_loss"], sequence_loss, teacher_forcing
+
+    mixed, mle_loss, sequence_loss, teacher_forcing = losses(params, jax.random.key(4))
+    np.testing.assert_allclose(mixed, 0.3 * teacher_forcing + 0.7 * sequence_loss, rtol=1e-6)
+    np.testing.assert_allclose(mle_loss, teacher_forcing, rtol=1e-6)
+    assert abs(float(sequence_loss) - float(teacher_forcing)) > 0.01  # so the weights matter
 
 
 def test_leave_one_out_mean_averages_the_other_samples():

@@ -1,6 +1,7 @@
 """The translation-objectives sweep (experiments/translation_objectives.py): its fine-tuning
 configs, its table and its resume, checked without training or decoding."""
 
+import functools
 import json
 
 import pytest
@@ -9,6 +10,7 @@ from project_scripts import load_script
 from seqjax import config as config_lib
 from seqjax.config import Config, TrainConfig
 from seqjax.objectives import build_objective
+from seqjax.objectives.reinforce import mixer_delta
 from seqjax.objectives.schedules import gold_probability
 
 sweep = load_script("experiments/translation_objectives.py", "translation_objectives_experiment")
@@ -33,8 +35,11 @@ def test_scheduled_sampling_feeds_gold_first_and_half_the_time_at_the_end():
 
 def test_mixer_hands_four_more_tokens_to_reinforce_each_quarter():
     o = sweep.objective_config("mixer", 100).mixer
-    deltas = [o.delta_start + o.delta_growth * (step // o.delta_every) for step in (0, 25, 50, 99)]
-    assert deltas == [4, 8, 12, 16]
+    assert (o.delta_start, o.delta_growth, o.delta_every) == (4, 4, 25)
+    delta = functools.partial(
+        mixer_delta, delta_start=o.delta_start, delta_growth=o.delta_growth, delta_every=o.delta_every
+    )
+    assert [int(delta(step)) for step in (0, 24, 25, 50, 75, 99)] == [4, 4, 8, 12, 16, 16]
 
 
 def test_unknown_objective_is_refused():
