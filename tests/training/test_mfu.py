@@ -11,6 +11,7 @@ from helpers import tiny_config
 
 from seqjax.config import Config, ModelConfig, TrainConfig
 from seqjax.training import mfu
+from seqjax.training.experiment import validate_train
 from seqjax.training.loop import train
 
 D, F, L, H, T, V = 64, 256, 2, 4, 32, 500
@@ -77,3 +78,8 @@ def test_every_logged_training_interval_reports_throughput_per_device_and_mfu(tm
     for record in records:
         assert record["tokens_per_sec_per_device"] > 0 and record["model_tflops_per_device"] > 0
         assert math.isclose(record["mfu"], record["model_tflops_per_device"] / 1.0)
+
+
+def test_a_negative_peak_is_refused():
+    with pytest.raises(ValueError, match="train.peak_tflops must be >= 0"):
+        validate_train(tiny_config("train.peak_tflops=-1"))
