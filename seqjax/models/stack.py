@@ -8,7 +8,10 @@
   checkpoint does not move between the two (the run's config check refuses the change).
 - `model.remat`: "dots" keeps only the outputs of matmuls without batch dimensions (the
   projections) and recomputes the rest, attention scores included, in the backward pass;
-  "full" keeps only each layer's input.
+  "full" keeps only each layer's input. Measured on the CPU backend (D=256, L=8, B·T=2048):
+  scanned, the step's temporaries fall from 905 MiB to 227 (dots) and 124 MiB (full);
+  unrolled they stay at 782 MiB, as for a plain `jax.checkpoint` loop there: XLA's CPU
+  scheduler runs the recomputation early, so on CPU remat pays off with scan_layers only.
 
 Decode state leaves keep the batch as their leading axis in both layouts: a scanned stack's
 KV cache is {"k", "v"} [B, L, M, K, Dh], carried through the layer scan and written in place
