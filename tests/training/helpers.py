@@ -1,5 +1,8 @@
 """Tiny configs shared by the training tests: seconds of CPU, not minutes."""
 
+import jax
+import numpy as np
+
 from seqjax import config as config_lib
 from seqjax.config import Config
 
@@ -22,6 +25,11 @@ TINY = [
     "optim.warmup_steps=1",
 ]
 
+# Settings under which two layouts of one run must train alike, update by update: no dropout
+# (the shard_map step draws it per device) and no warmup, whose first learning rate is 0 (the
+# first update would change nothing and the first two losses would both be the initial state's).
+EXACT_UPDATES = ("model.dropout=0.0", "optim.warmup_steps=0")
+
 
 def tiny(*overrides: str) -> list[str]:
     """TINY's keys that apply to the kinds the overrides choose, then the overrides: the
@@ -32,3 +40,20 @@ def tiny(*overrides: str) -> list[str]:
 
 def tiny_config(*overrides: str) -> Config:
     return config_lib.override(Config(), tiny(*overrides))
+
+
+def assert_trains_alike(got, want, *, learning_rate: float, steps: int) -> None:
+    """`got` and `want`: (params, [(loss, grad_norm) of each step]) of the same `steps` updates
+    under two layouts. Losses and gradient norms must agree to float32 summation noise, and so
+    must every parameter but one slice: the self-attention key bias gets an analytically zero
+    gradient (softmax ignores a shift shared by all keys), and Adam turns its float noise, which
+    depends on the reduction order, into steps of up to the learning rate."""
+    (got_params, got_records), (want_params, want_records) = got, want
+    assert len(got_records) == len(want_records) == steps
+    np.testing.assert_allclose(got_records, want_records, rtol=1e-5, err_msg="(loss, grad_norm) per step")
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(got_params), jax.tree.leaves(want_params)):
+        name, x, y = jax.tree_util.keystr(path), np.asarray(x), np.asarray(y)
+        if name.endswith("['self_attention']['qkv']['bias']"):  # [3 (query, key, value), heads, head_dim]
+            np.testing.assert_allclose(x[1], y[1], atol=steps * learning_rate, err_msg=name)
+            x, y = x[[0, 2]], y[[0, 2]]
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -3,9 +3,19 @@
 import json
 import os
 
+import jax
+import numpy as np
 import pytest
 
+from seqjax import config as config_lib
+from seqjax import decoding
 from seqjax.cli import main
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.model_head import init_decode_state, make_step_fn, prefill
+from seqjax.training import optim
+from seqjax.training.experiment import build_experiment, saved_tokenizers
+from seqjax.training.layout import make_mesh
+from seqjax.training.state import Checkpointer, restore_state
 
 from helpers import tiny
 
@@ -46,10 +56,22 @@ def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsy
     assert [r["step"] for r in records if r["split"] == "train"] == [2, 4, 6]
 
 
-def test_eval_and_generate_use_the_saved_run(trained_run, capsys):
-    assert main(["eval", "--workdir", str(trained_run), "--split", "test"]) == 0
-    out = capsys.readouterr().out
-    assert '"token_perplexity"' in out and '"grammatical"' in out  # the grammar task's own report
+def printed_json(out, first_key):
+    """The JSON object `seqjax eval` prints (after any report lines), from its first key on."""
+    return json.loads(out[out.index("{\n  " + json.dumps(first_key)):])
+
+
+def test_eval_of_the_valid_split_reproduces_the_runs_summary(trained_run, capsys):
+    assert main(["eval", "--workdir", str(trained_run), "--split", "valid"]) == 0
+    result = printed_json(capsys.readouterr().out, "valid")
+    summary = json.loads((trained_run / "summary.json").read_text())["valid"]
+    assert set(result["valid"]) == set(summary)
+    for name, value in summary.items():
+        assert result["valid"][name] == pytest.approx(value, rel=1e-6), name
+    assert "grammatical" in result["grammar"]  # the task's own report
+
+
+def test_generate_continues_the_prompt(trained_run, capsys):
     assert main(["generate", "--workdir", str(trained_run), "--prompt", "the ", "--num", "3", "--max-len", "8"]) == 0
     samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
     assert len(samples) == 3 and all(s.split("sample: ")[1].startswith("the ") for s in samples)
@@ -107,9 +129,28 @@ def test_eval_of_a_directory_without_a_run_is_refused(tmp_path, capsys):
     expect_user_error(capsys, ["eval", "--workdir", str(tmp_path)], "no run")
 
 
-def test_init_from_starts_a_new_run_from_trained_parameters(trained_run, tmp_path, capsys):
-    assert train(tmp_path / "rl", f"train.init_from={trained_run}", "optim.learning_rate=1e-3") == 0
-    assert "parameters initialized from" in capsys.readouterr().out
+def checkpoint_params(workdir, step):
+    """The experiment of the run in `workdir` and the parameters of its checkpoint at `step`, on the host."""
+    cfg = config_lib.from_dict(json.loads((workdir / "config.json").read_text()))
+    exp = build_experiment(cfg, tokenizers=saved_tokenizers(str(workdir)))
+    checkpointer = Checkpointer.of_run(str(workdir), cfg.train.keep_checkpoints)
+    try:
+        state, _ = restore_state(exp, checkpointer, step, optim.make_optimizer(cfg.optim, cfg.train.steps),
+                                 make_mesh("data:1", jax.devices()[:1]), exp.train_batches().batch(0))
+    finally:
+        checkpointer.close()
+    return exp, jax.device_get(state.params)
+
+
+def test_init_from_starts_a_new_run_from_the_sources_latest_parameters(trained_run, tmp_path):
+    """The new run takes one update at a learning rate of 1e-12, which moves no parameter
+    by more than 1e-12: its checkpoint at step 1 holds the parameters it started from."""
+    assert train(tmp_path, f"train.init_from={trained_run}", "optim.learning_rate=1e-12", "train.steps=1",
+                 "train.num_printed_samples=0") == 0
+    _, source = checkpoint_params(trained_run, 4)
+    _, started = checkpoint_params(tmp_path, 1)
+    for (path, got), want in zip(jax.tree_util.tree_leaves_with_path(started), jax.tree.leaves(source)):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9, err_msg=jax.tree_util.keystr(path))
 
 
 def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, capsys):
@@ -119,12 +160,33 @@ def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, ca
     )
 
 
-@pytest.mark.parametrize("flags", [["--beam", "3", "--length-penalty", "0.6"], ["--top-k", "5", "--temperature", "0.7"],
-                                   ["--top-p", "0.9"]])
-def test_generate_with_each_decoding_strategy(trained_run, capsys, flags):
+@pytest.mark.parametrize("flags", [["--top-k", "5", "--temperature", "0.7"], ["--top-p", "0.9"]])
+def test_generate_samples_with_each_sampling_filter(trained_run, capsys, flags):
     assert main(["generate", "--workdir", str(trained_run), "--prompt", "A ", "--num", "2", "--max-len", "10", *flags]) == 0
     samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
     assert len(samples) == 2
+
+
+def continuation(exp, params, prompt, max_len, search, **options):
+    """`prompt` continued by `search` (a seqjax.decoding function) called directly on the
+    model's step function: a language model's prompt follows an EOS, its last id fed first."""
+    ids = [SPECIAL_IDS.eos, *exp.tokenizer.encode(prompt)]
+    state = init_decode_state(exp.model, params, 1, len(ids) + max_len)
+    state = prefill(exp.model, params, state, np.asarray([ids[:-1]], np.int32))
+    tokens = search(make_step_fn(exp.model, exp.head, params), state, bos_id=ids[-1], eos_id=SPECIAL_IDS.eos,
+                    pad_id=SPECIAL_IDS.pad, max_len=max_len, **options)[0]
+    best = tokens[0, 0] if tokens.ndim == 3 else tokens[0]  # beam search: [B, K, T], best first
+    return exp.tokenizer.continue_text(prompt, np.asarray(best).tolist())
+
+
+def test_generate_with_beam_search_prints_the_best_beam(trained_run, capsys):
+    exp, params = checkpoint_params(trained_run, 4)
+    beam = continuation(exp, params, "A ", 10, decoding.beam_search, beam_size=3, length_penalty=0.6)
+    assert beam != continuation(exp, params, "A ", 10, decoding.greedy)  # --beam ignored would show
+    flags = ["--prompt", "A ", "--num", "1", "--max-len", "10", "--beam", "3", "--length-penalty", "0.6"]
+    assert main(["generate", "--workdir", str(trained_run), *flags]) == 0
+    samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
+    assert samples == [f"  sample: {beam}"]
 
 
 def test_bad_decoding_flags_are_user_errors(trained_run, capsys):

@@ -1,5 +1,6 @@
 """Real multi-process runs: two OS processes on localhost, 4 CPU devices each, gloo collectives."""
 
+import contextlib
 import json
 import os
 import signal
@@ -21,12 +22,17 @@ from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import Checkpointer, init_state, restore_state
 from seqjax.training.steps import make_train_step
 
-from helpers import tiny, tiny_config
+from helpers import EXACT_UPDATES, assert_trains_alike, tiny, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR = 1e-3
-SETTINGS = ["model.dropout=0.0", f"optim.learning_rate={LR}", "train.batch_size=16", "train.steps=2",
-            "train.log_every=1", "train.checkpoint_every=2", "train.eval_batches=1", "train.num_printed_samples=0"]
+STEPS = 4
+SETTINGS = [*EXACT_UPDATES, f"optim.learning_rate={LR}", "train.batch_size=16", f"train.steps={STEPS}",
+            "train.log_every=1", f"train.checkpoint_every={STEPS}", "train.eval_batches=1",
+            "train.num_printed_samples=0"]
+# Seconds without heartbeats before a process counts as dead: generous, so that a healthy
+# process on starved cores is never declared dead.
+HEARTBEAT_TIMEOUT = 20
 
 TRAIN_WORKER = """
 import sys
@@ -44,9 +50,9 @@ from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
 from seqjax.training import distributed
 from seqjax.training.layout import batch_sharding, make_mesh
-port, process_id = sys.argv[1:]
+port, process_id = sys.argv[1:3]
 distributed.initialize(TrainConfig(distributed=True, coordinator=f"127.0.0.1:{port}", num_processes=2,
-                                   process_id=int(process_id), heartbeat_timeout=3))
+                                   process_id=int(process_id), heartbeat_timeout=int(sys.argv[3])))
 batches = LMBatches(np.arange(33, dtype=np.int32), batch_size=8, seq_len=4, seed=0)
 values = distributed.global_batch(batches, 0, batch_sharding(make_mesh("data:8")))["mask"]
 total = jax.jit(lambda x: x.sum())
@@ -56,10 +62,16 @@ while True:
 """
 
 
-def free_port() -> int:
+@contextlib.contextmanager
+def reserved_port():
+    """A free loopback port, held for the whole block so that nothing else can take it between
+    its choice and the coordinator's bind. The holding socket never listens and sets
+    SO_REUSEPORT, as JAX's gRPC coordinator does; only such sockets of this user may share
+    the port, and the kernel hands a bound port to no other `bind(0)`."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def launch(code, args, log_prefix):
@@ -138,7 +150,7 @@ def test_assembling_process_local_rows_equals_placing_the_whole_batch(monkeypatc
 
 
 def one_process_reference(exp, steps):
-    """(params, losses) of `steps` updates in this process on its 8 devices."""
+    """(params, [(loss, grad_norm) of each step]) of `steps` updates in this process on its 8 devices."""
     cfg = exp.cfg
     mesh = make_mesh("data:8", jax.devices()[:8])
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
@@ -146,60 +158,62 @@ def one_process_reference(exp, steps):
     batches = exp.train_batches()
     state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, batches.batch(0), mesh)
     step = make_train_step(exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
-    losses = []
+    records = []
     for i in range(steps):
         state, metrics = step(state, jax.device_put(batches.batch(i), batch_sharding(mesh)))
-        losses.append(float(metrics["loss"]))
-    return state.params, losses
+        records.append((float(metrics["loss"]), float(metrics["grad_norm"])))
+    return jax.device_get(state.params), records
 
 
 @pytest.mark.slow
-def test_two_processes_train_like_one_process_with_eight_devices(tmp_path):
-    port, workdir = free_port(), tmp_path / "run"
-    shared = [*tiny(*SETTINGS), "train.mesh=data:8", "train.distributed=true", f"train.coordinator=127.0.0.1:{port}",
-              "train.num_processes=2", "train.heartbeat_timeout=30"]
-    logs = [str(tmp_path / f"process{i}") for i in range(2)]
-    processes = [launch(TRAIN_WORKER, [str(workdir), *shared, f"train.process_id={i}"], logs[i]) for i in range(2)]
-    codes = wait_all(processes, logs, timeout=420)
+def test_two_processes_train_like_one_process_with_eight_devices_and_only_process_zero_prints(tmp_path):
+    """Loss and gradient norm of each update, and the parameters of the multi-process
+    checkpoint, equal those of the same updates in one process; what process 0 prints of the
+    run (its layout, its evaluations), process 1 does not."""
+    workdir, logs = tmp_path / "run", [str(tmp_path / f"process{i}") for i in range(2)]
+    with reserved_port() as port:
+        shared = [*tiny(*SETTINGS), "train.mesh=data:8", "train.distributed=true",
+                  f"train.coordinator=127.0.0.1:{port}", "train.num_processes=2",
+                  f"train.heartbeat_timeout={HEARTBEAT_TIMEOUT}"]
+        processes = [launch(TRAIN_WORKER, [str(workdir), *shared, f"train.process_id={i}"], logs[i]) for i in range(2)]
+        codes = wait_all(processes, logs, timeout=540)
     assert codes == [0, 0], "\n".join(tail(f"{log}.err") for log in logs)
 
     exp = build_experiment(tiny_config(*SETTINGS))
-    params, losses = one_process_reference(exp, 2)
-    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-    np.testing.assert_allclose([r["loss"] for r in records if r["split"] == "train"], losses, rtol=1e-5)
+    reference = one_process_reference(exp, STEPS)
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    logged = [(r["loss"], r["grad_norm"]) for r in map(json.loads, lines) if r["split"] == "train"]
     mesh = make_mesh("data:8", jax.devices()[:8])
     checkpointer = Checkpointer.of_run(str(workdir), exp.cfg.train.keep_checkpoints)
     optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
-    restored, _ = restore_state(exp, checkpointer, 2, optimizer, mesh, exp.train_batches().batch(0))
+    restored, _ = restore_state(exp, checkpointer, STEPS, optimizer, mesh, exp.train_batches().batch(0))
     checkpointer.close()
-    for got, want in zip(jax.tree.leaves(restored.params), jax.tree.leaves(params)):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=LR / 2)
-    assert "parameters on a mesh" in tail(f"{logs[0]}.out", 1000)
-    # Only process 0 prints; gloo's own connection lines ("[Gloo] Rank 6 is connected to 7 peer
-    # ranks...", sometimes split across lines when written concurrently) are not ours.
-    printed = [line for line in tail(f"{logs[1]}.out", 1000).splitlines()
-               if line.strip() and "[Gloo]" not in line and "peer ranks" not in line]
-    assert printed == []
+    assert_trains_alike((jax.device_get(restored.params), logged), reference, learning_rate=LR, steps=STEPS)
+
+    printed = [open(f"{log}.out").read() for log in logs]
+    for ours in ("parameters on a mesh", "valid: ", "test: "):
+        assert ours in printed[0] and ours not in printed[1], ours
 
 
-def test_killing_one_process_stops_the_other_with_a_clear_error(tmp_path):
-    port = free_port()
+def test_killing_one_process_stops_the_other_instead_of_leaving_it_blocked(tmp_path):
+    """The survivor, busy in collectives with the killed process, exits with a failure within
+    a few heartbeat timeouts."""
     logs = [str(tmp_path / f"process{i}") for i in range(2)]
-    processes = [launch(COLLECTIVE_WORKER, [str(port), str(i)], logs[i]) for i in range(2)]
-    try:
-        deadline = time.monotonic() + 120
-        while not all("ready" in tail(f"{log}.out") for log in logs):
-            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-                pytest.fail("workers did not start:\n" + "\n".join(tail(f"{log}.err") for log in logs))
-            time.sleep(0.2)
-        processes[1].send_signal(signal.SIGKILL)
-        killed_at = time.monotonic()
-        code = processes[0].wait(timeout=60)
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert code != 0 and time.monotonic() - killed_at < 60
-    error = tail(f"{logs[0]}.err", 200)
-    assert "stopped sending heartbeats" in error or "another task died" in error, error
+    with reserved_port() as port:
+        processes = [launch(COLLECTIVE_WORKER, [str(port), str(i), str(HEARTBEAT_TIMEOUT)], logs[i]) for i in range(2)]
+        try:
+            deadline = time.monotonic() + 300
+            while not all("ready" in tail(f"{log}.out") for log in logs):
+                if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                    pytest.fail("workers did not start:\n" + "\n".join(tail(f"{log}.err") for log in logs))
+                time.sleep(0.2)
+            processes[1].send_signal(signal.SIGKILL)
+            code = processes[0].wait(timeout=6 * HEARTBEAT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the survivor still runs {6 * HEARTBEAT_TIMEOUT} s after its peer was killed")
+        finally:
+            for p in processes:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    assert code != 0

@@ -1,0 +1,27 @@
+"""`seqjax bench NAME`: a benchmark of benchmarks/ run through the command line."""
+
+import importlib
+import sys
+
+from project_scripts import ROOT
+
+from seqjax.cli import main
+
+
+def test_bench_runs_a_benchmark_with_its_arguments_and_it_writes_its_table(tmp_path, monkeypatch, capsys):
+    """`seqjax bench mfu --quick`: the tiny measurement, its table written where the
+    benchmarks' `common.RESULTS` points (here a temporary directory, not benchmarks/results)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setattr(importlib.import_module("common"), "RESULTS", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the command hands the benchmark its own argv
+    assert main(["bench", "mfu", "--quick", "--repeats", "1"]) == 0
+    table = (tmp_path / "mfu_quick.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| B=4 T=32 D=64 L=2"))
+    assert row.count("|") == 9 and "%" in row  # shape, parameters, matmuls, ms, tokens/s, TFLOP/s, 2 MFUs
+    assert f"wrote {tmp_path / 'mfu_quick.md'}" in capsys.readouterr().out
+
+
+def test_an_unknown_benchmark_is_refused_listing_the_available_ones(capsys):
+    assert main(["bench", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'nosuch'" in err and "'mfu'" in err

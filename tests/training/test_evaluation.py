@@ -1,0 +1,34 @@
+"""Exact evaluation: the eval step's NLL sum against a numpy computation from the head's log-probabilities."""
+
+import jax
+import numpy as np
+
+from seqjax.training import optim
+from seqjax.training.evaluation import eval_batches
+from seqjax.training.experiment import build_experiment
+from seqjax.training.layout import batch_sharding, make_mesh
+from seqjax.training.state import init_state
+from seqjax.training.steps import make_eval_step
+
+from helpers import tiny_config
+
+
+def test_the_eval_step_sums_the_nll_of_the_unmasked_targets_under_the_heads_log_probs():
+    exp = build_experiment(tiny_config())
+    mesh = make_mesh("data:8", jax.devices()[:8])
+    *_, batch = eval_batches(exp.cfg, exp.data, "valid")  # the last batch: padded, mask 0 after the split's end
+    mask = batch["mask"].reshape(-1)
+    assert 0 < mask.sum() < mask.size
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    state = init_state(exp.model, exp.head, optimizer, 0, batch, make_mesh("data:1", jax.devices()[:1]))
+    params = jax.device_get(state.params)
+
+    nll_sum, tokens = make_eval_step(exp.model, exp.head, mesh)(params, jax.device_put(batch, batch_sharding(mesh)))
+
+    assert not exp.head.tied
+    hidden = exp.model.apply({"params": params["model"]}, batch["inputs"], train=False)
+    log_probs = exp.head.apply({"params": params["head"]}, hidden.reshape(-1, hidden.shape[-1]), method="log_probs")
+    log_probs = np.asarray(log_probs, np.float64)
+    expected = -np.sum(log_probs[np.arange(mask.size), batch["targets"].reshape(-1)] * mask)
+    assert float(tokens) == mask.sum()
+    np.testing.assert_allclose(float(nll_sum), expected, rtol=1e-6)
