@@ -3,11 +3,13 @@
 import importlib
 import sys
 
+import pytest
 from project_scripts import ROOT
 
 from seqjax.cli import main
 
 
+@pytest.mark.slow
 def test_bench_runs_a_benchmark_with_its_arguments_and_it_writes_its_table(tmp_path, monkeypatch, capsys):
     """`seqjax bench mfu --quick`: the tiny measurement, its table written where the
     benchmarks' `common.RESULTS` points (here a temporary directory, not benchmarks/results)."""

@@ -101,6 +101,7 @@ def test_a_run_resumed_onto_another_mesh_and_strategy_continues_with_the_same_lo
     assert [r[2] for r in got] == pytest.approx([r[2] for r in want], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_the_same_command_run_again_after_an_interruption_continues_like_an_uninterrupted_run(
     straight, tmp_path, monkeypatch, capsys
 ):

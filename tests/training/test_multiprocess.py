@@ -195,6 +195,7 @@ def test_two_processes_train_like_one_process_with_eight_devices_and_only_proces
         assert ours in printed[0] and ours not in printed[1], ours
 
 
+@pytest.mark.slow
 def test_killing_one_process_stops_the_other_instead_of_leaving_it_blocked(tmp_path):
     """The survivor, busy in collectives with the killed process, exits with a failure within
     a few heartbeat timeouts."""
