@@ -43,6 +43,12 @@ class DataConfig:
     )
     valid: str = option("", "as train, for the validation split", kinds=("text", "parallel"))
     test: str = option("", "as train, for the test split", kinds=("text", "parallel"))
+    store: str = option(
+        "",
+        "directory of the corpus's token store (seqjax prepare); '': a cache directory under $SEQJAX_CACHE, else "
+        "~/.cache/seqjax, named by the tokenization config",
+        kinds=("text", "parallel"),
+    )
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
     tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
     tokenizer: str = option("char", "char | word | bpe", kinds=("text", "parallel"))

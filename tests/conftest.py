@@ -9,3 +9,12 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _token_store_cache(tmp_path_factory, monkeypatch):
+    """Each test's token stores in a fresh cache of its own, never the user's ~/.cache/seqjax."""
+    monkeypatch.setenv("SEQJAX_CACHE", str(tmp_path_factory.mktemp("seqjax_cache")))

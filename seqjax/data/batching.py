@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from seqjax.data.store import Ragged
 from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Batch = dict[str, np.ndarray]
@@ -26,10 +27,11 @@ def _check_positive(value: int, name: str) -> None:
 
 
 def _check_stream(stream) -> np.ndarray:
+    """`stream` itself (a memory map stays one: rows are read from it, never a copy of it all)."""
     stream = np.asarray(stream)
     if stream.ndim != 1 or not np.issubdtype(stream.dtype, np.integer):
         raise ValueError(f"stream must be a 1-D integer array, got {stream.dtype} {stream.shape}")
-    return stream.astype(np.int32)
+    return stream
 
 
 def _check_index(index: int) -> None:
@@ -109,7 +111,7 @@ class LMBatches:
         selected = _selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
         order = self._permutation(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
-        windows = self.stream[order[selected, None] * self.seq_len + np.arange(self.seq_len + 1)]
+        windows = self.stream[order[selected, None] * self.seq_len + np.arange(self.seq_len + 1)].astype(np.int32)
         return {
             "inputs": windows[:, :-1],
             "targets": windows[:, 1:],
@@ -128,7 +130,7 @@ def lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) -> Iterat
     Yields:
       {"inputs", "targets": [B, T] int32, "mask": [B, T] float32}
     """
-    targets = _check_stream(stream)
+    targets = _check_stream(stream).astype(np.int32)
     _check_positive(batch_size, "batch_size")
     _check_positive(seq_len, "seq_len")
     if len(targets) == 0:
@@ -149,6 +151,8 @@ def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_siz
     if len(src) != len(tgt):
         raise ValueError(f"src and tgt must have equal lengths, got {len(src)} and {len(tgt)}")
     for name, sequences in (("src", src), ("tgt", tgt)):
+        if isinstance(sequences, Ragged):  # ids of a token store: 1-D integers by construction
+            continue
         for i, ids in enumerate(sequences):
             if np.ndim(ids) != 1 or not np.issubdtype(np.asarray(ids).dtype, np.integer):
                 raise ValueError(
@@ -165,6 +169,8 @@ def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_siz
 
 def _padded_lengths(src, tgt) -> np.ndarray:
     """Positions each example needs: source + `</s>`, and `<s>` + target (or target + `</s>`)."""
+    if isinstance(src, Ragged) and isinstance(tgt, Ragged):
+        return np.maximum(src.lengths, tgt.lengths) + 1
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
 
 

@@ -2,18 +2,21 @@
 
 Tokenizers are built from the train split only, unless given: a run restored from a
 checkpoint passes its saved tokenizers, so that ids mean what they meant when it was saved.
+Text and parallel corpora are read from their token store (`seqjax.data.store`), prepared on
+first use: their splits are memory maps, never the corpus in memory. Synthetic tasks are
+generated in memory (they are small and made from a seed).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from seqjax.config import DataConfig
 from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
-from seqjax.data.readers import read_lines, read_parallel
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
 from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, build_tokenizer
 from seqjax.data.vocab import EOS_ID
@@ -28,7 +31,8 @@ class LMData:
     """A language-modelling corpus.
 
     Attributes:
-      splits: split name -> [n] int32 stream, each line's ids followed by `</s>`.
+      splits: split name -> [n] stream of integer ids (int32; uint16 | uint32 memory-mapped
+        from a token store), each line's ids followed by `</s>`.
       words: split name -> whitespace words + one per line (the `</s>`, as in the PTB
         convention), the denominator of per-word perplexity.
     """
@@ -36,6 +40,7 @@ class LMData:
     tokenizer: Tokenizer
     splits: dict[str, np.ndarray]
     words: dict[str, int]
+    fingerprint: str | None = None  # the token store's (`store.TokenStore.fingerprint`), None: generated
 
     @property
     def tokenizers(self) -> Tokenizer:
@@ -48,8 +53,8 @@ class ParallelData:
     """A sentence-pair corpus.
 
     Attributes:
-      splits: split name -> (sources, targets), each a list of [len] int32 id arrays (no
-        `<s>`/`</s>`; the batchers add them).
+      splits: split name -> (sources, targets), each a sequence of [len] int32 id arrays (no
+        `<s>`/`</s>`; the batchers add them): lists, or `store.Ragged` over a token store.
       references, sources: split name -> the raw target / source lines, for BLEU and display.
       dropped: split name -> pairs left out for exceeding `max_pair_len` (train only; evaluation
         splits keep every pair).
@@ -57,10 +62,11 @@ class ParallelData:
 
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
-    splits: dict[str, tuple[list[np.ndarray], list[np.ndarray]]]
-    references: dict[str, list[str]]
-    sources: dict[str, list[str]]
+    splits: dict[str, tuple[Sequence[np.ndarray], Sequence[np.ndarray]]]
+    references: dict[str, Sequence[str]]
+    sources: dict[str, Sequence[str]]
     dropped: dict[str, int]
+    fingerprint: str | None = None  # as LMData's
 
     @property
     def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
@@ -171,15 +177,11 @@ def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer) -> LMData:
     )
 
 
-def _parallel_data(
-    cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], tokenizers, shared: bool
-) -> ParallelData:
+def _parallel_data(cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], tokenizers) -> ParallelData:
+    """A generated pair corpus; source and target share one tokenizer."""
     if tokenizers is None:
         sources, targets = pairs["train"]
-        if shared:
-            tokenizers = (_build(cfg, sources + targets),) * 2
-        else:
-            tokenizers = (_build(cfg, sources), _build(cfg, targets))
+        tokenizers = (_build(cfg, sources + targets),) * 2
     elif not isinstance(tokenizers, tuple) or len(tokenizers) != 2:
         raise ValueError(f"tokenizers must be a (source, target) pair for a parallel corpus, got {tokenizers!r}")
     src_tokenizer, tgt_tokenizer = tokenizers
@@ -197,7 +199,50 @@ def _parallel_data(
     return data
 
 
-def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
+def _check_given(given, stored, store) -> None:
+    """A resumed run's tokenizers must be the store's: same tokens and counts."""
+    pairs = given if isinstance(given, tuple) else (given,)
+    if len(pairs) != len(stored) or any(a.vocab != b.vocab for a, b in zip(pairs, stored)):
+        raise ValueError(
+            f"the token store at {store.path} holds another vocabulary than the run's saved tokenizer: its sources "
+            "or data config changed since the run started. Restore them, or start a new run in another workdir"
+        )
+
+
+def _stored_data(cfg: DataConfig, tokenizers, fingerprint: str | None, echo) -> LMData | ParallelData:
+    from seqjax.data.prepare import ensure_store  # prepare builds on this module's helpers
+
+    store = ensure_store(cfg, expected=fingerprint, echo=echo)
+    splits = store.manifest["splits"]
+    if cfg.kind == "text":
+        tokenizer = store.tokenizer()
+        if tokenizers is not None:
+            _check_given(tokenizers, (tokenizer,), store)
+        words = {split: counts["text"]["words"] + counts["text"]["lines"] for split, counts in splits.items()}
+        return LMData(tokenizer, {split: store.stream(split) for split in splits}, words, store.fingerprint)
+    side_tokenizers = (store.tokenizer("src"), store.tokenizer("tgt"))
+    if tokenizers is not None:
+        _check_given(tokenizers, side_tokenizers, store)
+    data = ParallelData(
+        *side_tokenizers, splits={}, references={}, sources={}, dropped={}, fingerprint=store.fingerprint
+    )
+    for split in splits:
+        src, tgt = store.pairs(split)
+        sources, references = store.lines(split, "src"), store.lines(split, "tgt")
+        if split == "train":
+            lengths = store.array(f"{split}.lengths")
+            keep = np.flatnonzero((lengths <= cfg.max_pair_len).all(axis=1))
+            src, tgt = src.subset(keep), tgt.subset(keep)
+            sources, references = sources.subset(keep), references.subset(keep)
+        data.splits[split] = (src, tgt)
+        data.sources[split], data.references[split] = sources, references
+        data.dropped[split] = splits[split]["src"]["lines"] - len(src)
+    return data
+
+
+def load_data(
+    cfg: DataConfig, tokenizers=None, *, fingerprint: str | None = None, echo: Callable[[str], None] = print
+) -> LMData | ParallelData:
     """Reads or generates the splits of `cfg` and encodes them.
 
     Args:
@@ -206,7 +251,11 @@ def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
         examples), text (a file per split) or parallel (a prefix per split with
         `PREFIX.SRC` / `PREFIX.TGT`). Splits whose path is '' are left out (train is required).
       tokenizers: None to build from the train split, else what `data.tokenizers` returned:
-        a tokenizer (LM) or a (source, target) pair (parallel).
+        a tokenizer (LM) or a (source, target) pair (parallel); for a stored corpus, they must
+        be the store's.
+      fingerprint: a resumed run's token store fingerprint (`data.fingerprint`): its store
+        must still hold those ids (a changed source file is refused, named).
+      echo: where a message that the store is being prepared goes.
 
     Returns:
       LMData or ParallelData with splits among "train", "valid", "test". Synthetic seq2seq
@@ -227,9 +276,5 @@ def load_data(cfg: DataConfig, tokenizers=None) -> LMData | ParallelData:
             return _lm_data(cfg, texts, tokenizers or oracle_tokenizer(oracle, texts["train"]))
         task = SEQ2SEQ_TASKS[cfg.task]
         pairs = {split: task(sizes[split], seeds[split]) for split in SPLITS}
-        return _parallel_data(cfg, pairs, tokenizers, shared=True)
-    present = [split for split in SPLITS if getattr(cfg, split)]
-    if cfg.kind == "text":
-        return _lm_data(cfg, {split: read_lines(split_path(cfg, split)) for split in present}, tokenizers)
-    pairs = {split: read_parallel(split_path(cfg, split), cfg.src, cfg.tgt) for split in present}
-    return _parallel_data(cfg, pairs, tokenizers, shared=False)
+        return _parallel_data(cfg, pairs, tokenizers)
+    return _stored_data(cfg, tokenizers, fingerprint, echo)

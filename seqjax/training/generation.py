@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -221,7 +221,7 @@ def lm_samples(
 
 
 def translate_texts(
-    exp: Experiment, params, sources: list[np.ndarray], options: DecodeOptions, progress: Progress | None = None
+    exp: Experiment, params, sources: Sequence[np.ndarray], options: DecodeOptions, progress: Progress | None = None
 ) -> list[str]:
     """Decodes source id arrays with a seq2seq model, bucketed by length as evaluation is;
     returns one detokenized hypothesis each."""

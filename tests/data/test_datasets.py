@@ -80,8 +80,11 @@ def test_parallel_train_pairs_longer_than_max_pair_len_are_dropped_but_eval_pair
     )
     data = load_data(cfg)
     assert data.src_tokenizer is not data.tgt_tokenizer
-    assert data.sources == {"train": ["a b"], "valid": ["a b", "a b c d e"]}
-    assert data.references == {"train": ["x"], "valid": ["x", "y"]}
+    assert {split: list(lines) for split, lines in data.sources.items()} == {
+        "train": ["a b"],
+        "valid": ["a b", "a b c d e"],
+    }
+    assert {split: list(lines) for split, lines in data.references.items()} == {"train": ["x"], "valid": ["x", "y"]}
     assert data.dropped == {"train": 1, "valid": 0}
     assert len(data.splits["train"][0]) == 1 and len(data.splits["valid"][1]) == 2
 

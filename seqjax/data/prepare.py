@@ -1,0 +1,312 @@
+"""`seqjax prepare`: a text or parallel corpus tokenized once into a token store (`store.py`).
+
+One streaming pass over the train files builds the tokenizers (`stream_tokenizers`); a
+second encodes every split a block at a time into flat id files, which are turned into
+`.npy` arrays of the store's id type at the end. Memory holds one block and the counts,
+whatever the corpus size. The store is written into a temporary directory beside its
+place and renamed into place last, so a prepare that is killed or fails (a full disk
+included) leaves no store that could be opened, and the next prepare starts over.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.lib.format import open_memmap
+from tqdm import tqdm
+
+from seqjax.config import DataConfig
+from seqjax.data.datasets import SPLITS, split_path, validate_data_config
+from seqjax.data.store import (
+    FORMAT_VERSION,
+    MANIFEST,
+    TokenStore,
+    changed_sources,
+    default_location,
+    fingerprint,
+    open_store,
+    read_manifest,
+    token_dtype,
+    tokenization_config,
+)
+from seqjax.data.stream_tokenizers import BpeModel, block_encoder, train_streaming
+from seqjax.data.streaming import read_blocks
+from seqjax.data.vocab import EOS_ID
+
+_CHUNK = 1 << 24  # elements copied at a time from a raw id file into its .npy
+
+
+def source_files(cfg: DataConfig) -> dict[str, dict[str, str]]:
+    """split -> side -> file: side '' for a text corpus, 'src' and 'tgt' for a parallel one."""
+    files = {}
+    for split in SPLITS:
+        if getattr(cfg, split):
+            prefix = split_path(cfg, split)
+            files[split] = (
+                {"": prefix} if cfg.kind == "text" else {s: f"{prefix}.{getattr(cfg, s)}" for s in ("src", "tgt")}
+            )
+    return files
+
+
+class _Sink:
+    """The raw files of one (split, side): ids as uint32, offsets as int64, optionally the text."""
+
+    def __init__(self, directory: str, name: str, *, eos: int | None, keep_text: bool):
+        self.directory, self.name, self.eos = directory, name, eos
+        self.ids = open(os.path.join(directory, f"{name}.tokens.bin"), "wb")
+        self.offsets = open(os.path.join(directory, f"{name}.offsets.bin"), "wb")
+        self.offsets.write(np.zeros(1, np.int64).tobytes())
+        self.text = open(os.path.join(directory, f"{name}.txt"), "wb") if keep_text else None
+        self.text_offsets = open(os.path.join(directory, f"{name}.lines.bin"), "wb") if keep_text else None
+        self.lines = self.tokens = self.words = self.bytes = 0
+        if self.text_offsets is not None:
+            self.text_offsets.write(np.zeros(1, np.int64).tobytes())
+
+    def add(self, lines: list[str], ids: np.ndarray, lengths: np.ndarray) -> None:
+        if self.eos is not None:  # an LM stream: `</s>` after each line
+            ids = np.insert(ids, np.cumsum(lengths), self.eos)
+            lengths = lengths + 1
+        self.ids.write(ids.astype(np.uint32).tobytes())
+        self.offsets.write((self.tokens + np.cumsum(lengths)).astype(np.int64).tobytes())
+        self.lines, self.tokens = self.lines + len(lines), self.tokens + int(lengths.sum())
+        joined = "\n".join(lines) + "\n"
+        self.words += len(joined.split())
+        text = joined.encode("utf-8")
+        if self.text is not None and self.text_offsets is not None:
+            self.text.write(text)
+            ends = np.flatnonzero(np.frombuffer(text, np.uint8) == ord("\n")) + 1
+            self.text_offsets.write((self.bytes + ends).astype(np.int64).tobytes())
+        self.bytes += len(text)
+
+    def close(self) -> None:
+        for file in (self.ids, self.offsets, self.text, self.text_offsets):
+            if file is not None:
+                file.close()
+
+
+def _to_npy(directory: str, raw: str, name: str, source: type, dtype, table: np.ndarray | None = None) -> None:
+    """Turns the raw `source`-typed file `raw` into `name`.npy of `dtype`, through `table` if given."""
+    raw_path = os.path.join(directory, raw)
+    n = os.path.getsize(raw_path) // np.dtype(source).itemsize
+    if n == 0:  # a memory map cannot be empty
+        np.save(os.path.join(directory, f"{name}.npy"), np.zeros(0, dtype))
+        os.remove(raw_path)
+        return
+    out = open_memmap(os.path.join(directory, f"{name}.npy"), mode="w+", dtype=dtype, shape=(n,))
+    values = np.memmap(raw_path, source, mode="r")
+    for start in range(0, n, _CHUNK):
+        chunk = values[start : start + _CHUNK]
+        out[start : start + _CHUNK] = table[chunk] if table is not None else chunk
+    del values
+    out.flush()
+    del out
+    os.remove(raw_path)
+
+
+def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str]], bar: tqdm) -> dict[str, Any]:
+    """Writes every array and tokenizer of the store into `directory`; returns the manifest's
+    `sources` and `splits` records."""
+    digests = {path: hashlib.sha256() for sides in files.values() for path in sides.values()}
+    hashed: set[str] = set()
+
+    def blocks(path: str):
+        first = path not in hashed
+        hashed.add(path)
+        return read_blocks(path, digest=digests[path] if first else None, progress=bar.update)
+
+    stats = {path: os.stat(path) for path in digests}
+    lm = cfg.kind == "text"
+    trained: dict[str, Any] = {}
+    for side, path in files["train"].items():
+        trained[side], _ = train_streaming(
+            cfg.tokenizer, blocks(path), vocab_size=cfg.vocab_size, min_count=cfg.min_count
+        )
+    encoders = {side: block_encoder(model) for side, model in trained.items()}
+    # side -> (tokenizer, table from the written ids to its ids, or None when they are its ids)
+    final: dict[str, tuple[Any, np.ndarray | None]] = {
+        side: (model, None) for side, model in trained.items() if not isinstance(model, BpeModel)
+    }
+    splits: dict[str, Any] = {}
+    for split, sides in files.items():
+        for side, path in sides.items():
+            model = trained[side]
+            bpe_size = model.size if isinstance(model, BpeModel) else 0
+            eos = (bpe_size or EOS_ID) if lm else None  # BPE: a sentinel after the HF ids, mapped to </s>
+            sink = _Sink(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
+            counts = np.zeros(bpe_size, np.int64)
+            try:
+                for lines in blocks(path):
+                    ids, lengths = encoders[side](lines)
+                    sink.add(lines, ids, lengths)
+                    if bpe_size and split == "train":
+                        counts += np.bincount(ids, minlength=bpe_size)
+            finally:
+                sink.close()
+            if sink.lines == 0:
+                raise ValueError(f"data.{split} must hold at least one line, got none in {path!r}")
+            if bpe_size and split == "train":
+                tokenizer, table = model.tokenizer(counts, sink.lines)
+                final[side] = (tokenizer, np.append(table, EOS_ID) if lm else table)
+            splits.setdefault(split, {})[side or "text"] = {
+                "lines": sink.lines,
+                "tokens": sink.tokens,
+                "words": sink.words,
+                "path": path,
+            }
+        if not lm:
+            src, tgt = splits[split]["src"], splits[split]["tgt"]
+            if src["lines"] != tgt["lines"]:
+                raise ValueError(
+                    f"parallel files must have equal line counts, got {src['lines']} lines in {src['path']!r} and "
+                    f"{tgt['lines']} lines in {tgt['path']!r}"
+                )
+    for side, (tokenizer, table) in final.items():
+        tokenizer.save(os.path.join(directory, "tokenizer_src" if side == "src" else "tokenizer"))
+        dtype = token_dtype(tokenizer.vocab.size)
+        for split in files:
+            name = f"{split}.{side}" if side else split
+            _to_npy(directory, f"{name}.tokens.bin", f"{name}.tokens", np.uint32, dtype, table)
+            _to_npy(directory, f"{name}.offsets.bin", f"{name}.offsets", np.int64, np.int64)
+            if not lm:
+                _to_npy(directory, f"{name}.lines.bin", f"{name}.lines", np.int64, np.int64)
+    if not lm:
+        for split in files:
+            offsets = [
+                np.load(os.path.join(directory, f"{split}.{s}.offsets.npy"), mmap_mode="r") for s in ("src", "tgt")
+            ]
+            np.save(
+                os.path.join(directory, f"{split}.lengths.npy"),
+                np.stack([np.diff(o) for o in offsets], 1).astype(np.int32),
+            )
+    sources = [
+        {
+            "path": os.path.abspath(p),
+            "size": stats[p].st_size,
+            "mtime_ns": stats[p].st_mtime_ns,
+            "sha256": d.hexdigest(),
+        }
+        for p, d in digests.items()
+    ]
+    return {"sources": sources, "splits": splits}
+
+
+def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> TokenStore:
+    """Tokenizes the corpus of `cfg` into a new store at `directory` (replacing one there).
+
+    Raises:
+      ValueError: a bad config or source file (as `load_data`), an empty split, or a full disk
+        (no store is left behind).
+    """
+    validate_data_config(cfg)
+    if cfg.kind not in ("text", "parallel"):
+        raise ValueError(f"data.kind must be text or parallel to prepare a token store, got {cfg.kind!r}")
+    files = source_files(cfg)
+    config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.tmp-", dir=parent)
+    total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
+    total += sum(os.path.getsize(p) for p in files["train"].values())  # the train files are read twice
+    try:
+        with tqdm(
+            total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="prepare", disable=not progress
+        ) as bar:
+            record = _write_store(cfg, temporary, files, bar)
+        manifest = {
+            "format": FORMAT_VERSION,
+            "fingerprint": fingerprint(config, record["sources"]),
+            "data": config,
+            **record,
+        }
+        with open(os.path.join(temporary, MANIFEST), "w", encoding="utf-8") as file:
+            json.dump(manifest, file, indent=2, ensure_ascii=False)
+        _move_into_place(temporary, directory)
+    except OSError as error:
+        shutil.rmtree(temporary, ignore_errors=True)
+        if error.errno == errno.ENOSPC:
+            raise ValueError(
+                f"the disk under {parent!r} is full: the token store needs more space; none was left"
+            ) from None
+        raise
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return open_store(directory)
+
+
+def _move_into_place(temporary: str, directory: str) -> None:
+    """Renames `temporary` to `directory`; an existing store there is replaced, and one that
+    another process has just put there is kept (ours is dropped)."""
+    old = None
+    if os.path.exists(directory):
+        old = f"{temporary}.old"
+        os.rename(directory, old)
+    try:
+        os.rename(temporary, directory)
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        shutil.rmtree(temporary, ignore_errors=True)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def ensure_store(
+    cfg: DataConfig, *, expected: str | None = None, echo: Callable[[str], None] = print, progress: bool = True
+) -> TokenStore:
+    """The store of `cfg` (at data.store, else in the cache), prepared if missing, of an older
+    format, or made from source files that changed since.
+
+    expected: the fingerprint a resumed run recorded; its store must still hold those ids.
+
+    Raises:
+      ValueError: data.store holds something else (no manifest, another data config), or
+        `expected` is given and a source file changed (named) or the store holds other ids.
+    """
+    validate_data_config(cfg)
+    files = source_files(cfg)
+    config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
+    directory = os.path.expanduser(cfg.store) if cfg.store else default_location(config)
+    why = f"no token store at {directory}"
+    if os.path.exists(directory):
+        manifest = read_manifest(directory)
+        changed = changed_sources(manifest) if manifest["format"] == FORMAT_VERSION else []
+        if manifest["format"] != FORMAT_VERSION:
+            why = f"the token store at {directory} has format {manifest['format']}, not {FORMAT_VERSION}"
+        elif manifest["data"] != config:
+            diffs = [
+                f"{k}: store has {manifest['data'].get(k)!r}, now {v!r}"
+                for k, v in config.items()
+                if manifest["data"].get(k) != v
+            ]
+            raise ValueError(f"data.store={directory!r} holds the store of another data config ({'; '.join(diffs)})")
+        elif changed and expected is not None:
+            raise ValueError(
+                f"source file {changed[0]} changed since this run's token store was prepared: the run's ids "
+                "would change meaning. Restore the file, or start a new run in another workdir"
+            )
+        elif changed:
+            why = f"source files changed since the token store at {directory} was prepared: {', '.join(changed)}"
+        else:
+            return _checked(open_store(directory), expected)
+    echo(f"{why}: preparing it")
+    return _checked(prepare_store(cfg, directory, progress=progress), expected)
+
+
+def _checked(store: TokenStore, expected: str | None) -> TokenStore:
+    if expected is not None and store.fingerprint != expected:
+        changed = [s["path"] for s in store.manifest["sources"]]
+        raise ValueError(
+            f"the token store at {store.path} holds other ids than the ones this run was trained on (fingerprint "
+            f"{store.fingerprint[:12]}, the checkpoint has {expected[:12]}): its sources {changed} changed. Restore "
+            "them, or start a new run in another workdir"
+        )
+    return store

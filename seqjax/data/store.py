@@ -1,0 +1,212 @@
+"""The token store: a corpus tokenized once, read through memory maps.
+
+A store is a directory:
+
+    manifest.json                format version, the data config it was made under, the
+                                 sources (path, size, mtime, sha256), per-split counts, the
+                                 fingerprint
+    tokenizer/, tokenizer_src/   the (target or LM) tokenizer and, for a parallel corpus,
+                                 the source side's; their vocab.json holds the unigram counts
+    SPLIT.tokens.npy             LM: [n] uint16 | uint32, each line's ids then `</s>`
+    SPLIT.offsets.npy            LM: [lines + 1] int64, where each line starts
+    SPLIT.SIDE.tokens.npy        parallel (SIDE src | tgt): [n] ids, no `<s>`/`</s>`
+    SPLIT.SIDE.offsets.npy       [pairs + 1] int64
+    SPLIT.lengths.npy            parallel: [pairs, 2] int32, source and target lengths
+    SPLIT.SIDE.txt, .lines.npy   parallel: the raw lines (references for BLEU, display) and
+                                 [pairs + 1] int64 byte offsets
+
+Ids are uint16 when the vocabulary has at most 65,536 ids, else uint32. Arrays are opened
+with `np.load(mmap_mode="r")`: opening a store costs the same whatever the corpus size, and
+a process touches only the pages it reads. `prepare.ensure_store` writes stores.
+
+The fingerprint hashes the format, the data config keys that decide the ids
+(`TOKENIZATION_KEYS`) and each source's size and content: it names what the ids mean, so a
+run records it and refuses to resume on a store with another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from seqjax.config import DataConfig
+from seqjax.data.tokenizers import Tokenizer, load_tokenizer
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+CACHE_VARIABLE = "SEQJAX_CACHE"
+# The data config keys a store's ids depend on; the others (seq_len, buckets, ...) are read
+# at batching time, so changing them reuses the store.
+TOKENIZATION_KEYS = ("kind", "train", "valid", "test", "src", "tgt", "tokenizer", "vocab_size", "min_count")
+SIDES = ("src", "tgt")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 when every id of a `vocab_size` vocabulary fits in 16 bits, else uint32."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+
+
+def tokenization_config(cfg: DataConfig, paths: dict[str, str]) -> dict[str, Any]:
+    """The keys of `cfg` that decide the ids, with each split's resolved absolute path."""
+    record: dict[str, Any] = {key: getattr(cfg, key) for key in TOKENIZATION_KEYS}
+    record.update({split: os.path.abspath(path) for split, path in paths.items()})
+    return record
+
+
+def default_location(config: dict[str, Any]) -> str:
+    """`$SEQJAX_CACHE` (else `~/.cache/seqjax`) / `store-<hash of the tokenization config>`."""
+    root = os.environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "seqjax")
+    key = hashlib.sha256(json.dumps([FORMAT_VERSION, config], sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(root, f"store-{key}")
+
+
+def fingerprint(config: dict[str, Any], sources: list[dict[str, Any]]) -> str:
+    """sha256 of the format, the tokenization config and each source's path, size and content hash."""
+    described = [[s["path"], s["size"], s["sha256"]] for s in sources]
+    return hashlib.sha256(json.dumps([FORMAT_VERSION, config, described], sort_keys=True).encode()).hexdigest()
+
+
+def changed_sources(manifest: dict[str, Any]) -> list[str]:
+    """`path (why)` for each source file that is missing or whose size or mtime differs from
+    the manifest's record (a stat each: no file is read)."""
+    changed = []
+    for source in manifest["sources"]:
+        path = source["path"]
+        if not os.path.isfile(path):
+            changed.append(f"{path} (missing)")
+            continue
+        stat = os.stat(path)
+        if stat.st_size != source["size"]:
+            changed.append(f"{path} (size {stat.st_size} bytes, was {source['size']})")
+        elif stat.st_mtime_ns != source["mtime_ns"]:
+            changed.append(f"{path} (modified since the store was prepared)")
+    return changed
+
+
+def read_manifest(directory: str) -> dict[str, Any]:
+    """The manifest of the store in `directory`.
+
+    Raises:
+      ValueError: the directory holds no manifest (not a store, or not a finished one), or
+        one that is not valid JSON.
+    """
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isfile(path):
+        raise ValueError(f"{directory!r} is not a token store (no {MANIFEST}); delete it or point data.store elsewhere")
+    try:
+        with open(path, encoding="utf-8") as file:
+            manifest = json.load(file)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path!r} is not valid JSON ({error}); delete the store to prepare it again") from None
+    if not isinstance(manifest, dict) or "format" not in manifest:
+        raise ValueError(f"{path!r} holds no format version; delete the store to prepare it again")
+    return manifest
+
+
+class Ragged(Sequence[np.ndarray]):
+    """Variable-length id sequences over a flat token array: item i is
+    tokens[offsets[rows[i]] : offsets[rows[i] + 1]] as [len] int32 (rows: all, or a subset).
+
+    `lengths` gives every length without touching the tokens.
+    """
+
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None):
+        self.tokens, self.offsets, self.rows = tokens, offsets, rows
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1 if self.rows is None else len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index must be in [-{len(self)}, {len(self)}), got {index}")
+        row = int(index % len(self) if self.rows is None else self.rows[index])
+        return np.asarray(self.tokens[self.offsets[row] : self.offsets[row + 1]], np.int32)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """[len] int64."""
+        lengths = np.diff(self.offsets)
+        return lengths if self.rows is None else lengths[self.rows]
+
+    def subset(self, rows: np.ndarray) -> Ragged:
+        """The items `rows` ([k] int64 positions in this sequence), in that order."""
+        return Ragged(self.tokens, self.offsets, rows if self.rows is None else self.rows[rows])
+
+
+class TextLines(Sequence[str]):
+    """The lines of a UTF-8 text read through a memory map with [lines + 1] byte offsets."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None):
+        self.data, self.offsets, self.rows = data, offsets, rows
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1 if self.rows is None else len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index must be in [-{len(self)}, {len(self)}), got {index}")
+        row = int(index % len(self) if self.rows is None else self.rows[index])
+        return bytes(self.data[self.offsets[row] : self.offsets[row + 1] - 1]).decode("utf-8")
+
+    def subset(self, rows: np.ndarray) -> TextLines:
+        return TextLines(self.data, self.offsets, rows if self.rows is None else self.rows[rows])
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenStore:
+    """An opened store: its directory and manifest; arrays are mapped on request."""
+
+    path: str
+    manifest: dict[str, Any]
+
+    @property
+    def fingerprint(self) -> str:
+        return self.manifest["fingerprint"]
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.manifest["splits"])
+
+    def array(self, name: str) -> np.ndarray:
+        return np.load(os.path.join(self.path, f"{name}.npy"), mmap_mode="r")
+
+    def tokenizer(self, side: str = "tgt") -> Tokenizer:
+        """The LM's tokenizer, or the `side` ('src' | 'tgt') one of a parallel corpus."""
+        return load_tokenizer(os.path.join(self.path, "tokenizer_src" if side == "src" else "tokenizer"))
+
+    def stream(self, split: str) -> np.ndarray:
+        """LM: [n] uint16 | uint32, each line's ids followed by `</s>` (mapped, not read)."""
+        return self.array(f"{split}.tokens")
+
+    def pairs(self, split: str) -> tuple[Ragged, Ragged]:
+        """Parallel: the source and target id sequences of `split`."""
+        return (
+            Ragged(self.array(f"{split}.src.tokens"), self.array(f"{split}.src.offsets")),
+            Ragged(self.array(f"{split}.tgt.tokens"), self.array(f"{split}.tgt.offsets")),
+        )
+
+    def lines(self, split: str, side: str) -> TextLines:
+        """Parallel: the raw `side` lines of `split`."""
+        data = np.memmap(os.path.join(self.path, f"{split}.{side}.txt"), np.uint8, mode="r")
+        return TextLines(data, self.array(f"{split}.{side}.lines"))
+
+
+def open_store(directory: str) -> TokenStore:
+    """The store in `directory`, after checking its manifest's format version."""
+    manifest = read_manifest(directory)
+    if manifest["format"] != FORMAT_VERSION:
+        raise ValueError(
+            f"the token store {directory!r} has format {manifest['format']}, this seqjax reads format "
+            f"{FORMAT_VERSION}; delete it (or run seqjax prepare) to prepare it again"
+        )
+    return TokenStore(directory, manifest)
