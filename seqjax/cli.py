@@ -1,4 +1,4 @@
-"""`seqjax train | eval | generate | config | plot | bench`: the command line over the training package."""
+"""`seqjax train | prepare | eval | generate | config | plot | bench`: the command line over the training package."""
 
 from __future__ import annotations
 
@@ -80,6 +80,19 @@ def cmd_train(args) -> None:
     cfg, name = load_config(args.config)
     cfg = config_lib.override(cfg, args.set)
     train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name), extend_schedule=args.extend_schedule)
+
+
+def cmd_prepare(args) -> None:
+    from seqjax.data.prepare import ensure_store
+
+    cfg, _ = load_config(args.config)
+    store = ensure_store(config_lib.override(cfg, args.set).data)
+    counts = ", ".join(
+        f"{split} {sum(side['lines'] for side in sides.values()) // len(sides):,} lines "
+        f"({sum(side['tokens'] for side in sides.values()):,} tokens)"
+        for split, sides in store.manifest["splits"].items()
+    )
+    print(f"token store {store.path}: {counts}; fingerprint {store.fingerprint[:12]}")
 
 
 def cmd_config(args) -> None:
@@ -275,6 +288,11 @@ def parser() -> argparse.ArgumentParser:
         "warmup_steps, end_lr_fraction) changed: go on from the checkpoint under the new schedule",
     )
     t.set_defaults(func=cmd_train)
+    pr = sub.add_parser(
+        "prepare", help="tokenize a text or parallel corpus once into its token store (data.store) and print where"
+    )
+    add_config_arguments(pr)
+    pr.set_defaults(func=cmd_prepare)
     c = sub.add_parser("config", help="print the resolved config, TOML: each key's type, default and description")
     add_config_arguments(c)
     c.set_defaults(func=cmd_config)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -151,11 +152,20 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     return head
 
 
-def build_experiment(cfg: Config, mesh: Mesh | None = None, tokenizers=None) -> Experiment:
+def build_experiment(
+    cfg: Config,
+    mesh: Mesh | None = None,
+    tokenizers=None,
+    *,
+    fingerprint: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> Experiment:
     """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
-    model, head and objective. Writes nothing.
+    model, head and objective. Writes nothing but the corpus's token store, when it has none.
 
     tokenizers: a saved run's, as `saved_tokenizers` returns them (None: built from the data).
+    fingerprint: a resumed run's token store fingerprint (`load_data`).
+    echo: where the message that the token store is being prepared goes.
     """
     validate_train(cfg)
     seq2seq = is_seq2seq(cfg.model)
@@ -165,7 +175,7 @@ def build_experiment(cfg: Config, mesh: Mesh | None = None, tokenizers=None) -> 
             f"model.kind={cfg.model.kind!r} does not fit data.kind={cfg.data.kind!r} data.task={cfg.data.task!r}: "
             f"that data needs {need}"
         )
-    data = load_data(cfg.data, tokenizers)
+    data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo)
     vocab = data.tokenizer.vocab
     if mesh is not None:
         validate_layout(cfg, mesh, vocab.size)

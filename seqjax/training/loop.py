@@ -197,7 +197,8 @@ def train(
                 cfg, workdir, checkpointer, extend_schedule=extend_schedule
             )
             mesh = make_mesh(t.mesh)
-            exp = build_experiment(cfg, mesh, tokenizers)
+            store = None if resume_step is None else checkpointer.restore_meta(resume_step).get("store")
+            exp = build_experiment(cfg, mesh, tokenizers, fingerprint=store, echo=echo)
             optimizer = optim.make_optimizer(cfg.optim, t.steps)
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
             batches = exp.train_batches()
@@ -245,7 +246,12 @@ def train(
                 return result
 
             def save(state: TrainState, done: int) -> None:
-                meta = {"data_position": done, "config": config_lib.to_dict(cfg), "tokenizer": tokenizer_print}
+                meta = {
+                    "data_position": done,
+                    "config": config_lib.to_dict(cfg),
+                    "tokenizer": tokenizer_print,
+                    "store": exp.data.fingerprint,  # what the ids mean: a resume refuses a store with others
+                }
                 checkpointer.save(state, meta)
 
             pending: list[dict[str, jax.Array]] = []

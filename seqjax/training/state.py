@@ -1,7 +1,8 @@
 """The train state: its creation directly onto the mesh, its checkpoints, and its restore.
 
 A checkpoint holds the state (parameters, optimizer state, step, PRNG key) and a JSON
-record of the data position, the resolved config and the tokenizer fingerprint. Orbax
+record of the data position, the resolved config, the tokenizer fingerprint and the token
+store's fingerprint (None for generated data). Orbax
 writes into a temporary folder and renames it, so a crash never leaves a half-written
 checkpoint behind; the last `keep` are kept. Arrays are stored as global arrays, each
 process writing the shards it holds, and restored onto whatever shardings the target
@@ -48,6 +49,8 @@ RESUMABLE_CHANGES = {
     "train.num_processes",
     "train.process_id",
     "train.heartbeat_timeout",
+    # Where the token store lies; its fingerprint, checked on resume, says what its ids mean.
+    "data.store",
 }
 # Keys the learning-rate schedule is computed from: a resume that changes them follows
 # another schedule than the steps already taken did, so it must be asked for
