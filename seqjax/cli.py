@@ -186,6 +186,22 @@ def with_progress(total: int, run):
         return run(bar.update)
 
 
+def interpolate(args, options) -> None:
+    """`seqjax generate --interpolate FIRST SECOND`: sentences decoded between two latents."""
+    from seqjax.training.interpolation import interpolate_texts
+
+    if args.prompt is not None or args.input is not None:
+        raise ValueError("--interpolate decodes from latents alone: it takes neither --prompt nor --input")
+    if args.points < 2:
+        raise ValueError(f"--points must be >= 2 (both sentences' own points are included), got {args.points}")
+    exp, state, _ = restored(args.workdir, args.set)
+    first, second = args.interpolate
+    for fraction, text in interpolate_texts(
+        exp, state.params, first, second, num=args.points, max_len=args.max_len, options=options, seed=args.seed
+    ):
+        print(f"  {fraction:.2f}: {text}")
+
+
 def cmd_generate(args) -> None:
     from seqjax.models import is_seq2seq
     from seqjax.training.generation import continuations, continue_lines, translate_lines
@@ -193,6 +209,9 @@ def cmd_generate(args) -> None:
     options = decode_options(args)
     if args.max_len < 1 or args.num < 1:
         raise ValueError(f"--max-len and --num must be >= 1, got {args.max_len} and {args.num}")
+    if args.interpolate is not None:
+        interpolate(args, options)
+        return
     if args.input is not None and (args.prompt is not None or args.num != 1):
         raise ValueError("--input writes one line per input line: it takes neither --prompt nor --num")
     seq2seq = is_seq2seq(run_config(args.workdir).model)
@@ -302,7 +321,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(e)
     e.set_defaults(func=cmd_eval)
-    g = sub.add_parser("generate", help="continue a prompt (LM) or translate a source (seq2seq) with a run")
+    g = sub.add_parser(
+        "generate",
+        help="continue a prompt (LM; a VAE LM decodes from z drawn from its prior) or translate a source (seq2seq)",
+    )
     g.add_argument("--workdir", required=True)
     g.add_argument("--prompt", help="text to continue or translate (LM default: start a new line)")
     g.add_argument("--input", metavar="FILE", help="continue or translate each line of FILE (- for stdin)")
@@ -310,6 +332,13 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--max-len", type=int, default=64, help="LM: tokens generated after the prompt")
     g.add_argument("--num", type=int, default=1, help="LM --prompt: continuations printed")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--interpolate",
+        nargs=2,
+        metavar=("FIRST", "SECOND"),
+        help="VAE LM (model.kind=rnn_vae): decode from points between the two sentences' posterior means",
+    )
+    g.add_argument("--points", type=int, default=5, help="--interpolate: points decoded, both ends included")
     g.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(g)
     g.set_defaults(func=cmd_generate)

@@ -20,10 +20,10 @@ from typing import Any
 from seqjax.objectives import ObjectiveConfig
 from seqjax.options import option
 
-RECURRENT = ("rnn", "rnn_seq2seq", "attention_seq2seq")
+RECURRENT = ("rnn", "rnn_vae", "bilm", "rnn_seq2seq", "attention_seq2seq")
 TRANSFORMERS = ("transformer", "transformer_seq2seq")
 RNN_ENCODERS = ("rnn_seq2seq", "attention_seq2seq")
-NEURAL = ("rnn", "transformer", "nnlm", *RNN_ENCODERS, "transformer_seq2seq")
+NEURAL = ("rnn", "rnn_vae", "bilm", "transformer", "nnlm", *RNN_ENCODERS, "transformer_seq2seq")
 SAMPLING_HEADS = ("sampled", "nce", "negative")
 
 
@@ -72,7 +72,8 @@ class DataConfig:
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     kind: str = option(
-        "transformer", "rnn | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq"
+        "transformer",
+        "rnn | rnn_vae | bilm | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq",
     )
     d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
     layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
@@ -118,6 +119,12 @@ class ModelConfig:
         "none",
         "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
         kinds=TRANSFORMERS,
+    )
+    latent_size: int = option(32, "dimensions Z of the latent z", kinds=("rnn_vae",))
+    feed_latent: bool = option(
+        False,
+        "z is also concatenated to every decoder input (else it only sets the initial carries)",
+        kinds=("rnn_vae",),
     )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=("nnlm", "ngram"))
     direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))

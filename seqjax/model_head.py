@@ -123,9 +123,11 @@ def embed_tokens(model: Model, params: Params, tokens: jax.Array) -> jax.Array:
 
 def init_decode_state(model: Model, params: Params, batch_size: int, max_len: int, batch: Batch | None = None):
     """The decode state for `batch_size` rows with room for max_len steps, encoding the
-    batch's source when the model has an encoder; every leaf has B as its leading axis."""
+    batch's source when the model has an encoder and conditioning on its "latent" z [B, Z]
+    when the model has one; every leaf has B as its leading axis."""
+    latent = {"latent": batch["latent"]} if batch is not None and "latent" in batch else {}
     return model.apply(
-        {"params": params["model"]}, batch_size, max_len, method="init_decode_state", **encoder_kwargs(batch)
+        {"params": params["model"]}, batch_size, max_len, method="init_decode_state", **encoder_kwargs(batch), **latent
     )
 
 

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
 from seqjax.models.attention import KERNELS
+from seqjax.models.bilm import BiLM
 from seqjax.models.ngram import KneserNeyLM
 from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
@@ -25,9 +26,12 @@ from seqjax.models.seq2seq_attention import AttentionSeq2Seq
 from seqjax.models.seq2seq_rnn import RNNSeq2Seq
 from seqjax.models.seq2seq_transformer import TransformerSeq2Seq
 from seqjax.models.transformer import TransformerLM
+from seqjax.models.vae import RNNVAE
 
 MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as class facts)
     "rnn": RNNLM,
+    "rnn_vae": RNNVAE,
+    "bilm": BiLM,
     "transformer": TransformerLM,
     "nnlm": NNLM,
     "ngram": KneserNeyLM,
@@ -35,6 +39,8 @@ MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as clas
     "attention_seq2seq": AttentionSeq2Seq,
     "transformer_seq2seq": TransformerSeq2Seq,
 }
+# kind -> the one objective that trains it, for models whose parts only that objective reaches
+MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if getattr(cls, "objective", None)}
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
 CELLS = ("lstm", "gru", "elman")
@@ -49,6 +55,12 @@ ATTENTION_SCORES = ("additive", "dot", "general")
 def is_seq2seq(cfg: ModelConfig) -> bool:
     """True for encoder–decoders, whose apply and init_decode_state take src/src_mask."""
     return MODEL_KINDS[cfg.kind].has_encoder
+
+
+def is_latent(cfg: ModelConfig) -> bool:
+    """True for latent-variable models (the VAE LM), trained by the vae objective and scored
+    by their evidence lower bound."""
+    return getattr(MODEL_KINDS[cfg.kind], "latent", False)
 
 
 def is_trained(cfg: ModelConfig) -> bool:
@@ -132,6 +144,8 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
         _check_transformer(cfg)
     if cfg.kind == "nnlm":
         _check_positive("model.context", cfg.context)
+    if cfg.kind == "rnn_vae":
+        _check_positive("model.latent_size", cfg.latent_size)
     if cfg.kind == "attention_seq2seq":
         _check_one_of("model.attention", cfg.attention, ATTENTION_SCORES)
     if cfg.kind in ("rnn_seq2seq", "attention_seq2seq") and cfg.bidirectional and cfg.d_model % 2:
@@ -167,13 +181,17 @@ def build_model(
 
 __all__ = [
     "AttentionSeq2Seq",
+    "BiLM",
     "NNLM",
     "RNNLM",
+    "RNNVAE",
     "RNNSeq2Seq",
     "TransformerLM",
     "TransformerSeq2Seq",
     "MODEL_KINDS",
+    "MODEL_OBJECTIVES",
     "build_model",
+    "is_latent",
     "is_seq2seq",
     "is_trained",
     "validate_model_config",

@@ -4,14 +4,16 @@ Each objective is a frozen dataclass whose fields are its options, checked when 
 and whose instances are called as `objective(model, head, params, batch, key, step, ids=ids)
 -> (loss, metrics)` (`seqjax.contracts.Objective`): teacher forcing, scheduled sampling
 (+ decay schedules), random replacement, the embedding gradient penalty, REINFORCE /
-self-critical / MIXER with a sentence-BLEU reward, and minimum-risk training. Each one works
-with any model that has the decode-step contract and any head.
+self-critical / MIXER with a sentence-BLEU reward, minimum-risk training, the VAE LM's ELBO
+and ELMo's forward + backward LM loss (each for its own model only). Each of the others works with any model that has
+the decode-step contract; all work with any head.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.gradient_penalty import GradientPenalty
 from seqjax.objectives.minimum_risk import MinimumRisk
 from seqjax.objectives.random_replacement import RandomReplacement
@@ -19,6 +21,7 @@ from seqjax.objectives.reinforce import Mixer, Reinforce
 from seqjax.objectives.scheduled_sampling import ScheduledSampling
 from seqjax.objectives.schedules import exponential_decay, inverse_sigmoid_decay, linear_decay
 from seqjax.objectives.teacher_forcing import TeacherForcing
+from seqjax.objectives.vae import VAE
 from seqjax.options import option
 
 OBJECTIVES = {
@@ -29,6 +32,8 @@ OBJECTIVES = {
     "reinforce": Reinforce,
     "mixer": Mixer,
     "minimum_risk": MinimumRisk,
+    "vae": VAE,
+    "bidirectional_lm": BidirectionalLM,
 }
 
 
@@ -45,6 +50,8 @@ class ObjectiveConfig:
     reinforce: Reinforce = Reinforce()
     mixer: Mixer = Mixer()
     minimum_risk: MinimumRisk = MinimumRisk()
+    vae: VAE = VAE()
+    bidirectional_lm: BidirectionalLM = BidirectionalLM()
 
 
 def build_objective(cfg: ObjectiveConfig):
@@ -60,6 +67,7 @@ def build_objective(cfg: ObjectiveConfig):
 
 __all__ = [
     "OBJECTIVES",
+    "BidirectionalLM",
     "GradientPenalty",
     "MinimumRisk",
     "Mixer",
@@ -68,6 +76,7 @@ __all__ = [
     "Reinforce",
     "ScheduledSampling",
     "TeacherForcing",
+    "VAE",
     "build_objective",
     "exponential_decay",
     "inverse_sigmoid_decay",

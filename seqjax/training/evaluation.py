@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import numpy as np
-from jax.typing import ArrayLike
 
 from seqjax.config import Config
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
@@ -28,9 +27,10 @@ from seqjax.training.generation import lm_samples, translate
 if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
 
-Scorer = Callable[
-    [Mapping[str, Any]], tuple[ArrayLike, ArrayLike]
-]  # batch -> (Σ NLL of its unmasked targets, their count)
+# batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a latent-variable
+# model's scorer gives Σ −ELBO as the NLL and adds {"kl": Σ KL, "rows": rows with tokens}; the
+# BiLM's gives its forward LM's NLL and adds {"backward_nll": its backward LM's}.
+Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 
 def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterator[dict[str, np.ndarray]]:
@@ -50,12 +50,26 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     """Exact perplexity of `split`: the scorer's NLL summed over `eval_batches`.
 
     Returns nll (mean per target token, nats), token_perplexity, tokens, and for LM corpora
-    scored whole the word_perplexity (the same total NLL spread over the split's words).
+    scored whole the word_perplexity (the same total NLL spread over the split's words). For
+    a latent-variable model nll is −ELBO per token (so both perplexities are upper bounds),
+    with kl and elbo in nats per row and reconstruction_nll per token beside it; for the BiLM
+    nll is the forward LM's, with backward_nll and backward_token_perplexity beside it.
     """
-    sums = [score(batch) for batch in eval_batches(cfg, data, split)]  # device scores run ahead of the host
-    nll_sum, tokens = (float(x) for x in np.sum(jax.device_get(sums), axis=0))
+    scores = jax.device_get([score(batch) for batch in eval_batches(cfg, data, split)])  # device runs ahead
+    nll_sum, tokens = (float(x) for x in np.sum([score[:2] for score in scores], axis=0))
     nll = nll_sum / max(tokens, 1.0)
     result = {"nll": nll, "token_perplexity": float(np.exp(nll)), "tokens": tokens}
+    further = scores[0][2] if scores and len(scores[0]) > 2 else {}
+    sums = {name: float(np.sum([score[2][name] for score in scores])) for name in further}
+    if "kl" in sums:
+        result.update(
+            kl=sums["kl"] / max(sums["rows"], 1.0),
+            elbo=-nll_sum / max(sums["rows"], 1.0),
+            reconstruction_nll=(nll_sum - sums["kl"]) / max(tokens, 1.0),
+        )
+    if "backward_nll" in sums:
+        backward = sums["backward_nll"] / max(tokens, 1.0)
+        result.update(backward_nll=backward, backward_token_perplexity=float(np.exp(backward)))
     words = getattr(data, "words", {}).get(split)
     if words and not cfg.train.eval_batches:
         result["word_perplexity"] = float(np.exp(nll_sum / words))
@@ -69,6 +83,10 @@ def describe_metrics(result: dict[str, float]) -> str:
     line += f" over {result['tokens']:,.0f} tokens)"
     if "word_perplexity" in result:
         line += f", per-word perplexity {result['word_perplexity']:,.4g}"
+    if "backward_nll" in result:
+        line += f"; backward LM per-token perplexity {result['backward_token_perplexity']:,.4g}"
+    if "kl" in result:
+        line += f"; bounds from the ELBO {result['elbo']:.4g} nats per row, of which KL {result['kl']:.4g}"
     return line
 
 

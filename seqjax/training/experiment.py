@@ -22,7 +22,7 @@ from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_p
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
-from seqjax.models import SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, is_seq2seq
+from seqjax.models import MODEL_OBJECTIVES, SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
@@ -53,6 +53,20 @@ def validate_train(cfg: Config) -> None:
         )
     if cfg.data.packing:
         validate_packing(cfg)
+    validate_model_objective(cfg)
+
+
+def validate_model_objective(cfg: Config) -> None:
+    """A model with parts only one objective trains (the VAE's posterior, the BiLM's backward
+    LM) goes with that objective, and that objective with it (it needs those parts)."""
+    needed = MODEL_OBJECTIVES.get(cfg.model.kind)
+    owner = {objective: kind for kind, objective in MODEL_OBJECTIVES.items()}.get(cfg.objective.kind)
+    if needed != cfg.objective.kind and (needed is not None or owner is not None):
+        model, objective = (cfg.model.kind, needed) if needed is not None else (owner, cfg.objective.kind)
+        raise ValueError(
+            f"model.kind={model} and objective.kind={objective} go together, got model.kind={cfg.model.kind!r} "
+            f"with objective.kind={cfg.objective.kind!r}"
+        )
 
 
 # Objectives that feed only gold tokens: a packed row's segments stay independent under them.

@@ -106,11 +106,16 @@ def decode_prompts(model, head, params, key, prompts, batch=None, *, max_len: in
 
     Args:
       prompts: [B, P] int32, P >= 1; its last column is each row's first input.
+      batch: an encoder's source, or a latent-variable model's "latent" z [B, Z]; without one
+        such a model decodes from z drawn from the prior N(0, I) with a key split off `key`.
 
     Returns:
       tokens [B, max_len] int32 (after the prompt, pad after EOS) and lengths [B] int32.
     """
     num, length = prompts.shape
+    if getattr(model, "latent", False) and (batch is None or "latent" not in batch):
+        key, latent_key = jax.random.split(key)
+        batch = {"latent": jax.random.normal(latent_key, (num, model.cfg.latent_size), jnp.float32)}
     state = prefill(model, params, init_decode_state(model, params, num, length + max_len, batch), prompts[:, :-1])
     return run_decoder(make_step_fn(model, head, params), state, key, prompts[:, -1], max_len=max_len, options=options)
 

@@ -15,7 +15,7 @@ random draws differ from the jit step's, not their distribution.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,8 @@ from jax.sharding import PartitionSpec as P
 
 from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective
 from seqjax.model_head import hidden_states, token_nll
+from seqjax.objectives.bidirectional import direction_nlls
+from seqjax.objectives.vae import negative_elbo
 from seqjax.training.layout import batch_sharding, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
 
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
-EvalStep = Callable[..., tuple[jax.Array, jax.Array]]
+EvalStep = Callable[..., tuple[Any, ...]]
 
 
 def _microbatches(batch: Batch, accum_steps: int) -> Batch:
@@ -216,10 +218,21 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     """Exact evaluation: eval_step(params, batch) -> (sum of target NLL over unmasked tokens,
     token count), both [] float32.
 
+    A latent-variable model (`model.latent`) is scored by its bound instead: (Σ −ELBO =
+    reconstruction NLL + KL, token count, {"kl": Σ KL, "rows": rows with tokens}), one z ~ q
+    per row from a fixed key (`seqjax.objectives.vae.negative_elbo`), so the perplexity is an
+    upper bound. The BiLM's forward LM is scored as any LM's and its backward LM beside it
+    ({"backward_nll": Σ backward NLL}, `seqjax.objectives.bidirectional.direction_nlls`).
     The parameters keep whatever placement they have (any strategy); the batch is split over `data`.
     """
 
     def eval_step(params, batch: Batch):
+        if getattr(model, "objective", None) == "bidirectional_lm":
+            nlls = direction_nlls(model, head, params, batch, boundary_id=SPECIAL_IDS.eos)
+            return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}
+        if getattr(model, "latent", False):
+            terms = negative_elbo(model, head, params, batch, jax.random.key(0))
+            return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
         hidden = hidden_states(model, params, batch, jax.random.key(0), train=False)
         nll = token_nll(model, head, params, hidden, batch["targets"])
         return (nll * batch["mask"]).sum(), batch["mask"].sum()
@@ -227,7 +240,7 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     return jax.jit(eval_step, in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh))
 
 
-def batch_scorer(eval_step: EvalStep, params, mesh: Mesh) -> Callable[[Batch], tuple[jax.Array, jax.Array]]:
-    """score(host batch) -> (nll_sum, tokens) of `params`: what `evaluation.evaluate` takes."""
+def batch_scorer(eval_step: EvalStep, params, mesh: Mesh) -> Callable[[Batch], tuple[Any, ...]]:
+    """score(host batch) -> (nll_sum, tokens[, further sums]) of `params`: what `evaluation.evaluate` takes."""
     sharding = batch_sharding(mesh)
     return lambda batch: eval_step(params, jax.device_put(batch, sharding))

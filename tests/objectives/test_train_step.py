@@ -36,6 +36,9 @@ TINY = [
 
 LM = ["model.kind=rnn"]
 SEQ2SEQ = ["model.kind=attention_seq2seq", "data.task=reverse", "model.bidirectional=false"]
+# Models trained by their own objective only: it is part of their setup.
+VAE = ["model.kind=rnn_vae", "objective.kind=vae"]
+BILM = ["model.kind=bilm", "objective.kind=bidirectional_lm"]
 
 
 @functools.cache
@@ -59,8 +62,11 @@ def initial_state(setup: tuple[str, ...]):
         (LM, ["objective.kind=mixer", "objective.mixer.baseline=mean"], "delta"),
         (LM, ["objective.kind=minimum_risk", "objective.minimum_risk.search=beam",
               "objective.minimum_risk.mle_weight=0.5"], "mle_loss"),
+        (VAE, ["objective.vae.word_dropout=0.3", "objective.vae.free_bits=0.05"], "kl"),
+        (BILM, [], "backward_loss"),
     ],
-    ids=["scheduled_sampling", "random_replacement", "gradient_penalty", "reinforce", "mixer", "minimum_risk"],
+    ids=["scheduled_sampling", "random_replacement", "gradient_penalty", "reinforce", "mixer", "minimum_risk", "vae",
+         "bidirectional_lm"],
 )
 def test_objective_takes_a_finite_step_in_the_train_step(setup, objective, metric):
     exp = build_experiment(config_lib.override(Config(), TINY + setup + objective))

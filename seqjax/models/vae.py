@@ -1,0 +1,142 @@
+"""The variational autoencoder language model (Bowman et al. 2016): an LSTM encoder gives a
+diagonal Gaussian q(z | x) and a decoder LM is conditioned on its sample z.
+
+The encoder reads a row's tokens and projects its last layer's final h to (μ, log σ²); the
+decoder is a stacked recurrence whose initial carries are tanh(W z + b) and, with
+`model.feed_latent`, whose first layer also reads z next to every input embedding. The
+decoder's hidden states [B, T, D] go to any output head, so the reconstruction term
+log p(x | z) is the head's loss; the objective `seqjax.objectives.VAE` adds β · KL.
+
+Decoding conditions on a latent: `init_decode_state(B, max_len, latent=z [B, Z])` (the
+generation glue draws z from the prior N(0, I); `interpolate_latents` walks between two
+posterior means).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+
+from seqjax.models.cells import CARRY_SIZE
+from seqjax.models.checks import check_decode_size, check_mask, check_tokens
+from seqjax.models.embeddings import TokenModel, token_embedding
+from seqjax.models.rnn import Recurrent
+
+
+def interpolate_latents(first, second, num: int):
+    """Evenly spaced points from `first` to `second` (both ends included).
+
+    first, second: [Z] float32; num >= 2. Returns [num, Z] float32, row i at
+    (1 − i/(num−1)) · first + i/(num−1) · second.
+    """
+    if isinstance(num, bool) or not isinstance(num, int) or num < 2:
+        raise ValueError(f"num must be an int >= 2 (both ends are included), got {num!r}")
+    fractions = jnp.linspace(0.0, 1.0, num, dtype=jnp.float32)[:, None]
+    return (1.0 - fractions) * jnp.asarray(first, jnp.float32) + fractions * jnp.asarray(second, jnp.float32)
+
+
+class RNNVAE(TokenModel):
+    """Encoder recurrence → q(z | x) = N(μ, diag σ²); z → decoder recurrence → hidden [B, T, D].
+
+    Encoder and decoder share the token embedding (one table, which a tied head scores
+    with). Dropout (train only) acts on the decoder's embeddings, between its layers and on
+    its output, as in `RNNLM`; the encoder runs without dropout, so q is the same in
+    training and evaluation. The decode state is {"carries": per-layer carries, "latent":
+    z [B, Z]}.
+    """
+
+    recurrent: ClassVar[bool] = True
+    latent: ClassVar[bool] = True  # scored by its evidence lower bound
+    objective: ClassVar[str] = "vae"  # the objective that trains the posterior with the decoder
+    dtype: Any = jnp.float32
+
+    def setup(self):
+        d, z, cell = self.cfg.d_model, self.cfg.latent_size, self.cfg.cell
+        self.token_embed = token_embedding(self.vocab_size, d, "embed")
+        self.encoder_layers = [Recurrent(cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
+        self.posterior = nn.Dense(2 * z, dtype=self.dtype, name="posterior")
+        self.latent_to_carries = nn.Dense(self.cfg.layers * CARRY_SIZE[cell] * d, dtype=self.dtype)
+        first = d + z if self.cfg.feed_latent else d
+        self.decoder_layers = [
+            Recurrent(cell, first if index == 0 else d, d, dtype=self.dtype) for index in range(self.cfg.layers)
+        ]
+        self.dropout = nn.Dropout(self.cfg.dropout)
+
+    def encode(self, tokens, mask=None):
+        """The posterior q(z | tokens): tokens [B, T] int32, mask [B, T] bool or None (padded
+        steps leave the carry unchanged, so the final h is the last valid token's).
+
+        Returns (mean, log_variance), each [B, Z] float32.
+        """
+        check_tokens(tokens)
+        check_mask(mask, tokens)
+        x = self.token_embed(tokens)
+        for layer in self.encoder_layers:
+            x, carry = layer(x, mask)
+        mean, log_variance = jnp.split(self.posterior(carry[-1]).astype(jnp.float32), 2, axis=-1)
+        return mean, log_variance
+
+    def _initial_carries(self, latent):
+        """latent [B, Z] -> per-layer carries, each a tuple of [B, D] float32 = tanh(W z + b)."""
+        flat = jnp.tanh(self.latent_to_carries(latent).astype(jnp.float32))
+        parts = jnp.split(flat, self.cfg.layers * CARRY_SIZE[self.cfg.cell], axis=-1)
+        size = CARRY_SIZE[self.cfg.cell]
+        return tuple(tuple(parts[layer * size : (layer + 1) * size]) for layer in range(self.cfg.layers))
+
+    def _check_latent(self, latent, batch_size: int) -> None:
+        expected = (batch_size, self.cfg.latent_size)
+        if latent is None or np.shape(latent) != expected:
+            raise ValueError(
+                f"latent must be a [B, Z] = {list(expected)} float array (z from the prior N(0, I) or a "
+                f"posterior), got {None if latent is None else list(np.shape(latent))}"
+            )
+
+    def decode(self, tokens, latent, *, mask=None, embedded=None, train: bool = False):
+        """Teacher-forced decoder given z: tokens [B, T] int32, latent [B, Z] float32, mask
+        [B, T] bool or None, embedded [B, T, D] or None (replaces the lookup).
+
+        Returns hidden: [B, T, D] float32.
+        """
+        x = self.embedded_targets(tokens, mask, embedded)
+        self._check_latent(latent, tokens.shape[0])
+        latent = jnp.asarray(latent, jnp.float32)
+        x = self.dropout(x, deterministic=not train)
+        if self.cfg.feed_latent:
+            x = jnp.concatenate([x, jnp.broadcast_to(latent[:, None], (*x.shape[:2], latent.shape[-1]))], axis=-1)
+        carries = self._initial_carries(latent)
+        for index, layer in enumerate(self.decoder_layers):
+            outputs, _ = layer(x, mask, carries[index])
+            if index > 0 and self.cfg.residual:
+                outputs = outputs + x
+            x = self.dropout(outputs, deterministic=not train)
+        return x
+
+    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
+        """The decoder's hidden states [B, T, D] float32 given z = the posterior mean of the
+        same tokens (a deterministic reconstruction; training and evaluation go through the
+        vae objective and `seqjax.objectives.vae.negative_elbo`, which sample z)."""
+        mean, _ = self.encode(tokens, mask)
+        return self.decode(tokens, mean, mask=mask, embedded=embedded, train=train)
+
+    def init_decode_state(self, batch_size: int, max_len: int, latent=None):
+        """The decoder's carries for z = latent [B, Z] float32 (required: a VAE decodes given
+        z). max_len is accepted for the decode contract; a recurrence has no length bound."""
+        check_decode_size(batch_size, max_len)
+        self._check_latent(latent, batch_size)
+        latent = jnp.asarray(latent, jnp.float32)
+        return {"carries": self._initial_carries(latent), "latent": latent}
+
+    def decode_step(self, state, token):
+        """token: [B] int32 -> (hidden [B, D] float32, next state)."""
+        x = self.token_embed(token)
+        if self.cfg.feed_latent:
+            x = jnp.concatenate([x, state["latent"]], axis=-1)
+        carries = []
+        for index, layer in enumerate(self.decoder_layers):
+            carry, outputs = layer.step(state["carries"][index], x)
+            carries.append(carry)
+            x = outputs + x if index > 0 and self.cfg.residual else outputs
+        return x, {"carries": tuple(carries), "latent": state["latent"]}

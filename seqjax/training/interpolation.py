@@ -1,0 +1,72 @@
+"""Latent interpolation with a VAE language model (Bowman et al. 2016, §5): the posterior
+means of two sentences, points evenly spaced between them, and a sentence decoded from each."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.models import is_latent
+from seqjax.models.vae import interpolate_latents
+from seqjax.training.generation import DecodeOptions, decode_prompts, one_line
+
+if TYPE_CHECKING:
+    from seqjax.training.experiment import Experiment
+
+
+def posterior_means(exp: Experiment, params, texts: list[str]) -> jax.Array:
+    """The posterior mean of q(z | x) [N, Z] float32 for each text, read as a line of the
+    training stream reads: its tokens then `</s>`."""
+    rows = [(*exp.tokenizer.encode(text), SPECIAL_IDS.eos) for text in texts]
+    length = max(len(row) for row in rows)
+    tokens = np.full((len(rows), length), SPECIAL_IDS.pad, np.int32)
+    for i, row in enumerate(rows):
+        tokens[i, : len(row)] = row
+    mask = jnp.asarray(tokens != SPECIAL_IDS.pad)
+    mean, _ = exp.model.apply({"params": params["model"]}, jnp.asarray(tokens), mask, method="encode")
+    return mean
+
+
+def interpolate_texts(
+    exp: Experiment,
+    params,
+    first: str,
+    second: str,
+    *,
+    num: int,
+    max_len: int,
+    options: DecodeOptions,
+    seed: int = 0,
+) -> list[tuple[float, str]]:
+    """`num` (>= 2) sentences decoded from the points evenly spaced between the posterior
+    means of `first` and `second`, each with its fraction of the way (0 at `first`, 1 at
+    `second`); the decoder starts from `</s>`, as a line of the stream does."""
+    if not is_latent(exp.cfg.model):
+        raise ValueError(
+            f"interpolation needs a latent-variable model (model.kind=rnn_vae), got model.kind={exp.cfg.model.kind!r}"
+        )
+    if not first.strip() or not second.strip():
+        raise ValueError(f"the two sentences to interpolate must not be blank, got {first!r} and {second!r}")
+    means = posterior_means(exp, params, [first, second])
+    latents = interpolate_latents(means[0], means[1], num)
+    prompts = jnp.full((num, 1), SPECIAL_IDS.eos, jnp.int32)
+    tokens, lengths = jax.device_get(
+        decode_prompts(
+            exp.model,
+            exp.head,
+            params,
+            jax.random.PRNGKey(seed),
+            prompts,
+            {"latent": latents},
+            max_len=max_len,
+            options=options,
+        )
+    )
+    fractions = np.linspace(0.0, 1.0, num)
+    return [
+        (float(f), one_line(exp.tokenizer.decode(row[:n].tolist()))) for f, row, n in zip(fractions, tokens, lengths)
+    ]
