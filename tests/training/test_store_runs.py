@@ -1,0 +1,43 @@
+"""Runs on a prepared corpus: the first run prepares its token store, a resume reuses it
+without reading the sources, the checkpoint records the store's fingerprint, and a resume
+after a source file changed is refused naming the file."""
+
+import random
+
+import pytest
+from helpers import tiny_config
+
+from seqjax.training.loop import train
+from seqjax.training.state import Checkpointer
+
+
+def _corpus(tmp_path):
+    rng = random.Random(0)
+    words = ["to", "be", "or", "not", "that", "is", "the", "question"]
+    for split, n in (("train", 300), ("valid", 30)):
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 8))) for _ in range(n)]
+        (tmp_path / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return tmp_path / "train.txt", tmp_path / "valid.txt"
+
+
+@pytest.mark.slow
+def test_a_stored_run_resumes_on_its_store_and_refuses_a_changed_source(tmp_path):
+    train_file, valid_file = _corpus(tmp_path)
+    keys = ("data.kind=text", f"data.train={train_file}", f"data.valid={valid_file}", "data.tokenizer=word")
+    keys += ("model.kind=rnn", "train.num_printed_samples=0", f"data.store={tmp_path / 'store'}")
+    messages: list[str] = []
+    train(tiny_config(*keys, "train.steps=2"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
+    assert any("preparing it" in m for m in messages)
+    checkpointer = Checkpointer.of_run(str(tmp_path / "run"), 3)
+    fingerprint = checkpointer.restore_meta(2)["store"]
+    checkpointer.close()
+    assert isinstance(fingerprint, str) and len(fingerprint) == 64
+
+    messages.clear()
+    train(tiny_config(*keys, "train.steps=4"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
+    assert any("resuming" in m for m in messages) and not any("preparing" in m for m in messages)
+
+    with open(valid_file, "a") as file:
+        file.write("a line added under the run\n")
+    with pytest.raises(ValueError, match=f"source file {valid_file} .*changed since this run's token store"):
+        train(tiny_config(*keys, "train.steps=6"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
