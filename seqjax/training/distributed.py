@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 
 import jax
+import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 
@@ -105,11 +106,17 @@ def global_batch(batches: LMBatches | Seq2SeqBatches, index: int, sharding: Name
     Returns:
       the arrays of `batches.batch(index)`, each [B, ...] with its dtype, sharded by `sharding`.
     """
+    rows = None if jax.process_count() == 1 else local_rows(sharding, batches.batch_size)
+    return to_global(batches.batch(index, rows=rows), batches.batch_size, sharding)
+
+
+def to_global(local: Mapping[str, np.ndarray], batch_size: int, sharding: NamedSharding) -> dict[str, jax.Array]:
+    """This process's rows of a batch (`local_rows`; all B rows in a single process) as the
+    global [B, ...] arrays split over devices by `sharding`."""
     if jax.process_count() == 1:
-        return jax.device_put(batches.batch(index), sharding)
-    local = batches.batch(index, rows=local_rows(sharding, batches.batch_size))
+        return jax.device_put(dict(local), sharding)
     return {
-        name: jax.make_array_from_process_local_data(sharding, value, (batches.batch_size, *value.shape[1:]))
+        name: jax.make_array_from_process_local_data(sharding, value, (batch_size, *value.shape[1:]))
         for name, value in local.items()
     }
 

@@ -37,6 +37,7 @@ from seqjax import config as config_lib
 from seqjax import config_text
 from seqjax.config import Config
 from seqjax.contracts import Batch
+from seqjax.data.loader import Loader
 from seqjax.models import is_trained
 from seqjax.training import distributed, mfu, optim
 from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
@@ -197,8 +198,8 @@ def train(
                 cfg, workdir, checkpointer, extend_schedule=extend_schedule
             )
             mesh = make_mesh(t.mesh)
-            store = None if resume_step is None else checkpointer.restore_meta(resume_step).get("store")
-            exp = build_experiment(cfg, mesh, tokenizers, fingerprint=store, echo=echo)
+            saved = {} if resume_step is None else checkpointer.restore_meta(resume_step)
+            exp = build_experiment(cfg, mesh, tokenizers, fingerprint=saved.get("store"), echo=echo)
             optimizer = optim.make_optimizer(cfg.optim, t.steps)
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
             batches = exp.train_batches()
@@ -229,6 +230,11 @@ def train(
             train_step = build_train_step(exp, optimizer, schedule, mesh, state)
             eval_step = make_eval_step(exp.model, exp.head, mesh)
             sharding = batch_sharding(mesh)
+            rows = distributed.local_rows(sharding, t.batch_size) if jax.process_count() > 1 else None
+            if "loader" in saved:  # where the saved run's loader stood: the next batch is the one it would draw
+                loader = Loader.restore(batches, t.steps, saved["loader"], rows=rows)
+            else:
+                loader = Loader(batches, t.steps, start=start, rows=rows)
             batch_layout = batch_split(cfg, mesh, example)
             abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
             memory = memory_report(train_step, state, abstract_batch)
@@ -251,6 +257,7 @@ def train(
                     "config": config_lib.to_dict(cfg),
                     "tokenizer": tokenizer_print,
                     "store": exp.data.fingerprint,  # what the ids mean: a resume refuses a store with others
+                    "loader": loader.state(),
                 }
                 checkpointer.save(state, meta)
 
@@ -267,7 +274,7 @@ def train(
             )
             since = (time.perf_counter(), start)
             for step in range(start, t.steps):
-                state, metrics = train_step(state, distributed.global_batch(batches, step, sharding))
+                state, metrics = train_step(state, distributed.to_global(next(loader), t.batch_size, sharding))
                 pending.append(metrics)
                 done = step + 1
                 boundary = done % t.log_every == 0 or done == t.steps

@@ -29,9 +29,10 @@ def test_a_stored_run_resumes_on_its_store_and_refuses_a_changed_source(tmp_path
     train(tiny_config(*keys, "train.steps=2"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
     assert any("preparing it" in m for m in messages)
     checkpointer = Checkpointer.of_run(str(tmp_path / "run"), 3)
-    fingerprint = checkpointer.restore_meta(2)["store"]
+    meta = checkpointer.restore_meta(2)
     checkpointer.close()
-    assert isinstance(fingerprint, str) and len(fingerprint) == 64
+    assert isinstance(meta["store"], str) and len(meta["store"]) == 64
+    assert meta["loader"] == {"start": 0, "grain": {"next_index": 2}}  # the Grain iterator's state
 
     messages.clear()
     train(tiny_config(*keys, "train.steps=4"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
