@@ -22,8 +22,10 @@ from seqjax.options import option
 
 RECURRENT = ("rnn", "rnn_vae", "bilm", "rnn_seq2seq", "attention_seq2seq")
 TRANSFORMERS = ("transformer", "transformer_seq2seq")
+ENCODERS = ("transformer_encoder", "electra")  # encoder-only, masked-LM pre-training
+ATTENTION = (*TRANSFORMERS, *ENCODERS)  # models built of the Transformer blocks
 RNN_ENCODERS = ("rnn_seq2seq", "attention_seq2seq")
-NEURAL = ("rnn", "rnn_vae", "bilm", "transformer", "nnlm", *RNN_ENCODERS, "transformer_seq2seq")
+NEURAL = ("rnn", "rnn_vae", "bilm", "transformer", "nnlm", *RNN_ENCODERS, "transformer_seq2seq", *ENCODERS)
 SAMPLING_HEADS = ("sampled", "nce", "negative")
 
 
@@ -73,7 +75,8 @@ class DataConfig:
 class ModelConfig:
     kind: str = option(
         "transformer",
-        "rnn | rnn_vae | bilm | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq",
+        "rnn | rnn_vae | bilm | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq | "
+        "transformer_encoder | electra",
     )
     d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
     layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
@@ -82,49 +85,52 @@ class ModelConfig:
     residual: bool = option(False, "residual connections around the layers after the first", kinds=RECURRENT)
     bidirectional: bool = option(True, "encoder layers run forward and backward (D/2 each)", kinds=RNN_ENCODERS)
     attention: str = option("additive", "attention score: additive | dot | general", kinds=("attention_seq2seq",))
-    num_heads: int = option(4, "attention heads", kinds=TRANSFORMERS)
-    d_ff: int = option(512, "feed-forward hidden width", kinds=TRANSFORMERS)
+    num_heads: int = option(4, "attention heads", kinds=ATTENTION)
+    d_ff: int = option(512, "feed-forward hidden width", kinds=ATTENTION)
     positions: str = option(
         "sinusoidal",
         "sinusoidal | learned (added to the embeddings) | rope (rotary, turns queries and keys)",
-        kinds=TRANSFORMERS,
+        kinds=ATTENTION,
     )
-    rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=TRANSFORMERS)
-    max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=TRANSFORMERS)
-    norm: str = option("pre", "pre | post: normalize before or after each residual add", kinds=TRANSFORMERS)
-    norm_type: str = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=TRANSFORMERS)
+    rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=ATTENTION)
+    max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=ATTENTION)
+    norm: str = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
+    norm_type: str = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)
     mlp: str = option(
         "gelu",
         "feed-forward: gelu (tanh approximation) | relu | swiglu (silu(x W_gate) · x W_up, each d_ff wide)",
-        kinds=TRANSFORMERS,
+        kinds=ATTENTION,
     )
     kv_heads: int = option(
         0,
         "key/value heads (grouped-query attention) dividing num_heads: 0 = num_heads, 1 = multi-query",
-        kinds=TRANSFORMERS,
+        kinds=ATTENTION,
     )
-    bias: bool = option(True, "biases in the attention projections and feed-forward layers", kinds=TRANSFORMERS)
+    bias: bool = option(True, "biases in the attention projections and feed-forward layers", kinds=ATTENTION)
     window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
     attention_kernel: str = option(
         "auto",
         "auto | xla | cudnn: jax.nn.dot_product_attention's implementation (auto: cudnn on a GPU in 16 bits where "
         "it expresses the mask); masks cudnn cannot express (padding, segments, dilation) run on xla",
-        kinds=TRANSFORMERS,
+        kinds=ATTENTION,
     )
     scan_layers: bool = option(
-        False, "the layer stack as one nn.scan over stacked parameters (compile time flat in depth)", kinds=TRANSFORMERS
+        False, "the layer stack as one nn.scan over stacked parameters (compile time flat in depth)", kinds=ATTENTION
     )
     remat: str = option(
         "none",
         "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
-        kinds=TRANSFORMERS,
+        kinds=ATTENTION,
     )
     latent_size: int = option(32, "dimensions Z of the latent z", kinds=("rnn_vae",))
     feed_latent: bool = option(
         False,
         "z is also concatenated to every decoder input (else it only sets the initial carries)",
         kinds=("rnn_vae",),
+    )
+    generator_layers: int = option(
+        1, "electra: blocks of the generator (the discriminator has model.layers)", kinds=("electra",)
     )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=("nnlm", "ngram"))
     direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))
@@ -138,7 +144,9 @@ class HeadConfig:
         "share the output word vectors with the (target) input embedding",
         kinds=("full", *SAMPLING_HEADS, "class", "adaptive"),
     )
-    chunk_size: int = option(0, "0 materializes [N, V] logits, else blocks of the vocabulary", kinds=("full",))
+    chunk_size: int = option(
+        0, "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)", kinds=("full",)
+    )
     z_loss: float = option(
         0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)
     )

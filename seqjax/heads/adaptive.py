@@ -156,11 +156,10 @@ def adaptive_log_probs(
 
 def _tail_losses(hidden, projection, weights, local_targets, in_tail):
     """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere."""
-    chunk_size = TAIL_CHUNK if weights.shape[0] > TAIL_CHUNK else None
 
     def row_losses(hidden, params, targets):
         projection, weights = params
-        return full_softmax_loss(hidden @ projection, weights, None, targets, chunk_size=chunk_size)
+        return full_softmax_loss(hidden @ projection, weights, None, targets, chunk_size=TAIL_CHUNK)
 
     targets = jnp.where(in_tail, local_targets, 0)
     return selected_row_losses(row_losses, TAIL_BLOCK_ROWS, hidden, (projection, weights), targets, in_tail)

@@ -68,7 +68,7 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
 
     if cfg.kind == "full":
         if cfg.chunk_size < 0:
-            raise ValueError(f"head.chunk_size must be >= 0 (0: no chunking), got {cfg.chunk_size}")
+            raise ValueError(f"head.chunk_size must be >= 0 (0: chosen by shape), got {cfg.chunk_size}")
         if isinstance(cfg.z_loss, bool) or not 0.0 <= cfg.z_loss < float("inf"):
             raise ValueError(f"head.z_loss must be a finite float >= 0 (0: off), got {cfg.z_loss!r}")
         return FullSoftmax(vocab_size, tied=cfg.tied, chunk_size=cfg.chunk_size, z_loss=cfg.z_loss)

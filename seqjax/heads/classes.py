@@ -5,18 +5,17 @@ softmax: over the C classes, then over the words of the word's class. `frequency
 makes classes of equal frequency mass from contiguous id ranges ("frequency binning"): on a
 frequency-sorted vocabulary the frequent words get small classes and the rare words large ones.
 
-Static shapes: classes are grouped into tiers of similar size (FIRST_TIER words, then each
-tier up to TIER_GROWTH times wider); a row gathers the words of the largest class of its
-target's tier, and each tier scores only its own rows, in blocks of BLOCK_WORDS word rows
-(`selected_rows.selected_row_losses`). Equal-mass classes give each class about N / C of the
-rows, so the few huge rare-word classes are scored for few rows: the loss costs about
-O(N·(C + V/C)·D), where padding every row to the largest class would cost O(N·(C + max size)·D).
+The within-class term is scored class by class over the rows sorted by class
+(`class_blocks.within_class_losses`): each class's words are one contiguous slice of the
+table, read once for all of the class's rows, so the loss reads the [V, D] table about once
+instead of gathering [N, |class|, D] words per row. Slices have one width per tier of classes
+of similar size (FIRST_TIER words, then each tier up to TIER_GROWTH times wider), so a class
+is never scored through a window more than TIER_GROWTH times its size.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -24,11 +23,10 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
-from seqjax.heads.selected_rows import selected_row_losses
+from seqjax.heads.class_blocks import tiers_of, within_class_losses
 
-FIRST_TIER = 64  # classes of up to this many words share the first tier
-TIER_GROWTH = 4  # each further tier holds classes up to this many times wider
-BLOCK_WORDS = 2**16  # rows x words gathered per block of a tier ([rows, width, D] floats)
+FIRST_TIER = 4  # classes of up to this many words share the first tier
+TIER_GROWTH = 1.5  # each further tier holds classes up to this many times wider
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -133,22 +131,14 @@ def class_softmax_loss(
     class_log_probs = jax.nn.log_softmax(_affine(hidden, class_weights, class_biases), axis=1)
     target_class_log_probs = jnp.take_along_axis(class_log_probs, class_of[:, None], axis=1)[:, 0]
 
-    word_params = (
+    word_losses = within_class_losses(
+        hidden,
         jnp.asarray(word_weights, jnp.float32),
         None if word_biases is None else jnp.asarray(word_biases, jnp.float32),
+        targets,
+        class_of,
+        tiers_of(classes.starts, classes.sizes, _tier_of_class(classes)),
     )
-    row_data = (
-        jnp.asarray(classes.starts)[class_of],
-        jnp.asarray(classes.sizes)[class_of],
-        targets - jnp.asarray(classes.starts)[class_of],
-    )
-    tier_of_row = jnp.asarray(_tier_of_class(classes))[class_of]
-    word_losses = jnp.zeros(targets.shape, jnp.float32)
-    for tier, width in enumerate(_tier_widths(classes)):
-        row_losses = functools.partial(_within_class_losses, width, classes.vocab_size)
-        word_losses = word_losses + selected_row_losses(
-            row_losses, max(1, BLOCK_WORDS // width), hidden, word_params, row_data, tier_of_row == tier
-        )
     return word_losses - target_class_log_probs
 
 
@@ -191,32 +181,6 @@ def _tier_of_class(classes: Classes) -> np.ndarray:
     ratio = np.maximum(classes.sizes / FIRST_TIER, 1.0)
     tiers = np.ceil(np.log(ratio) / np.log(TIER_GROWTH) - 1e-9).astype(np.int32)
     return np.unique(tiers, return_inverse=True)[1].astype(np.int32)  # drop empty tiers
-
-
-def _tier_widths(classes: Classes) -> list[int]:
-    """The largest class of each tier: the words a row of that tier scores."""
-    tier = _tier_of_class(classes)
-    return [int(classes.sizes[tier == t].max()) for t in range(tier.max() + 1)]
-
-
-def _within_class_losses(width: int, vocab_size: int, hidden, word_params, row_data):
-    """[R] −log p(t | c(t), h), scoring the first `width` words from each row's class start.
-
-    hidden [R, D] float32; word_params (weights [V, D], biases [V] or None) float32;
-    row_data (class starts, class sizes, target offsets in the class), each [R] int32.
-    """
-    word_weights, word_biases = word_params
-    starts, class_sizes, offsets_of_targets = row_data
-    offsets = jnp.arange(width, dtype=jnp.int32)
-    word_ids = jnp.minimum(starts[:, None] + offsets[None, :], vocab_size - 1)
-    word_scores = jnp.einsum("nd,nmd->nm", hidden, word_weights[word_ids])
-    if word_biases is not None:
-        word_scores = word_scores + word_biases[word_ids]
-    word_scores = jnp.where(offsets[None, :] < class_sizes[:, None], word_scores, -jnp.inf)
-    # Padding rows of another tier may point past `width`: clipped, their losses are dropped.
-    target_offsets = jnp.minimum(offsets_of_targets, width - 1)
-    target_scores = jnp.take_along_axis(word_scores, target_offsets[:, None], axis=1)[:, 0]
-    return jax.nn.logsumexp(word_scores, axis=1) - target_scores
 
 
 def _affine(hidden, weights, biases):

@@ -106,8 +106,9 @@ class WordScores(nn.Module):
 
 
 class FullSoftmax(WordScores):
-    """Exact softmax; `chunk_size` > 0 scores the vocabulary in blocks (no [N, V] logits);
-    `z_loss` > 0 adds z_loss · (log Z)² to each row's training loss (not to `log_probs`)."""
+    """Exact softmax; `chunk_size` C > 0 scores the vocabulary in blocks of C words (C >= V:
+    materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
+    z_loss · (log Z)² to each row's training loss (not to `log_probs`)."""
 
     chunk_size: int = 0
     z_loss: float = 0.0

@@ -1,10 +1,13 @@
 """Class-based softmax: equal-mass classes, normalized exact log-probs, loss consistency."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from seqjax.heads import class_log_probs, class_softmax_loss, frequency_classes
+from seqjax.heads.class_blocks import ROWS_PER_STEP
+from seqjax.heads.classes import Classes
 
 COUNTS = np.array([50, 20, 10, 6, 5, 3, 2, 1, 1, 1, 1])
 
@@ -90,6 +93,30 @@ def test_class_softmax_over_size_tiers_matches_log_probs_in_value_and_gradient()
     grads = jax.jit(jax.grad(lambda *a: loss(*a).sum(), argnums=(0, 1, 2)))(hidden, ww, wb)
     expected = jax.grad(lambda *a: exact(*a).sum(), argnums=(0, 1, 2))(hidden, ww, wb)
     for got, want in zip(grads, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_class_softmax_walks_many_rows_of_one_class_and_windows_moved_back_from_the_end():
+    # Sizes 1, 6, 3 share one tier of width 6: the last class's window starts 3 words before it.
+    # 40 rows in the middle class take three steps of ROWS_PER_STEP (the last one partial).
+    sizes = np.array([1, 6, 3], np.int32)
+    starts = np.array([0, 1, 7], np.int32)
+    classes = Classes(starts, sizes, np.repeat(np.arange(3, dtype=np.int32), sizes))
+    assert 40 > 2 * ROWS_PER_STEP
+    hidden, cw, cb, ww, wb, _ = random_parameters(9, 3, 10, rows=43, features=4)
+    targets = np.concatenate([np.arange(40) % 6 + 1, [0, 7, 9]]).astype(np.int32)
+    rows = np.arange(len(targets))
+    cotangent = np.random.default_rng(10).normal(size=len(targets)).astype(np.float32)
+
+    def loss(h, w, b):
+        return jnp.vdot(cotangent, class_softmax_loss(h, cw, cb, w, b, targets, classes))
+
+    def exact(h, w, b):
+        return jnp.vdot(cotangent, -class_log_probs(h, cw, cb, w, b, classes)[rows, targets])
+
+    np.testing.assert_allclose(jax.jit(loss)(hidden, ww, wb), exact(hidden, ww, wb), rtol=1e-5)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(hidden, ww, wb)
+    for got, want in zip(grads, jax.grad(exact, argnums=(0, 1, 2))(hidden, ww, wb)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

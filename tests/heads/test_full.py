@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxpr_tools import matmuls
-from seqjax.heads import full_softmax_loss
+from seqjax.heads import full, full_softmax_loss
 
 
 def reference_loss(hidden, weights, biases, targets):
@@ -44,7 +44,7 @@ def test_full_softmax_loss_without_biases_equals_zero_biases():
     )
 
 
-@pytest.mark.parametrize("chunk_size", [1, 7, 30])  # one word per block, a remainder block, one block
+@pytest.mark.parametrize("chunk_size", [1, 7, 22])  # one word per block, remainder blocks of 2 and of 1
 def test_chunked_full_softmax_equals_unchunked_value_and_gradients(chunk_size):
     hidden, weights, biases, targets = random_problem(chunk_size)
     cotangent = np.random.default_rng(chunk_size).normal(size=targets.shape).astype(np.float32)
@@ -55,7 +55,7 @@ def test_chunked_full_softmax_equals_unchunked_value_and_gradients(chunk_size):
     def value_and_grads(chunk):
         return jax.jit(jax.value_and_grad(weighted(chunk), argnums=(0, 1, 2)))(hidden, weights, biases)
 
-    plain_value, plain_grads = value_and_grads(None)
+    plain_value, plain_grads = value_and_grads(weights.shape[0])  # one block: materialized logits
     value, grads = value_and_grads(chunk_size)
     np.testing.assert_allclose(value, plain_value, rtol=1e-5)
     for got, expected in zip(grads, plain_grads):
@@ -95,6 +95,21 @@ def test_full_softmax_loss_computes_bfloat16_hidden_in_float32(chunk_size):
     # Exact for the rounded hidden states: the weights were not rounded to bfloat16 (that moves these losses by 9e-3).
     rounded = np.asarray(half.astype(jnp.float32))
     np.testing.assert_allclose(losses, reference_loss(rounded, weights, biases, targets), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("limit, blocked", [(6 * 23, False), (6 * 23 - 1, True)])
+def test_default_materializes_up_to_the_limit_and_scores_blocks_beyond(monkeypatch, limit, blocked):
+    hidden, weights, biases, targets = random_problem(6)  # N·V = 6 · 23
+    monkeypatch.setattr(full, "MATERIALIZE_LIMIT", limit)
+    monkeypatch.setattr(full, "DEFAULT_CHUNK", 5)
+    jaxpr = str(jax.make_jaxpr(lambda h: full_softmax_loss(h, weights, biases, targets))(hidden))
+    assert ("scan" in jaxpr) == blocked
+    assert full.default_chunk_size(6, 23) == (5 if blocked else 23)
+    np.testing.assert_allclose(
+        full_softmax_loss(hidden, weights, biases, targets),
+        reference_loss(hidden, weights, biases, targets),
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize(
