@@ -203,7 +203,7 @@ def interpolate(args, options) -> None:
 
 
 def cmd_generate(args) -> None:
-    from seqjax.models import is_seq2seq
+    from seqjax.models import generates, is_seq2seq
     from seqjax.training.generation import continuations, continue_lines, translate_lines
 
     options = decode_options(args)
@@ -214,6 +214,11 @@ def cmd_generate(args) -> None:
         return
     if args.input is not None and (args.prompt is not None or args.num != 1):
         raise ValueError("--input writes one line per input line: it takes neither --prompt nor --num")
+    if not generates(run_config(args.workdir).model):
+        raise ValueError(
+            f"--workdir {args.workdir} holds an encoder (model.kind={run_config(args.workdir).model.kind}), "
+            "which has no decode step: nothing to generate"
+        )
     seq2seq = is_seq2seq(run_config(args.workdir).model)
     if seq2seq and args.prompt is None and args.input is None:
         raise ValueError(

@@ -46,6 +46,15 @@ class SpecialIds:
         """How many ids the specials take: the first ordinary token's id."""
         return len(dataclasses.fields(self))
 
+    def mask_id(self, vocab_size: int) -> int:
+        """[MASK] of the masked-LM encoders: the id right after a vocabulary of `vocab_size`,
+        which only their inputs use (their embedding has V + 1 rows; nothing predicts it).
+
+        It is not reserved at the start as the ids above are: that would shift every ordinary
+        id, and the vocabularies and checkpoints saved so far hold those ids.
+        """
+        return vocab_size
+
 
 SPECIAL_IDS = SpecialIds()
 

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.attention import KERNELS
 from seqjax.models.bilm import BiLM
+from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
 from seqjax.models.ngram import KneserNeyLM
 from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
@@ -38,11 +39,14 @@ MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as clas
     "rnn_seq2seq": RNNSeq2Seq,
     "attention_seq2seq": AttentionSeq2Seq,
     "transformer_seq2seq": TransformerSeq2Seq,
+    "transformer_encoder": TransformerEncoder,
+    "electra": ElectraEncoder,
 }
 # kind -> the one objective that trains it, for models whose parts only that objective reaches
 MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if getattr(cls, "objective", None)}
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
+ENCODER_KINDS = ("transformer_encoder", "electra")  # encoder-only: no decode step
 CELLS = ("lstm", "gru", "elman")
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
@@ -61,6 +65,11 @@ def is_latent(cfg: ModelConfig) -> bool:
     """True for latent-variable models (the VAE LM), trained by the vae objective and scored
     by their evidence lower bound."""
     return getattr(MODEL_KINDS[cfg.kind], "latent", False)
+
+
+def generates(cfg: ModelConfig) -> bool:
+    """True for the models with a decode step (every kind but the encoder-only ones)."""
+    return getattr(MODEL_KINDS[cfg.kind], "generates", True)
 
 
 def is_trained(cfg: ModelConfig) -> bool:
@@ -140,8 +149,10 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
         raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout!r}")
     if MODEL_KINDS[cfg.kind].recurrent:
         _check_one_of("model.cell", cfg.cell, CELLS)
-    if cfg.kind in TRANSFORMER_KINDS:
+    if cfg.kind in TRANSFORMER_KINDS + ENCODER_KINDS:
         _check_transformer(cfg)
+    if cfg.kind == "electra":
+        _check_positive("model.generator_layers", cfg.generator_layers)
     if cfg.kind == "nnlm":
         _check_positive("model.context", cfg.context)
     if cfg.kind == "rnn_vae":
@@ -171,7 +182,7 @@ def build_model(
         raise ValueError(
             f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built"
         )
-    if cfg.kind in TRANSFORMER_KINDS and cfg.attention_kernel == "cudnn":
+    if cfg.kind in TRANSFORMER_KINDS + ENCODER_KINDS and cfg.attention_kernel == "cudnn":
         _check_cudnn(dtype)
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
@@ -182,15 +193,18 @@ def build_model(
 __all__ = [
     "AttentionSeq2Seq",
     "BiLM",
+    "ElectraEncoder",
     "NNLM",
     "RNNLM",
     "RNNVAE",
     "RNNSeq2Seq",
     "TransformerLM",
+    "TransformerEncoder",
     "TransformerSeq2Seq",
     "MODEL_KINDS",
     "MODEL_OBJECTIVES",
     "build_model",
+    "generates",
     "is_latent",
     "is_seq2seq",
     "is_trained",

@@ -4,9 +4,10 @@ Each objective is a frozen dataclass whose fields are its options, checked when 
 and whose instances are called as `objective(model, head, params, batch, key, step, ids=ids)
 -> (loss, metrics)` (`seqjax.contracts.Objective`): teacher forcing, scheduled sampling
 (+ decay schedules), random replacement, the embedding gradient penalty, REINFORCE /
-self-critical / MIXER with a sentence-BLEU reward, minimum-risk training, the VAE LM's ELBO
-and ELMo's forward + backward LM loss (each for its own model only). Each of the others works with any model that has
-the decode-step contract; all work with any head.
+self-critical / MIXER with a sentence-BLEU reward, minimum-risk training, the VAE LM's ELBO,
+ELMo's forward + backward LM loss, BERT's masked LM and ELECTRA (these four each for its own
+model only). Each of the others works with any model that has the decode-step contract; all
+work with any head.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 
 from seqjax.objectives.bidirectional import BidirectionalLM
+from seqjax.objectives.electra import Electra
 from seqjax.objectives.gradient_penalty import GradientPenalty
+from seqjax.objectives.masked_lm import MaskedLM
 from seqjax.objectives.minimum_risk import MinimumRisk
 from seqjax.objectives.random_replacement import RandomReplacement
 from seqjax.objectives.reinforce import Mixer, Reinforce
@@ -34,6 +37,8 @@ OBJECTIVES = {
     "minimum_risk": MinimumRisk,
     "vae": VAE,
     "bidirectional_lm": BidirectionalLM,
+    "masked_lm": MaskedLM,
+    "electra": Electra,
 }
 
 
@@ -52,6 +57,8 @@ class ObjectiveConfig:
     minimum_risk: MinimumRisk = MinimumRisk()
     vae: VAE = VAE()
     bidirectional_lm: BidirectionalLM = BidirectionalLM()
+    masked_lm: MaskedLM = MaskedLM()
+    electra: Electra = Electra()
 
 
 def build_objective(cfg: ObjectiveConfig):
@@ -68,7 +75,9 @@ def build_objective(cfg: ObjectiveConfig):
 __all__ = [
     "OBJECTIVES",
     "BidirectionalLM",
+    "Electra",
     "GradientPenalty",
+    "MaskedLM",
     "MinimumRisk",
     "Mixer",
     "ObjectiveConfig",

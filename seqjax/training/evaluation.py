@@ -22,6 +22,7 @@ import numpy as np
 
 from seqjax.config import Config
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
+from seqjax.models import generates
 from seqjax.training.generation import lm_samples, translate
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 # batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a latent-variable
 # model's scorer gives Σ −ELBO as the NLL and adds {"kl": Σ KL, "rows": rows with tokens}; the
-# BiLM's gives its forward LM's NLL and adds {"backward_nll": its backward LM's}.
+# BiLM's gives its forward LM's NLL and adds {"backward_nll": its backward LM's}; an encoder's
+# gives the NLL and count of its masked tokens and adds {"positions": every valid position}.
 Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 
@@ -53,7 +55,8 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     scored whole the word_perplexity (the same total NLL spread over the split's words). For
     a latent-variable model nll is −ELBO per token (so both perplexities are upper bounds),
     with kl and elbo in nats per row and reconstruction_nll per token beside it; for the BiLM
-    nll is the forward LM's, with backward_nll and backward_token_perplexity beside it.
+    nll is the forward LM's, with backward_nll and backward_token_perplexity beside it; for an
+    encoder nll and token_perplexity are over masked tokens only, with masked_fraction.
     """
     scores = jax.device_get([score(batch) for batch in eval_batches(cfg, data, split)])  # device runs ahead
     nll_sum, tokens = (float(x) for x in np.sum([score[:2] for score in scores], axis=0))
@@ -67,11 +70,13 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
             elbo=-nll_sum / max(sums["rows"], 1.0),
             reconstruction_nll=(nll_sum - sums["kl"]) / max(tokens, 1.0),
         )
+    if "positions" in sums:
+        result["masked_fraction"] = tokens / max(sums["positions"], 1.0)
     if "backward_nll" in sums:
         backward = sums["backward_nll"] / max(tokens, 1.0)
         result.update(backward_nll=backward, backward_token_perplexity=float(np.exp(backward)))
     words = getattr(data, "words", {}).get(split)
-    if words and not cfg.train.eval_batches:
+    if words and not cfg.train.eval_batches and "positions" not in sums:  # a masked LM scores some words only
         result["word_perplexity"] = float(np.exp(nll_sum / words))
     return result
 
@@ -94,7 +99,7 @@ def generation_report(exp: Experiment, params, *, echo: Callable[[str], None] = 
     """Prints and returns a few generated samples with the task's quality measure: BLEU and
     ROUGE for seq2seq; for a language model the synthetic task's own report
     (`exp.task_report`), if it has one, printed before the samples."""
-    if exp.cfg.train.num_printed_samples == 0:
+    if exp.cfg.train.num_printed_samples == 0 or not generates(exp.cfg.model):
         return {}
     if exp.is_seq2seq:
         return translate(exp, params, "valid" if "valid" in exp.data.splits else "train", echo=echo)

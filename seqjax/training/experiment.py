@@ -22,7 +22,7 @@ from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_p
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
-from seqjax.models import MODEL_OBJECTIVES, SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, is_seq2seq
+from seqjax.models import MODEL_OBJECTIVES, SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, generates, is_seq2seq
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
@@ -196,4 +196,5 @@ def build_experiment(
     model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if isinstance(data, ParallelData) else {}
     model = build_model(cfg.model, vocab.size, dtype=PRECISIONS[cfg.train.precision], **model_kwargs)
     head = output_head(cfg, vocab.size, np.asarray(vocab.counts), mesh)
-    return Experiment(cfg, data, model, head, build_objective(cfg.objective), task_report(cfg.data))
+    report = task_report(cfg.data) if generates(cfg.model) else None  # the tasks' reports judge samples
+    return Experiment(cfg, data, model, head, build_objective(cfg.objective), report)

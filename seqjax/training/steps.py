@@ -27,6 +27,7 @@ from jax.sharding import PartitionSpec as P
 from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.objectives.bidirectional import direction_nlls
+from seqjax.objectives.masked_lm import masked_nll
 from seqjax.objectives.vae import negative_elbo
 from seqjax.training.layout import batch_sharding, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
@@ -222,11 +223,18 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     reconstruction NLL + KL, token count, {"kl": Σ KL, "rows": rows with tokens}), one z ~ q
     per row from a fixed key (`seqjax.objectives.vae.negative_elbo`), so the perplexity is an
     upper bound. The BiLM's forward LM is scored as any LM's and its backward LM beside it
-    ({"backward_nll": Σ backward NLL}, `seqjax.objectives.bidirectional.direction_nlls`).
+    ({"backward_nll": Σ backward NLL}, `seqjax.objectives.bidirectional.direction_nlls`). An
+    encoder (`model.generates` False) is scored on masked tokens: (Σ NLL at 15% of the valid
+    positions shown as [MASK] from a fixed key, their count, {"positions": valid positions});
+    ELECTRA's generator is the masked LM scored (`seqjax.objectives.masked_lm.masked_nll`).
     The parameters keep whatever placement they have (any strategy); the batch is split over `data`.
     """
 
     def eval_step(params, batch: Batch):
+        if not getattr(model, "generates", True):  # an encoder: the masked-token NLL
+            method = "generator" if getattr(model, "objective", None) == "electra" else "__call__"
+            sums = masked_nll(model, head, params, batch, jax.random.key(0), method=method)
+            return sums["nll"], sums["masked"], {"positions": sums["positions"]}
         if getattr(model, "objective", None) == "bidirectional_lm":
             nlls = direction_nlls(model, head, params, batch, boundary_id=SPECIAL_IDS.eos)
             return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}

@@ -1,0 +1,127 @@
+"""BERT's masked-LM objective (Devlin et al. 2019) for an encoder (model.kind=transformer_encoder).
+
+Each valid token of a row is selected with probability `rate` (15%); a selected token is
+replaced by [MASK] with probability `mask_prob` (80%), by a word drawn uniformly from the
+vocabulary without the specials with probability `random_prob` (10%), and kept otherwise
+(10%). The encoder reads the corrupted row, every valid token attending to every other, and
+the head is judged on the original tokens at the selected positions only. The rows are the
+batch's targets (an LM batch's tokens); its inputs are not read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from seqjax.contracts import Head, Model, Params, SpecialIds
+from seqjax.model_head import head_loss, token_nll
+from seqjax.objectives.checks import check_number
+from seqjax.options import option
+
+EVAL_RATE = 0.15  # positions scored by the masked-token perplexity, all shown as [MASK]
+
+
+def mask_tokens(
+    tokens: jax.Array,
+    valid: jax.Array,
+    key: jax.Array,
+    *,
+    ids: SpecialIds,
+    vocab_size: int,
+    rate: float,
+    mask_prob: float,
+    random_prob: float,
+) -> tuple[jax.Array, jax.Array]:
+    """BERT's corruption of tokens [B, T] int32 at valid [B, T] bool positions.
+
+    Returns:
+      corrupted: [B, T] int32, a selected position holding [MASK] (`ids.mask_id(V)`), a word in
+        [ids.count, V) or its own token (probabilities mask_prob, random_prob and the rest).
+      selected: [B, T] bool, the positions the loss is taken at.
+    """
+    if vocab_size <= ids.count:
+        raise ValueError(f"vocab_size must be > {ids.count} (the special tokens), got {vocab_size}")
+    select_u, kind_u, word_u = jax.random.uniform(key, (3, *tokens.shape))
+    selected = valid & (select_u < rate)
+    words = ids.count + jnp.minimum(
+        jnp.floor(word_u * (vocab_size - ids.count)).astype(jnp.int32), vocab_size - ids.count - 1
+    )
+    replacement = jnp.where(
+        kind_u < mask_prob, ids.mask_id(vocab_size), jnp.where(kind_u < mask_prob + random_prob, words, tokens)
+    )
+    return jnp.where(selected, replacement, tokens), selected
+
+
+def encoded(model: Model, params: Params, tokens, valid, key, *, train: bool, method: str = "__call__"):
+    """The encoder's (or, method="generator", ELECTRA's generator's) hidden states [B, T, D]
+    float32 for tokens [B, T] int32 with valid [B, T] bool keys."""
+    return model.apply(
+        {"params": params["model"]}, tokens, mask=valid, train=train, rngs={"dropout": key}, method=method
+    )
+
+
+def masked_nll(model: Model, head: Head, params: Params, batch, key: jax.Array, *, method: str = "__call__"):
+    """The exact masked-token NLL of a batch: EVAL_RATE of the valid targets, drawn from
+    `key`, shown as [MASK] and scored with the head's exact log-probabilities (no dropout).
+
+    Returns [] float32 sums: "nll" over the masked positions, "masked" (their count) and
+    "positions" (every valid position).
+    """
+    valid = batch["mask"] > 0
+    corrupted, selected = mask_tokens(
+        batch["targets"],
+        valid,
+        key,
+        ids=SpecialIds(),
+        vocab_size=model.vocab_size,
+        rate=EVAL_RATE,
+        mask_prob=1.0,
+        random_prob=0.0,
+    )
+    hidden = encoded(model, params, corrupted, valid, key, train=False, method=method)
+    nll = token_nll(model, head, params, hidden, batch["targets"])
+    return {"nll": (nll * selected).sum(), "masked": selected.sum().astype(jnp.float32), "positions": valid.sum()}
+
+
+def check_masking(rate: float, mask_prob: float, random_prob: float) -> None:
+    check_number("rate", rate, 0.0, 1.0, open_low=True)
+    check_number("mask_prob", mask_prob, 0.0, 1.0)
+    check_number("random_prob", random_prob, 0.0, 1.0 - mask_prob)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedLM:
+    """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
+    positions of the corrupted row. The rates do not change over training."""
+
+    rate: float = option(0.15, "probability that a valid token is selected (predicted)")
+    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]")
+    random_prob: float = option(0.1, "probability that a selected token is shown as a random word (else itself)")
+
+    def __post_init__(self):
+        check_masking(self.rate, self.mask_prob, self.random_prob)
+
+    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+        """Returns:
+        loss: [] float32, the head's mean loss over the selected positions.
+        metrics: dict of [] float32: the head's aux ("tokens" = selected positions), "selected"
+          (their fraction of the valid positions).
+        """
+        del step  # the rates do not change over training
+        mask_key, model_key, head_key = jax.random.split(key, 3)
+        valid = batch["mask"] > 0
+        corrupted, selected = mask_tokens(
+            batch["targets"],
+            valid,
+            mask_key,
+            ids=ids,
+            vocab_size=model.vocab_size,
+            rate=self.rate,
+            mask_prob=self.mask_prob,
+            random_prob=self.random_prob,
+        )
+        hidden = encoded(model, params, corrupted, valid, model_key, train=True)
+        loss, metrics = head_loss(model, head, params, hidden, dict(batch, mask=selected.astype(jnp.float32)), head_key)
+        return loss, dict(metrics, selected=selected.sum() / jnp.maximum(valid.sum(), 1))

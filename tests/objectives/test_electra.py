@@ -1,0 +1,73 @@
+"""ELECTRA: the discriminator's labels, its loss against a numpy cross-entropy, and the
+generator trained by its masked-LM loss alone."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seqjax.config import HeadConfig, ModelConfig
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.heads import build_head
+from seqjax.model_head import init_params, token_log_probs
+from seqjax.models import build_model
+from seqjax.objectives import Electra
+from seqjax.objectives.electra import replaced_labels
+from seqjax.objectives.masked_lm import encoded, mask_tokens
+
+V, B, T = 12, 3, 8
+
+
+def test_labels_mark_the_tokens_that_differ_from_the_original():
+    original = jnp.array([[5, 6, 7, 8], [9, 10, 11, 0]])
+    corrupted = jnp.array([[5, 9, 7, 4], [9, 10, 6, 0]])  # position (0, 0) was sampled back to itself
+    valid = jnp.array([[True] * 4, [True, True, True, False]])
+    np.testing.assert_array_equal(replaced_labels(corrupted, original, valid), [[0, 1, 0, 1], [0, 0, 1, 0]])
+
+
+@pytest.fixture(scope="module")
+def tiny_electra():
+    cfg = ModelConfig(kind="electra", d_model=16, layers=1, generator_layers=1, num_heads=2, d_ff=32, dropout=0.0,
+                      max_len=T)
+    model = build_model(cfg, V)
+    head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
+    tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
+    mask = jnp.ones((B, T)).at[2, 5:].set(0.0)
+    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
+    return model, head, init_params(model, head, jax.random.key(1), batch), batch
+
+
+def test_discriminator_loss_is_the_cross_entropy_of_replaced_against_original(tiny_electra):
+    model, head, params, batch = tiny_electra
+    key = jax.random.key(4)
+    objective = Electra(rate=0.5, discriminator_weight=2.0)
+    loss, metrics = objective(model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)
+    mask_key, sample_key, *_ = jax.random.split(key, 5)
+    valid = batch["mask"] > 0
+    masked, selected = mask_tokens(batch["targets"], valid, mask_key, ids=SPECIAL_IDS, vocab_size=V, rate=0.5,
+                                   mask_prob=1.0, random_prob=0.0)
+    hidden = encoded(model, params, masked, valid, key, train=False, method="generator")
+    samples = jax.random.categorical(sample_key, token_log_probs(model, head, params, hidden))
+    corrupted = np.where(selected, samples, batch["targets"])
+    labels = (corrupted != np.asarray(batch["targets"])) & np.asarray(valid)
+    logits = np.asarray(model.apply({"params": params["model"]}, jnp.asarray(corrupted), mask=valid,
+                                    method="discriminate"), np.float64)
+    probability = 1 / (1 + np.exp(-logits))
+    cross_entropy = -(labels * np.log(probability) + (1 - labels) * np.log(1 - probability))
+    want = cross_entropy[np.asarray(valid)].mean()
+    assert float(metrics["discriminator_loss"]) == pytest.approx(want, rel=1e-5)
+    assert float(metrics["replaced"]) == pytest.approx(labels[np.asarray(valid)].mean())
+    assert float(loss) == pytest.approx(float(metrics["generator_loss"]) + 2.0 * want, rel=1e-5)
+
+
+def test_the_generator_learns_from_its_masked_lm_loss_only(tiny_electra):
+    model, head, params, batch = tiny_electra
+    key = jax.random.key(5)
+
+    def generator_gradient(weight):
+        objective = Electra(discriminator_weight=weight)
+        grads = jax.grad(lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS)[0])(params)
+        return grads["model"]["generator_stack"]
+
+    for got, want in zip(jax.tree.leaves(generator_gradient(50.0)), jax.tree.leaves(generator_gradient(0.0))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
