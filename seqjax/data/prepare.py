@@ -1,8 +1,8 @@
 """`seqjax prepare`: a text or parallel corpus tokenized once into a token store (`store.py`).
 
-One streaming pass over the train files builds the tokenizers (`stream_tokenizers`); a
-second encodes every split a block at a time into flat id files, which are turned into
-`.npy` arrays of the store's id type at the end. Memory holds one block and the counts,
+A streaming pass encodes every split a block at a time into flat id files, which are turned
+into `.npy` arrays of the store's id type at the end; char and BPE tokenizers are built in
+a pass over the train files before it, word level in it (`stream_tokenizers`). Memory holds one block and the counts,
 whatever the corpus size. The store is written into a temporary directory beside its
 place and renamed into place last, so a prepare that is killed or fails (a full disk
 included) leaves no store that could be opened, and the next prepare starts over.
@@ -37,11 +37,14 @@ from seqjax.data.store import (
     token_dtype,
     tokenization_config,
 )
-from seqjax.data.stream_tokenizers import BpeModel, block_encoder, train_streaming
+from seqjax.data.stream_tokenizers import block_encoder, train_streaming
 from seqjax.data.streaming import read_blocks
-from seqjax.data.vocab import EOS_ID
+from seqjax.data.tokenizers import CharTokenizer
+from seqjax.data.vocab import EOS_ID, UNK_ID
 
 _CHUNK = 1 << 24  # elements copied at a time from a raw id file into its .npy
+# The `</s>` after each line of an LM stream among provisional ids (mapped to EOS_ID at the end).
+_EOS_MARK = np.iinfo(np.uint32).max
 
 
 def source_files(cfg: DataConfig) -> dict[str, dict[str, str]]:
@@ -104,7 +107,10 @@ def _to_npy(directory: str, raw: str, name: str, source: type, dtype, table: np.
     values = np.memmap(raw_path, source, mode="r")
     for start in range(0, n, _CHUNK):
         chunk = values[start : start + _CHUNK]
-        out[start : start + _CHUNK] = table[chunk] if table is not None else chunk
+        if table is not None:
+            ends = chunk == _EOS_MARK
+            chunk = np.where(ends, EOS_ID, table[np.where(ends, 0, chunk)])
+        out[start : start + _CHUNK] = chunk
     del values
     out.flush()
     del out
@@ -130,31 +136,35 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
             cfg.tokenizer, blocks(path), vocab_size=cfg.vocab_size, min_count=cfg.min_count
         )
     encoders = {side: block_encoder(model) for side, model in trained.items()}
-    # side -> (tokenizer, table from the written ids to its ids, or None when they are its ids)
+    # side -> (tokenizer, table from the written provisional ids to its ids; None: they are its ids)
     final: dict[str, tuple[Any, np.ndarray | None]] = {
-        side: (model, None) for side, model in trained.items() if not isinstance(model, BpeModel)
+        side: (model, None) for side, model in trained.items() if isinstance(model, CharTokenizer)
     }
     splits: dict[str, Any] = {}
     for split, sides in files.items():
         for side, path in sides.items():
             model = trained[side]
-            bpe_size = model.size if isinstance(model, BpeModel) else 0
-            eos = (bpe_size or EOS_ID) if lm else None  # BPE: a sentinel after the HF ids, mapped to </s>
+            provisional = not isinstance(model, CharTokenizer)
+            eos = (_EOS_MARK if provisional else EOS_ID) if lm else None
             sink = _Sink(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
-            counts = np.zeros(bpe_size, np.int64)
+            counts = np.zeros(0, np.int64)
             try:
                 for lines in blocks(path):
                     ids, lengths = encoders[side](lines)
                     sink.add(lines, ids, lengths)
-                    if bpe_size and split == "train":
-                        counts += np.bincount(ids, minlength=bpe_size)
+                    if provisional and split == "train":
+                        block = np.bincount(ids, minlength=model.size)
+                        counts = np.pad(counts, (0, len(block) - len(counts))) + block
             finally:
                 sink.close()
             if sink.lines == 0:
                 raise ValueError(f"data.{split} must hold at least one line, got none in {path!r}")
-            if bpe_size and split == "train":
-                tokenizer, table = model.tokenizer(counts, sink.lines)
-                final[side] = (tokenizer, np.append(table, EOS_ID) if lm else table)
+            if split == "train" and sink.words == 0:
+                raise ValueError(
+                    f"data.train must hold some non-blank line, got {sink.lines} blank line(s) in {path!r}"
+                )
+            if provisional and split == "train":
+                final[side] = model.tokenizer(np.pad(counts, (0, model.size - len(counts))), sink.lines)
             splits.setdefault(split, {})[side or "text"] = {
                 "lines": sink.lines,
                 "tokens": sink.tokens,
@@ -170,6 +180,8 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
                 )
     for side, (tokenizer, table) in final.items():
         tokenizer.save(os.path.join(directory, "tokenizer_src" if side == "src" else "tokenizer"))
+        if table is not None:  # a word first seen after the train split is <unk>
+            table = np.pad(table, (0, trained[side].size - len(table)), constant_values=UNK_ID)
         dtype = token_dtype(tokenizer.vocab.size)
         for split in files:
             name = f"{split}.{side}" if side else split
@@ -214,7 +226,8 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     os.makedirs(parent, exist_ok=True)
     temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.tmp-", dir=parent)
     total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
-    total += sum(os.path.getsize(p) for p in files["train"].values())  # the train files are read twice
+    if cfg.tokenizer != "word":  # char counts, BPE trains in a first pass over the train files
+        total += sum(os.path.getsize(p) for p in files["train"].values())
     try:
         with tqdm(
             total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="prepare", disable=not progress

@@ -1,17 +1,17 @@
 """Tokenizers built and applied a block of lines at a time, for corpora that do not fit in memory.
 
-`train_streaming(kind, blocks, ...)` gives the tokenizer `tokenizers.build_tokenizer` would
-give for the same lines (the same vocabulary, ids and counts), reading each block once and
-keeping only the counts. `block_encoder(tokenizer)` maps a block of lines to flat ids and
-per-line lengths, vectorized: char level through a sorted code-point table, word level
-through one regular-expression pass over the block, BPE through HF `tokenizers`' batch
-encoding in Rust.
+The result is the tokenizer `tokenizers.build_tokenizer` builds from the same lines (the
+same vocabulary, ids and counts), with only one block and the counts in memory. Encoding is
+vectorized: char level through a sorted code-point table, word level through one
+regular-expression pass over the block and one dict lookup per word, BPE through HF
+`tokenizers`' batch encoding in Rust.
 
-Byte-level BPE is different in one way: its ids are frequency-sorted by the counts of the
-encoded training text, which are known only once that text is encoded. So the BPE trainer
-returns the HF model alone (`BpeModel`), the corpus is encoded once into HF ids, and
-`BpeModel.tokenizer(counts, num_lines)` gives the tokenizer and the table that maps HF ids
-to its ids afterwards.
+Char level counts its characters in a first pass (`train_streaming`) and encodes in a
+second. Word level and byte-level BPE rank their ids by the counts of the encoded training
+text, so they encode it once into provisional ids (`WordModel`: in order of first sight;
+`BpeModel`: HF's, after training BPE from an iterator) and `tokenizer(counts, num_lines)`
+then gives the tokenizer and the table from provisional ids to its ids: the corpus is
+never encoded twice.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from seqjax.data.tokenizers import (
     BPE_MIN_VOCAB_SIZE,
     BpeTokenizer,
     CharTokenizer,
-    Tokenizer,
     WordTokenizer,
 )
 from seqjax.data.vocab import SPECIAL_TOKENS, UNK_ID, Vocabulary
@@ -63,6 +62,44 @@ class BpeModel:
         return BpeTokenizer(vocab, self.model), np.array([vocab.id(p) for p in pieces], np.int64)
 
 
+class _FirstSeen(dict):
+    """Piece -> provisional id, a new piece getting the next id when first looked up; "\n"
+    (the line end) is -1 and no piece."""
+
+    def __init__(self):
+        super().__init__({"\n": -1})
+
+    def __missing__(self, piece: str) -> int:
+        value = self[piece] = len(self) - 1
+        return value
+
+
+@dataclasses.dataclass
+class WordModel:
+    """Word pieces numbered in order of first sight while the corpus is encoded (one pass);
+    `tokenizer(counts, num_lines)` then ranks the train split's pieces by frequency, as
+    `WordTokenizer.train` does, and maps provisional ids to its ids."""
+
+    vocab_size: int
+    min_count: int
+    index: _FirstSeen = dataclasses.field(default_factory=_FirstSeen)
+
+    @property
+    def size(self) -> int:
+        """Provisional ids given so far."""
+        return len(self.index) - 1
+
+    def tokenizer(self, counts: np.ndarray, num_lines: int) -> tuple[WordTokenizer, np.ndarray]:
+        """The tokenizer of the pieces counted `counts` ([size] int64) in the train split's
+        `num_lines` lines, and the table [size] int64 from provisional ids to its ids (pieces
+        it leaves out, by min_count or vocab_size, to `<unk>`)."""
+        pieces = list(self.index)[1:]
+        vocab = Vocabulary.from_counts(
+            dict(zip(pieces, counts.tolist())), num_lines=num_lines, max_size=self.vocab_size, min_count=self.min_count
+        )
+        return WordTokenizer(vocab), np.array([vocab.id(p) for p in pieces], np.int64)
+
+
 def _checked(blocks: Blocks) -> Iterator[list[str]]:
     """`blocks`, raising ValueError at the end when no line held non-blank text."""
     lines, text = 0, False
@@ -76,12 +113,15 @@ def _checked(blocks: Blocks) -> Iterator[list[str]]:
 
 def train_streaming(
     kind: str, blocks: Blocks, *, vocab_size: int = 0, min_count: int = 1
-) -> tuple[Tokenizer | BpeModel, int]:
+) -> tuple[CharTokenizer | WordModel | BpeModel, int]:
     """The tokenizer of the training lines in `blocks` and their number of lines.
 
-    kind 'char' | 'word': the tokenizer `build_tokenizer(kind, lines, ...)` builds;
-    'bpe': a `BpeModel` (the vocabulary comes from the encoded text, see the module doc).
+    kind 'char': the tokenizer `build_tokenizer(kind, lines, ...)` builds; 'bpe': a
+    `BpeModel`; 'word': a `WordModel`, reading nothing: the pass that encodes the train split
+    also counts its words (for both, the vocabulary comes from the encoded text).
     """
+    if kind == "word":
+        return WordModel(vocab_size, min_count), 0
     num_lines = 0
 
     def counted() -> Iterator[list[str]]:
@@ -105,12 +145,10 @@ def train_streaming(
         return BpeModel(model), num_lines
     counts: collections.Counter[str] = collections.Counter()
     for block in counted():
-        if kind == "char":
-            counts.update("".join(block))
-        else:
-            counts.update(_WORD_PATTERN.findall("\n".join(block)))
-    vocab = Vocabulary.from_counts(counts, num_lines=num_lines, max_size=vocab_size, min_count=min_count)
-    return (CharTokenizer(vocab) if kind == "char" else WordTokenizer(vocab)), num_lines
+        counts.update("".join(block))
+    return CharTokenizer(
+        Vocabulary.from_counts(counts, num_lines=num_lines, max_size=vocab_size, min_count=min_count)
+    ), num_lines
 
 
 def _line_ends(ids: np.ndarray, mark: int) -> tuple[np.ndarray, np.ndarray]:
@@ -135,14 +173,10 @@ def _char_encoder(vocab: Vocabulary) -> BlockEncoder:
     return encode
 
 
-def _word_encoder(vocab: Vocabulary) -> BlockEncoder:
-    index = {token: i for i, token in enumerate(vocab.tokens)}
-    index["\n"] = -1
-
+def _word_encoder(index: _FirstSeen) -> BlockEncoder:
     def encode(lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
         tokens = _WORD_OR_NEWLINE.findall("\n".join(lines) + "\n")
-        ids = np.fromiter(map(index.get, tokens, itertools.repeat(UNK_ID)), np.int64, count=len(tokens))
-        return _line_ends(ids, -1)
+        return _line_ends(np.fromiter(map(index.__getitem__, tokens), np.int64, count=len(tokens)), -1)
 
     return encode
 
@@ -157,13 +191,11 @@ def _hf_encoder(model: HfTokenizer) -> BlockEncoder:
     return encode
 
 
-def block_encoder(tokenizer: Tokenizer | BpeModel) -> BlockEncoder:
-    """Encodes a block of lines: (ids [n] int64, lengths [lines] int64), ids of the tokenizer,
-    or HF ids for a `BpeModel` (and a `BpeTokenizer`, whose HF ids its table maps)."""
-    if isinstance(tokenizer, BpeModel):
-        return _hf_encoder(tokenizer.model)
-    if isinstance(tokenizer, BpeTokenizer):
-        return _hf_encoder(tokenizer.model)
-    if isinstance(tokenizer, CharTokenizer):
-        return _char_encoder(tokenizer.vocab)
-    return _word_encoder(tokenizer.vocab)
+def block_encoder(model: CharTokenizer | WordModel | BpeModel) -> BlockEncoder:
+    """Encodes a block of lines: (ids [n] int64, lengths [lines] int64): a char tokenizer's
+    ids, a `WordModel`'s provisional ids or a `BpeModel`'s HF ids (which their tables map)."""
+    if isinstance(model, BpeModel):
+        return _hf_encoder(model.model)
+    if isinstance(model, WordModel):
+        return _word_encoder(model.index)
+    return _char_encoder(model.vocab)
