@@ -55,7 +55,7 @@ def test_each_key_shows_its_type_its_default_when_changed_its_doc_and_whether_it
     assert line("model", "d_model").split("#", 1)[1].strip() == "int, default 128: width of embeddings and hidden states"
     assert line("model", "layers").split("#", 1)[1].strip().startswith("int: stacked layers")
     assert "not used" not in line("model", "cell") and "default" not in line("model", "cell")
-    assert "(not used: applies to model.kind in (transformer, transformer_seq2seq), not 'rnn')" in line("model", "num_heads")
+    assert "(not used: applies to model.kind in (transformer, transformer_seq2seq, transformer_encoder, electra), not 'rnn')" in line("model", "num_heads")
     assert "not used: applies to objective.kind=mixer, not 'teacher_forcing'" in line("objective.mixer", "num_samples")
     keys = [x.split(" = ")[0] for x in lines if " = " in x and not x.startswith("#")]
     assert len(keys) == len(config_lib.valid_keys(Config()))
