@@ -39,8 +39,10 @@ def machine() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
+            fields = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+        fields = {key.strip(): value.strip() for key, value in fields.items()}
+        cpu = f"{fields['model name']}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    except (OSError, KeyError):
         pass
     info = {
         "cpu": f"{cpu} ({os.cpu_count()} cores)",
@@ -98,8 +100,9 @@ def lm_train_step(shapes: LMShapes, dtype=jnp.float32) -> tuple[Callable[[int], 
     mesh = make_mesh("data:1", jax.devices()[:1])
     batch = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
     state = init_state(model, head, optimizer, 0, batch, mesh)
-    step = make_train_step(model, head, TeacherForcing(), optimizer, learning_rate_schedule(optim_cfg, 1000), mesh,
-                           state)
+    step = make_train_step(
+        model, head, TeacherForcing(), optimizer, learning_rate_schedule(optim_cfg, 1000), mesh, state
+    )
     count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
     return step_runner(step, state, jax.device_put(batch)), count
 
@@ -124,8 +127,9 @@ def add_timing_arguments(parser, default_steps: int) -> None:
     """--quick, --repeats and --steps, as every train-step benchmark takes them."""
     parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; 2 with --quick)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help=f"train steps per timed call (default {default_steps}; 1 with --quick)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help=f"train steps per timed call (default {default_steps}; 1 with --quick)"
+    )
 
 
 def timing(args, default_steps: int) -> tuple[int, int]:
@@ -164,7 +168,9 @@ def write_result(name: str, title: str, body: str) -> str:
         f.write(f"# {title}\n\n")
         f.write("Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + "\n\n")
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        f.write(f"Load average (1, 5, 15 min) when written: {load} — the benchmark itself keeps both cores busy (≈ 2); well above that means other work "
-                "shared the machine and absolute figures (not the side-by-side ratios) are depressed.\n\n")
+        f.write(
+            f"Load average (1, 5, 15 min) when written: {load} — the benchmark itself keeps both cores busy (≈ 2); well above that means other work "
+            "shared the machine and absolute figures (not the side-by-side ratios) are depressed.\n\n"
+        )
         f.write(body.rstrip() + "\n")
     return path

@@ -12,6 +12,7 @@ import numpy as np
 
 from seqjax.config import HeadConfig
 from seqjax.heads import (
+    balanced_tree,
     build_head,
     huffman_tree,
     negative_sampling_loss,
@@ -22,8 +23,6 @@ from seqjax.heads import (
     tree_paths,
 )
 from seqjax.heads.rows import compact
-
-CHUNK_SIZE = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,17 +36,15 @@ def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
     """The heads benchmarked at one V; adaptive cutoffs at 2% and 20% of V (2k/20k at 100k)."""
     sampling = dict(num_samples=shapes.samples)
     return {
-        "full": HeadConfig(kind="full"),
-        "full, chunked": HeadConfig(kind="full", chunk_size=min(CHUNK_SIZE, vocab_size)),
+        "full": HeadConfig(kind="full"),  # the formulation the head picks for the shapes
+        "full, materialized": HeadConfig(kind="full", chunk_size=vocab_size),
         "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", **sampling),
         "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", **sampling),
         "negative (unigram^0.75)": HeadConfig(kind="negative", proposal="unigram", power=0.75, **sampling),
         "class (sqrt V classes)": HeadConfig(kind="class"),
         "tree, balanced": HeadConfig(kind="tree", tree="balanced"),
         "tree, Huffman": HeadConfig(kind="tree", tree="huffman"),
-        "adaptive (div 4)": HeadConfig(
-            kind="adaptive", cutoffs=adaptive_cutoffs(vocab_size), div_value=4.0
-        ),
+        "adaptive (div 4)": HeadConfig(kind="adaptive", cutoffs=adaptive_cutoffs(vocab_size), div_value=4.0),
     }
 
 
@@ -72,9 +69,9 @@ def jax_case(cfg: HeadConfig, vocab_size: int, counts, hidden, targets):
     """A compiled value_and_grad of the head's loss, its arguments, and its memory in bytes."""
     head = build_head(cfg, vocab_size, counts)
     key = jax.random.key(0)
-    shapes = jax.eval_shape(
-        lambda k: head.init({"params": k}, hidden, targets, k, None, None, method="loss"), key
-    )["params"]
+    shapes = jax.eval_shape(lambda k: head.init({"params": k}, hidden, targets, k, None, None, method="loss"), key)[
+        "params"
+    ]
     leaves, treedef = jax.tree.flatten(shapes)
     keys = jax.random.split(jax.random.key(1), len(leaves))
     params = jax.tree.unflatten(
@@ -125,14 +122,14 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
     return compiled(jax.jit(step), weights, biases, hidden, jax.random.key(0))
 
 
-TREE_ROW_GRADIENTS = "tree, Huffman, row gradients"
+TREE_ROW_GRADIENTS = {"tree, Huffman, row gradients": "huffman", "tree, balanced, row gradients": "balanced"}
 
 
-def tree_row_gradient_case(vocab_size: int, shapes: Shapes, counts, hidden, targets):
-    """The Huffman tree loss differentiated with respect to the [N, L, D] node rows gathered
-    along the targets' paths (`tree_paths`), instead of the dense [V − 1, D] node table; the
-    path node ids index the row gradient, repeats included."""
-    tree = huffman_tree(counts)
+def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets):
+    """A tree loss differentiated with respect to the [N, L, D] node rows gathered along the
+    targets' paths (`tree_paths`), instead of the dense [V − 1, D] node table; the path node
+    ids index the row gradient, repeats included."""
+    tree = huffman_tree(counts) if TREE_ROW_GRADIENTS[name] == "huffman" else balanced_tree(vocab_size)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size - 1,), jnp.float32)

@@ -1,0 +1,244 @@
+"""Where the time of the softmax heads goes, measured part by part beside the whole.
+
+    python benchmarks/softmax_profile.py [--vocab 100000] [--repeats 5]
+
+Three breakdowns at N = 2048 rows, D = 512, targets Zipfian (the shapes of softmax.py), each
+part a jitted program timed round-robin with the whole it belongs to:
+
+* full softmax: the head's loss and gradients against the same blocked matmuls without the
+  softmax (the three [N, D] x [D, V] products the FLOP count holds, then the recomputed block),
+  and the [N, V] exponentials alone: the matmuls' own share of the measured peak bounds what
+  any formulation built on XLA's matmuls can reach;
+* adaptive softmax: seqjax and torch on each part of the same math (the head over the
+  shortlist and the cluster entries for every row; each tail on exactly its rows, projection
+  included), then both whole heads;
+* Huffman tree with row gradients: the whole step against its parts: gathering the [N, L, D]
+  path rows, the path loss and its gradients on rows already gathered, and writing an
+  [N, L, D] float32 array (what returning a row gradient of that shape costs).
+
+Writes benchmarks/results/softmax_profile.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
+from softmax_cases import (  # noqa: E402
+    Shapes,
+    adaptive_cutoffs,
+    head_configs,
+    jax_case,
+    make_inputs,
+    torch_cases,
+    tree_row_gradient_case,
+)
+
+from seqjax.heads import full_softmax_loss, huffman_tree, tree_path_loss, tree_paths  # noqa: E402
+from seqjax.heads.full import default_chunk_size  # noqa: E402
+
+
+def blocking(fn, *args):
+    compiled = jax.jit(fn).lower(*args).compile()
+    return lambda: jax.block_until_ready(compiled(*args))
+
+
+def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict:
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab_size,), jnp.float32)
+    block = default_chunk_size(shapes.rows, vocab_size)
+    starts = jnp.arange(vocab_size // block, dtype=jnp.int32) * block  # whole blocks only: V·block/V of the work
+
+    def head(hidden, weights, biases):
+        return jax.value_and_grad(lambda *a: full_softmax_loss(*a, targets).mean(), argnums=(0, 1, 2))(
+            hidden, weights, biases
+        )
+
+    def matmuls(hidden, weights, recompute):
+        def step(hidden_grad, start):
+            block_weights = lax.dynamic_slice_in_dim(weights, start, block)
+            logits = hidden @ block_weights.T
+            if recompute:  # the backward pass's second product of the same block
+                logits = logits + (hidden + 1.0) @ block_weights.T
+            return hidden_grad + logits @ block_weights, logits.T @ hidden
+
+        return lax.scan(step, jnp.zeros_like(hidden), starts)
+
+    def exponentials(hidden, weights, count):
+        def step(total, start):
+            logits = hidden @ lax.dynamic_slice_in_dim(weights, start, block).T
+            return total + sum(jnp.exp(logits - float(k)).sum() for k in range(count)) + logits.sum(), None
+
+        return lax.scan(step, 0.0, starts)[0]
+
+    covered = starts.size * block / vocab_size
+    parts = {
+        "loss + gradients (the head)": (blocking(head, hidden, weights, biases), 1.0),
+        "the 3 block matmuls alone (fwd logits, P @ W, P^T @ h)": (
+            blocking(lambda h, w: matmuls(h, w, False), hidden, weights),
+            covered,
+        ),
+        "the 4 block matmuls alone (+ the recomputed logits)": (
+            blocking(lambda h, w: matmuls(h, w, True), hidden, weights),
+            covered,
+        ),
+        "the block logits alone (one matmul, summed)": (
+            blocking(lambda h, w: exponentials(h, w, 0), hidden, weights),
+            covered,
+        ),
+        "the block logits + 2 exponentials of each (fwd and bwd), summed": (
+            blocking(lambda h, w: exponentials(h, w, 2), hidden, weights),
+            covered,
+        ),
+    }
+    return {name: (fn, scale) for name, (fn, scale) in parts.items()}
+
+
+def adaptive_parts(torch, vocab_size: int, shapes: Shapes, counts, hidden, targets) -> dict:
+    """{part: (seqjax call, torch call)} for the head, each tail on its own rows, and the whole."""
+    cutoffs = adaptive_cutoffs(vocab_size)
+    bounds = (0,) + cutoffs + (vocab_size,)
+    targets_np = np.asarray(targets)
+    cluster = np.searchsorted(np.array(cutoffs), targets_np, side="right")
+    rng = np.random.default_rng(3)
+    parts = {}
+    widths = [shapes.features] + [int(shapes.features // 4 ** (i + 1)) for i in range(len(cutoffs))]
+    for index in range(len(bounds) - 1):
+        if index == 0:
+            rows, size = np.arange(shapes.rows), cutoffs[0] + len(cutoffs)
+            local = np.where(cluster == 0, targets_np, cutoffs[0] + cluster - 1)
+        else:
+            rows, size = np.nonzero(cluster == index)[0], bounds[index + 1] - bounds[index]
+            local = targets_np[rows] - bounds[index]
+        width = widths[index]
+        projection = jnp.asarray(rng.normal(size=(shapes.features, width)) / np.sqrt(shapes.features), jnp.float32)
+        weights = jnp.asarray(0.05 * rng.normal(size=(size, width)), jnp.float32)
+        part_hidden, part_targets = hidden[rows], jnp.asarray(local, jnp.int32)
+
+        def loss(h, p, w, part_targets=part_targets, index=index):
+            projected = h if index == 0 else h @ p
+            return full_softmax_loss(projected, w, None, part_targets).sum()
+
+        jax_call = blocking(jax.value_and_grad(loss, argnums=(0, 1, 2)), part_hidden, projection, weights)
+        torch_call = _torch_part(torch, part_hidden, projection, weights, local, index == 0)
+        name = f"head: {shapes.rows} rows x {size:,} entries" if index == 0 else f"tail {index}: {rows.size} rows"
+        parts[f"{name}, d = {width}"] = (jax_call, torch_call)
+    whole_jax = jax_case(head_configs(vocab_size, shapes)["adaptive (div 4)"], vocab_size, counts, hidden, targets)[0]
+    whole_torch = torch_cases(torch, vocab_size, hidden, targets, float("inf"))["torch AdaptiveLogSoftmaxWithLoss"]()[0]
+    parts["whole head (AdaptiveLogSoftmaxWithLoss / adaptive head)"] = (whole_jax, whole_torch)
+    return parts
+
+
+def _torch_part(torch, hidden, projection, weights, targets, is_head):
+    h = torch.tensor(np.asarray(hidden), requires_grad=True)
+    p = torch.tensor(np.asarray(projection), requires_grad=True)
+    w = torch.tensor(np.asarray(weights), requires_grad=True)
+    t = torch.tensor(targets, dtype=torch.long)
+
+    def step():
+        h.grad = p.grad = w.grad = None
+        projected = h if is_head else h @ p
+        torch.nn.functional.cross_entropy(projected @ w.T, t, reduction="sum").backward()
+
+    return step
+
+
+def huffman_parts(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> dict:
+    tree = huffman_tree(counts)
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab_size - 1,), jnp.float32)
+    nodes, codes, mask = tree_paths(tree, targets)
+    path_weights, path_biases = weights[nodes], biases[nodes]
+    length = nodes.shape[1]
+
+    def path_loss(h, pw, pb):
+        return jax.value_and_grad(lambda *a: tree_path_loss(*a, codes, mask).mean(), argnums=(0, 1, 2))(h, pw, pb)
+
+    whole = tree_row_gradient_case("tree, Huffman, row gradients", vocab_size, shapes, counts, hidden, targets)[0]
+    return {
+        "the whole step (tree_paths, gather, loss, row gradients)": whole,
+        f"gathering the [N, L, D] = [{shapes.rows}, {length}, {shapes.features}] path rows": blocking(
+            lambda w, b, n: (w[n], b[n]), weights, biases, nodes
+        ),
+        "the path loss and its gradients on gathered rows": blocking(path_loss, hidden, path_weights, path_biases),
+        "writing one [N, L, D] float32 array (a row gradient's size)": blocking(
+            lambda x: jnp.broadcast_to(x, (shapes.rows, length, shapes.features)) + 1.0, jnp.float32(0.5)
+        ),
+        f"mean path length of the targets: {float(tree.depths[np.asarray(targets)].mean()):.1f} of L = {length}": None,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    shapes, vocab_size = Shapes(2048, 512, 1024), args.vocab
+    info = machine()
+    print("machine:", "; ".join(f"{k} {v}" for k, v in info.items()))
+    peak = matmul_peak()
+    counts, hidden, targets = make_inputs(vocab_size, shapes)
+    flops = 6.0 * shapes.rows * shapes.features * vocab_size
+    sections = [
+        f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. V = {vocab_size:,}, N = {shapes.rows}, "
+        f"D = {shapes.features}; median of {args.repeats} calls timed round-robin within each table."
+    ]
+
+    parts = full_softmax_parts(vocab_size, shapes, hidden, targets)
+    for fn, _ in parts.values():
+        fn()
+    seconds = interleaved({name: fn for name, (fn, _) in parts.items()}, args.repeats)
+    rows = []
+    for name, (_, covered) in parts.items():
+        scaled = seconds[name] / covered  # blocks covering less than V scaled to the whole vocabulary
+        rows.append([name, f"{scaled * 1e3:,.1f} ms", f"{flops / scaled / 1e9 / peak:.0%}"])
+    sections.append("### Full softmax\n\n" + markdown_table(["part", "time", "6·N·D·V FLOPs / time, % of peak"], rows))
+
+    torch = torch_or_none()
+    if torch is not None:
+        pairs = adaptive_parts(torch, vocab_size, shapes, counts, hidden, targets)
+        calls = {}
+        for name, (jax_call, torch_call) in pairs.items():
+            calls[("seqjax", name)], calls[("torch", name)] = jax_call, torch_call
+        for fn in calls.values():
+            fn()
+        seconds = interleaved(calls, args.repeats)
+        rows = [
+            [
+                name,
+                f"{seconds[('seqjax', name)] * 1e3:,.1f} ms",
+                f"{seconds[('torch', name)] * 1e3:,.1f} ms",
+                f"{seconds[('torch', name)] / seconds[('seqjax', name)]:.2f}x",
+            ]
+            for name in pairs
+        ]
+        sections.append(
+            f"### Adaptive softmax (cutoffs {adaptive_cutoffs(vocab_size)}, div 4)\n\n"
+            + markdown_table(["part (fwd + bwd)", "seqjax", "torch", "torch time / seqjax time"], rows)
+        )
+
+    parts = huffman_parts(vocab_size, shapes, counts, hidden, targets)
+    timed = {name: fn for name, fn in parts.items() if fn is not None}
+    for fn in timed.values():
+        fn()
+    seconds = interleaved(timed, args.repeats)
+    rows = [[name, f"{seconds[name] * 1e3:,.1f} ms" if name in seconds else ""] for name in parts]
+    sections.append("### Huffman tree, row gradients\n\n" + markdown_table(["part", "time"], rows))
+
+    body = "\n\n".join(sections)
+    print(body)
+    print("wrote", write_result("softmax_profile", "Softmax heads: where the time goes", body))
+
+
+if __name__ == "__main__":
+    main()
