@@ -23,6 +23,7 @@ def encoder(random_variables):
     return model, random_variables(model, tokens), tokens
 
 
+@pytest.mark.slow
 def test_every_position_sees_the_tokens_after_it(encoder):
     model, variables, tokens = encoder
     changed = tokens.at[:, -1].set((tokens[:, -1] + 1) % V)

@@ -70,23 +70,28 @@ def tiny_encoder():
     tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
     mask = jnp.ones((B, T)).at[2, 5:].set(0.0)
     batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
-    return model, head, init_params(model, head, jax.random.key(1), batch), batch
+    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
 
 
 def selected_nll(model, head, params, batch, corrupted, selected):
     """Σ and mean of −log p(original) over the selected positions, from the exact log-probs in numpy."""
-    hidden = encoded(model, params, corrupted, batch["mask"] > 0, jax.random.key(0), train=False)
-    log_probs = np.asarray(token_log_probs(model, head, params, hidden), np.float64)
+    log_probs = jax.jit(
+        lambda p: token_log_probs(
+            model, head, p, encoded(model, p, corrupted, batch["mask"] > 0, jax.random.key(0), train=False)
+        )
+    )(params)
+    log_probs = np.asarray(log_probs, np.float64)
     nll = -np.take_along_axis(log_probs, np.asarray(batch["targets"])[..., None], axis=-1)[..., 0]
     selected = np.asarray(selected)
     return nll[selected].sum(), nll[selected].mean()
 
 
+@pytest.mark.slow
 def test_loss_is_the_mean_nll_of_the_original_tokens_at_the_selected_positions_only(tiny_encoder):
     model, head, params, batch = tiny_encoder
     objective = MaskedLM(rate=0.5)
     key = jax.random.key(3)
-    loss, metrics = objective(model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)
+    loss, metrics = jax.jit(lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS))(params)
     corrupted, selected = mask_tokens(
         batch["targets"], batch["mask"] > 0, jax.random.split(key, 3)[0], ids=SPECIAL_IDS, vocab_size=V,
         rate=0.5, mask_prob=0.8, random_prob=0.1,
@@ -100,7 +105,7 @@ def test_loss_is_the_mean_nll_of_the_original_tokens_at_the_selected_positions_o
 def test_masked_nll_scores_the_eval_positions_shown_as_mask(tiny_encoder):
     model, head, params, batch = tiny_encoder
     key = jax.random.key(0)
-    sums = masked_nll(model, head, params, batch, key)
+    sums = jax.jit(lambda p: masked_nll(model, head, p, batch, key))(params)
     corrupted, selected = mask_tokens(
         batch["targets"], batch["mask"] > 0, key, ids=SPECIAL_IDS, vocab_size=V, rate=EVAL_RATE,
         mask_prob=1.0, random_prob=0.0,

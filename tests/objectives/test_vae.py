@@ -133,17 +133,22 @@ def tiny_vae():
     tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
     mask = jnp.ones((B, T)).at[1, 5:].set(0.0).at[2].set(0.0)  # row 2 is padding, as at an eval split's end
     batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
-    return model, head, init_params(model, head, jax.random.key(1), batch), batch
+    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
 
 
+@pytest.mark.slow
 def test_negative_elbo_is_the_exact_reconstruction_nll_plus_the_closed_form_kl(tiny_vae):
     model, head, params, batch = tiny_vae
     key = jax.random.key(5)
-    terms = negative_elbo(model, head, params, batch, key)
+    terms = jax.jit(lambda p: negative_elbo(model, head, p, batch, key))(params)
     mean, log_variance = (np.asarray(x, np.float64) for x in posterior(model, params, batch))
     z = mean + np.exp(0.5 * log_variance) * np.asarray(jax.random.normal(key, mean.shape))
-    hidden = decoder_hidden(model, params, batch["inputs"], jnp.asarray(z, jnp.float32), key, train=False)
-    log_probs = np.asarray(token_log_probs(model, head, params, hidden))
+    log_probs = jax.jit(
+        lambda p: token_log_probs(
+            model, head, p, decoder_hidden(model, p, batch["inputs"], jnp.asarray(z, jnp.float32), key, train=False)
+        )
+    )(params)
+    log_probs = np.asarray(log_probs)
     targets, mask = np.asarray(batch["targets"]), np.asarray(batch["mask"])
     nll = -np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
     kl = (0.5 * (np.exp(log_variance) + mean**2 - 1 - log_variance)).sum(axis=1)
@@ -155,8 +160,10 @@ def test_negative_elbo_is_the_exact_reconstruction_nll_plus_the_closed_form_kl(t
 def test_loss_at_beta_one_is_the_negative_elbo_per_token(tiny_vae):
     model, head, params, batch = tiny_vae
     key, step = jax.random.key(7), jnp.int32(3)
-    loss, metrics = VAE(schedule="constant", beta=1.0)(model, head, params, batch, key, step, ids=SPECIAL_IDS)
-    terms = negative_elbo(model, head, params, batch, jax.random.split(key, 4)[0])  # the objective's z key
+    objective = VAE(schedule="constant", beta=1.0)
+    loss, metrics = jax.jit(lambda p: objective(model, head, p, batch, key, step, ids=SPECIAL_IDS))(params)
+    z_key = jax.random.split(key, 4)[0]  # the objective's
+    terms = jax.jit(lambda p: negative_elbo(model, head, p, batch, z_key))(params)
     tokens = float(terms["tokens"])
     assert float(loss) == pytest.approx((float(terms["nll"]) + float(terms["kl"])) / tokens, rel=1e-5)
     assert float(metrics["kl"]) == pytest.approx(float(terms["kl"]) / 2, rel=1e-5)
@@ -167,8 +174,9 @@ def test_annealed_loss_weights_the_kl_and_reports_beta(tiny_vae):
     model, head, params, batch = tiny_vae
     objective = dataclasses.replace(VAE(), schedule="linear", anneal_steps=10, beta=1.0)
     key = jax.random.key(7)
-    start, start_metrics = objective(model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)
-    middle, middle_metrics = objective(model, head, params, batch, key, jnp.int32(5), ids=SPECIAL_IDS)
+    call = jax.jit(lambda p, step: objective(model, head, p, batch, key, step, ids=SPECIAL_IDS))
+    start, start_metrics = call(params, jnp.int32(0))
+    middle, middle_metrics = call(params, jnp.int32(5))
     assert float(start) == pytest.approx(float(start_metrics["reconstruction"]), rel=1e-6)  # β = 0
     assert float(middle_metrics["kl_weight"]) == pytest.approx(0.5)
     tokens = float(batch["mask"].sum())
