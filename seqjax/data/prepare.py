@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
@@ -42,7 +41,7 @@ from seqjax.data.streaming import read_blocks
 from seqjax.data.tokenizers import CharTokenizer
 from seqjax.data.vocab import EOS_ID, UNK_ID
 
-_CHUNK = 1 << 24  # elements copied at a time from a raw id file into its .npy
+_CHUNK = 1 << 22  # elements copied at a time from a raw id file into its .npy
 # The `</s>` after each line of an LM stream among provisional ids (mapped to EOS_ID at the end).
 _EOS_MARK = np.iinfo(np.uint32).max
 
@@ -96,24 +95,22 @@ class _Sink:
 
 
 def _to_npy(directory: str, raw: str, name: str, source: type, dtype, table: np.ndarray | None = None) -> None:
-    """Turns the raw `source`-typed file `raw` into `name`.npy of `dtype`, through `table` if given."""
+    """Turns the raw `source`-typed file `raw` into `name`.npy of `dtype`, through `table` if
+    given, a chunk at a time with plain reads and writes (memory maps would count every page
+    of both files in the process's resident memory)."""
     raw_path = os.path.join(directory, raw)
     n = os.path.getsize(raw_path) // np.dtype(source).itemsize
-    if n == 0:  # a memory map cannot be empty
-        np.save(os.path.join(directory, f"{name}.npy"), np.zeros(0, dtype))
-        os.remove(raw_path)
-        return
-    out = open_memmap(os.path.join(directory, f"{name}.npy"), mode="w+", dtype=dtype, shape=(n,))
-    values = np.memmap(raw_path, source, mode="r")
-    for start in range(0, n, _CHUNK):
-        chunk = values[start : start + _CHUNK]
-        if table is not None:
-            ends = chunk == _EOS_MARK
-            chunk = np.where(ends, EOS_ID, table[np.where(ends, 0, chunk)])
-        out[start : start + _CHUNK] = chunk
-    del values
-    out.flush()
-    del out
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (n,)}
+    with open(raw_path, "rb") as values, open(os.path.join(directory, f"{name}.npy"), "wb") as out:
+        np.lib.format.write_array_header_1_0(out, header)
+        while True:
+            chunk: np.ndarray = np.fromfile(values, dtype=source, count=_CHUNK)
+            if not len(chunk):
+                break
+            if table is not None:
+                ends = chunk == _EOS_MARK
+                chunk = np.where(ends, EOS_ID, table[np.where(ends, 0, chunk)])
+            out.write(chunk.astype(dtype).tobytes())
     os.remove(raw_path)
 
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-BLOCK_BYTES = 16 << 20
+BLOCK_BYTES = 4 << 20  # a block's text and its tokens as Python objects stay well under 1 GiB
 _BOM = b"\xef\xbb\xbf"
 
 
