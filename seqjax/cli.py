@@ -1,4 +1,5 @@
-"""`seqjax train | prepare | eval | generate | config | plot | bench`: the command line over the training package."""
+"""`seqjax train | prepare | eval | generate | backtranslate | config | plot | bench`: the command line over the
+training package."""
 
 from __future__ import annotations
 
@@ -261,6 +262,51 @@ def cmd_generate(args) -> None:
             f.write(text)
 
 
+def cmd_backtranslate(args) -> None:
+    """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
+    forward run trained on them."""
+    from seqjax.models import is_seq2seq
+    from seqjax.training.back_translation import back_translate, combine_pairs, read_pairs, write_corpus
+
+    options = decode_options(args)
+    if args.upsample < 0:
+        raise ValueError(f"--upsample must be >= 0 (copies of the real pairs), got {args.upsample}")
+    if args.train_workdir is None and (args.config is not None or args.set):
+        raise ValueError("--config and --set configure the forward run: they need --train-workdir")
+    owned = [a for a in args.set if a.partition("=")[0].strip() in ("data.kind", "data.train", "data.src", "data.tgt")]
+    if owned:
+        raise ValueError(
+            f"--set {owned[0]}: backtranslate sets the forward run's data.kind, data.train, data.src and data.tgt"
+        )
+    backward = run_config(args.workdir)
+    if not is_seq2seq(backward.model):
+        raise ValueError(
+            f"--workdir {args.workdir} must hold an encoder-decoder run, got model.kind={backward.model.kind}"
+        )
+    src, tgt = backward.data.tgt, backward.data.src  # the forward direction reads what the backward one wrote
+    real = read_pairs(args.real, src, tgt) if args.real else ([], [])
+    lines = read_lines(args.monolingual)
+    exp, state, _ = restored(args.workdir, [])
+    synthetic = with_progress(len(lines), lambda progress: back_translate(exp, state.params, lines, options, progress))
+    pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
+    paths = write_corpus(args.output, src, tgt, pairs)
+    print(
+        f"wrote {len(pairs[0]):,} pairs to {' and '.join(paths)}: {len(real[0]):,} real x {args.upsample}, "
+        f"{len(pairs[0]) - len(real[0]) * args.upsample:,} synthetic ({options.describe()})"
+    )
+    if args.train_workdir is not None:
+        from seqjax.training.loop import train
+
+        cfg, _ = load_config(args.config)
+        corpus = [
+            "data.kind=parallel",
+            f"data.train={os.path.abspath(args.output)}",
+            f"data.src={src}",
+            f"data.tgt={tgt}",
+        ]
+        train(config_lib.override(cfg, [*corpus, *args.set]), args.train_workdir)
+
+
 def cmd_plot(args) -> None:
     from seqjax.training.plot import plot_runs
 
@@ -347,6 +393,21 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(g)
     g.set_defaults(func=cmd_generate)
+    bt = sub.add_parser(
+        "backtranslate",
+        help="translate monolingual target-side text with a target->source run into synthetic pairs, write them "
+        "with the real pairs as a parallel corpus, and optionally train the forward run on it",
+    )
+    bt.add_argument("--workdir", required=True, help="the backward (target -> source) encoder-decoder run")
+    bt.add_argument("--monolingual", required=True, metavar="FILE", help="target-side text, one sentence a line")
+    bt.add_argument("--output", required=True, metavar="PREFIX", help="writes PREFIX.SRC and PREFIX.TGT (forward)")
+    bt.add_argument("--real", metavar="PREFIX", help="real pairs PREFIX.SRC / PREFIX.TGT put before the synthetic")
+    bt.add_argument("--upsample", type=int, default=1, help="copies of the real pairs in the corpus")
+    bt.add_argument("--tag", default="", help="text put before every synthetic source, e.g. <bt> (tagged BT)")
+    bt.add_argument("--train-workdir", help="train the forward run here on the corpus (--config / --set for it)")
+    add_config_arguments(bt)
+    add_decoding_arguments(bt)
+    bt.set_defaults(func=cmd_backtranslate)
     pl = sub.add_parser("plot", help="training loss, validation perplexity and tokens/s against steps")
     pl.add_argument("--workdir", nargs="+", required=True, metavar="DIR", help="one or more run directories")
     pl.add_argument("--output", metavar="FILE.png", help="default: metrics.png in the first run directory")

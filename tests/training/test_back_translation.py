@@ -1,0 +1,104 @@
+"""Back-translation: the corpus layout (real pairs upsampled, synthetic pairs line-aligned with
+the monolingual text, tags), and the command from a backward run to a trained forward run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from seqjax.cli import main
+from seqjax.training.back_translation import combine_pairs
+
+from helpers import tiny
+
+
+def test_real_pairs_come_upsampled_before_the_tagged_synthetic_pairs():
+    real = (["a", "b"], ["A", "B"])
+    synthetic = (["x", "", "z"], ["X", "Y", "Z"])  # the backward model wrote nothing for "Y"
+    sources, targets = combine_pairs(real, synthetic, upsample=3, tag="<bt>")
+    assert sources == ["a", "b"] * 3 + ["<bt> x", "<bt> z"]
+    assert targets == ["A", "B"] * 3 + ["X", "Z"]
+    assert combine_pairs(real, synthetic, upsample=0) == (["x", "z"], ["X", "Z"])
+
+
+def test_bad_layouts_are_refused():
+    with pytest.raises(ValueError, match="upsample must be an int >= 0"):
+        combine_pairs(([], []), ([], []), upsample=-1)
+    with pytest.raises(ValueError, match="synthetic sources and targets must be line-aligned"):
+        combine_pairs(([], []), (["x"], []), upsample=1)
+    with pytest.raises(ValueError, match="single lines"):
+        combine_pairs(([], []), (["x"], ["X"]), upsample=1, tag="a\nb")
+
+
+WORDS = ["ab", "ba", "abc", "cab", "b", "ca"]
+
+
+def write_split(directory, name, count, seed):
+    rng = np.random.default_rng(seed)
+    lines = [" ".join(rng.choice(WORDS, size=rng.integers(1, 4))) for _ in range(count)]
+    (directory / f"{name}.en").write_text("".join(line + "\n" for line in lines))
+    (directory / f"{name}.de").write_text("".join(line[::-1] + "\n" for line in lines))
+    return lines
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("corpus")
+    for name, count, seed in (("train", 40, 0), ("valid", 8, 1), ("test", 8, 2)):
+        write_split(directory, name, count, seed)
+    return directory
+
+
+def parallel(corpus, *overrides):
+    return tiny("data.kind=parallel", f"data.train={corpus / 'train'}", f"data.valid={corpus / 'valid'}",
+                f"data.test={corpus / 'test'}", "model.kind=rnn_seq2seq", "model.bidirectional=false", *overrides)
+
+
+@pytest.fixture(scope="module")
+def backward_run(corpus, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("de-en")
+    assert main(["train", "--workdir", str(workdir), "--set", *parallel(corpus, "data.src=de", "data.tgt=en")]) == 0
+    return workdir
+
+
+@pytest.mark.slow
+def test_the_synthetic_corpus_is_line_aligned_with_the_monolingual_text_tagged_and_upsampled(
+    corpus, backward_run, tmp_path
+):
+    monolingual = ["ba ab", "", "bac", "ab ab"]
+    (tmp_path / "mono.de").write_text("".join(line + "\n" for line in monolingual))
+    output = tmp_path / "bt"
+    argv = ["backtranslate", "--workdir", str(backward_run), "--monolingual", str(tmp_path / "mono.de"),
+            "--output", str(output), "--real", str(corpus / "train"), "--upsample", "2", "--tag", "<bt>",
+            "--beam", "2"]
+    assert main(argv) == 0
+    sources = (tmp_path / "bt.en").read_text().splitlines()  # the forward direction: en -> de
+    targets = (tmp_path / "bt.de").read_text().splitlines()
+    real_en = (corpus / "train.en").read_text().splitlines()
+    real_de = (corpus / "train.de").read_text().splitlines()
+    assert sources[:80] == real_en * 2 and targets[:80] == real_de * 2
+    assert targets[80:] == [line for line in monolingual if line]  # the blank line has no pair
+    assert len(sources) == len(targets) == 83 and all(s.startswith("<bt> ") for s in sources[80:])
+
+
+@pytest.mark.slow
+def test_the_forward_run_trains_on_real_and_sampled_synthetic_pairs(corpus, backward_run, tmp_path):
+    (tmp_path / "mono.de").write_text("ba ab\nbac\n")
+    argv = ["backtranslate", "--workdir", str(backward_run), "--monolingual", str(tmp_path / "mono.de"),
+            "--output", str(tmp_path / "bt"), "--real", str(corpus / "train"), "--sample",
+            "--train-workdir", str(tmp_path / "en-de"), "--set",
+            *[a for a in parallel(corpus) if not a.startswith(("data.kind", "data.train"))]]
+    assert main(argv) == 0
+    config = json.loads((tmp_path / "en-de" / "config.json").read_text())["data"]
+    assert (config["src"], config["tgt"], config["train"]) == ("en", "de", str(tmp_path / "bt"))
+    assert json.loads((tmp_path / "en-de" / "summary.json").read_text())["test"]["token_perplexity"] > 1
+
+
+def test_backtranslate_options_are_checked(tmp_path, capsys):
+    base = ["backtranslate", "--workdir", str(tmp_path), "--monolingual", "m", "--output", "o"]
+    assert main([*base, "--upsample", "-1"]) == 2
+    assert "--upsample must be >= 0" in capsys.readouterr().err
+    assert main([*base, "--set", "train.steps=2"]) == 2
+    assert "need --train-workdir" in capsys.readouterr().err
+    assert main([*base, "--train-workdir", str(tmp_path / "f"), "--set", "data.train=x"]) == 2
+    assert "sets the forward run's data.kind, data.train" in capsys.readouterr().err
