@@ -337,7 +337,14 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="experiment file defining get_config()")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, e.g. train.steps=200")
+    p.add_argument(
+        "--set",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides, e.g. train.steps=200",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -369,7 +376,7 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="exact perplexity (and BLEU for seq2seq) of a run on a split")
     e.add_argument("--workdir", required=True)
     e.add_argument("--split", default="test")
-    e.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    e.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(e)
     e.set_defaults(func=cmd_eval)
     g = sub.add_parser(
@@ -390,7 +397,7 @@ def parser() -> argparse.ArgumentParser:
         help="VAE LM (model.kind=rnn_vae): decode from points between the two sentences' posterior means",
     )
     g.add_argument("--points", type=int, default=5, help="--interpolate: points decoded, both ends included")
-    g.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    g.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(g)
     g.set_defaults(func=cmd_generate)
     bt = sub.add_parser(

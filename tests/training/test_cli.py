@@ -220,3 +220,11 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "training stopped" in err and "at step" in err and "Traceback" not in err
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "generate"])
+def test_repeated_set_flags_accumulate(command):
+    from seqjax.cli import parser
+
+    args = parser().parse_args([command, "--workdir", "w", "--set", "a=1", "b=2", "--set", "c=3"])
+    assert args.set == ["a=1", "b=2", "c=3"]
