@@ -14,7 +14,11 @@ part a jitted program timed round-robin with the whole it belongs to:
   included), then both whole heads;
 * Huffman tree with row gradients: the whole step against its parts: gathering the [N, L, D]
   path rows, the path loss and its gradients on rows already gathered, and writing an
-  [N, L, D] float32 array (what returning a row gradient of that shape costs).
+  [N, L, D] float32 array (what returning a row gradient of that shape costs);
+* sampled softmax with row gradients at the smallest and largest V of `--sweep`: the whole
+  step against drawing the K samples with their expected counts, finding the distinct ids,
+  gathering their rows from the [V, D] table, and the loss with its gradients on the rows:
+  which part grows with V.
 
 Writes benchmarks/results/softmax_profile.md.
 """
@@ -38,12 +42,21 @@ from softmax_cases import (  # noqa: E402
     head_configs,
     jax_case,
     make_inputs,
+    row_gradient_case,
     torch_cases,
     tree_row_gradient_case,
 )
 
-from seqjax.heads import full_softmax_loss, huffman_tree, tree_path_loss, tree_paths  # noqa: E402
+from seqjax.heads import (  # noqa: E402
+    full_softmax_loss,
+    huffman_tree,
+    sampled_softmax_loss,
+    samplers,
+    tree_path_loss,
+    tree_paths,
+)
 from seqjax.heads.full import default_chunk_size  # noqa: E402
+from seqjax.heads.rows import compact  # noqa: E402
 
 
 def blocking(fn, *args):
@@ -178,10 +191,43 @@ def huffman_parts(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> d
     }
 
 
+def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict:
+    """{part: call} of the log-uniform sampled softmax step with row gradients at V."""
+    counts, hidden, targets = make_inputs(vocab_size, shapes)
+    sampler = samplers.log_uniform(vocab_size)
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab_size,), jnp.float32)
+    key = jax.random.key(0)
+
+    def draw(key):
+        drawn = sampler.sample(key, shapes.samples, unique=True)
+        return drawn.ids, drawn.log_expected_counts, sampler.log_expected_count(targets, shapes.samples, unique=True)
+
+    ids, sample_counts, target_counts = jax.jit(draw)(key)
+    distinct, local = jax.jit(compact)(jnp.concatenate([targets, ids]))
+
+    def loss(h, w, b):
+        rest = (local[: shapes.rows], local[shapes.rows :], sample_counts, target_counts)
+        return jax.value_and_grad(lambda *a: sampled_softmax_loss(*a, *rest).mean(), argnums=(0, 1, 2))(h, w, b)
+
+    whole = row_gradient_case("sampled (log-uniform), row gradients", vocab_size, shapes, counts, hidden, targets)[0]
+    return {
+        "the whole step": whole,
+        "drawing K unique samples and both expected counts": blocking(draw, key),
+        "the distinct ids of targets + samples (compact)": blocking(compact, jnp.concatenate([targets, ids])),
+        "gathering their rows from the [V, D] table": blocking(lambda w, b, d: (w[d], b[d]), weights, biases, distinct),
+        "the loss and its gradients on the gathered rows": blocking(
+            lambda h, w, b: loss(h, w, b), hidden, weights[distinct], biases[distinct]
+        ),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sweep", default="10000,1000000", help="the two V of the sampled row-gradient breakdown")
     args = parser.parse_args(argv)
     shapes, vocab_size = Shapes(2048, 512, 1024), args.vocab
     info = machine()
@@ -234,6 +280,26 @@ def main(argv: list[str] | None = None) -> None:
     seconds = interleaved(timed, args.repeats)
     rows = [[name, f"{seconds[name] * 1e3:,.1f} ms" if name in seconds else ""] for name in parts]
     sections.append("### Huffman tree, row gradients\n\n" + markdown_table(["part", "time"], rows))
+
+    low, high = (int(v) for v in args.sweep.split(","))
+    per_v = {v: sampled_row_parts(v, shapes) for v in (low, high)}
+    calls = {(v, name): fn for v, parts in per_v.items() for name, fn in parts.items()}
+    for fn in calls.values():
+        fn()
+    seconds = interleaved(calls, args.repeats)
+    rows = [
+        [
+            name,
+            f"{seconds[(low, name)] * 1e3:,.2f} ms",
+            f"{seconds[(high, name)] * 1e3:,.2f} ms",
+            f"{np.log(seconds[(high, name)] / seconds[(low, name)]) / np.log(high / low):.2f}",
+        ]
+        for name in per_v[low]
+    ]
+    sections.append(
+        "### Sampled softmax (log-uniform, unique), row gradients, against V\n\n"
+        + markdown_table(["part", f"V = {low:,}", f"V = {high:,}", "log-log slope"], rows)
+    )
 
     body = "\n\n".join(sections)
     print(body)
