@@ -77,6 +77,11 @@ class Model(Protocol):
       recurrent: whether its decode state is a recurrent carry (a decode step costs one
         layer pass, so feeding its own predictions inside `lax.scan` is cheap); False for
         models whose teacher-forced pass is parallel over time (Transformers, windows).
+    Facts only some models state (read with getattr, absent means the default):
+      objective: the one objective kind that trains the model (the VAE LM, the BiLM, the
+        masked-LM encoders), which `build_experiment` pairs with it (None).
+      latent: a latent-variable model, scored by its bound and decoded given z (False).
+      generates: whether it has a decode step at all; False for encoder-only models (True).
     """
 
     vocab_size: int

@@ -62,7 +62,9 @@ def encoded(model: Model, params: Params, tokens, valid, key, *, train: bool, me
     )
 
 
-def masked_nll(model: Model, head: Head, params: Params, batch, key: jax.Array, *, method: str = "__call__"):
+def masked_nll(
+    model: Model, head: Head, params: Params, batch, key: jax.Array, *, ids: SpecialIds, method: str = "__call__"
+):
     """The exact masked-token NLL of a batch: EVAL_RATE of the valid targets, drawn from
     `key`, shown as [MASK] and scored with the head's exact log-probabilities (no dropout).
 
@@ -74,7 +76,7 @@ def masked_nll(model: Model, head: Head, params: Params, batch, key: jax.Array, 
         batch["targets"],
         valid,
         key,
-        ids=SpecialIds(),
+        ids=ids,
         vocab_size=model.vocab_size,
         rate=EVAL_RATE,
         mask_prob=1.0,

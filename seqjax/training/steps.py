@@ -233,7 +233,7 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     def eval_step(params, batch: Batch):
         if not getattr(model, "generates", True):  # an encoder: the masked-token NLL
             method = "generator" if getattr(model, "objective", None) == "electra" else "__call__"
-            sums = masked_nll(model, head, params, batch, jax.random.key(0), method=method)
+            sums = masked_nll(model, head, params, batch, jax.random.key(0), ids=SPECIAL_IDS, method=method)
             return sums["nll"], sums["masked"], {"positions": sums["positions"]}
         if getattr(model, "objective", None) == "bidirectional_lm":
             nlls = direction_nlls(model, head, params, batch, boundary_id=SPECIAL_IDS.eos)

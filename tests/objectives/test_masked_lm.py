@@ -105,7 +105,7 @@ def test_loss_is_the_mean_nll_of_the_original_tokens_at_the_selected_positions_o
 def test_masked_nll_scores_the_eval_positions_shown_as_mask(tiny_encoder):
     model, head, params, batch = tiny_encoder
     key = jax.random.key(0)
-    sums = jax.jit(lambda p: masked_nll(model, head, p, batch, key))(params)
+    sums = jax.jit(lambda p: masked_nll(model, head, p, batch, key, ids=SPECIAL_IDS))(params)
     corrupted, selected = mask_tokens(
         batch["targets"], batch["mask"] > 0, key, ids=SPECIAL_IDS, vocab_size=V, rate=EVAL_RATE,
         mask_prob=1.0, random_prob=0.0,
