@@ -47,7 +47,11 @@ _EOS_MARK = np.iinfo(np.uint32).max
 
 
 def source_files(cfg: DataConfig) -> dict[str, dict[str, str]]:
-    """split -> side -> file: side '' for a text corpus, 'src' and 'tgt' for a parallel one."""
+    """split -> side -> file: side '' for a text corpus, 'src' and 'tgt' for a parallel one,
+    after checking `cfg` (`validate_data_config`) and that its corpus has files."""
+    validate_data_config(cfg)
+    if cfg.kind not in ("text", "parallel"):
+        raise ValueError(f"data.kind must be text or parallel to prepare a token store, got {cfg.kind!r}")
     files = {}
     for split in SPLITS:
         if getattr(cfg, split):
@@ -214,9 +218,6 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
       ValueError: a bad config or source file (as `load_data`), an empty split, or a full disk
         (no store is left behind).
     """
-    validate_data_config(cfg)
-    if cfg.kind not in ("text", "parallel"):
-        raise ValueError(f"data.kind must be text or parallel to prepare a token store, got {cfg.kind!r}")
     files = source_files(cfg)
     config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
     parent = os.path.dirname(os.path.abspath(directory))
@@ -281,7 +282,6 @@ def ensure_store(
       ValueError: data.store holds something else (no manifest, another data config), or
         `expected` is given and a source file changed (named) or the store holds other ids.
     """
-    validate_data_config(cfg)
     files = source_files(cfg)
     config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
     directory = os.path.expanduser(cfg.store) if cfg.store else default_location(config)

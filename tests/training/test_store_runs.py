@@ -2,11 +2,13 @@
 without reading the sources, the checkpoint records the store's fingerprint, and a resume
 after a source file changed is refused naming the file."""
 
+import os
 import random
 
 import pytest
 from helpers import tiny_config
 
+from seqjax.cli import main
 from seqjax.training.loop import train
 from seqjax.training.state import Checkpointer
 
@@ -42,3 +44,20 @@ def test_a_stored_run_resumes_on_its_store_and_refuses_a_changed_source(tmp_path
         file.write("a line added under the run\n")
     with pytest.raises(ValueError, match=f"source file {valid_file} .*changed since this run's token store"):
         train(tiny_config(*keys, "train.steps=6"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
+
+
+def test_seqjax_prepare_prints_the_store_and_reuses_it(tmp_path, capsys):
+    train_file, valid_file = _corpus(tmp_path)
+    argv = ["prepare", "--set", "data.kind=text", f"data.train={train_file}", f"data.valid={valid_file}"]
+    assert main([*argv, "data.tokenizer=word"]) == 0
+    out = capsys.readouterr().out
+    assert "preparing it" in out and "train 300 lines" in out and "valid 30 lines" in out
+    store = out.split("token store ")[-1].split(":")[0]
+    assert os.path.isfile(os.path.join(store, "manifest.json"))
+    assert main([*argv, "data.tokenizer=word"]) == 0
+    assert "preparing" not in capsys.readouterr().out  # the second run reuses the store
+
+
+def test_seqjax_prepare_of_synthetic_data_is_refused(capsys):
+    assert main(["prepare"]) == 2
+    assert "data.kind must be text or parallel to prepare a token store, got 'synthetic'" in capsys.readouterr().err
