@@ -239,7 +239,7 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
         }
         with open(os.path.join(temporary, MANIFEST), "w", encoding="utf-8") as file:
             json.dump(manifest, file, indent=2, ensure_ascii=False)
-        _move_into_place(temporary, directory)
+        _move_into_place(temporary, directory, manifest["fingerprint"])
     except OSError as error:
         shutil.rmtree(temporary, ignore_errors=True)
         if error.errno == errno.ENOSPC:
@@ -253,11 +253,20 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     return open_store(directory)
 
 
-def _move_into_place(temporary: str, directory: str) -> None:
-    """Renames `temporary` to `directory`; an existing store there is replaced, and one that
-    another process has just put there is kept (ours is dropped)."""
+def _move_into_place(temporary: str, directory: str, fingerprint: str) -> None:
+    """Renames `temporary` to `directory`. A store there with the same fingerprint (another
+    process of the run prepared it meanwhile) is kept and ours dropped, so that a process
+    reading it never sees it move; any other is replaced."""
     old = None
     if os.path.exists(directory):
+        try:
+            there = read_manifest(directory)
+            same = there["format"] == FORMAT_VERSION and there.get("fingerprint") == fingerprint
+        except ValueError:
+            same = False
+        if same:
+            shutil.rmtree(temporary, ignore_errors=True)
+            return
         old = f"{temporary}.old"
         os.rename(directory, old)
     try:

@@ -233,3 +233,15 @@ def test_empty_or_blank_splits_are_refused(tmp_path):
     (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf")
     with pytest.raises(ValueError, match="data.valid must hold at least one line"):
         load_data(DataConfig(kind="text", train=_write(tmp_path / "t.txt", ["x"]), valid=str(tmp_path / "bom.txt")))
+
+
+def test_a_store_another_process_just_prepared_is_kept(corpus, tmp_path):
+    _, train, valid = corpus
+    cfg = _lm(train, valid, store=str(tmp_path / "lm"))
+    first = ensure_store(cfg, progress=False)
+    marker = tmp_path / "lm" / "kept"
+    marker.write_text("")
+    # a second process finishing its own prepare of the same corpus
+    assert prepare_lib.prepare_store(cfg, cfg.store, progress=False).fingerprint == first.fingerprint
+    assert marker.exists()  # the store in place, equal to its own, was not moved under its readers
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".lm")] == []
