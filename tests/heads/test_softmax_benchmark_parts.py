@@ -1,25 +1,27 @@
-"""The softmax benchmark's cases (benchmarks/softmax_cases.py): the row-gradient Huffman case
-computes the tree loss and, scattered back, the dense node-table gradient it is compared against."""
+"""The softmax benchmark's cases (benchmarks/softmax_cases.py): the row-gradient tree cases
+compute the tree loss and, scattered back, the dense node-table gradient they are compared against."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from project_scripts import load_script
 
-from seqjax.heads import huffman_tree, tree_softmax_loss
+from seqjax.heads import balanced_tree, huffman_tree, tree_softmax_loss
 
 bench = load_script("benchmarks/softmax_cases.py", "softmax_benchmark_cases")
 
 
-def test_tree_row_gradient_case_gives_the_huffman_loss_and_node_table_gradient():
+@pytest.mark.parametrize("name", sorted(bench.TREE_ROW_GRADIENTS))
+def test_tree_row_gradient_cases_give_the_tree_loss_and_node_table_gradient(name):
     vocab, shapes = 300, bench.Shapes(rows=32, features=8, samples=4)
     counts, hidden, targets = bench.make_inputs(vocab, shapes)
-    run, total_bytes, _ = bench.tree_row_gradient_case(vocab, shapes, counts, hidden, targets)
+    run, total_bytes, _ = bench.tree_row_gradient_case(name, vocab, shapes, counts, hidden, targets)
     value, (hidden_grad, row_grad, bias_grad), nodes = run()
 
     weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab - 1,), jnp.float32)
-    tree = huffman_tree(counts)
+    tree = huffman_tree(counts) if "Huffman" in name else balanced_tree(vocab)
 
     def dense(hidden, weights, biases):
         return tree_softmax_loss(hidden, weights, biases, targets, tree).mean()
