@@ -145,7 +145,9 @@ class HeadConfig:
         kinds=("full", *SAMPLING_HEADS, "class", "adaptive"),
     )
     chunk_size: int = option(
-        0, "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)", kinds=("full",)
+        0,
+        "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)",
+        kinds=("full",),
     )
     z_loss: float = option(
         0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)
