@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -240,8 +241,14 @@ def _stored_data(cfg: DataConfig, tokenizers, fingerprint: str | None, echo) -> 
     return data
 
 
+def to_stderr(message: str) -> None:
+    """Where messages about the data (a store being prepared) go by default: not stdout, which
+    `seqjax generate --input -` writes its output to."""
+    print(message, file=sys.stderr)
+
+
 def load_data(
-    cfg: DataConfig, tokenizers=None, *, fingerprint: str | None = None, echo: Callable[[str], None] = print
+    cfg: DataConfig, tokenizers=None, *, fingerprint: str | None = None, echo: Callable[[str], None] = to_stderr
 ) -> LMData | ParallelData:
     """Reads or generates the splits of `cfg` and encodes them.
 

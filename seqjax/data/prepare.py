@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
-from seqjax.data.datasets import SPLITS, split_path, validate_data_config
+from seqjax.data.datasets import SPLITS, split_path, to_stderr, validate_data_config
 from seqjax.data.store import (
     FORMAT_VERSION,
     MANIFEST,
@@ -280,7 +280,7 @@ def _move_into_place(temporary: str, directory: str, fingerprint: str) -> None:
 
 
 def ensure_store(
-    cfg: DataConfig, *, expected: str | None = None, echo: Callable[[str], None] = print, progress: bool = True
+    cfg: DataConfig, *, expected: str | None = None, echo: Callable[[str], None] = to_stderr, progress: bool = True
 ) -> TokenStore:
     """The store of `cfg` (at data.store, else in the cache), prepared if missing, of an older
     format, or made from source files that changed since.

@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 from seqjax.config import Config
 from seqjax.contracts import Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
+from seqjax.data.datasets import to_stderr
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
@@ -172,7 +173,7 @@ def build_experiment(
     tokenizers=None,
     *,
     fingerprint: str | None = None,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = to_stderr,
 ) -> Experiment:
     """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
     model, head and objective. Writes nothing but the corpus's token store, when it has none.

@@ -50,12 +50,12 @@ def test_seqjax_prepare_prints_the_store_and_reuses_it(tmp_path, capsys):
     train_file, valid_file = _corpus(tmp_path)
     argv = ["prepare", "--set", "data.kind=text", f"data.train={train_file}", f"data.valid={valid_file}"]
     assert main([*argv, "data.tokenizer=word"]) == 0
-    out = capsys.readouterr().out
-    assert "preparing it" in out and "train 300 lines" in out and "valid 30 lines" in out
+    out, err = capsys.readouterr()
+    assert "preparing it" in err and "train 300 lines" in out and "valid 30 lines" in out
     store = out.split("token store ")[-1].split(":")[0]
     assert os.path.isfile(os.path.join(store, "manifest.json"))
     assert main([*argv, "data.tokenizer=word"]) == 0
-    assert "preparing" not in capsys.readouterr().out  # the second run reuses the store
+    assert "preparing" not in capsys.readouterr().err  # the second run reuses the store
 
 
 def test_seqjax_prepare_of_synthetic_data_is_refused(capsys):
