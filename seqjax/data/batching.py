@@ -94,10 +94,13 @@ class LMBatches:
         return self.num_rows // self.batch_size
 
     def _permutation(self, epoch: int) -> np.ndarray:
-        if self._cached_epoch is None or self._cached_epoch[0] != epoch:
-            order = np.random.default_rng([self.seed, epoch]).permutation(self.num_rows)
-            self._cached_epoch = (epoch, order)
-        return self._cached_epoch[1]
+        # One read and one write of the cache: loader threads building batches of two epochs
+        # at once each keep their own epoch's order.
+        cached = self._cached_epoch
+        if cached is None or cached[0] != epoch:
+            cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_rows))
+            self._cached_epoch = cached
+        return cached[1]
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` ([start, stop) pairs, N rows in
@@ -237,7 +240,8 @@ class Seq2SeqBatches:
 
     def _schedule(self, epoch: int) -> list[tuple[int, np.ndarray]]:
         """The epoch's batches as (bucket index, example indices [B]) in drawing order."""
-        if self._cached_epoch is None or self._cached_epoch[0] != epoch:
+        cached = self._cached_epoch  # read once, as in LMBatches._permutation
+        if cached is None or cached[0] != epoch:
             rng = np.random.default_rng([self.seed, epoch])
             batches = []
             for k, members in enumerate(self.members):
@@ -245,8 +249,9 @@ class Seq2SeqBatches:
                 shuffled = rng.permutation(members)[:full].reshape(-1, self.batch_size)
                 batches += [(k, rows) for rows in shuffled]
             order = rng.permutation(len(batches))
-            self._cached_epoch = (epoch, [batches[i] for i in order])
-        return self._cached_epoch[1]
+            cached = (epoch, [batches[i] for i in order])
+            self._cached_epoch = cached
+        return cached[1]
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` ([start, stop) pairs, N rows in
