@@ -109,14 +109,19 @@ def test_packed_row_loss_equals_the_sum_of_its_segments_losses_computed_alone(ch
     batches = PackedLMBatches(line_stream([3, 0, 2, 5, 1, 2, 6]), batch_size=2, seq_len=T, seed=0)
     batch = batches.batch(0)
     params = init_params(model, head, jax.random.key(1), batch)
-    packed = jax.jit(lambda b: sum_of_losses(model, head, params, b))(batch)
-    for row in range(2):
-        for slots in segments_of(batch, row).values():
-            alone = {key: batch[key][row : row + 1, slots] for key in ("inputs", "targets", "mask")}
-            np.testing.assert_allclose(
-                packed[row, slots], sum_of_losses(model, head, params, alone)[0], rtol=1e-5, atol=1e-5
-            )
-        assert float(packed[row].sum()) > 0
+    losses = jax.jit(lambda b: sum_of_losses(model, head, params, b))
+    packed = losses(batch)
+    # Each segment alone: at the start of a row of its own, the rest of the row masked padding
+    # (a causal model's outputs at the segment's slots cannot see it).
+    pieces = [(row, slots) for row in range(2) for slots in segments_of(batch, row).values()]
+    alone = {key: np.zeros((len(pieces), T), batch[key].dtype) for key in ("inputs", "targets", "mask")}
+    for i, (row, slots) in enumerate(pieces):
+        for key in alone:
+            alone[key][i, : len(slots)] = batch[key][row, slots]
+    alone_losses = losses(alone)
+    for i, (row, slots) in enumerate(pieces):
+        np.testing.assert_allclose(packed[row, slots], alone_losses[i, : len(slots)], rtol=1e-5, atol=1e-5)
+    assert len(pieces) > 2 and all(float(packed[row].sum()) > 0 for row in range(2))
 
 
 def pairs(n=30, seed=0):
@@ -156,17 +161,25 @@ def test_packed_pair_loss_equals_each_pair_computed_alone():
     src, tgt = [s % V for s in src], [t % V for t in tgt]
     batch = PackedSeq2SeqBatches(src, tgt, batch_size=1, length=12, seed=0).batch(0)
     params = init_params(model, head, jax.random.key(1), batch)
-    packed = sum_of_losses(model, head, params, batch)
-    for k in set(batch["segment_ids"][0][batch["segment_ids"][0] > 0].tolist()):
+    losses = jax.jit(lambda b: sum_of_losses(model, head, params, b))
+    packed = losses(batch)
+    # Each pair alone, at the start of a row of its own: source padding masked out of attention,
+    # decoder padding after the target (unseen by its causal outputs) masked out of the loss.
+    segments = sorted(set(batch["segment_ids"][0][batch["segment_ids"][0] > 0].tolist()))
+    alone = {
+        key: np.zeros((len(segments), 12), batch[key].dtype) for key in ("src", "src_mask", "inputs", "targets", "mask")
+    }
+    for i, k in enumerate(segments):
         source, target = batch["src_segment_ids"][0] == k, batch["segment_ids"][0] == k
-        alone = {
-            "src": batch["src"][:, source],
-            "src_mask": np.ones((1, source.sum()), np.float32),
-            **{key: batch[key][:, target] for key in ("inputs", "targets", "mask")},
-        }
-        np.testing.assert_allclose(
-            packed[0, target], sum_of_losses(model, head, params, alone)[0], rtol=1e-5, atol=1e-5
-        )
+        alone["src"][i, : source.sum()] = batch["src"][0, source]
+        alone["src_mask"][i, : source.sum()] = 1.0
+        for key in ("inputs", "targets", "mask"):
+            alone[key][i, : target.sum()] = batch[key][0, target]
+    alone_losses = losses(alone)
+    for i, k in enumerate(segments):
+        target = batch["segment_ids"][0] == k
+        np.testing.assert_allclose(packed[0, target], alone_losses[i, : target.sum()], rtol=1e-5, atol=1e-5)
+    assert len(segments) > 1
 
 
 def packing_config(*overrides):

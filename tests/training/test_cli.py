@@ -213,6 +213,13 @@ def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     assert 0 <= result["generation"]["bleu"] <= 100 and result["test"]["token_perplexity"] > 1
     assert main(["generate", "--workdir", str(tmp_path), "--prompt", "abc", "--max-len", "8"]) == 0
     assert capsys.readouterr().out.startswith("abc -> ")
+    # A file of sources: one output line per input line, a blank line left blank.
+    (tmp_path / "in.txt").write_text("abc\n\nhello world\n")
+    out_file = tmp_path / "out.txt"
+    assert main(["generate", "--workdir", str(tmp_path), "--input", str(tmp_path / "in.txt"), "--beam", "2",
+                 "--output", str(out_file)]) == 0
+    lines = out_file.read_text().split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2]
 
 
 def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, capsys):

@@ -101,17 +101,6 @@ def test_a_seq2seq_run_without_a_source_is_refused(tmp_path, capsys):
     assert "sequence-to-sequence run" in err and "--prompt" in err and "--input" in err and "Traceback" not in err
 
 
-def test_a_seq2seq_run_translates_each_line_of_a_file(tmp_path, capsys):
-    seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_pair_len=20",
-               "train.num_printed_samples=0"]
-    assert main(["train", "--workdir", str(tmp_path / "run"), "--set", *tiny(*seq2seq)]) == 0
-    (tmp_path / "in.txt").write_text("abc\n\nhello world\n")
-    assert main(["generate", "--workdir", str(tmp_path / "run"), "--input", str(tmp_path / "in.txt"), "--beam", "2",
-                 "--output", str(tmp_path / "out.txt")]) == 0
-    assert len((tmp_path / "out.txt").read_text().split("\n")) == 4
-    assert (tmp_path / "out.txt").read_text().split("\n")[1] == ""
-
-
 def test_an_ngram_run_evaluates_to_its_training_summary_and_generates(tmp_path, capsys):
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*NGRAM)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
