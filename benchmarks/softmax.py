@@ -266,6 +266,11 @@ def main(argv: list[str] | None = None) -> None:
         f'"full, materialized" the [N, V] logits. Adaptive cutoffs at 2% and '
         f"20% of V.\n\n" + tables(results, shapes, peak) + "\n\n" + "\n".join(checks) + "\n"
     )
+    body += (
+        "\nWhere the time of each head goes, part by part (the full softmax against its bare matmuls, adaptive "
+        "against torch on each part, the Huffman rows against the gather and write floors, the sampled rows "
+        "against V): `softmax_profile.md`, from `benchmarks/softmax_profile.py`.\n"
+    )
     print("\n".join(checks))
     path = write_result(name, "Softmax heads: forward+backward time and memory", body)
     plot(results, os.path.join(RESULTS, f"{name}.png"))
