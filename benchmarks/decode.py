@@ -48,7 +48,7 @@ from seqjax.model_head import init_decode_state, init_params, make_step_fn, tied
 
 # Far below any real log-prob, yet finite: sums of K x V extensions stay ordered.
 UNREACHABLE_EOS_BIAS = -1e9
-STEP_TARGET = 1.3  # the issue's bound on step time at the last position over position 8
+STEP_TARGET = 1.3  # the bound on step time at the last position over position 8
 REFERENCE = "KV cache, compiled loop"  # the variant every other is compared with
 RECOMPUTE = "recompute prefix, compiled loop"  # minutes per call at full size: timed once, after its first call
 
@@ -330,7 +330,7 @@ def step_table(times, shapes: Shapes) -> str:
 
 
 def summary(decoders, times, shapes: Shapes) -> list[str]:
-    """The issue's claims, each with its measurement."""
+    """The claims about decoding speed, each with its measurement."""
     lines = []
     for decoder, timings in decoders.items():
         for name, (seconds, _) in timings.items():
