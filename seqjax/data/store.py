@@ -109,15 +109,15 @@ def read_manifest(directory: str) -> dict[str, Any]:
     return manifest
 
 
-class Ragged(Sequence[np.ndarray]):
-    """Variable-length id sequences over a flat token array: item i is
-    tokens[offsets[rows[i]] : offsets[rows[i] + 1]] as [len] int32 (rows: all, or a subset).
+class _Rows(Sequence):
+    """Items of variable size over a flat array with [n + 1] offsets: item i spans
+    [offsets[r], offsets[r + 1]) of the array, r = rows[i] (rows: all, or a subset)."""
 
-    `lengths` gives every length without touching the tokens.
-    """
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None):
+        self.flat, self.offsets, self.rows = flat, offsets, rows
 
-    def __init__(self, tokens: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None):
-        self.tokens, self.offsets, self.rows = tokens, offsets, rows
+    def _item(self, start: int, stop: int):
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return len(self.offsets) - 1 if self.rows is None else len(self.rows)
@@ -128,7 +128,22 @@ class Ragged(Sequence[np.ndarray]):
         if not -len(self) <= index < len(self):
             raise IndexError(f"index must be in [-{len(self)}, {len(self)}), got {index}")
         row = int(index % len(self) if self.rows is None else self.rows[index])
-        return np.asarray(self.tokens[self.offsets[row] : self.offsets[row + 1]], np.int32)
+        return self._item(int(self.offsets[row]), int(self.offsets[row + 1]))
+
+    def subset(self, rows: np.ndarray):
+        """The items `rows` ([k] int64 positions in this sequence), in that order."""
+        return type(self)(self.flat, self.offsets, rows if self.rows is None else self.rows[rows])
+
+
+class Ragged(_Rows):
+    """Variable-length id sequences over a flat token array: item i is
+    tokens[offsets[rows[i]] : offsets[rows[i] + 1]] as [len] int32 (rows: all, or a subset).
+
+    `lengths` gives every length without touching the tokens.
+    """
+
+    def _item(self, start: int, stop: int) -> np.ndarray:
+        return np.asarray(self.flat[start:stop], np.int32)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -136,30 +151,13 @@ class Ragged(Sequence[np.ndarray]):
         lengths = np.diff(self.offsets)
         return lengths if self.rows is None else lengths[self.rows]
 
-    def subset(self, rows: np.ndarray) -> Ragged:
-        """The items `rows` ([k] int64 positions in this sequence), in that order."""
-        return Ragged(self.tokens, self.offsets, rows if self.rows is None else self.rows[rows])
 
+class TextLines(_Rows):
+    """The lines of a UTF-8 text read through a memory map with [lines + 1] byte offsets
+    (each line's bytes end with its newline)."""
 
-class TextLines(Sequence[str]):
-    """The lines of a UTF-8 text read through a memory map with [lines + 1] byte offsets."""
-
-    def __init__(self, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None):
-        self.data, self.offsets, self.rows = data, offsets, rows
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1 if self.rows is None else len(self.rows)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index must be in [-{len(self)}, {len(self)}), got {index}")
-        row = int(index % len(self) if self.rows is None else self.rows[index])
-        return bytes(self.data[self.offsets[row] : self.offsets[row + 1] - 1]).decode("utf-8")
-
-    def subset(self, rows: np.ndarray) -> TextLines:
-        return TextLines(self.data, self.offsets, rows if self.rows is None else self.rows[rows])
+    def _item(self, start: int, stop: int) -> str:
+        return bytes(self.flat[start : stop - 1]).decode("utf-8")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,11 +24,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
-from tokenizers import pre_tokenizers, trainers
 
 from seqjax.data.tokenizers import (
     _WORD_PATTERN,
-    BPE_MIN_VOCAB_SIZE,
     BpeTokenizer,
     CharTokenizer,
     WordTokenizer,
@@ -131,17 +129,7 @@ def train_streaming(
             yield block
 
     if kind == "bpe":
-        if vocab_size < BPE_MIN_VOCAB_SIZE:
-            raise ValueError(f"vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for byte-level BPE, got {vocab_size}")
-        model = BpeTokenizer._untrained_model()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size - len(SPECIAL_TOKENS),
-            min_frequency=min_count,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            special_tokens=[],
-            show_progress=False,
-        )
-        model.train_from_iterator(counted(), trainer)
+        model = BpeTokenizer.trained_model(counted(), vocab_size=vocab_size, min_count=min_count)
         return BpeModel(model), num_lines
     counts: collections.Counter[str] = collections.Counter()
     for block in counted():

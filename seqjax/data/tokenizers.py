@@ -14,7 +14,7 @@ import collections
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from tokenizers import Tokenizer as HfTokenizer
@@ -203,12 +203,16 @@ class BpeTokenizer:
         return model
 
     @classmethod
-    def train(cls, texts: Sequence[str], *, vocab_size: int, min_count: int = 1) -> BpeTokenizer:
-        """Trains BPE on `texts` (one line each) up to `vocab_size` ids, specials included.
+    def trained_model(
+        cls, texts: Iterable[str] | Iterable[list[str]], *, vocab_size: int, min_count: int
+    ) -> HfTokenizer:
+        """The byte-level BPE model learned from `texts` (lines, or blocks of lines, read once) with
+        vocab_size - the specials' count of pieces; merges seen fewer than min_count times are
+        not learned.
 
-        Merges of pairs seen fewer than `min_count` times are not learned.
+        Raises:
+          ValueError: vocab_size below BPE_MIN_VOCAB_SIZE (256 bytes + the specials).
         """
-        _check_training_text(texts)
         if vocab_size < BPE_MIN_VOCAB_SIZE:
             raise ValueError(
                 f"vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for byte-level BPE "
@@ -223,6 +227,16 @@ class BpeTokenizer:
             show_progress=False,
         )
         model.train_from_iterator(texts, trainer)
+        return model
+
+    @classmethod
+    def train(cls, texts: Sequence[str], *, vocab_size: int, min_count: int = 1) -> BpeTokenizer:
+        """Trains BPE on `texts` (one line each) up to `vocab_size` ids, specials included.
+
+        Merges of pairs seen fewer than `min_count` times are not learned.
+        """
+        _check_training_text(texts)
+        model = cls.trained_model(texts, vocab_size=vocab_size, min_count=min_count)
         counts = collections.Counter({piece: 0 for piece in model.get_vocab()})
         for encoding in model.encode_batch(list(texts)):
             counts.update(encoding.tokens)
