@@ -26,6 +26,7 @@ run records it and refuses to resume on a store with another.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import hashlib
 import json
@@ -116,8 +117,9 @@ class _Rows(Sequence):
     def __init__(self, flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None):
         self.flat, self.offsets, self.rows = flat, offsets, rows
 
+    @abc.abstractmethod
     def _item(self, start: int, stop: int):
-        raise NotImplementedError
+        """The item over flat[start:stop]."""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1 if self.rows is None else len(self.rows)
