@@ -43,8 +43,8 @@ from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
 from seqjax.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
-from seqjax.models import build_model  # noqa: E402
 from seqjax.model_head import init_decode_state, init_params, make_step_fn, tied_embedding  # noqa: E402
+from seqjax.models import build_model  # noqa: E402
 
 # Far below any real log-prob, yet finite: sums of K x V extensions stay ordered.
 UNREACHABLE_EOS_BIAS = -1e9
@@ -71,8 +71,13 @@ class Shapes:
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(
-            kind="transformer", d_model=self.d_model, layers=self.layers, num_heads=self.num_heads, d_ff=self.d_ff,
-            dropout=0.0, max_len=self.cache_len,
+            kind="transformer",
+            d_model=self.d_model,
+            layers=self.layers,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=0.0,
+            max_len=self.cache_len,
         )
 
     def positions(self) -> tuple[int, ...]:
@@ -81,10 +86,20 @@ class Shapes:
         return tuple(sorted({0, min(8, self.max_len), *quarters}))
 
 
-FULL = Shapes(batch=32, max_len=128, beam_size=4, vocab=10_000, d_model=512, layers=4, num_heads=8, d_ff=2048,
-              cached_steps_per_call=32)
-QUICK = Shapes(batch=4, max_len=16, beam_size=4, vocab=300, d_model=32, layers=2, num_heads=2, d_ff=64,
-               cached_steps_per_call=8)
+FULL = Shapes(
+    batch=32,
+    max_len=128,
+    beam_size=4,
+    vocab=10_000,
+    d_model=512,
+    layers=4,
+    num_heads=8,
+    d_ff=2048,
+    cached_steps_per_call=32,
+)
+QUICK = Shapes(
+    batch=4, max_len=16, beam_size=4, vocab=300, d_model=32, layers=2, num_heads=2, d_ff=64, cached_steps_per_call=8
+)
 
 
 def build_lm(shapes: Shapes, seed: int = 0):
@@ -255,7 +270,12 @@ def step_times(model, params, shapes: Shapes, repeats: int) -> dict[str, dict[in
         }
         for name, state in states.items():
             run = functools.partial(
-                model_steps_at_position, model, params["model"], state, tokens, recompute=name == "recompute",
+                model_steps_at_position,
+                model,
+                params["model"],
+                state,
+                tokens,
+                recompute=name == "recompute",
                 steps=steps[name],
             )
             jax.block_until_ready(run())  # compile
@@ -300,8 +320,9 @@ def time_decoders(variants, repeats: int):
         timed = {name: (lambda call=call: jax.block_until_ready(call())) for name, call in calls.items()}
         slow = {name: timed.pop(name) for name in list(timed) if name == RECOMPUTE}
         seconds = interleaved(timed, repeats) | interleaved(slow, 1)
-        results[decoder] = {name: (seconds[name], float(np.mean(tokens == outputs[REFERENCE])))
-                            for name, tokens in outputs.items()}
+        results[decoder] = {
+            name: (seconds[name], float(np.mean(tokens == outputs[REFERENCE]))) for name, tokens in outputs.items()
+        }
         for name, (s, agreement) in results[decoder].items():
             print(f"{decoder:<7} {name:<38} {s * 1e3:>10,.1f} ms, {agreement:.1%} of tokens as {REFERENCE}", flush=True)
     return results
@@ -311,8 +332,14 @@ def decoder_table(timings, shapes: Shapes) -> str:
     output_tokens = shapes.batch * shapes.max_len
     reference = timings[REFERENCE][0]
     rows = [
-        [name, f"{seconds * 1e3:,.1f}", f"{output_tokens / seconds:,.0f}", f"{seconds / shapes.max_len * 1e3:,.2f}",
-         f"{seconds / reference:,.1f}x", f"{agreement:.1%}"]
+        [
+            name,
+            f"{seconds * 1e3:,.1f}",
+            f"{output_tokens / seconds:,.0f}",
+            f"{seconds / shapes.max_len * 1e3:,.2f}",
+            f"{seconds / reference:,.1f}x",
+            f"{agreement:.1%}",
+        ]
         for name, (seconds, agreement) in timings.items()
     ]
     header = ["variant", "decode ms", "tokens/s", "ms / step", f"time / {REFERENCE}'s", "tokens equal"]
@@ -321,8 +348,12 @@ def decoder_table(timings, shapes: Shapes) -> str:
 
 def step_table(times, shapes: Shapes) -> str:
     rows = [
-        [p, f"{times['KV cache'][p] * 1e3:,.3f}", f"{times['recompute'][p] * 1e3:,.3f}",
-         f"{times['recompute'][p] / times['KV cache'][p]:,.1f}x"]
+        [
+            p,
+            f"{times['KV cache'][p] * 1e3:,.3f}",
+            f"{times['recompute'][p] * 1e3:,.3f}",
+            f"{times['recompute'][p] / times['KV cache'][p]:,.1f}x",
+        ]
         for p in shapes.positions()
     ]
     header = ["position", "KV-cache step ms", "recompute step ms (prefix of position + 1)", "recompute / KV cache"]
@@ -338,17 +369,20 @@ def summary(decoders, times, shapes: Shapes) -> list[str]:
                 lines.append(f"- {decoder}: {REFERENCE} {seconds / timings[REFERENCE][0]:,.1f}x faster than {name}")
     early, last = min(8, shapes.max_len), shapes.max_len
     ratio = times["KV cache"][last] / times["KV cache"][early]
-    lines.append(f"- KV-cache step at position {last} / position {early}: {ratio:.2f}x "
-                 f"(target <= {STEP_TARGET}x: {'met' if ratio <= STEP_TARGET else 'NOT met'})")
+    lines.append(
+        f"- KV-cache step at position {last} / position {early}: {ratio:.2f}x "
+        f"(target <= {STEP_TARGET}x: {'met' if ratio <= STEP_TARGET else 'NOT met'})"
+    )
     return lines
 
 
 def report(decoders, times, shapes: Shapes, repeats: int, step_repeats: int, plot_name: str) -> str:
     """The markdown body of the result file."""
     setup = (
-        f"Transformer LM: D = {shapes.d_model}, {shapes.layers} layers, {shapes.num_heads} heads, d_ff = {shapes.d_ff}, "
-        f"V = {shapes.vocab:,}, random weights, full-softmax head with EOS's bias at {UNREACHABLE_EOS_BIAS:,.0f} so "
-        f"that every row runs all {shapes.max_len} steps. B = {shapes.batch} rows from BOS; beam search with K = "
+        f"Transformer LM: D = {shapes.d_model}, {shapes.layers} layers, {shapes.num_heads} heads, "
+        f"d_ff = {shapes.d_ff}, V = {shapes.vocab:,}, random weights, full-softmax head with EOS's bias at "
+        f"{UNREACHABLE_EOS_BIAS:,.0f} so that every row runs all {shapes.max_len} steps. "
+        f"B = {shapes.batch} rows from BOS; beam search with K = "
         f"{shapes.beam_size}, no length penalty. Medians of {repeats} interleaved repeats, each a whole decode from "
         f"an empty state (cache or prefix of {shapes.cache_len} slots). tokens/s: B x max_len output tokens (one per "
         f"row; beam search scores K hypotheses per row) per second. Tokens equal: share of output tokens equal to "
@@ -400,8 +434,10 @@ def main(argv: list[str] | None = None) -> None:
     shapes, suffix = (QUICK, "_quick") if args.quick else (FULL, "")
 
     print("machine:", "; ".join(f"{k} {v}" for k, v in machine().items()))
-    print(f"B={shapes.batch} max_len={shapes.max_len} K={shapes.beam_size} V={shapes.vocab} D={shapes.d_model} "
-          f"L={shapes.layers} heads={shapes.num_heads} d_ff={shapes.d_ff}; medians of {repeats} interleaved repeats")
+    print(
+        f"B={shapes.batch} max_len={shapes.max_len} K={shapes.beam_size} V={shapes.vocab} D={shapes.d_model} "
+        f"L={shapes.layers} heads={shapes.num_heads} d_ff={shapes.d_ff}; medians of {repeats} interleaved repeats"
+    )
     model, head, params = build_lm(shapes)
     decoders = time_decoders(decode_variants(model, head, params, shapes, args.quick), repeats)
     step_repeats = 3 * repeats  # a step is cheap, and its flatness is the claim most exposed to noise

@@ -1,22 +1,28 @@
 """Scaled dot-product attention: self-attention with a KV cache, cross-attention, rotary
 positions and grouped-query attention.
 
-Activations stay [B, T, heads, Dh] from projection to output — the layout
-`jax.nn.dot_product_attention` takes — so no transposes are spent on head axes; its logits
-and softmax are float32 whatever the operand dtype. With `model.kv_heads` = K < H, keys and
-values have K heads, each shared by H / K consecutive query heads (grouped-query attention;
-K = 1 is multi-query), and the KV cache and the cross-attention memory hold only those K.
+With `model.kv_heads` = K < H, keys and values have K heads, each shared by H / K consecutive
+query heads (grouped-query attention; K = 1 is multi-query), and the KV cache and the
+cross-attention memory hold only those K. Logits and softmax are float32 whatever the operand
+dtype.
 
-Every attention is one `jax.nn.dot_product_attention` call; `model.attention_kernel` picks
-its implementation for the teacher-forced self-attention. cuDNN's fused kernel is given only
-what it expresses — `is_causal` and a contiguous `local_window_size` — so a self-attention
-with padding, segment ids (packed rows) or a dilated window, a decode step (per-row
-positions over a fixed cache) and cross-attention (source padding) run on XLA, under one
-boolean mask. There is no separate explicit-matmul path: XLA's implementation is that.
+Two layouts, one per kind of attention:
+
+- Teacher-forced self-attention keeps activations [B, T, heads, Dh] from projection to
+  output, the layout `jax.nn.dot_product_attention` takes; `model.attention_kernel` picks its
+  implementation. cuDNN's fused kernel is given only what it expresses — `is_causal` and a
+  contiguous `local_window_size` — so padding, segment ids (packed rows) or a dilated window
+  run on XLA under one boolean mask.
+- Keys and values that are stored and read many times — the KV cache of a decode step and
+  the cross-attention memory — are laid out [B, K, M, Dh] and read by `stored_attention`, an
+  explicit grouped einsum whose batch axes (B, K) lead both operands. Given [B, M, K, Dh],
+  XLA on CPU transposes the whole cache to that order at every step (each layer, keys and
+  values), which cost more than the step's matmuls; this layout reads the cache once.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import flax.linen as nn
@@ -82,32 +88,55 @@ def self_attention_arguments(mask: SelfMask, kernel: str, length: int) -> dict[s
 
 
 def write_cache(buffer, update, positions, layer=None):
-    """Writes each row's new entry at that row's own position.
+    """Writes each row's new entry at that row's own position, in place.
 
     Args:
-      buffer: [B, M, heads, Dh] cache, or [B, L, M, heads, Dh] for every layer of a scanned
-        stack, written at `layer` ([] int32) in place.
-      update: [B, 1, heads, Dh] new keys or values.
+      buffer: [B, K, M, Dh] cache, or [B, L, K, M, Dh] for every layer of a scanned stack,
+        written at `layer` ([] int32).
+      update: [B, 1, K, Dh] new keys or values, as projected.
       positions: [B] int32, slot to write in each row.
     Returns:
       the buffer with one slot per row replaced.
     """
-    update = update.astype(buffer.dtype)
+    update = jnp.swapaxes(update.astype(buffer.dtype), 1, 2)  # [B, K, 1, Dh]
+    zero = jnp.zeros((), jnp.int32)
     if layer is None:
-        return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice_in_dim(rows, row, at, 0))(
+        return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice(rows, row, (zero, at, zero)))(
             buffer, update, positions
         )
-    zero = jnp.zeros((), jnp.int32)
-    return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice(rows, row[None], (layer, at, zero, zero)))(
+    return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice(rows, row[None], (layer, zero, at, zero)))(
         buffer, update, positions
     )
 
 
 def empty_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, jax.Array]:
-    """One layer's empty KV cache {"k", "v"}: [B, max_len, K, Dh] each, K the kv heads."""
+    """One layer's empty KV cache {"k", "v"}: [B, K, max_len, Dh] each, K the kv heads."""
     _, kv_heads, head_dim = head_counts(cfg)
-    shape = (batch_size, max_len, kv_heads, head_dim)
+    shape = (batch_size, kv_heads, max_len, head_dim)
     return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+def stored_attention(q, keys, values, mask):
+    """Grouped attention of queries over stored keys and values (a KV cache, a memory).
+
+    Query head h reads key/value head h // G (G = H / K), as in `jax.nn.dot_product_attention`.
+
+    Args:
+      q: [B, T, H, Dh] queries.
+      keys, values: [B, K, M, Dh].
+      mask: bool [B, 1, T, M] (B and T may be 1, broadcast), the slots each query attends
+        to; every query must see at least one.
+    Returns:
+      [B, T, H, Dh] in the keys' dtype.
+    """
+    batch, length, heads, head_dim = q.shape
+    kv_heads = keys.shape[1]
+    grouped = q.astype(keys.dtype).reshape(batch, length, kv_heads, heads // kv_heads, head_dim)
+    logits = jnp.einsum("btkgd,bkmd->bkgtm", grouped, keys, preferred_element_type=jnp.float32)
+    logits = jnp.where(mask[:, :, None], logits / math.sqrt(head_dim), jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(values.dtype)
+    attended = jnp.einsum("bkgtm,bkmd->btkgd", probs, values)
+    return attended.reshape(batch, length, heads, head_dim)
 
 
 def _dense(cfg: ModelConfig, features, dtype, axis=-1):
@@ -155,7 +184,7 @@ class SelfAttention(nn.Module):
 
         Args:
           x: [B, 1, D] the new token's activations.
-          cache: {"k", "v"}: [B, M, K, Dh] each, or [B, L, M, K, Dh] with `layer` ([] int32)
+          cache: {"k", "v"}: [B, K, M, Dh] each, or [B, L, K, M, Dh] with `layer` ([] int32)
             the one this attention reads and writes (a scanned stack updates its whole cache in
             place, one slot per layer, instead of moving it layer by layer).
           positions: [B] int32, where the new token's keys and values are written (and, with
@@ -169,8 +198,7 @@ class SelfAttention(nn.Module):
         keys, values = cache["k"], cache["v"]
         if layer is not None:
             keys, values = (lax.dynamic_index_in_dim(c, layer, axis=1, keepdims=False) for c in (keys, values))
-        attended = jax.nn.dot_product_attention(q.astype(keys.dtype), keys, values, mask=mask)
-        return self.out(attended), cache
+        return self.out(stored_attention(q, keys, values, mask)), cache
 
 
 class CrossAttention(nn.Module):
@@ -187,12 +215,11 @@ class CrossAttention(nn.Module):
         self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
     def memory(self, encoded):
-        """encoded: [B, S, D] -> {"k", "v"}: [B, S, K, Dh], computed once per source."""
-        kv = self.kv(encoded)
-        return {"k": kv[:, :, 0], "v": kv[:, :, 1]}
+        """encoded: [B, S, D] -> {"k", "v"}: [B, K, S, Dh], computed once per source."""
+        kv = jnp.moveaxis(self.kv(encoded), 1, 3)  # [B, 2, K, S, Dh]
+        return {"k": kv[:, 0], "v": kv[:, 1]}
 
     def __call__(self, x, memory, mask):
         """x: [B, T, D]; memory from `memory`; mask: bool broadcastable to [B, 1, T, S]
         (source padding, and segments in packed rows). Returns [B, T, D]."""
-        q = self.query(x).astype(memory["k"].dtype)
-        return self.out(jax.nn.dot_product_attention(q, memory["k"], memory["v"], mask=mask))
+        return self.out(stored_attention(self.query(x), memory["k"], memory["v"], mask))

@@ -95,5 +95,5 @@ class Block(nn.Module):
         return self._feed_forward(x, False), cache
 
     def memory(self, encoded):
-        """encoded: [B, S, D] -> this block's cross-attention {"k", "v"}: [B, S, K, Dh]."""
+        """encoded: [B, S, D] -> this block's cross-attention {"k", "v"}: [B, K, S, Dh]."""
         return self.cross_attention.memory(encoded)

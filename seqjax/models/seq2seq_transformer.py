@@ -32,7 +32,7 @@ class TransformerSeq2Seq(EncoderDecoder):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
     Decode state: {"cache": the decoder stack's KV caches, "memory": its cross-attention
-    memories (`stack.block_memories`, [.., S, K, Dh] keys and values), "src_mask": [B, S]
+    memories (`stack.block_memories`, [.., K, S, Dh] keys and values), "src_mask": [B, S]
     bool, "positions": [B] int32}.
     """
 

@@ -14,8 +14,8 @@
   scheduler runs the recomputation early, so on CPU remat pays off with scan_layers only.
 
 Decode state leaves keep the batch as their leading axis in both layouts: a scanned stack's
-KV cache is {"k", "v"} [B, L, M, K, Dh], carried through the layer scan and written in place
-at each layer's index, an unrolled one a tuple of per-layer {"k", "v"} [B, M, K, Dh];
+KV cache is {"k", "v"} [B, L, K, M, Dh], carried through the layer scan and written in place
+at each layer's index, an unrolled one a tuple of per-layer {"k", "v"} [B, K, M, Dh];
 cross-attention memories likewise.
 """
 
@@ -82,7 +82,7 @@ def run_blocks(
 
 def block_memories(blocks, cfg: ModelConfig, encoded):
     """Every decoder block's cross-attention memory of encoded [B, S, D]: a tuple of
-    {"k", "v"} [B, S, K, Dh] (unrolled) or {"k", "v"} [B, L, S, K, Dh] (scanned)."""
+    {"k", "v"} [B, K, S, Dh] (unrolled) or {"k", "v"} [B, L, K, S, Dh] (scanned)."""
     if cfg.scan_layers:
         return _scanned(lambda block, carry, _: (carry, block.memory(carry)), cfg)(blocks, encoded, None)[1]
     return tuple(block.memory(encoded) for block in blocks)
@@ -98,7 +98,7 @@ def empty_caches(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any):
 
 def cache_length(cfg: ModelConfig, caches) -> int:
     """M, the slots of caches made by `empty_caches`."""
-    return caches["k"].shape[2] if cfg.scan_layers else caches[0]["k"].shape[1]
+    return (caches if cfg.scan_layers else caches[0])["k"].shape[-2]
 
 
 def decode_blocks(blocks, cfg: ModelConfig, x, caches, positions, mask, memories=None, memory_mask=None):

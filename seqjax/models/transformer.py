@@ -1,6 +1,6 @@
 """The decoder-only Transformer LM (blocks in `blocks.py`, the layer stack in `stack.py`).
 
-Decoding keeps a KV cache per layer, [B, max_len, K, Dh] each for keys and values (K the
+Decoding keeps a KV cache per layer, [B, K, max_len, Dh] each for keys and values (K the
 key/value heads), and a [B] int32 position per row: a step writes one slot and attends over
 the whole fixed-size buffer under a mask, so its cost does not grow with the prefix.
 
