@@ -209,6 +209,10 @@ class TrainConfig:
     checkpoint_every: int = option(500, "steps between checkpoints; 0: only at the end")
     keep_checkpoints: int = option(3, "checkpoints kept (the newest)")
     init_from: str = option("", "a run directory whose latest parameters start a fresh run (e.g. RL after MLE)")
+    init_encoder_from: str = option(
+        "",
+        "an encoder-only run (masked_lm or electra) whose encoder starts this transformer_seq2seq's encoder",
+    )
     num_printed_samples: int = option(4, "generated samples printed at the end of a run")
     printed_sample_len: int = option(64, "tokens generated per printed sample")
 

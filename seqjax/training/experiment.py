@@ -52,6 +52,11 @@ def validate_train(cfg: Config) -> None:
         raise ValueError(
             f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
         )
+    if t.init_encoder_from and cfg.model.kind != "transformer_seq2seq":
+        raise ValueError(
+            "train.init_encoder_from starts the encoder of a transformer_seq2seq run, "
+            f"got model.kind={cfg.model.kind!r}"
+        )
     if cfg.data.packing:
         validate_packing(cfg)
     validate_model_objective(cfg)

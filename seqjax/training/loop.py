@@ -46,6 +46,7 @@ from seqjax.training.layout import batch_sharding, batch_split, describe_batch, 
 from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.memory import describe_memory, memory_report
 from seqjax.training.ngram_baseline import train_ngram
+from seqjax.training.pretrained_encoder import with_pretrained_encoder
 from seqjax.training.signals import StopRequest, TrainingStopped
 from seqjax.training.state import (
     SCHEDULE_KEYS,
@@ -153,6 +154,9 @@ def starting_state(
     if t.init_from:
         state = dataclasses.replace(state, params=pretrained_params(exp, t.init_from, mesh, example_batch))
         echo(f"parameters initialized from {t.init_from}")
+    if t.init_encoder_from:
+        params = with_pretrained_encoder(exp, state.params, t.init_encoder_from, mesh, echo=echo)
+        state = dataclasses.replace(state, params=params)
     return state, 0
 
 
