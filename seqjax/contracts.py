@@ -103,7 +103,9 @@ class Head(Protocol):
       loss(hidden [N, D], targets [N] int32, key, mask [N] float32 | None, embedding)
         -> (scalar float32 masked mean of the per-row loss, {"tokens": sum(mask)});
       log_probs(hidden [N, D], embedding) -> [N, V] float32, normalized (for every head,
-        the sampling ones included).
+        the sampling ones included);
+      target_log_probs(hidden [N, D], targets [N] int32, embedding) -> [N] float32, log_probs
+        at the targets without an [N, V] value (what exact evaluation scores).
 
     tied: whether the head scores with the model's target embedding table, passed as
       `embedding` [V, D] (None when untied).

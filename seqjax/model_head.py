@@ -110,9 +110,18 @@ def token_log_probs(model: Model, head: Head, params: Params, hidden: jax.Array)
 
 
 def token_nll(model: Model, head: Head, params: Params, hidden: jax.Array, targets: jax.Array) -> jax.Array:
-    """Exact negative log-likelihood [B, T] float32 of targets [B, T] under the head's log-probs."""
-    log_probs = token_log_probs(model, head, params, hidden)
-    return -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    """Exact negative log-likelihood [B, T] float32 of targets [B, T] under the head's log-probs,
+    from the head's `target_log_probs`: never the [B·T, V] matrix, so exact evaluation at a
+    large vocabulary holds O(B·T × block) of scores."""
+    d = hidden.shape[-1]
+    log_probs = head.apply(
+        {"params": params["head"]},
+        hidden.reshape(-1, d),
+        targets.reshape(-1),
+        embedding=tied_embedding(model, head, params),
+        method="target_log_probs",
+    )
+    return -log_probs.reshape(targets.shape)
 
 
 def embed_tokens(model: Model, params: Params, tokens: jax.Array) -> jax.Array:

@@ -5,6 +5,7 @@ The head contract (`seqjax.contracts.Head`), for every head below:
     variables = head.init({"params": key}, hidden, targets, key, mask, embedding, method="loss")
     loss, aux = head.apply(variables, hidden, targets, key, mask, embedding, method="loss")
     log_probs = head.apply(variables, hidden, embedding, method="log_probs")
+    target_log_probs = head.apply(variables, hidden, targets, embedding, method="target_log_probs")
 
 hidden: [N, D] float (computed in float32); targets: [N] int32; key: a PRNG key (used by the
 sampling heads); mask: [N] float32 or None; embedding: [V, D] input table or None.
@@ -12,6 +13,10 @@ sampling heads); mask: [N] float32 or None; embedding: [V, D] input table or Non
 aux = {"tokens": sum(mask)}; `log_probs` is the exact normalized [N, V] float32 for every
 head, the sampling ones included (there the full softmax over the same scores, plus the
 proposal's log q for negative sampling, whose scores are not log-probabilities).
+`target_log_probs` is [N] float32 log p(target | h) under that same distribution, without
+the [N, V] matrix (what exact evaluation needs): the softmax heads' log-normalizer comes from
+`full_softmax_loss`, in vocabulary blocks once N·V logits would be large (memory O(N × block));
+the class, tree and adaptive heads score the target's class, path or cluster only.
 
 Tying (`tied=True`) replaces the head's [V, D] word vectors by the caller's `embedding`:
 the word table of the full, sampled, NCE and negative-sampling heads, the word level of the
@@ -100,9 +105,17 @@ class WordScores(nn.Module):
         params = self.parameters(hidden.shape[-1], embedding)
         return jax.nn.log_softmax(self.scores(hidden, params), axis=-1)
 
+    def target_log_probs(self, hidden, targets, embedding=None):
+        params = self.parameters(hidden.shape[-1], embedding)
+        return -full_softmax_loss(hidden, params["weights"], self.score_biases(params), targets)
+
     def scores(self, hidden, params):
-        """[N, V] float32 h·w + b."""
-        return jnp.asarray(hidden, jnp.float32) @ params["weights"].T + params["biases"]
+        """[N, V] float32 h·w + `score_biases`."""
+        return jnp.asarray(hidden, jnp.float32) @ params["weights"].T + self.score_biases(params)
+
+    def score_biases(self, params):
+        """[V] float32 added to h·w in the scores: the word biases."""
+        return params["biases"]
 
 
 class FullSoftmax(WordScores):
@@ -214,9 +227,9 @@ class NegativeSampling(_SamplingHead):
     def initial_bias(self) -> float:
         return -math.log(self.num_samples)
 
-    def scores(self, hidden, params):
-        """[N, V] float32 h·w + b + log q: the log of the unnormalized distribution the head fits."""
-        return super().scores(hidden, params) + self.proposal.log_probs
+    def score_biases(self, params):
+        """[V] float32 b + log q: with h·w, the log of the unnormalized distribution the head fits."""
+        return params["biases"] + self.proposal.log_probs
 
     def loss(self, hidden, targets, key, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
@@ -252,6 +265,12 @@ class ClassSoftmax(nn.Module):
         p = self.parameters(hidden.shape[-1], embedding)
         return class_log_probs(hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes)
 
+    def target_log_probs(self, hidden, targets, embedding=None):
+        p = self.parameters(hidden.shape[-1], embedding)
+        return -class_softmax_loss(
+            hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], targets, self.classes
+        )
+
 
 class HierarchicalSoftmax(nn.Module):
     """Binary-tree softmax over `tree` (balanced or Huffman); V − 1 node vectors, never tied."""
@@ -276,6 +295,10 @@ class HierarchicalSoftmax(nn.Module):
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1])
         return tree_log_probs(hidden, p["node_weights"], p["node_biases"], self.tree)
+
+    def target_log_probs(self, hidden, targets, embedding=None):
+        p = self.parameters(hidden.shape[-1])
+        return -tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
 
 
 class AdaptiveSoftmax(nn.Module):
@@ -327,6 +350,18 @@ class AdaptiveSoftmax(nn.Module):
             head_biases=p["head_biases"],
         )
         return masked_mean(per_row, mask)
+
+    def target_log_probs(self, hidden, targets, embedding=None):
+        p = self.parameters(hidden.shape[-1], embedding)
+        return -adaptive_softmax_loss(
+            hidden,
+            p["head_weights"],
+            p["tail_projections"],
+            p["tail_weights"],
+            targets,
+            self.cutoffs,
+            head_biases=p["head_biases"],
+        )
 
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)

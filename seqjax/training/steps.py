@@ -217,7 +217,8 @@ def build_train_step(
 
 def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     """Exact evaluation: eval_step(params, batch) -> (sum of target NLL over unmasked tokens,
-    token count), both [] float32.
+    token count), both [] float32. The NLL is the head's `target_log_probs`, so the step holds
+    [B·T, block] scores, never [B·T, V] (`seqjax.model_head.token_nll`).
 
     A latent-variable model (`model.latent`) is scored by its bound instead: (Σ −ELBO =
     reconstruction NLL + KL, token count, {"kl": Σ KL, "rows": rows with tokens}), one z ~ q
