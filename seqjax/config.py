@@ -61,6 +61,12 @@ class DataConfig:
         63, "seq2seq: longest source or target kept in training, in tokens (+1 for BOS/EOS fits buckets[-1])"
     )
     buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, bounded recompilation")
+    max_tokens: int = option(
+        0,
+        "seq2seq: training batches of a token budget (fairseq's --max-tokens): a batch of bucket L holds "
+        "max_tokens // L pairs (rounded down to a multiple of the data devices times optim.accum_steps), so "
+        "its shapes are one [rows, L] per bucket; 0: train.batch_size pairs",
+    )
     packing: bool = option(
         False,
         "training rows of whole lines (LM) or pairs (seq2seq, rows of buckets[-1]) packed with segment ids and "

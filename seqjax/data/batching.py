@@ -178,8 +178,9 @@ def _padded_lengths(src, tgt) -> np.ndarray:
 
 
 def _pad_pairs(src, tgt, rows: np.ndarray, length: int, batch_size: int) -> Batch:
-    """A [batch_size, length] batch of examples `rows`; rows beyond them are an empty example
-    (source `</s>`, input `<s>`) with mask 0, so that no attention row is fully masked."""
+    """A [batch_size, length] batch of examples `rows`; a row of example -1, and the rows
+    beyond them, are an empty example (source `</s>`, input `<s>`) with mask 0, so that no
+    attention row is fully masked."""
     batch = {
         "src": np.full((batch_size, length), PAD_ID, np.int32),
         "src_mask": np.zeros((batch_size, length), np.float32),
@@ -191,6 +192,8 @@ def _pad_pairs(src, tgt, rows: np.ndarray, length: int, batch_size: int) -> Batc
     batch["src_mask"][:, 0] = 1.0
     batch["inputs"][:, 0] = BOS_ID
     for row, example in enumerate(rows):
+        if example < 0:
+            continue
         source, target = src[example], tgt[example]
         batch["src"][row, : len(source)] = source
         batch["src"][row, len(source)] = EOS_ID

@@ -31,6 +31,10 @@ THREADS = 2
 
 
 class IndexedBatches(Protocol):
+    """Batches addressed by index; `batch(i, rows)` builds the row ranges `rows` over
+    `batch_size` equal parts of batch i (parts of one row each, except for
+    `TokenBudgetBatches`, whose batches have one row count per length bucket)."""
+
     batch_size: int
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch: ...
@@ -68,6 +72,9 @@ class BatchSource:
 class Loader:
     """Batches start, start + 1, ... steps - 1 of `batches` (this process's rows), prefetched.
 
+    `global_rows(batch)` is the row count of the whole batch a yielded one is part of: what
+    the global arrays of a multi-process run are assembled to.
+
     `state()` is JSON: the first batch and Grain's iterator state; `Loader.restore` continues
     from it.
     """
@@ -86,6 +93,7 @@ class Loader:
             raise ValueError(f"start must be in [0, steps={steps}], got {start}")
         self.start = start
         self.rows: Sequence[tuple[int, int]] = shard_rows(batches.batch_size) if rows is None else rows
+        self._parts = batches.batch_size, sum(stop - start for start, stop in self.rows)
         dataset = grain.MapDataset.source(BatchSource(batches, steps, self.rows))[start:]
         options = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch)
         self._iterator = iter(dataset.to_iter_dataset(options))
@@ -95,6 +103,11 @@ class Loader:
 
     def __next__(self) -> dict[str, np.ndarray]:
         return next(self._iterator)
+
+    def global_rows(self, batch: dict[str, np.ndarray]) -> int:
+        """The rows of the whole batch that `batch`, this process's parts of it, belongs to."""
+        parts, local_parts = self._parts
+        return len(batch["mask"]) * parts // local_parts
 
     def state(self) -> dict[str, Any]:
         return {"start": self.start, "grain": self._iterator.get_state()}

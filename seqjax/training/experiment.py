@@ -21,6 +21,7 @@ from seqjax.contracts import Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.data.datasets import to_stderr
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
+from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import MODEL_OBJECTIVES, SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, generates, is_seq2seq
@@ -132,14 +133,22 @@ class Experiment:
             raise ValueError(f"model.kind={self.cfg.model.kind!r} is an encoder-decoder: its data holds pairs")
         return self.data
 
-    def train_batches(self):
-        """The train split's batches: bucketed or packed (data.packing) pairs, chunked or
-        packed lines."""
+    def train_batches(self, row_multiple: int = 1):
+        """The train split's batches: bucketed pairs (train.batch_size of them, or as many as
+        data.max_tokens holds, in a multiple of `row_multiple` rows), packed pairs
+        (data.packing), chunked or packed lines."""
         c = self.cfg
+        if c.data.max_tokens and (c.data.packing or not self.is_seq2seq):
+            raise ValueError(
+                f"data.max_tokens={c.data.max_tokens} fills batches of sentence pairs by length bucket: it needs an "
+                f"encoder-decoder without data.packing, got model.kind={c.model.kind!r}, data.packing={c.data.packing}"
+            )
         if self.is_seq2seq:
             src, tgt = self.pairs.splits["train"]
             if c.data.packing:
                 return PackedSeq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets[-1], c.train.seed)
+            if c.data.max_tokens:
+                return TokenBudgetBatches(src, tgt, c.data.max_tokens, c.data.buckets, c.train.seed, row_multiple)
             return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
         if c.data.packing:
             return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)

@@ -263,10 +263,11 @@ def validate_layout(cfg: Config, mesh: Mesh, vocab_size: int) -> None:
 def batch_split(cfg: Config, mesh: Mesh, example: dict) -> dict[str, int]:
     """Rows and target tokens of the effective batch, of one microbatch, and per device.
 
-    Tokens count the example batch's unmasked targets (LM batches are full; seq2seq ones
-    vary with padding).
+    Rows and tokens are the example batch's: its rows (train.batch_size, or a token-budget
+    batch's, data.max_tokens), its unmasked targets (LM batches are full; seq2seq ones vary
+    with padding).
     """
-    rows, accum, data = cfg.train.batch_size, cfg.optim.accum_steps, mesh.shape["data"]
+    rows, accum, data = len(example["mask"]), cfg.optim.accum_steps, mesh.shape["data"]
     tokens = int(example["mask"].sum())
     return {
         "effective_rows": rows,

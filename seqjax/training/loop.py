@@ -206,7 +206,7 @@ def train(
             exp = build_experiment(cfg, mesh, tokenizers, fingerprint=saved.get("store"), echo=echo)
             optimizer = optim.make_optimizer(cfg.optim, t.steps)
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
-            batches = exp.train_batches()
+            batches = exp.train_batches(row_multiple=mesh.shape["data"] * cfg.optim.accum_steps)
             example = batches.batch(0)
             state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
             if schedule_changes:
@@ -234,7 +234,7 @@ def train(
             train_step = build_train_step(exp, optimizer, schedule, mesh, state)
             eval_step = make_eval_step(exp.model, exp.head, mesh)
             sharding = batch_sharding(mesh)
-            rows = distributed.local_rows(sharding, t.batch_size) if jax.process_count() > 1 else None
+            rows = distributed.local_rows(sharding, batches.batch_size) if jax.process_count() > 1 else None
             if "loader" in saved:  # where the saved run's loader stood: the next batch is the one it would draw
                 loader = Loader.restore(batches, t.steps, saved["loader"], rows=rows)
             else:
@@ -278,7 +278,8 @@ def train(
             )
             since = (time.perf_counter(), start)
             for step in range(start, t.steps):
-                state, metrics = train_step(state, distributed.to_global(next(loader), t.batch_size, sharding))
+                local = next(loader)
+                state, metrics = train_step(state, distributed.to_global(local, loader.global_rows(local), sharding))
                 pending.append(metrics)
                 done = step + 1
                 boundary = done % t.log_every == 0 or done == t.steps
