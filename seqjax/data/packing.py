@@ -16,7 +16,7 @@ computes every segment as if it were alone in its row (`seqjax.models.transforme
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -146,17 +146,35 @@ class PackedLMBatches:
         _check_index(index)
         selected = _selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
-        chosen = _epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected]
-        pairs = self.pairs[chosen]
+        return self.rows(_epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
+
+    def rows(self, chosen: np.ndarray) -> Batch:
+        """The packed rows `chosen` [N] (indices in [0, R), -1 for an all-padding row) as a batch."""
+        pairs = np.where(chosen[:, None] >= 0, self.pairs[chosen], -1)
         real = pairs >= 0
         safe = np.where(real, pairs, 0)
         return {
             "inputs": np.where(real, self.before[safe], PAD_ID).astype(np.int32),
             "targets": np.where(real, self.stream[safe], PAD_ID).astype(np.int32),
             "mask": real.astype(np.float32),
-            "segment_ids": self.segments[chosen],
-            "positions": self.positions[chosen],
+            "segment_ids": np.where(real, self.segments[chosen], 0).astype(np.int32),
+            "positions": np.where(real, self.positions[chosen], 0).astype(np.int32),
         }
+
+
+def packed_lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) -> Iterator[Batch]:
+    """Batches whose targets are every token of `stream` exactly once, each line scored alone
+    from its own start, as `PackedLMBatches` trains on it: the packed rows in order, the last
+    batch filled up with padding rows (mask 0). The evaluation of a packed-trained LM.
+
+    Yields:
+      the keys of `PackedLMBatches.batch`, [batch_size, seq_len] each.
+    """
+    _check_positive(batch_size, "batch_size")
+    packed = PackedLMBatches(stream, 1, seq_len, seed=0)
+    for first in range(0, packed.num_rows, batch_size):
+        chosen = np.arange(first, first + batch_size)
+        yield packed.rows(np.where(chosen < packed.num_rows, chosen, -1))
 
 
 class PackedSeq2SeqBatches:

@@ -22,6 +22,7 @@ import numpy as np
 
 from seqjax.config import Config
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
+from seqjax.data.packing import packed_lm_eval_batches
 from seqjax.models import generates
 from seqjax.training.generation import lm_samples, translate
 
@@ -37,14 +38,16 @@ Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterator[dict[str, np.ndarray]]:
     """The batches of `split` in which every target is scored once (LM: `lm_eval_batches`,
-    consecutive chunks of the stream; seq2seq: `seq2seq_eval_batches`), the first
+    consecutive chunks of the stream, or with data.packing `packed_lm_eval_batches`, each line
+    alone from its start as the model was trained; seq2seq: `seq2seq_eval_batches`), the first
     train.eval_batches of them when that is > 0."""
     batches: Iterator[dict[str, np.ndarray]]
     if holds_pairs(cfg.data):
         src, tgt = cast(ParallelData, data).splits[split]
         batches = (batch for batch, _ in seq2seq_eval_batches(src, tgt, cfg.train.batch_size, cfg.data.buckets))
     else:
-        batches = lm_eval_batches(cast(LMData, data).splits[split], cfg.train.batch_size, cfg.data.seq_len)
+        lm_batches = packed_lm_eval_batches if cfg.data.packing else lm_eval_batches
+        batches = lm_batches(cast(LMData, data).splits[split], cfg.train.batch_size, cfg.data.seq_len)
     return itertools.islice(batches, cfg.train.eval_batches) if cfg.train.eval_batches else batches
 
 

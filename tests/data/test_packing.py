@@ -10,7 +10,7 @@ import pytest
 
 from seqjax import config as config_lib
 from seqjax.config import Config, ModelConfig
-from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches, best_fit_decreasing
+from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches, best_fit_decreasing, packed_lm_eval_batches
 from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqjax.heads import build_head
 from seqjax.model_head import hidden_states, init_params, token_nll
@@ -73,6 +73,27 @@ def test_segments_are_whole_lines_after_their_eos_context_or_seq_len_pieces_of_l
         contexts = [EOS_ID] + line[T - 1 :: T]  # a piece after the first is fed the token before it
         expected += [(contexts[i], line[start : start + T]) for i, start in enumerate(range(0, len(line), T))]
     assert sorted(found) == sorted(expected)
+
+
+def test_packed_eval_batches_score_every_target_once_each_line_from_its_own_start():
+    stream = line_stream(LENGTHS)
+    packed = PackedLMBatches(stream, batch_size=1, seq_len=T, seed=0)
+    batches = list(packed_lm_eval_batches(stream, batch_size=4, seq_len=T))
+    assert len(batches) == -(-packed.num_rows // 4) and packed.num_rows % 4  # the last batch is filled up
+    rows = {key: np.concatenate([b[key] for b in batches]) for key in batches[0]}
+    real = rows["mask"] > 0
+    assert np.array_equal(np.sort(rows["targets"][real]), np.sort(stream))
+    assert not real[packed.num_rows :].any() and (rows["segment_ids"][~real] == 0).all()
+    training = all_rows(packed)  # the same rows as training packs them, here in order
+    order = [
+        next(j for j in range(packed.num_rows) if np.array_equal(training["targets"][j], t))
+        for t in rows["targets"][: packed.num_rows]
+    ]
+    assert sorted(order) == list(range(packed.num_rows))
+    for key in training:
+        np.testing.assert_array_equal(rows[key][: packed.num_rows], training[key][order], err_msg=key)
+    starts = real & (rows["positions"] == 0)
+    assert (rows["inputs"][starts] == EOS_ID).sum() == len(LENGTHS)  # every line opens on its `</s>` context
 
 
 def test_batches_are_a_pure_function_of_index_and_rows_select_part_of_a_batch():
