@@ -70,7 +70,8 @@ class DataConfig:
     packing: bool = option(
         False,
         "training rows of whole lines (LM) or pairs (seq2seq, rows of buckets[-1]) packed with segment ids and "
-        "per-segment positions (Transformers; objectives feeding gold tokens)",
+        "per-segment positions (Transformers; objectives feeding gold tokens); an LM is then also evaluated "
+        "line by line",
     )
     num_train: int = option(20000, "examples (seq2seq) or sentences (LM) in the train split", kinds=("synthetic",))
     num_eval: int = option(500, "examples or sentences in each of valid and test", kinds=("synthetic",))
