@@ -86,8 +86,9 @@ class VocabParallelSoftmax(WordScores):
     """The full-softmax head with a vocabulary-parallel training loss.
 
     Same parameters as `FullSoftmax` (`weights` [V, D], `biases` [V], or the tied input
-    embedding), so checkpoints move freely between the two; `log_probs` is the exact
-    [N, V] of `WordScores` (evaluation and decoding need every word's probability).
+    embedding), so checkpoints move freely between the two; `log_probs` (decoding needs every
+    word's probability) and `target_log_probs` (exact evaluation, in vocabulary blocks) are
+    those of `WordScores`.
     """
 
     mesh: Mesh | None = None
