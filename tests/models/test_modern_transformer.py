@@ -12,7 +12,7 @@ import pytest
 from seqjax.config import Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
-from seqjax.models.attention import resolve_kernel, rotary, self_attention_arguments
+from seqjax.models.attention import resolve_kernel, rotary, self_attention_arguments, stored_attention
 from seqjax.models.masks import self_mask
 from seqjax.training.loop import open_run
 from seqjax.training.state import Checkpointer, TrainState
@@ -216,7 +216,7 @@ CUDNN_EXPRESSES = {"causal", "window", "bidirectional"}
 
 
 @pytest.mark.parametrize("name", MASKS)
-def test_dot_product_attention_arguments_equal_explicit_attention_for_every_mask(name):
+def test_dot_product_attention_arguments_and_stored_attention_equal_explicit_attention_for_every_mask(name):
     q = jax.random.normal(jax.random.key(3), (B, T, 4, 8))
     k, v = jax.random.normal(jax.random.key(4), (2, B, T, 2, 8))
     parts = MASKS[name]
@@ -229,6 +229,9 @@ def test_dot_product_attention_arguments_equal_explicit_attention_for_every_mask
     xla = self_attention_arguments(mask, "xla", T)
     got = jax.jit(functools.partial(jax.nn.dot_product_attention, **xla))(q, k, v)
     np.testing.assert_allclose(got[seen], expected, rtol=1e-5, atol=1e-5)
+    # The decode step's and cross-attention's path, over keys and values stored [B, K, T, Dh].
+    stored = jax.jit(stored_attention)(q, jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2), allowed)
+    np.testing.assert_allclose(stored[seen], expected, rtol=1e-5, atol=1e-5)
     cudnn = self_attention_arguments(mask, "cudnn", T)
     if name in CUDNN_EXPRESSES:
         assert cudnn["implementation"] == "cudnn" and "mask" not in cudnn
