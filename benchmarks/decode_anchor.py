@@ -134,7 +134,7 @@ def torch_calls(shapes: Shapes):
         import transformers
     except ImportError:
         return None
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(len(os.sched_getaffinity(0)))  # the cores this process may run on (taskset)
     torch.manual_seed(0)
     if shapes.modern:
         config = transformers.LlamaConfig(
