@@ -15,7 +15,7 @@ head, the sampling ones included (there the full softmax over the same scores, p
 proposal's log q for negative sampling, whose scores are not log-probabilities).
 `target_log_probs` is [N] float32 log p(target | h) under that same distribution, without
 the [N, V] matrix (what exact evaluation needs): the softmax heads' log-normalizer comes from
-`full_softmax_loss`, in vocabulary blocks once N·V logits would be large (memory O(N × block));
+`full_softmax_loss` in blocks of `full.DEFAULT_CHUNK` words (memory O(N × block));
 the class, tree and adaptive heads score the target's class, path or cluster only.
 
 Tying (`tied=True`) replaces the head's [V, D] word vectors by the caller's `embedding`:
@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from seqjax.heads import full
 from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
-from seqjax.heads.full import full_softmax_loss
 from seqjax.heads.sampled import nce_loss, negative_sampling_loss, sampled_softmax_loss
 from seqjax.heads.samplers import Sampler
 from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
@@ -107,7 +107,9 @@ class WordScores(nn.Module):
 
     def target_log_probs(self, hidden, targets, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
-        return -full_softmax_loss(hidden, params["weights"], self.score_biases(params), targets)
+        biases = self.score_biases(params)
+        # Blocks whatever the shape: without gradients they beat materialized logits (full.py).
+        return -full.full_softmax_loss(hidden, params["weights"], biases, targets, chunk_size=full.DEFAULT_CHUNK)
 
     def scores(self, hidden, params):
         """[N, V] float32 h·w + `score_biases`."""
@@ -128,7 +130,7 @@ class FullSoftmax(WordScores):
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
-        per_row = full_softmax_loss(
+        per_row = full.full_softmax_loss(
             hidden,
             params["weights"],
             params["biases"],

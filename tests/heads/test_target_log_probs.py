@@ -37,7 +37,7 @@ def shapes(fn, *args) -> set[tuple[int, ...]]:
 
 @pytest.mark.parametrize("kind, tied", CASES)
 def test_target_log_probs_equal_the_log_probs_at_the_targets_in_blocks_that_do_not_divide_v(kind, tied, monkeypatch):
-    # Blocks of BLOCK words whatever the shape: the path that large N·V takes.
+    # Blocks of BLOCK words: the eval blocks (DEFAULT_CHUNK), and the adaptive head's at any shape.
     monkeypatch.setattr(full, "MATERIALIZE_LIMIT", 0)
     monkeypatch.setattr(full, "DEFAULT_CHUNK", BLOCK)
     monkeypatch.setattr(adaptive, "TAIL_CHUNK", BLOCK)
