@@ -4,7 +4,7 @@ sampling (Edunov et al. 2018), next to the half-data model, the model trained on
 (the upper bound) and copy-the-source.
 
     SEQJAX_DATA=/path/to/corpora python experiments/back_translation.py [--workdir runs/back_translation]
-        [--steps 2000] [--mono-lines 20000] [--beam 4]
+        [--steps 1500] [--mono-lines 20000] [--beam 4]
 
 The train split (`mt/gettext-en-de/train`) is cut in two halves by line order: the first half's
 pairs are the parallel data, the German of the second half's first `--mono-lines` lines the
@@ -85,7 +85,7 @@ def synthetic_corpus(backward: str, parallel: str, mono: str, prefix: str, optio
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default=os.path.join("runs", "back_translation"))
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--mono-lines", type=int, default=20000)
     parser.add_argument("--beam", type=int, default=4)
     args = parser.parse_args(argv)
