@@ -7,7 +7,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from helpers import tiny
+from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 
@@ -52,34 +52,33 @@ def test_electra_run_logs_both_losses(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_seq2seq_run_starts_its_encoder_from_the_pretrained_encoder(mlm_run, tmp_path, capsys):
+def test_the_pretrained_encoder_replaces_the_encoder_and_the_shared_words_source_embeddings(mlm_run):
     from seqjax.cli import restored
+    from seqjax.model_head import init_params
+    from seqjax.training.experiment import build_experiment
+    from seqjax.training.layout import make_mesh
+    from seqjax.training.pretrained_encoder import with_pretrained_encoder
 
     seq2seq = ["model.kind=transformer_seq2seq", "data.task=reverse", "data.buckets=24", "data.max_pair_len=20"]
-    # A learning rate of 1e-9 moves no weight by more than ~1e-8 in two steps.
-    changes = [
-        f"train.init_encoder_from={mlm_run}",
-        "optim.learning_rate=1e-9",
-        "train.steps=2",
-        "train.num_printed_samples=0",
-    ]
-    assert run(tmp_path, *seq2seq, *changes) == 0
-    assert f"encoder initialized from {mlm_run}: 14 weights" in capsys.readouterr().out
+    exp = build_experiment(tiny_config(*seq2seq))
+    fresh = jax.jit(lambda key: init_params(exp.model, exp.head, key, exp.train_batches().batch(0)))(jax.random.key(3))
+    said = []
+    mesh = make_mesh("data:1", jax.devices()[:1])
+    got = with_pretrained_encoder(exp, fresh, str(mlm_run), mesh, echo=said.append)["model"]
+    assert said == [f"encoder initialized from {mlm_run}: 14 weights, 10 of 20 source words' embeddings"]
     pre_exp, pre, _ = restored(str(mlm_run), [])
-    exp, state, _ = restored(str(tmp_path), [])
-    got, want = state.params["model"], pre.params["model"]["encoder"]
-    for name in ("blocks_0", "final_norm"):
-        renamed = {"blocks_0": "encoder_blocks_0", "final_norm": "encoder_norm"}[name]
-        for a, b in zip(jax.tree.leaves(got[renamed]), jax.tree.leaves(want[name]), strict=True):
-            np.testing.assert_allclose(a, b, atol=1e-7, err_msg=name)
+    want = pre.params["model"]
+    for name, renamed in (("blocks_0", "encoder_blocks_0"), ("final_norm", "encoder_norm")):
+        for a, b in zip(jax.tree.leaves(got[renamed]), jax.tree.leaves(want["encoder"][name]), strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    for name in ("decoder_blocks_0", "embed"):  # the decoder and the target side start fresh
+        for a, b in zip(jax.tree.leaves(got[name]), jax.tree.leaves(fresh["model"][name]), strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=name)
     src_vocab, pre_vocab = exp.pairs.src_tokenizer.vocab, pre_exp.tokenizer.vocab
-    shared = [t for t in src_vocab.tokens if t in pre_vocab]
-    assert 0 < len(shared) < src_vocab.size
-    rows = np.asarray(got["src_embed"]["embedding"])
-    for token in shared:
-        np.testing.assert_allclose(
-            rows[src_vocab.id(token)], pre.params["model"]["embed"]["embedding"][pre_vocab.id(token)], atol=1e-7
-        )
+    rows, pre_rows = np.asarray(got["src_embed"]["embedding"]), np.asarray(want["embed"]["embedding"])
+    for i, token in enumerate(src_vocab.tokens):
+        expected = pre_rows[pre_vocab.id(token)] if token in pre_vocab else fresh["model"]["src_embed"]["embedding"][i]
+        np.testing.assert_array_equal(rows[i], expected, err_msg=token)
 
 
 def test_init_encoder_from_refuses_a_run_that_is_not_an_encoder(mlm_run, tmp_path, capsys):
