@@ -160,9 +160,10 @@ def starting_state(
     return state, 0
 
 
-def _window_means(fetched: list[dict], done: int, since: tuple[float, int], tokens_per_step: int) -> dict[str, float]:
+def _window_means(fetched: list[dict], done: int, since: tuple[float, int], tokens: float) -> dict[str, float]:
     """The mean of each metric over the fetched steps ending at step `done`, with tokens_per_sec
-    since (clock, step); raises NonFiniteLoss naming the first step whose loss is not finite."""
+    over the `tokens` trained since (clock, step); raises NonFiniteLoss naming the first step
+    whose loss is not finite."""
     for offset, record in enumerate(fetched):
         if not math.isfinite(float(record["loss"])):
             raise NonFiniteLoss(
@@ -170,8 +171,8 @@ def _window_means(fetched: list[dict], done: int, since: tuple[float, int], toke
                 "stopping without checkpointing it (lower optim.learning_rate or set optim.clip_norm)"
             )
     mean = {k: float(np.mean([r[k] for r in fetched])) for k in fetched[-1]}
-    clock, clock_step = since
-    mean["tokens_per_sec"] = tokens_per_step * (done - clock_step) / max(time.perf_counter() - clock, 1e-9)
+    clock, _ = since
+    mean["tokens_per_sec"] = tokens / max(time.perf_counter() - clock, 1e-9)
     return mean
 
 
@@ -266,7 +267,7 @@ def train(
                 checkpointer.save(state, meta)
 
             pending: list[dict[str, jax.Array]] = []
-            tokens_per_step = int(example["mask"].sum())
+            window_tokens = 0.0  # target tokens since `since`: batches differ in size under data.max_tokens
             bar = tqdm(
                 total=t.steps,
                 initial=start,
@@ -279,7 +280,10 @@ def train(
             since = (time.perf_counter(), start)
             for step in range(start, t.steps):
                 local = next(loader)
-                state, metrics = train_step(state, distributed.to_global(local, loader.global_rows(local), sharding))
+                global_rows = loader.global_rows(local)
+                state, metrics = train_step(state, distributed.to_global(local, global_rows, sharding))
+                # This process's rows stand for the whole batch's, in proportion (exact in one process).
+                window_tokens += float(local["mask"].sum()) * global_rows / len(local["mask"])
                 pending.append(metrics)
                 done = step + 1
                 boundary = done % t.log_every == 0 or done == t.steps
@@ -287,9 +291,9 @@ def train(
                 eval_now = t.eval_every and done % t.eval_every == 0 and done != t.steps
                 signum = stop.agreed(done, fetched=bool(boundary or checkpoint_now or eval_now))
                 if boundary or checkpoint_now or eval_now or signum:  # a stop logs the steps since the last log
-                    mean = _window_means(jax.device_get(pending), done, since, tokens_per_step)
+                    mean = _window_means(jax.device_get(pending), done, since, window_tokens)
                     mean.update(mfu.interval_metrics(cfg, exp.tokenizer.vocab.size, example, mean["tokens_per_sec"]))
-                    since, pending = (time.perf_counter(), done), []
+                    since, pending, window_tokens = (time.perf_counter(), done), [], 0.0
                     if logger is not None:
                         logger.write(done, "train", mean)
                     bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
