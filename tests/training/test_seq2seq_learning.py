@@ -31,11 +31,11 @@ COMMON = [
     "optim.warmup_steps=50",
 ]
 SETTINGS = {
-    "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=1200", "optim.learning_rate=1e-2"],
+    "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=800", "optim.learning_rate=1e-2"],
     "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=300", "optim.learning_rate=1e-2"],
     "transformer_seq2seq": [
         "model.d_model=64", "model.layers=2", "model.num_heads=4", "model.d_ff=128", "model.max_len=16",
-        "train.steps=600", "optim.learning_rate=3e-3",
+        "train.steps=400", "optim.learning_rate=3e-3",
     ],
 }
 
