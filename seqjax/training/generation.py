@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from seqjax import config as config_lib
 from seqjax import decoding
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import Tokenizer, seq2seq_eval_batches
@@ -225,16 +226,25 @@ def lm_samples(
     return {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
 
 
+def readable_length(exp: Experiment) -> int | None:
+    """The longest sequence the model reads, model.max_len where it has positions up to it (a
+    Transformer), else None (no limit)."""
+    return None if config_lib.inapplicable(exp.cfg, "model.max_len") else exp.cfg.model.max_len
+
+
 def translate_texts(
     exp: Experiment, params, sources: Sequence[np.ndarray], options: DecodeOptions, progress: Progress | None = None
 ) -> list[str]:
     """Decodes source id arrays with a seq2seq model, bucketed by length as evaluation is;
     returns one detokenized hypothesis each."""
     hypotheses = [""] * len(sources)
+    limit = readable_length(exp)
     dummy_targets = [np.zeros(0, np.int32)] * len(sources)
     for batch, indices in seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets):
         src = {"src": batch["src"], "src_mask": batch["src_mask"]}
-        max_len = max(exp.cfg.data.max_pair_len, batch["src"].shape[1]) + 1  # static per bucket: bounded compiles
+        # Static per bucket (bounded compiles); the BOS prompt and the output fit model.max_len.
+        max_len = max(exp.cfg.data.max_pair_len, batch["src"].shape[1]) + 1
+        max_len = max_len if limit is None else min(max_len, limit - 1)
         tokens, lengths = jax.device_get(
             decode(
                 exp.model,
@@ -259,9 +269,15 @@ def translate_texts(
 def translate_lines(
     exp: Experiment, params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
 ) -> list[str]:
-    """The translation of each non-blank line, one line each; blank lines stay blank."""
-    kept = [i for i, line in enumerate(lines) if line.strip()]
-    sources = [np.asarray(ids, np.int32) for ids in exp.pairs.src_tokenizer.encode_batch([lines[i] for i in kept])]
+    """The translation of each non-blank line, one line each; blank lines stay blank, and so do
+    lines of more than model.max_len source tokens for a model with positions up to it (a
+    Transformer), which cannot read them."""
+    nonblank = [i for i, line in enumerate(lines) if line.strip()]
+    encoded = exp.pairs.src_tokenizer.encode_batch([lines[i] for i in nonblank])
+    limit = readable_length(exp)
+    fits = [(i, ids) for i, ids in zip(nonblank, encoded) if limit is None or len(ids) <= limit]
+    kept = [i for i, _ in fits]
+    sources = [np.asarray(ids, np.int32) for _, ids in fits]
     if progress is not None:
         progress(len(lines) - len(kept))
     outputs = [""] * len(lines)
