@@ -257,11 +257,7 @@ class ClassSoftmax(nn.Module):
         }
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
-        p = self.parameters(hidden.shape[-1], embedding)
-        per_row = class_softmax_loss(
-            hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], targets, self.classes
-        )
-        return masked_mean(per_row, mask)
+        return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
@@ -290,9 +286,7 @@ class HierarchicalSoftmax(nn.Module):
         }
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
-        p = self.parameters(hidden.shape[-1])
-        per_row = tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
-        return masked_mean(per_row, mask)
+        return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
     def log_probs(self, hidden, embedding=None):
         p = self.parameters(hidden.shape[-1])
@@ -341,17 +335,7 @@ class AdaptiveSoftmax(nn.Module):
         }
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
-        p = self.parameters(hidden.shape[-1], embedding)
-        per_row = adaptive_softmax_loss(
-            hidden,
-            p["head_weights"],
-            p["tail_projections"],
-            p["tail_weights"],
-            targets,
-            self.cutoffs,
-            head_biases=p["head_biases"],
-        )
-        return masked_mean(per_row, mask)
+        return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
     def target_log_probs(self, hidden, targets, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
