@@ -2,8 +2,9 @@
 
 A streaming pass encodes every split a block at a time into flat id files, which are turned
 into `.npy` arrays of the store's id type at the end; char and BPE tokenizers are built in
-a pass over the train files before it, word level in it (`stream_tokenizers`). Memory holds one block and the counts,
-whatever the corpus size. The store is written into a temporary directory beside its
+a pass over the train files before it, word level in it (`stream_tokenizers`). A second
+thread reads and encodes the next blocks while one is written. Memory holds a few blocks
+and the counts, whatever the corpus size. The store is written into a temporary directory beside its
 place and renamed into place last, so a prepare that is killed or fails (a full disk
 included) leaves no store that could be opened, and the next prepare starts over.
 """
@@ -37,9 +38,10 @@ from seqjax.data.store import (
     tokenization_config,
 )
 from seqjax.data.stream_tokenizers import block_encoder, train_streaming
-from seqjax.data.streaming import read_blocks
+from seqjax.data.streaming import ahead, read_blocks
 from seqjax.data.tokenizers import CharTokenizer
 from seqjax.data.vocab import EOS_ID, UNK_ID
+from seqjax.data.word_index import count_words
 
 _CHUNK = 1 << 22  # elements copied at a time from a raw id file into its .npy
 # The `</s>` after each line of an LM stream among provisional ids (mapped to EOS_ID at the end).
@@ -84,7 +86,7 @@ class _Sink:
         self.offsets.write((self.tokens + np.cumsum(lengths)).astype(np.int64).tobytes())
         self.lines, self.tokens = self.lines + len(lines), self.tokens + int(lengths.sum())
         joined = "\n".join(lines) + "\n"
-        self.words += len(joined.split())
+        self.words += count_words(joined)
         text = joined.encode("utf-8")
         if self.text is not None and self.text_offsets is not None:
             self.text.write(text)
@@ -150,8 +152,8 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
             sink = _Sink(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
             counts = np.zeros(0, np.int64)
             try:
-                for lines in blocks(path):
-                    ids, lengths = encoders[side](lines)
+                for lines, staged in ahead(blocks(path), encoders[side].stage):
+                    ids, lengths = encoders[side].finish(staged)
                     sink.add(lines, ids, lengths)
                     if provisional and split == "train":
                         block = np.bincount(ids, minlength=model.size)

@@ -2,13 +2,14 @@
 
 The result is the tokenizer `tokenizers.build_tokenizer` builds from the same lines (the
 same vocabulary, ids and counts), with only one block and the counts in memory. Encoding is
-vectorized: char level through a sorted code-point table, word level through one
-regular-expression pass over the block and one dict lookup per word, BPE through HF
-`tokenizers`' batch encoding in Rust.
+vectorized: char level through a sorted code-point table, word level through array
+operations on the block's code points (`word_index`), BPE through HF `tokenizers`' batch
+encoding in Rust. An encoder has a pure stage, which `prepare` runs a block ahead on a
+second thread, and a stage that numbers the blocks in order.
 
 Char level counts its characters in a first pass (`train_streaming`) and encodes in a
 second. Word level and byte-level BPE rank their ids by the counts of the encoded training
-text, so they encode it once into provisional ids (`WordModel`: in order of first sight;
+text, so they encode it once into provisional ids (`WordModel`: as blocks bring the words;
 `BpeModel`: HF's, after training BPE from an iterator) and `tokenizer(counts, num_lines)`
 then gives the tokenizer and the table from provisional ids to its ids: the corpus is
 never encoded twice.
@@ -19,25 +20,34 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data.tokenizers import (
-    _WORD_PATTERN,
-    BpeTokenizer,
-    CharTokenizer,
-    WordTokenizer,
-)
+from seqjax.data.tokenizers import BpeTokenizer, CharTokenizer, WordTokenizer
 from seqjax.data.vocab import SPECIAL_TOKENS, UNK_ID, Vocabulary
+from seqjax.data.word_index import WordIndex, hash_block
 
-# Word tokens and the line ends between them, in one pass over a block's text.
-_WORD_OR_NEWLINE = re.compile(_WORD_PATTERN.pattern + r"|\n")
 Blocks = Iterable[list[str]]
-# lines -> (ids [n] int64, lengths [lines] int64)
-BlockEncoder = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]
+Encoded = tuple[np.ndarray, np.ndarray]  # ids [n] int64, tokens of each line [lines] int64
+
+
+def _done(encoded: Encoded) -> Encoded:
+    return encoded
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockEncoder:
+    """Encodes a block of lines as `finish(stage(lines))`. `stage` is pure and may run ahead
+    on another thread; `finish` takes the blocks of a corpus in order."""
+
+    stage: Callable[[list[str]], Any]
+    finish: Callable[[Any], Encoded] = _done
+
+    def __call__(self, lines: list[str]) -> Encoded:
+        return self.finish(self.stage(lines))
 
 
 @dataclasses.dataclass
@@ -60,38 +70,26 @@ class BpeModel:
         return BpeTokenizer(vocab, self.model), np.array([vocab.id(p) for p in pieces], np.int64)
 
 
-class _FirstSeen(dict):
-    """Piece -> provisional id, a new piece getting the next id when first looked up; "\n"
-    (the line end) is -1 and no piece."""
-
-    def __init__(self):
-        super().__init__({"\n": -1})
-
-    def __missing__(self, piece: str) -> int:
-        value = self[piece] = len(self) - 1
-        return value
-
-
 @dataclasses.dataclass
 class WordModel:
-    """Word pieces numbered in order of first sight while the corpus is encoded (one pass);
-    `tokenizer(counts, num_lines)` then ranks the train split's pieces by frequency, as
-    `WordTokenizer.train` does, and maps provisional ids to its ids."""
+    """Word pieces numbered as the corpus is encoded (one pass); `tokenizer(counts, num_lines)`
+    then ranks the train split's pieces by frequency, as `WordTokenizer.train` does, and maps
+    provisional ids to its ids."""
 
     vocab_size: int
     min_count: int
-    index: _FirstSeen = dataclasses.field(default_factory=_FirstSeen)
+    index: WordIndex = dataclasses.field(default_factory=WordIndex)
 
     @property
     def size(self) -> int:
         """Provisional ids given so far."""
-        return len(self.index) - 1
+        return len(self.index.pieces)
 
     def tokenizer(self, counts: np.ndarray, num_lines: int) -> tuple[WordTokenizer, np.ndarray]:
         """The tokenizer of the pieces counted `counts` ([size] int64) in the train split's
         `num_lines` lines, and the table [size] int64 from provisional ids to its ids (pieces
         it leaves out, by min_count or vocab_size, to `<unk>`)."""
-        pieces = list(self.index)[1:]
+        pieces = self.index.pieces
         vocab = Vocabulary.from_counts(
             dict(zip(pieces, counts.tolist())), num_lines=num_lines, max_size=self.vocab_size, min_count=self.min_count
         )
@@ -146,12 +144,12 @@ def _line_ends(ids: np.ndarray, mark: int) -> tuple[np.ndarray, np.ndarray]:
     return ids[ids != mark], lengths.astype(np.int64)
 
 
-def _char_encoder(vocab: Vocabulary) -> BlockEncoder:
+def _char_encoder(vocab: Vocabulary) -> Callable[[list[str]], Encoded]:
     points = np.array([ord(t) for t in vocab.tokens[len(SPECIAL_TOKENS) :]], np.int64)
     order = np.argsort(points)
     keys, values = points[order], order + len(SPECIAL_TOKENS)
 
-    def encode(lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def encode(lines: list[str]) -> Encoded:
         text = "\n".join(lines) + "\n"
         cps = np.frombuffer(text.encode("utf-32-le"), np.uint32).astype(np.int64)
         at = np.minimum(np.searchsorted(keys, cps), max(len(keys) - 1, 0))
@@ -161,16 +159,8 @@ def _char_encoder(vocab: Vocabulary) -> BlockEncoder:
     return encode
 
 
-def _word_encoder(index: _FirstSeen) -> BlockEncoder:
-    def encode(lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        tokens = _WORD_OR_NEWLINE.findall("\n".join(lines) + "\n")
-        return _line_ends(np.fromiter(map(index.__getitem__, tokens), np.int64, count=len(tokens)), -1)
-
-    return encode
-
-
-def _hf_encoder(model: HfTokenizer) -> BlockEncoder:
-    def encode(lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _hf_encoder(model: HfTokenizer) -> Callable[[list[str]], Encoded]:
+    def encode(lines: list[str]) -> Encoded:
         encoded = [e.ids for e in model.encode_batch_fast(lines)]
         lengths = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
         ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int64, count=int(lengths.sum()))
@@ -180,10 +170,10 @@ def _hf_encoder(model: HfTokenizer) -> BlockEncoder:
 
 
 def block_encoder(model: CharTokenizer | WordModel | BpeModel) -> BlockEncoder:
-    """Encodes a block of lines: (ids [n] int64, lengths [lines] int64): a char tokenizer's
+    """Encodes blocks of lines into (ids [n] int64, lengths [lines] int64): a char tokenizer's
     ids, a `WordModel`'s provisional ids or a `BpeModel`'s HF ids (which their tables map)."""
     if isinstance(model, BpeModel):
-        return _hf_encoder(model.model)
+        return BlockEncoder(_hf_encoder(model.model))
     if isinstance(model, WordModel):
-        return _word_encoder(model.index)
-    return _char_encoder(model.vocab)
+        return BlockEncoder(hash_block, model.index.number)
+    return BlockEncoder(_char_encoder(model.vocab))

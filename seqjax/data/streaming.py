@@ -3,17 +3,21 @@
 `read_blocks` gives the lines `readers.read_lines` gives (no line endings, no leading
 byte-order mark, blank lines kept, undecodable bytes refused with the file and line), a
 block of about `block_bytes` at a time, so that a corpus of any size is read in the memory
-of one block.
+of one block; `ahead` works on the next blocks on a second thread while one is handled.
 """
 
 from __future__ import annotations
 
+import collections
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 BLOCK_BYTES = 4 << 20  # a block's text and its tokens as Python objects stay well under 1 GiB
 _BOM = b"\xef\xbb\xbf"
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def check_file(path: str) -> None:
@@ -92,3 +96,24 @@ def read_blocks(
             yield lines
             if not raw:
                 return
+
+
+def ahead(items: Iterable[T], work: Callable[[T], R], workers: int = 2) -> Iterator[tuple[T, R]]:
+    """(item, work(item)) for each of `items` in order, `work` running on the next items in
+    `workers` background threads while the caller handles the current one. `work` must be
+    pure; its array operations (numpy's, HF tokenizers') run without the interpreter lock, so
+    the threads use as many cores. Raises what `items` or `work` raised, at that item."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ahead") as pool:
+        pending: collections.deque = collections.deque()
+        try:
+            for item in items:
+                pending.append((item, pool.submit(work, item)))
+                if len(pending) > workers:
+                    done, future = pending.popleft()
+                    yield done, future.result()
+            while pending:
+                done, future = pending.popleft()
+                yield done, future.result()
+        finally:
+            for _, future in pending:
+                future.cancel()
