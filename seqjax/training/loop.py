@@ -267,7 +267,8 @@ def train(
                 checkpointer.save(state, meta)
 
             pending: list[dict[str, jax.Array]] = []
-            window_tokens = 0.0  # target tokens since `since`: batches differ in size under data.max_tokens
+            # Target tokens and model FLOPs since `since`: batches differ in size and row length under data.max_tokens.
+            window_tokens = window_flops = 0.0
             bar = tqdm(
                 total=t.steps,
                 initial=start,
@@ -283,7 +284,10 @@ def train(
                 global_rows = loader.global_rows(local)
                 state, metrics = train_step(state, distributed.to_global(local, global_rows, sharding))
                 # This process's rows stand for the whole batch's, in proportion (exact in one process).
-                window_tokens += float(local["mask"].sum()) * global_rows / len(local["mask"])
+                step_tokens = float(local["mask"].sum()) * global_rows / len(local["mask"])
+                window_tokens += step_tokens
+                step_flops = mfu.train_flops_per_token(cfg, exp.tokenizer.vocab.size, local["inputs"].shape[1])
+                window_flops += step_tokens * (step_flops or 0.0)
                 pending.append(metrics)
                 done = step + 1
                 boundary = done % t.log_every == 0 or done == t.steps
@@ -292,8 +296,9 @@ def train(
                 signum = stop.agreed(done, fetched=bool(boundary or checkpoint_now or eval_now))
                 if boundary or checkpoint_now or eval_now or signum:  # a stop logs the steps since the last log
                     mean = _window_means(jax.device_get(pending), done, since, window_tokens)
-                    mean.update(mfu.interval_metrics(cfg, exp.tokenizer.vocab.size, example, mean["tokens_per_sec"]))
-                    since, pending, window_tokens = (time.perf_counter(), done), [], 0.0
+                    per_token = None if step_flops is None else window_flops / max(window_tokens, 1.0)
+                    mean.update(mfu.interval_metrics(cfg, mean["tokens_per_sec"], per_token))
+                    since, pending, window_tokens, window_flops = (time.perf_counter(), done), [], 0.0, 0.0
                     if logger is not None:
                         logger.write(done, "train", mean)
                     bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)

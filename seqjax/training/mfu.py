@@ -27,7 +27,6 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.config import Config, ModelConfig
-from seqjax.contracts import Batch
 
 # bf16 dense peak TFLOP/s per device, by a substring of jax's device_kind.
 KNOWN_PEAKS_TFLOPS = {
@@ -119,17 +118,17 @@ def peak_tflops(configured: float, device_kind: str) -> float:
     return known if known is not None else measured_peak_tflops()
 
 
-def interval_metrics(cfg: Config, vocab_size: int, example: Batch, tokens_per_sec: float) -> dict[str, float]:
+def interval_metrics(cfg: Config, tokens_per_sec: float, flops_per_token: float | None) -> dict[str, float]:
     """What a logged training interval adds to its global tokens_per_sec: tokens_per_sec_per_device
     and, where the model's FLOPs are counted, model_tflops_per_device and mfu (a fraction).
 
-    example: a train batch, whose inputs [B, T] give the row length T the attention term reads.
+    flops_per_token: the interval's `train_flops_per_token`, weighted by each step's tokens
+    where its batches differ in row length (data.max_tokens); None where N is not counted.
     """
     per_device = tokens_per_sec / jax.device_count()
     metrics = {"tokens_per_sec_per_device": per_device}
-    flops = train_flops_per_token(cfg, vocab_size, example["inputs"].shape[1])
-    if flops is not None:
-        tflops = per_device * flops / 1e12
+    if flops_per_token is not None:
+        tflops = per_device * flops_per_token / 1e12
         peak = peak_tflops(cfg.train.peak_tflops, jax.devices()[0].device_kind)
         metrics.update(model_tflops_per_device=tflops, mfu=tflops / peak)
     return metrics

@@ -59,13 +59,13 @@ def test_an_unknown_device_measures_a_float32_matmul_once():
 
 def test_interval_metrics_divide_by_the_devices_and_the_peak():
     cfg = dataclasses.replace(config(), train=TrainConfig(peak_tflops=2.0))
-    example = {"inputs": jax.numpy.zeros((4, T), jax.numpy.int32)}
-    metrics = mfu.interval_metrics(cfg, V, example, tokens_per_sec=8000.0)
+    flops = mfu.train_flops_per_token(cfg, V, T)
+    metrics = mfu.interval_metrics(cfg, tokens_per_sec=8000.0, flops_per_token=flops)
     per_device = 8000.0 / jax.device_count()
     assert metrics["tokens_per_sec_per_device"] == per_device
-    assert math.isclose(metrics["model_tflops_per_device"], per_device * mfu.train_flops_per_token(cfg, V, T) / 1e12)
+    assert math.isclose(metrics["model_tflops_per_device"], per_device * flops / 1e12)
     assert math.isclose(metrics["mfu"], metrics["model_tflops_per_device"] / 2.0)
-    counted_not = mfu.interval_metrics(config(kind="nnlm"), V, example, 8000.0)
+    counted_not = mfu.interval_metrics(config(kind="nnlm"), 8000.0, None)
     assert set(counted_not) == {"tokens_per_sec_per_device"}
 
 
@@ -83,3 +83,27 @@ def test_every_logged_training_interval_reports_throughput_per_device_and_mfu(tm
 def test_a_negative_peak_is_refused():
     with pytest.raises(ValueError, match="train.peak_tflops must be >= 0"):
         validate_train(tiny_config("train.peak_tflops=-1"))
+
+
+def test_a_token_budget_run_counts_the_flops_of_each_steps_own_row_length(tmp_path):
+    buckets = (8, 24)
+    cfg = tiny_config(
+        "data.task=reverse",
+        "model.kind=transformer_seq2seq",
+        f"data.buckets={','.join(map(str, buckets))}",
+        "data.max_pair_len=20",
+        "data.max_tokens=384",
+        "train.steps=6",
+        "train.log_every=1",
+        "train.checkpoint_every=0",
+        "train.num_printed_samples=0",
+        "train.peak_tflops=1.0",
+    )
+    train(cfg, str(tmp_path), echo=lambda _: None)
+    with open(os.path.join(tmp_path, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f if '"train"' in line]
+    # FLOPs per token: 6 N + 3 * 12 * layers * d_model * L for the step's row length L.
+    per_token = [r["model_tflops_per_device"] * 1e12 / r["tokens_per_sec_per_device"] for r in records]
+    attention_per_position = 3 * 12 * cfg.model.layers * cfg.model.d_model
+    lengths = {round((p - min(per_token)) / attention_per_position) for p in per_token}
+    assert lengths == {0, buckets[1] - buckets[0]}
