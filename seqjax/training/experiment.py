@@ -58,6 +58,11 @@ def validate_train(cfg: Config) -> None:
             "train.init_encoder_from starts the encoder of a transformer_seq2seq run, "
             f"got model.kind={cfg.model.kind!r}"
         )
+    if cfg.data.max_tokens and (cfg.data.packing or not is_seq2seq(cfg.model)):
+        raise ValueError(
+            f"data.max_tokens={cfg.data.max_tokens} fills batches of sentence pairs by length bucket: it needs an "
+            f"encoder-decoder without data.packing, got model.kind={cfg.model.kind!r}, data.packing={cfg.data.packing}"
+        )
     if cfg.data.packing:
         validate_packing(cfg)
     validate_model_objective(cfg)
@@ -138,11 +143,6 @@ class Experiment:
         data.max_tokens holds, in a multiple of `row_multiple` rows), packed pairs
         (data.packing), chunked or packed lines."""
         c = self.cfg
-        if c.data.max_tokens and (c.data.packing or not self.is_seq2seq):
-            raise ValueError(
-                f"data.max_tokens={c.data.max_tokens} fills batches of sentence pairs by length bucket: it needs an "
-                f"encoder-decoder without data.packing, got model.kind={c.model.kind!r}, data.packing={c.data.packing}"
-            )
         if self.is_seq2seq:
             src, tgt = self.pairs.splits["train"]
             if c.data.packing:

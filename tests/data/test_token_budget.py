@@ -1,12 +1,16 @@
 """Token-budget seq2seq batches (data.max_tokens): within the budget, every pair once per
-epoch, deterministic, split over two shards, and a budget too small for the longest pair refused."""
+epoch, deterministic, split over two shards; a budget too small for the longest pair, or set for
+data that are not unpacked sentence pairs, refused."""
 
 import numpy as np
 import pytest
 from grain.sharding import ShardOptions
 
+from seqjax import config as config_lib
+from seqjax.config import Config
 from seqjax.data.loader import Loader, shard_rows
 from seqjax.data.token_budget import TokenBudgetBatches
+from seqjax.training.experiment import validate_train
 
 BUCKETS, BUDGET = (8, 16, 32), 96
 
@@ -68,3 +72,12 @@ def test_a_budget_smaller_than_the_longest_pair_is_refused_naming_it():
         TokenBudgetBatches(src, tgt, 40, BUCKETS, seed=0, row_multiple=2)
     with pytest.raises(ValueError, match=r"data.max_tokens must be an int >= 1, got 0"):
         TokenBudgetBatches(src, tgt, 0, BUCKETS, seed=0)
+
+
+@pytest.mark.parametrize(
+    "keys", [["model.kind=transformer"], ["model.kind=transformer_seq2seq", "data.task=reverse", "data.packing=true"]]
+)
+def test_a_token_budget_outside_unpacked_pairs_is_refused_before_any_data_is_read(keys):
+    cfg = config_lib.override(Config(), ["data.max_tokens=512", *keys])
+    with pytest.raises(ValueError, match="data.max_tokens=512 fills batches of sentence pairs by length bucket"):
+        validate_train(cfg)
