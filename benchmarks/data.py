@@ -92,19 +92,31 @@ def write_pairs(prefix: str, pairs: int, seed: int) -> None:
             done += len(lengths)
 
 
-def measured(code: str, env: dict | None = None) -> dict:
-    """Runs Python `code` in a fresh process; its JSON output plus wall seconds and peak RSS."""
+def measured(code: str, env: dict | None = None, first_record: str | None = None) -> dict:
+    """Runs Python `code` in a fresh process; its JSON output plus wall seconds and peak RSS,
+    and with `first_record` (a file the code appends to, as a run's metrics.jsonl) the seconds
+    from launch until that file first grows (a logged first step)."""
     wrapper = (
-        "import json, resource, subprocess, sys, time\n"
-        "t = time.perf_counter()\n"
-        "r = subprocess.run([sys.executable, '-c', sys.argv[1]], capture_output=True, text=True)\n"
+        "import json, os, resource, subprocess, sys, time\n"
+        "t = time.perf_counter(); first = None; watched = sys.argv[2]\n"
+        "size = lambda: os.path.getsize(watched) if watched and os.path.exists(watched) else 0\n"
+        "start = size()\n"
+        "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,"
+        " text=True)\n"
+        "while p.poll() is None:\n"
+        "    if first is None and watched and size() > start:\n"
+        "        first = time.perf_counter() - t\n"
+        "    time.sleep(0.05)\n"
+        "stdout, stderr = p.communicate()\n"
         "wall = time.perf_counter() - t\n"
-        "sys.stderr.write(r.stderr[-3000:] if r.returncode else '')\n"
-        "out = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {'failed': r.returncode}\n"
-        "out.update(wall=wall, rss=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
+        "sys.stderr.write(stderr[-3000:] if p.returncode else '')\n"
+        "out = json.loads(stdout.strip().splitlines()[-1]) if p.returncode == 0 else {'failed': p.returncode}\n"
+        "out.update(wall=wall, first=first, rss=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
         "print(json.dumps(out))\n"
     )
-    result = subprocess.run([sys.executable, "-c", wrapper, code], capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", wrapper, code, first_record or ""], capture_output=True, text=True, env=env
+    )
     sys.stderr.write(result.stderr)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -232,8 +244,8 @@ def main() -> None:
 
         word = {"kind": "text", "train": f"{root}/word.txt", "tokenizer": "word", "store": f"{root}/store_0"}
         run = f"{root}/run"
-        first = measured(train_code(train_argv(word, run, 1)))
-        resume = measured(train_code(train_argv(word, run, 2)))
+        first = measured(train_code(train_argv(word, run, 1)), first_record=f"{run}/metrics.jsonl")
+        resume = measured(train_code(train_argv(word, run, 2)), first_record=f"{run}/metrics.jsonl")
         loader = measured(loader_code(f"{root}/store_0", 3000))
         vocab = json.load(open(f"{root}/store_0/tokenizer/vocab.json"))["tokens"]
         body += f"## Training on the prepared word store (V = {len(vocab):,}, 1-layer LSTM D=128, "
@@ -242,8 +254,10 @@ def main() -> None:
             markdown_table(
                 ["measure", "value"],
                 [
-                    ["launch → 1 step → checkpoint written (wall)", f"{first['wall']:.1f} s"],
-                    ["resume: launch → restore → 1 step → checkpoint (wall)", f"{resume['wall']:.1f} s"],
+                    ["launch → first step logged (wall)", f"{first['first']:.1f} s"],
+                    ["launch → 1 step → checkpoint written → exit (wall)", f"{first['wall']:.1f} s"],
+                    ["resume: launch → restore → first step logged (wall)", f"{resume['first']:.1f} s"],
+                    ["resume: launch → restore → 1 step → checkpoint → exit (wall)", f"{resume['wall']:.1f} s"],
                     ["trainer peak RSS (first run)", gib(first["rss"])],
                     ["trainer peak RSS (resume)", gib(resume["rss"])],
                     ["Grain loader alone, B=32 T=64 (tokens/s)", f"{loader['tokens_per_sec']:,.0f}"],
