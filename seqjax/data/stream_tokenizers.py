@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
 
+from seqjax.data import byte_level_pieces
+from seqjax.data.byte_level_pieces import PieceIndex
 from seqjax.data.tokenizers import BpeTokenizer, CharTokenizer, WordTokenizer
 from seqjax.data.vocab import SPECIAL_TOKENS, UNK_ID, Vocabulary
 from seqjax.data.word_index import WordIndex, hash_block
@@ -159,21 +161,12 @@ def _char_encoder(vocab: Vocabulary) -> Callable[[list[str]], Encoded]:
     return encode
 
 
-def _hf_encoder(model: HfTokenizer) -> Callable[[list[str]], Encoded]:
-    def encode(lines: list[str]) -> Encoded:
-        encoded = [e.ids for e in model.encode_batch_fast(lines)]
-        lengths = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
-        ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int64, count=int(lengths.sum()))
-        return ids, lengths
-
-    return encode
-
-
 def block_encoder(model: CharTokenizer | WordModel | BpeModel) -> BlockEncoder:
     """Encodes blocks of lines into (ids [n] int64, lengths [lines] int64): a char tokenizer's
     ids, a `WordModel`'s provisional ids or a `BpeModel`'s HF ids (which their tables map)."""
     if isinstance(model, BpeModel):
-        return BlockEncoder(_hf_encoder(model.model))
+        pieces = functools.partial(hash_block, split=byte_level_pieces.segment)
+        return BlockEncoder(pieces, PieceIndex(model.model).number)
     if isinstance(model, WordModel):
         return BlockEncoder(hash_block, model.index.number)
     return BlockEncoder(_char_encoder(model.vocab))

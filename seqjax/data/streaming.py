@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-BLOCK_BYTES = 4 << 20  # a block's text and its tokens as Python objects stay well under 1 GiB
+BLOCK_BYTES = 1 << 20  # a block and the arrays encoding it (some 60 bytes per character) stay small
 _BOM = b"\xef\xbb\xbf"
 T = TypeVar("T")
 R = TypeVar("R")

@@ -9,6 +9,8 @@ hashes of its code points, computed for all tokens at once from prefix sums; the
 indexes the pieces seen so far, the second confirms every match, so two different pieces
 get one id only if both hashes collide (about 2^-128 a pair). A collision of the first hash
 alone is detected and refused. The piece's text is read only when it is first seen.
+`hash_block` takes another segmentation too: byte-level BPE numbers its pre-tokens this way
+(`byte_level_pieces`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -94,16 +97,22 @@ class HashedBlock:
         return self.text[self.starts[token] : self.ends[token]]
 
 
-def hash_block(lines: list[str]) -> HashedBlock:
+Segmentation = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # code points -> starts, ends
+
+
+def hash_block(lines: list[str], split: Segmentation | None = None) -> HashedBlock:
     """The `HashedBlock` of `lines` (none holds "\n"). Pure: it may run ahead on another
     thread while `WordIndex.number` numbers the block before.
+
+    split: the pieces of the block's code points, as `segment` (the default) gives them; a
+      piece never holds the "\n" between two lines.
 
     Raises:
       RuntimeError: two different pieces of the block share the first hash.
     """
     text = "\n".join(lines) + "\n"
     points = np.frombuffer(text.encode("utf-32-le"), np.uint32).astype(np.intp)
-    starts, ends = segment(points)
+    starts, ends = (split or segment)(points)
     first_hash, second_hash = _hashes()
     first, second = first_hash(points, starts, ends), second_hash(points, starts, ends)
     first ^= (ends - starts).astype(np.uint64)  # spans of different lengths never share a hash
