@@ -65,7 +65,8 @@ class DataConfig:
         0,
         "seq2seq: training batches of a token budget (fairseq's --max-tokens): a batch of bucket L holds "
         "max_tokens // L pairs (rounded down to a multiple of the data devices times optim.accum_steps), so "
-        "its shapes are one [rows, L] per bucket; 0: train.batch_size pairs",
+        "its shapes are one [rows, L] per bucket; evaluation batches stay train.batch_size pairs; "
+        "0: train.batch_size pairs",
     )
     packing: bool = option(
         False,
