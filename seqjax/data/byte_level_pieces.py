@@ -96,7 +96,8 @@ class PieceIndex:
         if new:
             encoded = [e.ids for e in self.model.encode_batch_fast(new)]
             counts = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
-            self._ids = np.concatenate([self._ids, np.fromiter((i for ids in encoded for i in ids), np.int64)])
+            flat = np.fromiter((i for ids in encoded for i in ids), np.int64, count=int(counts.sum()))
+            self._ids = np.concatenate([self._ids, flat])
             self._offsets = np.concatenate([self._offsets, self._offsets[-1] + np.cumsum(counts)])
         counts = np.diff(self._offsets)[pieces]
         ends = np.cumsum(counts)

@@ -2,11 +2,12 @@
 
 A streaming pass encodes every split a block at a time into flat id files, which are turned
 into `.npy` arrays of the store's id type at the end; char and BPE tokenizers are built in
-a pass over the train files before it, word level in it (`stream_tokenizers`). A second
-thread reads and encodes the next blocks while one is written. Memory holds a few blocks
-and the counts, whatever the corpus size. The store is written into a temporary directory beside its
-place and renamed into place last, so a prepare that is killed or fails (a full disk
-included) leaves no store that could be opened, and the next prepare starts over.
+a pass over the train files before it, word level in it (`stream_tokenizers`). Two
+background threads find the pieces of the next blocks while one is numbered and written.
+Memory holds a few blocks and the counts, whatever the corpus size. The store is written
+into a temporary directory beside its place and renamed into place last, so a prepare that
+is killed or fails (a full disk included) leaves no store that could be opened, and the
+next prepare starts over.
 """
 
 from __future__ import annotations

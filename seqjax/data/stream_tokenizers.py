@@ -3,9 +3,10 @@
 The result is the tokenizer `tokenizers.build_tokenizer` builds from the same lines (the
 same vocabulary, ids and counts), with only one block and the counts in memory. Encoding is
 vectorized: char level through a sorted code-point table, word level through array
-operations on the block's code points (`word_index`), BPE through HF `tokenizers`' batch
-encoding in Rust. An encoder has a pure stage, which `prepare` runs a block ahead on a
-second thread, and a stage that numbers the blocks in order.
+operations on the block's code points (`word_index`), byte-level BPE through the same for its
+pre-tokens, each distinct one encoded by HF `tokenizers` once (`byte_level_pieces`). An
+encoder has a pure stage, which `prepare` runs on the next blocks on background threads, and
+a stage that numbers the blocks in order.
 
 Char level counts its characters in a first pass (`train_streaming`) and encodes in a
 second. Word level and byte-level BPE rank their ids by the counts of the encoded training
@@ -47,9 +48,6 @@ class BlockEncoder:
 
     stage: Callable[[list[str]], Any]
     finish: Callable[[Any], Encoded] = _done
-
-    def __call__(self, lines: list[str]) -> Encoded:
-        return self.finish(self.stage(lines))
 
 
 @dataclasses.dataclass

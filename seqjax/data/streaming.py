@@ -3,7 +3,7 @@
 `read_blocks` gives the lines `readers.read_lines` gives (no line endings, no leading
 byte-order mark, blank lines kept, undecodable bytes refused with the file and line), a
 block of about `block_bytes` at a time, so that a corpus of any size is read in the memory
-of one block; `ahead` works on the next blocks on a second thread while one is handled.
+of one block; `ahead` works on the next blocks on background threads while one is handled.
 """
 
 from __future__ import annotations

@@ -43,18 +43,20 @@ def _classes() -> np.ndarray:
 
 
 class _Powers:
-    """Powers of an odd base and of its inverse modulo 2^64, grown on demand."""
+    """Powers of an odd base and of its inverse modulo 2^64, grown on demand. Both arrays sit
+    in one attribute, so a thread reading them while another grows them sees a matching pair."""
 
     def __init__(self, base: int):
         self.base, self.inverse = base, pow(base, -1, _MOD)
-        self.up = self.down = np.ones(1, np.uint64)
+        self.table = (np.ones(1, np.uint64), np.ones(1, np.uint64))
 
     def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """base^j and base^-j for j < n: [n] uint64 each."""
-        if len(self.up) < n:
-            size = max(n, 2 * len(self.up), 1 << 23)
-            self.up, self.down = _powers(self.base, size), _powers(self.inverse, size)
-        return self.up[:n], self.down[:n]
+        up, down = self.table
+        if len(up) < n:
+            size = max(n, 2 * len(up), 1 << 23)
+            up, down = self.table = _powers(self.base, size), _powers(self.inverse, size)
+        return up[:n], down[:n]
 
 
 def _powers(base: int, n: int) -> np.ndarray:
@@ -76,7 +78,7 @@ class _Hash:
 
 @dataclasses.dataclass(frozen=True)
 class HashedBlock:
-    """The word tokens of a block of lines, each known by its two hashes.
+    """The pieces (word tokens, pre-tokens) of a block of lines, each known by its two hashes.
 
     text: the block's lines joined, each ended by "\n"; starts, ends: [n] int64 each token's
     code point span of it; per_line: [lines] int64 tokens of each line; keys: [k] uint64 the

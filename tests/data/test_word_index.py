@@ -77,3 +77,11 @@ def test_a_first_hash_collision_is_refused_naming_both_pieces(monkeypatch, lines
             index.encode(["b"])
         else:
             index.encode(lines)
+
+
+def test_hash_powers_and_their_inverses_grow_as_a_pair():
+    powers = word_index._Powers(3)
+    up, down = powers.get(5)
+    assert up.tolist() == [1, 3, 9, 27, 81] and np.all(up * down == 1)
+    up, down = powers.get((1 << 23) + 2)  # a block longer than the first table
+    assert len(up) == len(down) == (1 << 23) + 2 and np.all(up[-3:] * down[-3:] == 1)
