@@ -160,9 +160,9 @@ def starting_state(
     return state, 0
 
 
-def _window_means(fetched: list[dict], done: int, since: tuple[float, int], tokens: float) -> dict[str, float]:
+def _window_means(fetched: list[dict], done: int, since: float, tokens: float) -> dict[str, float]:
     """The mean of each metric over the fetched steps ending at step `done`, with tokens_per_sec
-    over the `tokens` trained since (clock, step); raises NonFiniteLoss naming the first step
+    over the `tokens` trained since the clock read `since`; raises NonFiniteLoss naming the first step
     whose loss is not finite."""
     for offset, record in enumerate(fetched):
         if not math.isfinite(float(record["loss"])):
@@ -171,8 +171,7 @@ def _window_means(fetched: list[dict], done: int, since: tuple[float, int], toke
                 "stopping without checkpointing it (lower optim.learning_rate or set optim.clip_norm)"
             )
     mean = {k: float(np.mean([r[k] for r in fetched])) for k in fetched[-1]}
-    clock, _ = since
-    mean["tokens_per_sec"] = tokens / max(time.perf_counter() - clock, 1e-9)
+    mean["tokens_per_sec"] = tokens / max(time.perf_counter() - since, 1e-9)
     return mean
 
 
@@ -278,7 +277,7 @@ def train(
                 mininterval=0.5,
                 disable=not main,
             )
-            since = (time.perf_counter(), start)
+            since = time.perf_counter()
             for step in range(start, t.steps):
                 local = next(loader)
                 global_rows = loader.global_rows(local)
@@ -298,7 +297,7 @@ def train(
                     mean = _window_means(jax.device_get(pending), done, since, window_tokens)
                     per_token = None if step_flops is None else window_flops / max(window_tokens, 1.0)
                     mean.update(mfu.interval_metrics(cfg, mean["tokens_per_sec"], per_token))
-                    since, pending, window_tokens, window_flops = (time.perf_counter(), done), [], 0.0, 0.0
+                    since, pending, window_tokens, window_flops = time.perf_counter(), [], 0.0, 0.0
                     if logger is not None:
                         logger.write(done, "train", mean)
                     bar.set_postfix(loss=f"{mean['loss']:.3f}", tok_s=f"{mean['tokens_per_sec']:,.0f}", refresh=False)
