@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Regex, pre_tokenizers
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data.word_index import HashedBlock, WordIndex
+from seqjax.data.word_index import HashedBlock, WordIndex, all_code_points
 
 _LETTER, _NUMBER, _SPACE, _OTHER = 0, 1, 2, 3
 _NEWLINE, _BLANK, _APOSTROPHE = ord("\n"), ord(" "), ord("'")
@@ -31,8 +31,7 @@ _CODE_POINTS = 0x110000
 def _classes() -> np.ndarray:
     """[0x110000] uint8: each code point's class by HF's regex engine (`\\p{L}`, `\\p{N}`, `\\s`;
     surrogates: other), read off what a split on each class removes from all code points."""
-    points = np.concatenate([np.arange(0xD800), np.arange(0xE000, _CODE_POINTS)])
-    text = "".join(map(chr, points.tolist()))
+    points, text = all_code_points()
     table = np.full(_CODE_POINTS, _OTHER, np.uint8)
     for pattern, value in ((r"\s", _SPACE), (r"\p{N}", _NUMBER), (r"\p{L}", _LETTER)):
         outside = np.zeros(len(points), bool)

@@ -29,16 +29,20 @@ _CODE_POINTS = 0x110000
 _MOD = 1 << 64
 
 
+def all_code_points() -> tuple[np.ndarray, str]:
+    """Every code point but the surrogates, [1,112,064] int64, and the text of them in order."""
+    points = np.concatenate([np.arange(0xD800), np.arange(0xE000, _CODE_POINTS)])
+    return points, "".join(map(chr, points.tolist()))
+
+
 @functools.cache
 def _classes() -> np.ndarray:
     """[0x110000] uint8: each code point's class by Python's `\\s` and `\\w` (surrogates: other)."""
     table = np.full(_CODE_POINTS, _OTHER, np.uint8)
-    text = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, _CODE_POINTS)))
+    points, text = all_code_points()
     for pattern, value in ((r"\s+", _SPACE), (r"\w+", _WORD)):
         for match in re.finditer(pattern, text):
-            start, end = match.span()
-            shift = 0 if start < 0xD800 else 0x800  # the text skips the surrogates
-            table[start + shift : end + shift] = value
+            table[points[match.start() : match.end()]] = value
     return table
 
 
