@@ -32,9 +32,7 @@ class Block(nn.Module):
     """One layer; `cross` adds cross-attention over an encoder's memory after self-attention.
 
     Parameters: self_attention, self_norm, [cross_attention, cross_norm,] ff_in, ff_out,
-    ff_norm. For SwiGLU, ff_in is one [D, 2·d_ff] kernel whose outputs interleave gate and up
-    units (gate j at 2j, up j at 2j + 1), so that splitting its columns over devices keeps
-    each pair on one device.
+    ff_norm; SwiGLU adds ff_gate, a second [D, d_ff] kernel beside ff_in (the up projection).
     """
 
     cfg: ModelConfig
@@ -48,8 +46,9 @@ class Block(nn.Module):
         if self.cross:
             self.cross_attention = CrossAttention(cfg, self.dtype)
             self.cross_norm = make_norm(cfg, self.dtype)
-        hidden = 2 * cfg.d_ff if cfg.mlp == "swiglu" else cfg.d_ff
-        self.ff_in = nn.Dense(hidden, use_bias=cfg.bias, dtype=self.dtype)
+        self.ff_in = nn.Dense(cfg.d_ff, use_bias=cfg.bias, dtype=self.dtype)
+        if cfg.mlp == "swiglu":
+            self.ff_gate = nn.Dense(cfg.d_ff, use_bias=cfg.bias, dtype=self.dtype)
         self.ff_out = nn.Dense(cfg.d_model, use_bias=cfg.bias, dtype=self.dtype)
         self.ff_norm = make_norm(cfg, self.dtype)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -62,13 +61,14 @@ class Block(nn.Module):
         return x if self.cfg.norm == "pre" else norm(x).astype(jnp.float32)
 
     def _feed_forward(self, x, train):
-        h = self.ff_in(self._enter(self.ff_norm, x))
+        # Rows flattened to [B·T, D]: given [B, T, D], XLA on CPU lays the weight gradient's
+        # operand out transposed and writes it column by column (about half the MLP's backward).
+        y = self._enter(self.ff_norm, x).reshape(-1, x.shape[-1])
         if self.cfg.mlp == "swiglu":
-            pairs = h.reshape(*h.shape[:-1], self.cfg.d_ff, 2)
-            h = nn.silu(pairs[..., 0]) * pairs[..., 1]
+            h = nn.silu(self.ff_gate(y)) * self.ff_in(y)
         else:
-            h = ACTIVATIONS[self.cfg.mlp](h)
-        return self._leave(self.ff_norm, x, self.ff_out(h), train)
+            h = ACTIVATIONS[self.cfg.mlp](self.ff_in(y))
+        return self._leave(self.ff_norm, x, self.ff_out(h).reshape(x.shape), train)
 
     def _cross(self, x, memory, memory_mask, train):
         y = self.cross_attention(self._enter(self.cross_norm, x), memory, memory_mask)
