@@ -130,13 +130,19 @@ def stored_attention(q, keys, values, mask):
       [B, T, H, Dh] in the keys' dtype.
     """
     batch, length, heads, head_dim = q.shape
-    kv_heads = keys.shape[1]
-    grouped = q.astype(keys.dtype).reshape(batch, length, kv_heads, heads // kv_heads, head_dim)
-    logits = jnp.einsum("btkgd,bkmd->bkgtm", grouped, keys, preferred_element_type=jnp.float32)
+    kv_heads, slots = keys.shape[1], keys.shape[2]
+    group = heads // kv_heads
+    # Queries as [B, K, G·T, Dh], so that both products are plain matmuls per (B, K): given
+    # the [B, T, K, G, Dh] order, XLA on CPU computes values · probs with the slots as the
+    # short side, several times slower where T > 1.
+    grouped = q.astype(keys.dtype).reshape(batch, length, kv_heads, group, head_dim)
+    grouped = jnp.transpose(grouped, (0, 2, 3, 1, 4)).reshape(batch, kv_heads, group * length, head_dim)
+    logits = jnp.einsum("bkqd,bkmd->bkqm", grouped, keys, preferred_element_type=jnp.float32)
+    logits = logits.reshape(batch, kv_heads, group, length, slots)
     logits = jnp.where(mask[:, :, None], logits / math.sqrt(head_dim), jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(values.dtype)
-    attended = jnp.einsum("bkgtm,bkmd->btkgd", probs, values)
-    return attended.reshape(batch, length, heads, head_dim)
+    probs = jax.nn.softmax(logits, axis=-1).astype(values.dtype).reshape(batch, kv_heads, group * length, slots)
+    attended = jnp.einsum("bkqm,bkmd->bkqd", probs, values).reshape(batch, kv_heads, group, length, head_dim)
+    return jnp.transpose(attended, (0, 3, 1, 2, 4)).reshape(batch, length, heads, head_dim)
 
 
 def _dense(cfg: ModelConfig, features, dtype, axis=-1):
