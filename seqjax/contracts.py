@@ -26,6 +26,7 @@ import jax
 Params = Any  # a pytree of arrays: {"model": ..., "head": ...} for the glue's functions
 Batch = Mapping[str, jax.Array]  # inputs/targets [B, T] int32, mask [B, T] float32 (+ src, src_mask [B, S])
 State = TypeVar("State")  # a decode state: any pytree whose leaves have the batch B as leading axis
+# (`SharedByBeams` marks the parts a beam search's beams share)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,8 @@ class Model(Protocol):
       embed(tokens [...] int32) -> [..., D] float32, the target-side lookup.
       target_embedding() -> [V, D] float32, the table a tied head scores with.
       init_decode_state(batch_size, max_len) -> state, every leaf with leading axis B.
-      decode_step(state, token [B] int32) -> (hidden [B, D] float32, state).
+      decode_step(state, token [B] int32) -> (hidden [B, D] float32, state); given a beam
+        search's B·K rows when the state holds `SharedByBeams` parts.
 
     Facts the objectives and the training code read from the module itself:
       vocab_size: V, the target vocabulary the hidden states predict.
@@ -123,6 +125,40 @@ class Head(Protocol):
 
 StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]
 """What decoders call: (state, tokens [B] int32) -> (log_probs [B, V] float32, state)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SharedByBeams:
+    """Decode state that the beams of one batch row share instead of each holding a copy.
+
+    Beam search repeats every other state leaf once per beam and reorders those rows after
+    each step; it does neither to `value`, whose leaves keep the batch B as leading axis while
+    the step function is called with B·K rows (row b·K + k is beam k of batch row b). A step
+    function whose state holds one reads the beams' rows per batch row (K = rows / B).
+
+    value: a pytree of arrays [B, ...].
+    grow_axis (static): None for what the beams only read (an encoder's memory); else the axis
+      along which each leaf makes room for every beam's writes: beam search zero-pads that axis
+      to K times its size, the original in block 0 (a KV cache's slots: beam k writes block k,
+      and the state's own per-row record says which block holds each slot of a beam's history).
+    """
+
+    value: Any
+    grow_axis: int | None = dataclasses.field(default=None, metadata={"static": True})
+
+    def for_beams(self, beam_size: int) -> SharedByBeams:
+        """The state as beam search holds it for `beam_size` beams per batch row."""
+        axis = self.grow_axis
+        if axis is None or beam_size == 1:
+            return self
+
+        def grow(leaf):
+            widths = [(0, 0)] * leaf.ndim
+            widths[axis] = (0, (beam_size - 1) * leaf.shape[axis])
+            return jax.numpy.pad(leaf, widths)
+
+        return SharedByBeams(jax.tree.map(grow, self.value), self.grow_axis)
 
 
 class Objective(Protocol):

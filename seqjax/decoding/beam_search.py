@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import StepFn
+from seqjax.contracts import SharedByBeams, StepFn
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id, is_int, is_real
 
 
@@ -48,7 +48,9 @@ def beam_search(
         with N = B * beam_size rows (row b * beam_size + k is beam k of batch row b);
         log_probs must be normalized (<= 0). Hashable.
       state: any pytree whose every leaf has the batch B as its leading axis; each leaf
-        is repeated beam_size times and reordered with one gather per step.
+        is repeated beam_size times and reordered with one gather per step, except inside
+        `SharedByBeams` nodes, which the beams of a batch row share (a KV cache or an
+        encoder memory: see `seqjax.contracts.SharedByBeams`).
       bos_id: the first token fed to every beam; eos_id: the token that ends one; pad_id:
         the token that fills a hypothesis after its EOS.
       beam_size: K > 0; max_len: > 0 decoding steps at most.
@@ -102,6 +104,17 @@ def _extend(seqs: jax.Array, flat_index: jax.Array, vocab_size: int, t: jax.Arra
     return parents.at[:, :, t].set(flat_index % vocab_size)
 
 
+def _shared(node) -> bool:
+    return isinstance(node, SharedByBeams)
+
+
+def _per_beam(node, change, beam_size: int | None = None):
+    """change(leaf) for a per-row leaf; a shared node is only grown (given beam_size) for the beams."""
+    if _shared(node):
+        return node if beam_size is None else node.for_beams(beam_size)
+    return change(node)
+
+
 @functools.partial(
     jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "beam_size", "max_len", "min_len")
 )
@@ -138,7 +151,7 @@ def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, bea
         live_logp, live_index = jax.lax.top_k(jnp.where(ends, -jnp.inf, extended), k)
         live_seqs = _extend(live_seqs, live_index, vocab_size, t)
         parent_rows = (jnp.arange(batch_size)[:, None] * k + live_index // vocab_size).reshape(-1)
-        beams = jax.tree.map(lambda leaf: leaf[parent_rows], beams)
+        beams = jax.tree.map(lambda node: _per_beam(node, lambda leaf: leaf[parent_rows]), beams, is_leaf=_shared)
         last = (live_index % vocab_size).reshape(-1).astype(jnp.int32)
         return t + 1, live_logp, live_seqs, fin_scores, fin_seqs, last, beams
 
@@ -149,7 +162,7 @@ def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, bea
         jnp.full((batch_size, k), -jnp.inf, jnp.float32),
         jnp.full((batch_size, k, max_len), pad_id, jnp.int32),
         jnp.full((batch_size * k,), bos_id, jnp.int32),
-        jax.tree.map(lambda leaf: jnp.repeat(leaf, k, axis=0), state),
+        jax.tree.map(lambda node: _per_beam(node, lambda leaf: jnp.repeat(leaf, k, axis=0), k), state, is_leaf=_shared),
     )
     _, _, _, fin_scores, fin_seqs, _, _ = jax.lax.while_loop(keep_going, step, carry)
     fin_seqs = jnp.where(jnp.isneginf(fin_scores)[:, :, None], pad_id, fin_seqs)

@@ -87,26 +87,30 @@ def self_attention_arguments(mask: SelfMask, kernel: str, length: int) -> dict[s
     return {"implementation": "xla", "mask": mask.dense(length)}
 
 
-def write_cache(buffer, update, positions, layer=None):
-    """Writes each row's new entry at that row's own position, in place.
+def write_cache(buffer, update, slots, layer=None):
+    """Writes each row's new entry at that row's own slot, in place.
 
     Args:
-      buffer: [B, K, M, Dh] cache, or [B, L, K, M, Dh] for every layer of a scanned stack,
-        written at `layer` ([] int32).
-      update: [B, 1, K, Dh] new keys or values, as projected.
-      positions: [B] int32, slot to write in each row.
+      buffer: [B, K, S, Dh] cache, or [B, L, K, S, Dh] for every layer of a scanned stack,
+        written at `layer` ([] int32). Row n belongs to batch row n // (N / B): a beam
+        search's beams share their batch row's cache (`SharedByBeams`).
+      update: [N, 1, K, Dh] new keys or values, as projected.
+      slots: [N] int32, the slot each row writes.
     Returns:
       the buffer with one slot per row replaced.
     """
-    update = jnp.swapaxes(update.astype(buffer.dtype), 1, 2)  # [B, K, 1, Dh]
-    zero = jnp.zeros((), jnp.int32)
+    rows = update.shape[0]
+    batch = jnp.arange(rows) // (rows // buffer.shape[0])
+    values = update[:, 0].astype(buffer.dtype)  # [N, K, Dh]
     if layer is None:
-        return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice(rows, row, (zero, at, zero)))(
-            buffer, update, positions
-        )
-    return jax.vmap(lambda rows, row, at: lax.dynamic_update_slice(rows, row[None], (layer, zero, at, zero)))(
-        buffer, update, positions
-    )
+        return buffer.at[batch, :, slots].set(values)
+    return buffer.at[batch, layer, :, slots].set(values)
+
+
+def by_batch_row(q, batch_size: int):
+    """q [N, T, H, Dh] -> [B, N / B · T, H, Dh]: the rows of one batch row (a beam search's
+    beams) become queries of that row, which then attend over its shared keys and values."""
+    return q.reshape(batch_size, -1, *q.shape[2:])
 
 
 def empty_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, jax.Array]:
@@ -132,16 +136,17 @@ def stored_attention(q, keys, values, mask):
     batch, length, heads, head_dim = q.shape
     kv_heads, slots = keys.shape[1], keys.shape[2]
     group = heads // kv_heads
-    # Queries as [B, K, G·T, Dh], so that both products are plain matmuls per (B, K): given
-    # the [B, T, K, G, Dh] order, XLA on CPU computes values · probs with the slots as the
-    # short side, several times slower where T > 1.
+    # Per (B, K) both products are plain matmuls over the stored [M, Dh] rows: keys · queries^T
+    # gives logits [M, G·T] and probs^T · values the output. In other operand orders XLA on CPU
+    # repacked the whole cache at every call or ran the products several times slower.
     grouped = q.astype(keys.dtype).reshape(batch, length, kv_heads, group, head_dim)
     grouped = jnp.transpose(grouped, (0, 2, 3, 1, 4)).reshape(batch, kv_heads, group * length, head_dim)
-    logits = jnp.einsum("bkqd,bkmd->bkqm", grouped, keys, preferred_element_type=jnp.float32)
-    logits = logits.reshape(batch, kv_heads, group, length, slots)
-    logits = jnp.where(mask[:, :, None], logits / math.sqrt(head_dim), jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(values.dtype).reshape(batch, kv_heads, group * length, slots)
-    attended = jnp.einsum("bkqm,bkmd->bkqd", probs, values).reshape(batch, kv_heads, group, length, head_dim)
+    logits = jnp.einsum("bkmd,bkqd->bkmq", keys, grouped, preferred_element_type=jnp.float32)
+    logits = logits.reshape(batch, kv_heads, slots, group, length)
+    visible = jnp.swapaxes(mask, 2, 3)[:, :, :, None]  # [B, 1, M, 1, T]
+    logits = jnp.where(visible, logits / math.sqrt(head_dim), jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=2).astype(values.dtype).reshape(batch, kv_heads, slots, group * length)
+    attended = jnp.einsum("bkmq,bkmd->bkqd", probs, values).reshape(batch, kv_heads, group, length, head_dim)
     return jnp.transpose(attended, (0, 3, 1, 2, 4)).reshape(batch, length, heads, head_dim)
 
 
@@ -185,26 +190,28 @@ class SelfAttention(nn.Module):
         arguments = self_attention_arguments(mask, kernel, x.shape[1])
         return self.out(jax.nn.dot_product_attention(q, k, v, **arguments))
 
-    def decode(self, x, cache, positions, mask, layer=None):
-        """One step against the KV cache; the cost is fixed by the cache size M.
+    def decode(self, x, cache, positions, slots, mask, layer=None):
+        """One step of N rows against their KV cache; the cost is fixed by the cache size.
 
         Args:
-          x: [B, 1, D] the new token's activations.
-          cache: {"k", "v"}: [B, K, M, Dh] each, or [B, L, K, M, Dh] with `layer` ([] int32)
+          x: [N, 1, D] the new token's activations; N = B·R, the R rows of a batch row
+            sharing its cache (R = 1 but in beam search, whose beams are the R rows).
+          cache: {"k", "v"}: [B, K, R·M, Dh] each, or [B, L, K, R·M, Dh] with `layer` ([] int32)
             the one this attention reads and writes (a scanned stack updates its whole cache in
             place, one slot per layer, instead of moving it layer by layer).
-          positions: [B] int32, where the new token's keys and values are written (and, with
-            rope, the absolute position its query and key are turned by).
-          mask: [B, 1, 1, M] bool, the slots the new token attends to.
+          positions: [N] int32, each token's position (rope turns its query and key by it).
+          slots: [N] int32, where each row's new keys and values are written.
+          mask: [B, 1, R, R·M] bool, the slots each row's token attends to.
         Returns:
-          [B, 1, D], the updated cache.
+          [N, 1, D], the updated cache.
         """
         q, k, v = self._project(x, positions[:, None])
-        cache = {"k": write_cache(cache["k"], k, positions, layer), "v": write_cache(cache["v"], v, positions, layer)}
+        cache = {"k": write_cache(cache["k"], k, slots, layer), "v": write_cache(cache["v"], v, slots, layer)}
         keys, values = cache["k"], cache["v"]
         if layer is not None:
             keys, values = (lax.dynamic_index_in_dim(c, layer, axis=1, keepdims=False) for c in (keys, values))
-        return self.out(stored_attention(q, keys, values, mask)), cache
+        attended = stored_attention(by_batch_row(q, keys.shape[0]), keys, values, mask)
+        return self.out(attended.reshape(q.shape)), cache
 
 
 class CrossAttention(nn.Module):
@@ -226,6 +233,9 @@ class CrossAttention(nn.Module):
         return {"k": kv[:, 0], "v": kv[:, 1]}
 
     def __call__(self, x, memory, mask):
-        """x: [B, T, D]; memory from `memory`; mask: bool broadcastable to [B, 1, T, S]
-        (source padding, and segments in packed rows). Returns [B, T, D]."""
-        return self.out(stored_attention(self.query(x), memory["k"], memory["v"], mask))
+        """x: [N, T, D], N = B·R rows, the R rows of a batch row (beam search's beams) reading
+        its memory from `memory`; mask: bool broadcastable to [B, 1, T, S] (source padding, and
+        segments in packed rows; R = 1 then). Returns [N, T, D]."""
+        q = self.query(x)
+        attended = stored_attention(by_batch_row(q, memory["k"].shape[0]), memory["k"], memory["v"], mask)
+        return self.out(attended.reshape(q.shape))

@@ -86,9 +86,9 @@ class Block(nn.Module):
             x = self._cross(x, memory, memory_mask, train)
         return self._feed_forward(x, train)
 
-    def decode(self, x, cache, positions, mask, memory=None, memory_mask=None, layer=None):
-        """x: [B, 1, D] float32; cache, positions, mask, layer as in SelfAttention.decode."""
-        y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, mask, layer)
+    def decode(self, x, cache, positions, slots, mask, memory=None, memory_mask=None, layer=None):
+        """x: [N, 1, D] float32; cache, positions, slots, mask, layer as in SelfAttention.decode."""
+        y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, slots, mask, layer)
         x = self._leave(self.self_norm, x, y, False)
         if self.cross:
             x = self._cross(x, memory, memory_mask, False)

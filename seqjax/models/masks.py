@@ -71,6 +71,25 @@ def decode_mask(positions, max_len: int, window: int = 0, dilation: int = 1):
     return window_mask(positions[:, None], keys, window, dilation)[:, None]
 
 
+def beam_slots_mask(mask, slot_rows, batch_size: int):
+    """The decode mask of N = B·R rows that share their batch row's KV cache of R blocks of M
+    slots (`SharedByBeams`: a beam search's R beams).
+
+    Args:
+      mask: [N, 1, 1, M] bool, each row's `decode_mask`.
+      slot_rows: [N, M] int32, the block that holds each position of the row's history.
+    Returns:
+      [B, 1, R, R·M] bool: row r of batch row b sees slot r'·M + s where its history's
+      position s sits in block r' (the mask itself when R = 1).
+    """
+    rows, length = slot_rows.shape
+    per_batch = rows // batch_size
+    if per_batch == 1:
+        return mask
+    held = slot_rows[:, None, :] == jnp.arange(per_batch, dtype=slot_rows.dtype)[None, :, None]  # [N, R, M]
+    return (held & mask[:, 0]).reshape(batch_size, 1, per_batch, per_batch * length)
+
+
 def segment_mask(query_segments, key_segments):
     """Keys of the query's own segment (packed rows: a line never sees another line).
 

@@ -14,26 +14,21 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from seqjax.contracts import SharedByBeams
 from seqjax.models.blocks import make_norm
 from seqjax.models.checks import check_decode_size, check_packing, check_source, check_tokens
 from seqjax.models.embeddings import EncoderDecoder, PositionalInputs
-from seqjax.models.masks import decode_mask, padding_mask, segment_mask, self_mask
-from seqjax.models.stack import (
-    block_memories,
-    cache_length,
-    decode_blocks,
-    empty_caches,
-    make_blocks,
-    run_blocks,
-)
+from seqjax.models.masks import padding_mask, segment_mask, self_mask
+from seqjax.models.stack import block_memories, decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
 class TransformerSeq2Seq(EncoderDecoder):
     """(src [B, S], tokens [B, T]) → hidden [B, T, D]; row t predicts target token t+1.
 
-    Decode state: {"cache": the decoder stack's KV caches, "memory": its cross-attention
-    memories (`stack.block_memories`, [.., K, S, Dh] keys and values), "src_mask": [B, S]
-    bool, "positions": [B] int32}.
+    Decode state: {"cache", "slot_rows": the decoder stack's KV caches
+    (`stack.empty_decode_cache`), "memory": its cross-attention memories
+    (`stack.block_memories`, [.., K, S, Dh] keys and values), "src_mask": [B, S] bool,
+    "positions": [B] int32}.
     """
 
     def setup(self):
@@ -103,34 +98,26 @@ class TransformerSeq2Seq(EncoderDecoder):
         return self._finish(x)
 
     def init_decode_state(self, batch_size: int, max_len: int, src=None, src_mask=None):
-        """Runs the encoder, projects its cross-attention keys/values, empties the caches."""
+        """Runs the encoder, projects its cross-attention keys/values, empties the caches.
+
+        The memory and the source mask are `SharedByBeams`: a beam search's beams read their
+        batch row's instead of each holding a copy that is reordered with them."""
         check_decode_size(batch_size, max_len, self.cfg.max_len)
         check_source(src, src_mask, batch_size)
         check_tokens(src, "src", max_len=self.cfg.max_len)
         encoded, src_mask = self._encode(src, src_mask, False)
         return {
-            "cache": empty_caches(self.cfg, batch_size, max_len, self.dtype),
-            "memory": block_memories(self.decoder_blocks, self.cfg, encoded),
-            "src_mask": src_mask,
+            **empty_decode_cache(self.cfg, batch_size, max_len, self.dtype),
+            "memory": SharedByBeams(block_memories(self.decoder_blocks, self.cfg, encoded)),
+            "src_mask": SharedByBeams(src_mask),
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
 
     def decode_step(self, state, token):
-        """token: [B] int32 -> (hidden [B, D] float32, next state); at most max_len steps."""
+        """token: [N] int32 -> (hidden [N, D] float32, next state); N = B, or B·K for a beam
+        search's K beams sharing the cache and the memory. At most max_len steps."""
         positions = state["positions"]
         x = self.target_inputs(self.token_embed(token[:, None]), positions[:, None])
-        max_len = cache_length(self.cfg, state["cache"])
-        self_attention_mask = decode_mask(positions, max_len, self.cfg.window, self.cfg.dilation)
-        source_mask = padding_mask(state["src_mask"])
-        x, caches = decode_blocks(
-            self.decoder_blocks,
-            self.cfg,
-            x,
-            state["cache"],
-            positions,
-            self_attention_mask,
-            state["memory"],
-            source_mask,
-        )
-        next_state = {**state, "cache": caches, "positions": positions + 1}
-        return self._finish(x[:, 0]), next_state
+        source_mask = padding_mask(state["src_mask"].value)
+        x, cache = decode_blocks(self.decoder_blocks, self.cfg, x, state, positions, state["memory"].value, source_mask)
+        return self._finish(x[:, 0]), {**state, **cache, "positions": positions + 1}

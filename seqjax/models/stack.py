@@ -17,6 +17,13 @@ Decode state leaves keep the batch as their leading axis in both layouts: a scan
 KV cache is {"k", "v"} [B, L, K, M, Dh], carried through the layer scan and written in place
 at each layer's index, an unrolled one a tuple of per-layer {"k", "v"} [B, K, M, Dh];
 cross-attention memories likewise.
+
+The KV caches and memories are `SharedByBeams`: a beam search's K beams of a batch row read
+one cache of K·M slots instead of each holding M slots that are reordered after every step.
+Beam k writes its keys and values in block k (slots k·M ...), and the state's "slot_rows"
+[B·K, M] int32, reordered with the beams as any per-row state, records the block that holds
+each position of a beam's history: a beam inherits its parent's record and adds its own
+block at its new position. Attention reads the batch row's whole cache under that record.
 """
 
 from __future__ import annotations
@@ -29,9 +36,10 @@ import jax.numpy as jnp
 from jax import lax
 
 from seqjax.config import ModelConfig
+from seqjax.contracts import SharedByBeams
 from seqjax.models.attention import empty_cache
 from seqjax.models.blocks import Block
-from seqjax.models.masks import SelfMask
+from seqjax.models.masks import SelfMask, beam_slots_mask, decode_mask
 
 REMAT_POLICIES = {"dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable, "full": None}
 
@@ -88,25 +96,36 @@ def block_memories(blocks, cfg: ModelConfig, encoded):
     return tuple(block.memory(encoded) for block in blocks)
 
 
-def empty_caches(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any):
-    """Empty KV caches of max_len slots for every layer, laid out as `run_blocks`' stack."""
+def empty_decode_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, Any]:
+    """The decode state's cache part for max_len slots: {"cache": SharedByBeams of the stack's
+    empty KV caches, "slot_rows": [B, max_len] int32 zeros (every slot in block 0)}."""
     cache = empty_cache(cfg, batch_size, max_len, dtype)
     if cfg.scan_layers:
-        return jax.tree.map(lambda v: jnp.zeros((v.shape[0], cfg.layers, *v.shape[1:]), v.dtype), cache)
-    return (cache,) * cfg.layers
+        caches = jax.tree.map(lambda v: jnp.zeros((v.shape[0], cfg.layers, *v.shape[1:]), v.dtype), cache)
+    else:
+        caches = (cache,) * cfg.layers
+    return {
+        "cache": SharedByBeams(caches, grow_axis=-2),
+        "slot_rows": jnp.zeros((batch_size, max_len), jnp.int32),
+    }
 
 
-def cache_length(cfg: ModelConfig, caches) -> int:
-    """M, the slots of caches made by `empty_caches`."""
-    return (caches if cfg.scan_layers else caches[0])["k"].shape[-2]
+def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, memory_mask=None):
+    """One decode step of N rows through every block: x [N, 1, D] float32 -> (x, the state's
+    updated cache part, {"cache", "slot_rows"}).
 
-
-def decode_blocks(blocks, cfg: ModelConfig, x, caches, positions, mask, memories=None, memory_mask=None):
-    """One decode step through every block: x [B, 1, D] float32 -> (x, updated caches).
-
-    caches: from `empty_caches`; positions: [B] int32; mask: [B, 1, 1, M] bool; memories:
-    from `block_memories` and memory_mask [B, 1, 1, S] bool, for blocks with cross-attention.
+    state: holds the cache part of `empty_decode_cache` (as beam search grows it: N = B·R rows
+    over caches of R·M slots); positions: [N] int32; memories: `block_memories` [B, ...] and
+    memory_mask [B, 1, 1, S] bool, for blocks with cross-attention.
     """
+    caches, slot_rows = state["cache"].value, state["slot_rows"]
+    rows, length = slot_rows.shape
+    batch = jax.tree.leaves(caches)[0].shape[0]
+    block = jnp.arange(rows, dtype=jnp.int32) % (rows // batch)
+    slots = block * length + positions
+    if rows > batch:  # the new position is held in the row's own block from now on
+        slot_rows = slot_rows.at[jnp.arange(rows), positions].set(block)
+    mask = beam_slots_mask(decode_mask(positions, length, cfg.window, cfg.dilation), slot_rows, batch)
 
     if cfg.scan_layers:
         # The stacked caches ride in the carry and are updated in place at each layer's index;
@@ -116,14 +135,15 @@ def decode_blocks(blocks, cfg: ModelConfig, x, caches, positions, mask, memories
             memory = None
             if memories is not None:
                 memory = jax.tree.map(lambda m: lax.dynamic_index_in_dim(m, index, axis=1, keepdims=False), memories)
-            x, caches = block.decode(x, caches, positions, mask, memory, memory_mask, index)
+            x, caches = block.decode(x, caches, positions, slots, mask, memory, memory_mask, index)
             return (x, caches, index + 1), None
 
         (x, caches, _), _ = _scanned(layer, cfg)(blocks, (x, caches, jnp.zeros((), jnp.int32)), None)
-        return x, caches
-    updated = []
-    for index, block in enumerate(blocks):
-        memory = None if memories is None else memories[index]
-        x, cache = block.decode(x, caches[index], positions, mask, memory, memory_mask)
-        updated.append(cache)
-    return x, tuple(updated)
+    else:
+        updated = []
+        for index, block_module in enumerate(blocks):
+            memory = None if memories is None else memories[index]
+            x, cache = block_module.decode(x, caches[index], positions, slots, mask, memory, memory_mask)
+            updated.append(cache)
+        caches = tuple(updated)
+    return x, {"cache": SharedByBeams(caches, state["cache"].grow_axis), "slot_rows": slot_rows}

@@ -18,16 +18,16 @@ import jax.numpy as jnp
 from seqjax.models.blocks import make_norm
 from seqjax.models.checks import check_decode_size, check_packing
 from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
-from seqjax.models.masks import decode_mask, self_mask
-from seqjax.models.stack import cache_length, decode_blocks, empty_caches, make_blocks, run_blocks
+from seqjax.models.masks import self_mask
+from seqjax.models.stack import decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
 class TransformerLM(TokenModel):
     """Decoder-only Transformer: tokens [B, T] → hidden [B, T, D] (row t predicts token t+1).
 
     Self-attention is causal, limited to `cfg.window` keys spaced `cfg.dilation` apart
-    when window > 0. Decode state: {"cache": the stack's KV caches (`stack.empty_caches`),
-    "positions": [B] int32}.
+    when window > 0. Decode state: {"cache", "slot_rows": the stack's KV caches
+    (`stack.empty_decode_cache`), "positions": [B] int32}.
     """
 
     dtype: Any = jnp.float32
@@ -63,21 +63,21 @@ class TransformerLM(TokenModel):
         return self._finish(x)
 
     def init_decode_state(self, batch_size: int, max_len: int):
-        """Empty KV caches of max_len ≤ cfg.max_len slots; every leaf has leading axis B."""
+        """Empty KV caches of max_len ≤ cfg.max_len slots (`stack.empty_decode_cache`) and
+        the rows' positions; every leaf has leading axis B."""
         check_decode_size(batch_size, max_len, self.cfg.max_len)
         return {
-            "cache": empty_caches(self.cfg, batch_size, max_len, self.dtype),
+            **empty_decode_cache(self.cfg, batch_size, max_len, self.dtype),
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
 
     def decode_step(self, state, token):
-        """token: [B] int32 -> (hidden [B, D] float32, next state).
+        """token: [N] int32 -> (hidden [N, D] float32, next state); N = B, or B·K for a beam
+        search's K beams sharing the cache.
 
         Valid for at most max_len steps (the cache size given to init_decode_state).
         """
         positions = state["positions"]
         x = self.inputs(self.token_embed(token[:, None]), positions[:, None])
-        max_len = cache_length(self.cfg, state["cache"])
-        mask = decode_mask(positions, max_len, self.cfg.window, self.cfg.dilation)
-        x, caches = decode_blocks(self.blocks, self.cfg, x, state["cache"], positions, mask)
-        return self._finish(x[:, 0]), {"cache": caches, "positions": positions + 1}
+        x, cache = decode_blocks(self.blocks, self.cfg, x, state, positions)
+        return self._finish(x[:, 0]), {**state, **cache, "positions": positions + 1}
