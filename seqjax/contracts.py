@@ -26,7 +26,8 @@ import jax
 Params = Any  # a pytree of arrays: {"model": ..., "head": ...} for the glue's functions
 Batch = Mapping[str, jax.Array]  # inputs/targets [B, T] int32, mask [B, T] float32 (+ src, src_mask [B, S])
 State = TypeVar("State")  # a decode state: any pytree whose leaves have the batch B as leading axis
-# (`SharedByBeams` marks the parts a beam search's beams share)
+# (`SharedByBeams` marks the parts a beam search's beams share, `GrowsWithSteps` the parts laid
+# out along the positions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,8 @@ class Model(Protocol):
         `embedded` [B, T, D] replaces the token lookup (gradient penalty, soft feeding).
       embed(tokens [...] int32) -> [..., D] float32, the target-side lookup.
       target_embedding() -> [V, D] float32, the table a tied head scores with.
-      init_decode_state(batch_size, max_len) -> state, every leaf with leading axis B.
+      init_decode_state(batch_size, max_len) -> state, every leaf with leading axis B; the
+        parts laid out along max_len positions marked `GrowsWithSteps`.
       decode_step(state, token [B] int32) -> (hidden [B, D] float32, state); given a beam
         search's B·K rows when the state holds `SharedByBeams` parts.
 
@@ -159,6 +161,41 @@ class SharedByBeams:
             return jax.numpy.pad(leaf, widths)
 
         return SharedByBeams(jax.tree.map(grow, self.value), self.grow_axis)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class GrowsWithSteps:
+    """Decode state laid out along an axis of positions (a KV cache's slots, a per-position
+    record) that a decoder may hold shorter while few positions are filled.
+
+    The state is built for its full capacity C; the decoders hold `value` cut to the slots
+    the steps so far can reach and zero-pad it back in stages as decoding proceeds, so that a
+    step reads a cache about as long as what it holds rather than C. The axis holds whole
+    blocks of the capacity: one, or beam search's K blocks of a shared cache.
+
+    value: a pytree of arrays [B, ...].
+    axis (static): the positions axis of every leaf.
+    """
+
+    value: Any
+    axis: int = dataclasses.field(metadata={"static": True})
+
+    def resized(self, capacity: int, new_capacity: int) -> GrowsWithSteps:
+        """Every block of `capacity` positions cut or zero-padded at its end to `new_capacity`."""
+
+        def resize(leaf):
+            axis = self.axis % leaf.ndim
+            blocks = leaf.reshape(*leaf.shape[:axis], -1, capacity, *leaf.shape[axis + 1 :])
+            if new_capacity < capacity:
+                blocks = jax.lax.slice_in_dim(blocks, 0, new_capacity, axis=axis + 1)
+            else:
+                widths = [(0, 0)] * blocks.ndim
+                widths[axis + 1] = (0, new_capacity - capacity)
+                blocks = jax.numpy.pad(blocks, widths)
+            return blocks.reshape(*leaf.shape[:axis], -1, *leaf.shape[axis + 1 :])
+
+        return GrowsWithSteps(jax.tree.map(resize, self.value), self.axis)
 
 
 class Objective(Protocol):

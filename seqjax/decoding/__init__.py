@@ -2,7 +2,8 @@
 
 greedy, sample (temperature / top-k / top-p) and beam_search know nothing of the model:
 each is one `lax.while_loop` that stops early, for any pytree state whose leaves carry the
-batch as their leading axis.
+batch as their leading axis (one loop per phase when the state has parts that grow with the
+steps, a KV cache: `seqjax.decoding.phases`).
 """
 
 from seqjax.decoding.beam_search import beam_search

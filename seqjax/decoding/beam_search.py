@@ -1,4 +1,5 @@
-"""Beam search with the GNMT length penalty, as one compiled `lax.while_loop`.
+"""Beam search with the GNMT length penalty, as one compiled `lax.while_loop` (one per phase
+over a growing KV cache: `seqjax.decoding.phases`).
 
 Each row keeps K live hypotheses (not ended) apart from its K best finished ones. At
 every step the K x V extensions of the live beams are ranked by total log-prob; an
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.contracts import SharedByBeams, StepFn
+from seqjax.decoding.phases import phased_while_loop, state_capacity
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id, is_int, is_real
 
 
@@ -81,7 +83,7 @@ def beam_search(
         raise ValueError(f"min_len must be an int in [0, max_len={max_len}], got {min_len!r}")
     if not is_real(length_penalty) or not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
-    _, vocab_size = check_step_contract(step_fn, state)
+    _, vocab_size = check_step_contract(step_fn, state, max_len)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)
@@ -164,6 +166,7 @@ def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, bea
         jnp.full((batch_size * k,), bos_id, jnp.int32),
         jax.tree.map(lambda node: _per_beam(node, lambda leaf: jnp.repeat(leaf, k, axis=0), k), state, is_leaf=_shared),
     )
-    _, _, _, fin_scores, fin_seqs, _, _ = jax.lax.while_loop(keep_going, step, carry)
+    capacity = state_capacity(state)
+    _, _, _, fin_scores, fin_seqs, _, _ = phased_while_loop(keep_going, step, carry, capacity=capacity, max_len=max_len)
     fin_seqs = jnp.where(jnp.isneginf(fin_scores)[:, :, None], pad_id, fin_seqs)
     return fin_seqs, fin_scores

@@ -45,7 +45,7 @@ def greedy(
       ([[3, 2, 0, 0], [3, 2, 0, 0]], [2, 2])
     """
     max_len = check_positive_int("max_len", max_len)
-    _, vocab_size = check_step_contract(step_fn, state)
+    _, vocab_size = check_step_contract(step_fn, state, max_len)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)

@@ -1,7 +1,8 @@
 """The one-token-at-a-time decoding loop shared by greedy decoding and sampling.
 
-A `lax.while_loop` that feeds each row its previous token, asks `select` for the next
-one, and stops as soon as every row has emitted EOS (or after `max_len` steps).
+A `lax.while_loop` (one per phase over a growing KV cache: `seqjax.decoding.phases`) that
+feeds each row its previous token, asks `select` for the next one, and stops as soon as every
+row has emitted EOS (or after `max_len` steps).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from seqjax.decoding.phases import phased_while_loop, state_capacity
 
 
 def decode_loop(
@@ -53,5 +56,6 @@ def decode_loop(
         jnp.full((batch_size,), bos_id, jnp.int32),
         state,
     )
-    _, tokens, lengths, _, _, _ = jax.lax.while_loop(keep_going, step, carry)
+    capacity = state_capacity(state)
+    _, tokens, lengths, _, _, _ = phased_while_loop(keep_going, step, carry, capacity=capacity, max_len=max_len)
     return tokens, lengths

@@ -130,7 +130,7 @@ def sample(
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     if top_p is not None and (not is_real(top_p) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
-    _, vocab_size = check_step_contract(step_fn, state)
+    _, vocab_size = check_step_contract(step_fn, state, max_len)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)

@@ -14,6 +14,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from seqjax.decoding.phases import check_capacity
+
 
 def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -35,11 +37,12 @@ def check_token_id(name: str, value: Any, vocab_size: int) -> int:
     return int(value)
 
 
-def check_step_contract(step_fn: Callable, state: Any) -> tuple[int, int]:
+def check_step_contract(step_fn: Callable, state: Any, max_len: int) -> tuple[int, int]:
     """Checks `step_fn(state, tokens [B] int32) -> (log_probs [B, V] float, state)`.
 
     The returned state must have the input state's structure, shapes and dtypes (it is a
-    loop carry), and every leaf must have the batch as its leading axis.
+    loop carry), every leaf must have the batch as its leading axis, and the state's
+    `GrowsWithSteps` parts must hold at least max_len positions.
 
     Returns:
       (B, V): the batch size and the vocabulary size.
@@ -57,6 +60,7 @@ def check_step_contract(step_fn: Callable, state: Any) -> tuple[int, int]:
     (batch_size,) = {size for size in leading if size is not None}
     if batch_size == 0:
         raise ValueError("the batch size (leading axis of the state) must be positive, got 0")
+    check_capacity(state, max_len)
     tokens = jax.ShapeDtypeStruct((batch_size,), jnp.int32)
     log_probs, new_state = jax.eval_shape(step_fn, state, tokens)
     if len(log_probs.shape) != 2 or log_probs.shape[0] != batch_size or log_probs.shape[1] == 0:

@@ -24,6 +24,11 @@ Beam k writes its keys and values in block k (slots k·M ...), and the state's "
 [B·K, M] int32, reordered with the beams as any per-row state, records the block that holds
 each position of a beam's history: a beam inherits its parent's record and adds its own
 block at its new position. Attention reads the batch row's whole cache under that record.
+
+Both are also `GrowsWithSteps`: the decoders hold them cut to the slots the steps so far can
+reach and grow them in phases (`seqjax.decoding.phases`), so that a step's attention reads
+about as many slots as are filled. Every size (slots per block, the slot of a position) is
+read from "slot_rows" at each call, so a step works with whatever length it is given.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from seqjax.config import ModelConfig
-from seqjax.contracts import SharedByBeams
+from seqjax.contracts import GrowsWithSteps, SharedByBeams
 from seqjax.models.attention import empty_cache
 from seqjax.models.blocks import Block
 from seqjax.models.masks import SelfMask, beam_slots_mask, decode_mask
@@ -98,15 +103,16 @@ def block_memories(blocks, cfg: ModelConfig, encoded):
 
 def empty_decode_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, Any]:
     """The decode state's cache part for max_len slots: {"cache": SharedByBeams of the stack's
-    empty KV caches, "slot_rows": [B, max_len] int32 zeros (every slot in block 0)}."""
+    empty KV caches, "slot_rows": [B, max_len] int32 zeros (every slot in block 0)}, both
+    `GrowsWithSteps` along their slots."""
     cache = empty_cache(cfg, batch_size, max_len, dtype)
     if cfg.scan_layers:
         caches = jax.tree.map(lambda v: jnp.zeros((v.shape[0], cfg.layers, *v.shape[1:]), v.dtype), cache)
     else:
         caches = (cache,) * cfg.layers
     return {
-        "cache": SharedByBeams(caches, grow_axis=-2),
-        "slot_rows": jnp.zeros((batch_size, max_len), jnp.int32),
+        "cache": SharedByBeams(GrowsWithSteps(caches, axis=-2), grow_axis=-2),
+        "slot_rows": GrowsWithSteps(jnp.zeros((batch_size, max_len), jnp.int32), axis=1),
     }
 
 
@@ -118,7 +124,7 @@ def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, 
     over caches of R·M slots); positions: [N] int32; memories: `block_memories` [B, ...] and
     memory_mask [B, 1, 1, S] bool, for blocks with cross-attention.
     """
-    caches, slot_rows = state["cache"].value, state["slot_rows"]
+    caches, slot_rows = state["cache"].value.value, state["slot_rows"].value
     rows, length = slot_rows.shape
     batch = jax.tree.leaves(caches)[0].shape[0]
     block = jnp.arange(rows, dtype=jnp.int32) % (rows // batch)
@@ -146,4 +152,7 @@ def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, 
             x, cache = block_module.decode(x, caches[index], positions, slots, mask, memory, memory_mask)
             updated.append(cache)
         caches = tuple(updated)
-    return x, {"cache": SharedByBeams(caches, state["cache"].grow_axis), "slot_rows": slot_rows}
+    return x, {
+        "cache": SharedByBeams(GrowsWithSteps(caches, axis=-2), state["cache"].grow_axis),
+        "slot_rows": GrowsWithSteps(slot_rows, axis=1),
+    }

@@ -159,10 +159,10 @@ def test_grouped_query_projections_and_kv_cache_hold_only_the_kv_heads(kv_heads,
     assert attention["query"]["kernel"].shape == (16, 4, 4)
     assert attention["kv"]["kernel"].shape == (16, 2, kv_heads, 4)
     state = model.apply(variables, B, 8, method="init_decode_state")
-    assert [c["k"].shape for c in state["cache"].value] == [(B, kv_heads, 8, 4)] * 2
+    assert [c["k"].shape for c in state["cache"].value.value] == [(B, kv_heads, 8, 4)] * 2
     scanned = build_model(dataclasses.replace(cfg, scan_layers=True), V)
     scanned_state = jax.eval_shape(lambda: scanned.init_decode_state(B, 8))
-    assert scanned_state["cache"].value["v"].shape == (B, 2, kv_heads, 8, 4)
+    assert scanned_state["cache"].value.value["v"].shape == (B, 2, kv_heads, 8, 4)
 
 
 def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables):

@@ -13,8 +13,8 @@ from seqjax.contracts import SharedByBeams
 from seqjax.decoding import beam_search
 from seqjax.models import build_model
 
-V, V_SRC, B, K, STEPS, EOS, BOS = 13, 9, 2, 3, 5, 2, 1
-TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=8)
+V, V_SRC, B, K, STEPS, EOS, BOS = 13, 9, 2, 3, 32, 2, 1  # 32 steps: two phases (16, 32)
+TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=36)
 MODERN = dataclasses.replace(TINY, positions="rope", norm_type="rmsnorm", mlp="swiglu", kv_heads=1, bias=False)
 # The unrolled classic LM is checked the same way against the decode benchmark's Python loop.
 CONFIGS = {
