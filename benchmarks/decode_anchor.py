@@ -8,8 +8,8 @@ attention) against GPT-2 in `transformers`, and the modern block (RoPE, RMSNorm,
 1365, no biases, 2 key/value heads) against Llama with the same shapes. Each decodes B = 32
 rows from BOS for 128 steps, greedily and with beam search (K = 4, no length penalty, no early
 stop: EOS is unreachable in seqjax and not set in `generate`), timed side by side (medians of
-interleaved repeats). seqjax decodes with its KV cache inside one compiled `lax.while_loop`;
-`generate` with its KV cache in torch's eager loop.
+interleaved repeats). seqjax decodes with its KV cache inside compiled `lax.while_loop`s, one
+per phase of a growing cache; `generate` with its KV cache in torch's eager loop.
 
 Bounds per step: the bytes a step must read (every weight once, float32, and the KV cache up
 to the mean position) over the memory bandwidth measured here (a sum over a 1 GiB array), and
