@@ -8,6 +8,9 @@ max_len / 2^k (k = ..., 1, 0; no phase shorter than `MIN_PHASE` steps), so a ste
 average about 1.4 times the filled slots rather than C, for a few more loop bodies to
 compile (log2(max_len / 16) + 1). A state without such parts runs as one loop.
 
+Measured on a 2-core CPU with a D = 512, 4-layer LM decoding 32 rows for 128 steps: a step
+14–23% faster, the compilation 0.7 → 1.8 s (greedy) and 0.9 → 2.3 s (beam 4).
+
 The cut is safe because decoding is only valid when the state has room for every step:
 positions filled before decoding (a prompt) plus max_len fit in C, so after `end` steps the
 positions in use are below C - max_len + end.
