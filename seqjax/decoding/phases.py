@@ -71,6 +71,8 @@ def check_capacity(state: Any, max_len: int) -> None:
 
 
 def _resized(state: Any, capacity: int, new_capacity: int) -> Any:
+    if new_capacity == capacity:
+        return state
     return jax.tree.map(lambda n: n.resized(capacity, new_capacity) if _growing(n) else n, state, is_leaf=_growing)
 
 
@@ -91,16 +93,15 @@ def phased_while_loop(
     """
     if capacity is None:
         return lax.while_loop(keep_going, step, carry)
-    ends = phase_ends(max_len)
-    held = capacity - max_len + ends[0]
-    carry = (*carry[:-1], _resized(carry[-1], capacity, held))
-    for index, end in enumerate(ends):
+    held = capacity
+    for end in phase_ends(max_len):
+        # The positions in use stay below C - max_len + end (C again in the last phase).
+        reach = capacity - max_len + end
+        carry = (*carry[:-1], _resized(carry[-1], held, reach))
+        held = reach
 
         def within_phase(carry: tuple, end: int = end) -> jax.Array:
             return keep_going(carry) & (carry[0] < end)
 
         carry = lax.while_loop(within_phase, step, carry)
-        grown = capacity if index + 1 == len(ends) else held + ends[index + 1] - end
-        carry = (*carry[:-1], _resized(carry[-1], held, grown))
-        held = grown
     return carry

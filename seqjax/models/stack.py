@@ -110,9 +110,15 @@ def empty_decode_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: A
         caches = jax.tree.map(lambda v: jnp.zeros((v.shape[0], cfg.layers, *v.shape[1:]), v.dtype), cache)
     else:
         caches = (cache,) * cfg.layers
+    return _cache_part(caches, jnp.zeros((batch_size, max_len), jnp.int32))
+
+
+def _cache_part(caches, slot_rows) -> dict[str, Any]:
+    """The decode state's cache part: the KV caches' slots (axis -2) are shared by the beams and
+    grow with the steps, the slot record [N, M] grows with the steps."""
     return {
         "cache": SharedByBeams(GrowsWithSteps(caches, axis=-2), grow_axis=-2),
-        "slot_rows": GrowsWithSteps(jnp.zeros((batch_size, max_len), jnp.int32), axis=1),
+        "slot_rows": GrowsWithSteps(slot_rows, axis=1),
     }
 
 
@@ -152,7 +158,4 @@ def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, 
             x, cache = block_module.decode(x, caches[index], positions, slots, mask, memory, memory_mask)
             updated.append(cache)
         caches = tuple(updated)
-    return x, {
-        "cache": SharedByBeams(GrowsWithSteps(caches, axis=-2), state["cache"].grow_axis),
-        "slot_rows": GrowsWithSteps(slot_rows, axis=1),
-    }
+    return x, _cache_part(caches, slot_rows)
