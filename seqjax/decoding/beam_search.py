@@ -140,17 +140,28 @@ def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, bea
         vocab_size = log_probs.shape[-1]
         token = jnp.arange(vocab_size)
         log_probs = jnp.where((token == eos_id) & (t < min_len), -jnp.inf, log_probs.astype(jnp.float32))
-        extended = (live_logp[:, :, None] + log_probs.reshape(batch_size, k, vocab_size)).reshape(batch_size, -1)
-        ends = jnp.tile(token == eos_id, k) | (t == max_len - 1)
+        # The K best of the K x V extensions, and the K best that do not end, are among each
+        # beam's K + 1 best (before the last step only EOS ends one, once per beam): one
+        # ranking of V per beam, then rankings of those K (K + 1) candidates, which keep the
+        # order (and tie-breaking) of a ranking of all K x V.
+        per_beam = min(k + 1, vocab_size)
+        beam_logp, beam_token = jax.lax.top_k(live_logp.reshape(-1, 1) + log_probs, per_beam)
+        candidate_logp = beam_logp.reshape(batch_size, k * per_beam)
+        beam_offset = (jnp.arange(k) * vocab_size)[None, :, None]
+        candidate_index = (beam_offset + beam_token.reshape(batch_size, k, per_beam)).reshape(batch_size, -1)
+        ends = (beam_token == eos_id).reshape(batch_size, -1) | (t == max_len - 1)
 
-        best_logp, best_index = jax.lax.top_k(extended, k)
-        ended_scores = jnp.where(ends[best_index], best_logp, -jnp.inf) / penalty(t + 1.0)
+        best_logp, best_rank = jax.lax.top_k(candidate_logp, k)
+        best_index = jnp.take_along_axis(candidate_index, best_rank, axis=1)
+        best_ends = jnp.take_along_axis(ends, best_rank, axis=1)
+        ended_scores = jnp.where(best_ends, best_logp, -jnp.inf) / penalty(t + 1.0)
         pool_scores = jnp.concatenate([fin_scores, ended_scores], axis=1)
         pool_seqs = jnp.concatenate([fin_seqs, _extend(live_seqs, best_index, vocab_size, t)], axis=1)
         fin_scores, kept = jax.lax.top_k(pool_scores, k)
         fin_seqs = jnp.take_along_axis(pool_seqs, kept[:, :, None], axis=1)
 
-        live_logp, live_index = jax.lax.top_k(jnp.where(ends, -jnp.inf, extended), k)
+        live_logp, live_rank = jax.lax.top_k(jnp.where(ends, -jnp.inf, candidate_logp), k)
+        live_index = jnp.take_along_axis(candidate_index, live_rank, axis=1)
         live_seqs = _extend(live_seqs, live_index, vocab_size, t)
         parent_rows = (jnp.arange(batch_size)[:, None] * k + live_index // vocab_size).reshape(-1)
         beams = jax.tree.map(lambda node: _per_beam(node, lambda leaf: leaf[parent_rows]), beams, is_leaf=_shared)

@@ -89,6 +89,25 @@ def test_early_stopping_returns_what_running_all_steps_returns(prefix_lm, beam_s
         assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
 
 
+@pytest.mark.parametrize("beam_size,min_len", [(2, 0), (3, 0), (3, 2), (5, 0)])
+def test_ties_rank_as_one_stable_ranking_of_all_extensions(prefix_lm, beam_size, min_len):
+    # Small integer log-probs: sums are exact, so many extensions tie, and the search must break
+    # every tie as a stable sort of all K x V extensions does (lower beam, then lower token).
+    vocab, max_len, bos_id, eos_id = 4, 5, 1, 2
+    rng = np.random.default_rng(5)
+    table = -rng.integers(1, 4, size=(3, (vocab + 1) ** max_len, vocab)).astype(np.float32)
+    sequences, scores = beam_search(
+        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0,
+        beam_size=beam_size, max_len=max_len, min_len=min_len,
+    )
+    for row in range(3):
+        expected = reference_beam_search(
+            table[row], prefix_lm, bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len,
+            alpha=0.0, min_len=min_len,
+        )
+        assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
+
+
 def test_beam_one_equals_greedy(prefix_lm):
     vocab, max_len, bos_id, eos_id = 4, 5, 0, 3
     table = prefix_lm.random_table(np.random.default_rng(11), 6, vocab, max_len, eos_id=eos_id, eos_bias=1.0)
