@@ -55,6 +55,10 @@ def greedy(
 @functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len"))
 def _greedy_program(step_fn, state, *, bos_id, eos_id, pad_id, max_len):
     def most_probable(log_probs, t):
-        return jnp.argmax(log_probs, axis=-1)
+        # jnp.argmax's (value, index) reduction ran at a fifth of the speed of these two plain
+        # reductions on CPU; the same first index of the maximum (or of the first NaN).
+        vocab = jnp.arange(log_probs.shape[-1], dtype=jnp.int32)
+        best = jnp.max(log_probs, axis=-1, keepdims=True)
+        return jnp.min(jnp.where((log_probs == best) | jnp.isnan(log_probs), vocab, vocab.shape[0]), axis=-1)
 
     return decode_loop(step_fn, state, most_probable, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)

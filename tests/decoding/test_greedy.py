@@ -53,3 +53,23 @@ def test_greedy_inside_a_user_jit_matches_eager(prefix_lm):
     jitted = jax.jit(lambda s: greedy(prefix_lm.step_fn, s, bos_id=1, eos_id=0, pad_id=0, max_len=max_len))(state)
     np.testing.assert_array_equal(jitted[0], eager[0])
     np.testing.assert_array_equal(jitted[1], eager[1])
+
+
+def test_ties_infinities_and_nans_pick_the_first_index_as_argmax_does():
+    rows = np.array(
+        [
+            [-1.0, -0.5, -0.5, -2.0],  # a tie: the first maximum
+            [-np.inf, -np.inf, -np.inf, -np.inf],  # nothing possible: index 0
+            [-np.inf, -3.0, -np.inf, -3.0],
+            [-1.0, np.nan, -0.1, np.nan],  # a NaN wins, the first one
+            [0.0, 0.0, 0.0, 0.0],
+        ],
+        np.float32,
+    )
+
+    def step_fn(state, tokens):
+        return jnp.asarray(rows), state
+
+    tokens, _ = greedy(step_fn, jnp.zeros((len(rows),)), bos_id=0, eos_id=3, pad_id=0, max_len=1)
+    np.testing.assert_array_equal(tokens[:, 0], np.argmax(rows, axis=-1))
+    np.testing.assert_array_equal(tokens[:, 0], [1, 0, 1, 1, 0])
