@@ -145,7 +145,14 @@ def stored_attention(q, keys, values, mask):
     logits = logits.reshape(batch, kv_heads, slots, group, length)
     visible = jnp.swapaxes(mask, 2, 3)[:, :, :, None]  # [B, 1, M, 1, T]
     logits = jnp.where(visible, logits / math.sqrt(head_dim), jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=2).astype(values.dtype).reshape(batch, kv_heads, slots, group * length)
+    if group * length == 1:
+        # One query row (greedy decoding without GQA): over [B, K, M] the softmax reduces the
+        # minor axis, which XLA on CPU ran about three times as fast as the same reduction
+        # followed by unit axes (a greedy step 6% faster).
+        probs = jax.nn.softmax(logits.reshape(batch, kv_heads, slots), axis=-1)
+    else:
+        probs = jax.nn.softmax(logits, axis=2)
+    probs = probs.astype(values.dtype).reshape(batch, kv_heads, slots, group * length)
     attended = jnp.einsum("bkmq,bkmd->bkqd", probs, values).reshape(batch, kv_heads, group, length, head_dim)
     return jnp.transpose(attended, (0, 3, 1, 2, 4)).reshape(batch, length, heads, head_dim)
 
