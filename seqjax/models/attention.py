@@ -145,11 +145,11 @@ def stored_attention(q, keys, values, mask):
     logits = logits.reshape(batch, kv_heads, slots, group, length)
     visible = jnp.swapaxes(mask, 2, 3)[:, :, :, None]  # [B, 1, M, 1, T]
     logits = jnp.where(visible, logits / math.sqrt(head_dim), jnp.finfo(jnp.float32).min)
-    if group * length == 1:
-        # One query row (greedy decoding without GQA): over [B, K, M] the softmax reduces the
-        # minor axis, which XLA on CPU ran about three times as fast as the same reduction
-        # followed by unit axes (a greedy step 6% faster).
-        probs = jax.nn.softmax(logits.reshape(batch, kv_heads, slots), axis=-1)
+    if length == 1:
+        # One query per batch row (greedy decoding, sampling): the softmax over [B, K, G, M]
+        # reduces the minor axis, which XLA on CPU ran about three times as fast as the same
+        # reduction over M ahead of G (a greedy step 6-10% faster).
+        probs = jnp.swapaxes(jax.nn.softmax(jnp.swapaxes(logits[..., 0], 2, 3), axis=-1), 2, 3)
     else:
         probs = jax.nn.softmax(logits, axis=2)
     probs = probs.astype(values.dtype).reshape(batch, kv_heads, slots, group * length)
