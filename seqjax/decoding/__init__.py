@@ -7,7 +7,7 @@ steps, a KV cache: `seqjax.decoding.phases`).
 """
 
 from seqjax.decoding.beam_search import beam_search
-from seqjax.decoding.greedy import greedy
+from seqjax.decoding.greedy import greedy, most_probable
 from seqjax.decoding.sampling import sample, scale_temperature, truncate_top_k, truncate_top_p
 
-__all__ = ["beam_search", "greedy", "sample", "scale_temperature", "truncate_top_k", "truncate_top_p"]
+__all__ = ["beam_search", "greedy", "most_probable", "sample", "scale_temperature", "truncate_top_k", "truncate_top_p"]

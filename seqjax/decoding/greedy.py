@@ -52,13 +52,23 @@ def greedy(
     return _greedy_program(step_fn, state, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
 
 
+def most_probable(log_probs: jax.Array) -> jax.Array:
+    """[..., V] float -> [...] int32: `jnp.argmax` over the last axis (the first maximum, or the
+    first NaN), as two plain reductions, which ran about twice as fast as argmax's (value,
+    index) reduction on CPU ([32, 10000]: 0.30 against 0.55 ms)."""
+    vocab = jnp.arange(log_probs.shape[-1], dtype=jnp.int32)
+    best = jnp.max(log_probs, axis=-1, keepdims=True)
+    return jnp.min(jnp.where((log_probs == best) | jnp.isnan(log_probs), vocab, vocab.shape[0]), axis=-1)
+
+
 @functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len"))
 def _greedy_program(step_fn, state, *, bos_id, eos_id, pad_id, max_len):
-    def most_probable(log_probs, t):
-        # jnp.argmax's (value, index) reduction ran at a fifth of the speed of these two plain
-        # reductions on CPU; the same first index of the maximum (or of the first NaN).
-        vocab = jnp.arange(log_probs.shape[-1], dtype=jnp.int32)
-        best = jnp.max(log_probs, axis=-1, keepdims=True)
-        return jnp.min(jnp.where((log_probs == best) | jnp.isnan(log_probs), vocab, vocab.shape[0]), axis=-1)
-
-    return decode_loop(step_fn, state, most_probable, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
+    return decode_loop(
+        step_fn,
+        state,
+        lambda log_probs, t: most_probable(log_probs),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        max_len=max_len,
+    )

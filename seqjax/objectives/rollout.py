@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.contracts import Batch, Head, Model, Params
+from seqjax.decoding import most_probable
 from seqjax.model_head import init_decode_state, token_log_probs
 from seqjax.objectives.checks import check_one_of
 
@@ -27,7 +28,7 @@ def choose(feed: str) -> Select:
     """select(log_probs [B, V] float32, key) -> [B] int32: the most probable token, or a draw."""
     check_one_of("feed", feed, FEEDS)
     if feed == "argmax":
-        return lambda log_probs, key: jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
+        return lambda log_probs, key: most_probable(log_probs)
     return lambda log_probs, key: jax.random.categorical(key, log_probs, axis=-1).astype(jnp.int32)
 
 
@@ -36,7 +37,7 @@ def choose_per_row(greedy: jax.Array) -> Select:
 
     def select(log_probs, key):
         drawn = jax.random.categorical(key, log_probs, axis=-1)
-        return jnp.where(greedy, jnp.argmax(log_probs, axis=-1), drawn).astype(jnp.int32)
+        return jnp.where(greedy, most_probable(log_probs), drawn).astype(jnp.int32)
 
     return select
 
