@@ -55,7 +55,14 @@ def greedy(
 def most_probable(log_probs: jax.Array) -> jax.Array:
     """[..., V] float -> [...] int32: `jnp.argmax` over the last axis (the first maximum, or the
     first NaN), as two plain reductions, which ran about twice as fast as argmax's (value,
-    index) reduction on CPU ([32, 10000]: 0.30 against 0.55 ms)."""
+    index) reduction on CPU ([32, 10000]: 0.30 against 0.55 ms).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from seqjax.decoding import most_probable
+      >>> most_probable(jnp.array([[-1.0, -0.5, -0.5], [-2.0, jnp.nan, 0.0]])).tolist()
+      [1, 1]
+    """
     vocab = jnp.arange(log_probs.shape[-1], dtype=jnp.int32)
     best = jnp.max(log_probs, axis=-1, keepdims=True)
     return jnp.min(jnp.where((log_probs == best) | jnp.isnan(log_probs), vocab, vocab.shape[0]), axis=-1)
