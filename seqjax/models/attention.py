@@ -32,6 +32,7 @@ from jax import lax
 
 from seqjax.config import ModelConfig
 from seqjax.models.masks import SelfMask
+from seqjax.models.step_dense import step_dense
 
 KERNELS = ("auto", "xla", "cudnn")
 
@@ -177,14 +178,16 @@ class SelfAttention(nn.Module):
             self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
         self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
-    def _project(self, x, positions):
-        """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]."""
+    def _project(self, x, positions, step=False):
+        """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
+        a decode step's products (`step_dense`)."""
+        dense = step_dense if step else (lambda layer, inputs: layer(inputs))
         if self.cfg.kv_heads in (0, self.cfg.num_heads):
-            qkv = self.qkv(x)
+            qkv = dense(self.qkv, x)
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         else:
-            kv = self.kv(x)
-            q, k, v = self.query(x), kv[:, :, 0], kv[:, :, 1]
+            kv = dense(self.kv, x)
+            q, k, v = dense(self.query, x), kv[:, :, 0], kv[:, :, 1]
         if self.cfg.positions == "rope":
             q, k = rotary(q, positions, self.cfg.rope_base), rotary(k, positions, self.cfg.rope_base)
         return q, k, v
@@ -212,13 +215,15 @@ class SelfAttention(nn.Module):
         Returns:
           [N, 1, D], the updated cache.
         """
-        q, k, v = self._project(x, positions[:, None])
+        # A scanned stack (layer given) slices its kernels inside the layer loop: plain products.
+        step = layer is None
+        q, k, v = self._project(x, positions[:, None], step)
         cache = {"k": write_cache(cache["k"], k, slots, layer), "v": write_cache(cache["v"], v, slots, layer)}
         keys, values = cache["k"], cache["v"]
         if layer is not None:
             keys, values = (lax.dynamic_index_in_dim(c, layer, axis=1, keepdims=False) for c in (keys, values))
-        attended = stored_attention(by_batch_row(q, keys.shape[0]), keys, values, mask)
-        return self.out(attended.reshape(q.shape)), cache
+        attended = stored_attention(by_batch_row(q, keys.shape[0]), keys, values, mask).reshape(q.shape)
+        return (step_dense(self.out, attended) if step else self.out(attended)), cache
 
 
 class CrossAttention(nn.Module):
@@ -239,10 +244,12 @@ class CrossAttention(nn.Module):
         kv = jnp.moveaxis(self.kv(encoded), 1, 3)  # [B, 2, K, S, Dh]
         return {"k": kv[:, 0], "v": kv[:, 1]}
 
-    def __call__(self, x, memory, mask):
+    def __call__(self, x, memory, mask, step=False):
         """x: [N, T, D], N = B·R rows, the R rows of a batch row (beam search's beams) reading
         its memory from `memory`; mask: bool broadcastable to [B, 1, T, S] (source padding, and
-        segments in packed rows; R = 1 then). Returns [N, T, D]."""
-        q = self.query(x)
+        segments in packed rows; R = 1 then); `step`: a decode step's products (`step_dense`).
+        Returns [N, T, D]."""
+        dense = step_dense if step else (lambda layer, inputs: layer(inputs))
+        q = dense(self.query, x)
         attended = stored_attention(by_batch_row(q, memory["k"].shape[0]), memory["k"], memory["v"], mask)
-        return self.out(attended.reshape(q.shape))
+        return dense(self.out, attended.reshape(q.shape))

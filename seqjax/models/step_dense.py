@@ -1,0 +1,51 @@
+"""Dense layers of a decode step: a few rows against a whole kernel.
+
+A greedy or sampling step multiplies B rows (32, say) by every kernel of the model. XLA on
+CPU ran `x @ W` at these shapes about 1.4 times as slow as torch (a [32, 512] x [512, 2048]
+product: 0.47 against 0.26 ms on 2 cores); computed as (Wᵀ xᵀ)ᵀ, the kernel leading, it
+ran at torch's speed. `step_dense` takes that form for at most `FEW_ROWS` rows: the
+transposed kernel depends on nothing the decode loop changes, so XLA computes it once, before
+the loop, and each step reads it as it reads W. Measured on the 2-core CPU: the feed-forward
+products of a 4-layer, D = 512 stack 26% faster inside a loop; at 64 rows 12%; at 128 rows
+(a beam search over 32 rows) no faster, so more rows keep the plain product.
+
+Only where the kernel is the same array at every step: a scanned stack's decode step slices
+each layer's kernel from the stacked one inside its layer loop, where a transposed copy would
+be made again at every step, so it keeps the plain product.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+from jax import lax
+
+FEW_ROWS = 64
+
+
+def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
+    """`dense(x)` for a decode step, as (Wᵀ xᵀ)ᵀ when x has at most FEW_ROWS rows.
+
+    Args:
+      dense: a bound `nn.Dense`, or an `nn.DenseGeneral` over x's trailing axes (axis -1 or
+        (-2, -1)), whose parameters exist (an applied model, not an init).
+      x: [..., *in] with the layer's input axes last.
+    Returns:
+      [..., *features] in the layer's dtype, equal to `dense(x)` up to float rounding.
+    """
+    axis = getattr(dense, "axis", -1)
+    inputs = len(axis) if isinstance(axis, tuple) else 1
+    features = dense.features if isinstance(dense.features, tuple) else (dense.features,)
+    leading, contracted = x.shape[:-inputs], x.shape[-inputs:]
+    rows = math.prod(leading)
+    if rows > FEW_ROWS:
+        return dense(x)
+    params = dense.variables["params"]
+    x, kernel, bias = nn.dtypes.promote_dtype(x, params["kernel"], params.get("bias"), dtype=dense.dtype)
+    # The barriers keep XLA from folding either transpose into the product's operand layout,
+    # which would bring back the slow form: the kernel's is hoisted out of the loop instead.
+    transposed = lax.optimization_barrier(kernel.reshape(math.prod(contracted), -1).T)
+    y = lax.optimization_barrier(transposed @ x.reshape(rows, -1).T).T.reshape(*leading, *features)
+    return y if bias is None else y + bias
