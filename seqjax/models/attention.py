@@ -32,7 +32,7 @@ from jax import lax
 
 from seqjax.config import ModelConfig
 from seqjax.models.masks import SelfMask
-from seqjax.models.step_dense import step_dense
+from seqjax.models.step_dense import apply_dense
 
 KERNELS = ("auto", "xla", "cudnn")
 
@@ -180,14 +180,13 @@ class SelfAttention(nn.Module):
 
     def _project(self, x, positions, step=False):
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
-        a decode step's products (`step_dense`)."""
-        dense = step_dense if step else (lambda layer, inputs: layer(inputs))
+        a decode step's products (`apply_dense`)."""
         if self.cfg.kv_heads in (0, self.cfg.num_heads):
-            qkv = dense(self.qkv, x)
+            qkv = apply_dense(self.qkv, x, step)
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         else:
-            kv = dense(self.kv, x)
-            q, k, v = dense(self.query, x), kv[:, :, 0], kv[:, :, 1]
+            kv = apply_dense(self.kv, x, step)
+            q, k, v = apply_dense(self.query, x, step), kv[:, :, 0], kv[:, :, 1]
         if self.cfg.positions == "rope":
             q, k = rotary(q, positions, self.cfg.rope_base), rotary(k, positions, self.cfg.rope_base)
         return q, k, v
@@ -215,7 +214,8 @@ class SelfAttention(nn.Module):
         Returns:
           [N, 1, D], the updated cache.
         """
-        # A scanned stack (layer given) slices its kernels inside the layer loop: plain products.
+        # A scanned stack (layer given) slices its kernels inside the layer loop, where a
+        # transposed copy would be made at every step: plain products there.
         step = layer is None
         q, k, v = self._project(x, positions[:, None], step)
         cache = {"k": write_cache(cache["k"], k, slots, layer), "v": write_cache(cache["v"], v, slots, layer)}
@@ -223,7 +223,7 @@ class SelfAttention(nn.Module):
         if layer is not None:
             keys, values = (lax.dynamic_index_in_dim(c, layer, axis=1, keepdims=False) for c in (keys, values))
         attended = stored_attention(by_batch_row(q, keys.shape[0]), keys, values, mask).reshape(q.shape)
-        return (step_dense(self.out, attended) if step else self.out(attended)), cache
+        return apply_dense(self.out, attended, step), cache
 
 
 class CrossAttention(nn.Module):
@@ -247,9 +247,8 @@ class CrossAttention(nn.Module):
     def __call__(self, x, memory, mask, step=False):
         """x: [N, T, D], N = B·R rows, the R rows of a batch row (beam search's beams) reading
         its memory from `memory`; mask: bool broadcastable to [B, 1, T, S] (source padding, and
-        segments in packed rows; R = 1 then); `step`: a decode step's products (`step_dense`).
+        segments in packed rows; R = 1 then); `step`: a decode step's products (`apply_dense`).
         Returns [N, T, D]."""
-        dense = step_dense if step else (lambda layer, inputs: layer(inputs))
-        q = dense(self.query, x)
+        q = apply_dense(self.query, x, step)
         attended = stored_attention(by_batch_row(q, memory["k"].shape[0]), memory["k"], memory["v"], mask)
-        return dense(self.out, attended.reshape(q.shape))
+        return apply_dense(self.out, attended.reshape(q.shape), step)

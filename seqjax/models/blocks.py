@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
 from seqjax.models.masks import SelfMask
-from seqjax.models.step_dense import step_dense
+from seqjax.models.step_dense import apply_dense
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
 
@@ -65,12 +65,11 @@ class Block(nn.Module):
         # Rows flattened to [B·T, D]: given [B, T, D], XLA on CPU lays the weight gradient's
         # operand out transposed and writes it column by column (about half the MLP's backward).
         y = self._enter(self.ff_norm, x).reshape(-1, x.shape[-1])
-        dense = step_dense if step else (lambda layer, inputs: layer(inputs))
         if self.cfg.mlp == "swiglu":
-            h = nn.silu(dense(self.ff_gate, y)) * dense(self.ff_in, y)
+            h = nn.silu(apply_dense(self.ff_gate, y, step)) * apply_dense(self.ff_in, y, step)
         else:
-            h = ACTIVATIONS[self.cfg.mlp](dense(self.ff_in, y))
-        return self._leave(self.ff_norm, x, dense(self.ff_out, h).reshape(x.shape), train)
+            h = ACTIVATIONS[self.cfg.mlp](apply_dense(self.ff_in, y, step))
+        return self._leave(self.ff_norm, x, apply_dense(self.ff_out, h, step).reshape(x.shape), train)
 
     def _cross(self, x, memory, memory_mask, train, step=False):
         y = self.cross_attention(self._enter(self.cross_norm, x), memory, memory_mask, step)
@@ -92,8 +91,7 @@ class Block(nn.Module):
         """x: [N, 1, D] float32; cache, positions, slots, mask, layer as in SelfAttention.decode."""
         y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, slots, mask, layer)
         x = self._leave(self.self_norm, x, y, False)
-        # A scanned stack (layer given) slices its kernels inside the layer loop: plain products.
-        step = layer is None
+        step = layer is None  # as in SelfAttention.decode
         if self.cross:
             x = self._cross(x, memory, memory_mask, False, step)
         return self._feed_forward(x, False, step), cache

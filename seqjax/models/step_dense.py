@@ -49,3 +49,9 @@ def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
     transposed = lax.optimization_barrier(kernel.reshape(math.prod(contracted), -1).T)
     y = lax.optimization_barrier(transposed @ x.reshape(rows, -1).T).T.reshape(*leading, *features)
     return y if bias is None else y + bias
+
+
+def apply_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array, step: bool) -> jax.Array:
+    """`step_dense(dense, x)` in a decode step whose kernels are the same at every step
+    (`step`), else `dense(x)`."""
+    return step_dense(dense, x) if step else dense(x)
