@@ -6,7 +6,7 @@ product: 0.47 against 0.26 ms on 2 cores); computed as (Wᵀ xᵀ)ᵀ, the kerne
 ran at torch's speed. `step_dense` takes that form for at most `FEW_ROWS` rows: the
 transposed kernel depends on nothing the decode loop changes, so XLA computes it once, before
 the loop, and each step reads it as it reads W. Measured on the 2-core CPU, the feed-forward
-products of a 4-layer, D = 512 stack inside a loop: 25–30% faster at 8–32 rows, 8–10% at 64
+products of a 4-layer, D = 512 stack inside a loop: 25–30% faster at 8–32 rows, 4–10% at 64
 to 128 (a beam of 4 over 32 rows), 3% for one row; more rows keep the plain product.
 
 Only where the kernel is the same array at every step: a scanned stack's decode step slices
