@@ -447,5 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def entry() -> int:
+    """The `seqjax` executable: a process of its own, so before any computation it restarts
+    itself with transparent huge pages for XLA's host buffers where that applies
+    (`seqjax.training.host_heap`), then runs `main`."""
+    from seqjax.training.host_heap import restart_with_huge_pages
+
+    restart_with_huge_pages()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
