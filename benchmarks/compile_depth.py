@@ -23,7 +23,14 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine, markdown_table, parse_names, publish, random_lm_batch  # noqa: E402
+from common import (  # noqa: E402
+    machine,
+    markdown_table,
+    parse_names,
+    publish,
+    random_lm_batch,
+    run_script,
+)
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -98,4 +105,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

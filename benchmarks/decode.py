@@ -37,7 +37,14 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, interleaved, machine, markdown_table, write_result  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    interleaved,
+    machine,
+    markdown_table,
+    run_script,
+    write_result,
+)
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -453,4 +460,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -32,7 +32,14 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, matmul_peak, write_result  # noqa: E402
+from common import (  # noqa: E402
+    interleaved,
+    machine,
+    markdown_table,
+    matmul_peak,
+    run_script,
+    write_result,
+)
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -264,4 +271,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -28,6 +28,7 @@ from common import (  # noqa: E402
     matmul_peak,
     parse_names,
     publish,
+    run_script,
     timing,
     torch_or_none,
 )
@@ -195,4 +196,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -33,6 +33,7 @@ from common import (  # noqa: E402
     markdown_table,
     matmul_peak,
     publish,
+    run_script,
     timing,
 )
 
@@ -112,4 +113,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -30,6 +30,7 @@ from common import (  # noqa: E402
     markdown_table,
     parse_names,
     publish,
+    run_script,
     step_runner,
     timing,
 )
@@ -181,4 +182,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -36,6 +36,7 @@ from common import (  # noqa: E402
     matmul_peak,
     parse_names,
     publish,
+    run_script,
     step_runner,
     timing,
     torch_or_none,
@@ -338,4 +339,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)
