@@ -17,7 +17,6 @@ from seqjax.config import HeadConfig, ModelConfig, OptimConfig
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.objectives import TeacherForcing
-from seqjax.training.host_heap import restart_with_huge_pages
 from seqjax.training.layout import make_mesh
 from seqjax.training.mfu import matmul_tflops
 from seqjax.training.optim import learning_rate_schedule, make_optimizer
@@ -34,14 +33,6 @@ def torch_or_none():
         return None
     torch.set_num_threads(os.cpu_count() or 1)
     return torch
-
-
-def run_script(main: Callable[[], None]) -> None:
-    """A benchmark run as a script: first restarted as the `seqjax` executable restarts itself
-    (huge pages for the host heap, `seqjax.training.host_heap`), so that it measures what a run
-    gets; torch, in the same process, gets them too. Then `main()`."""
-    restart_with_huge_pages()
-    main()
 
 
 def machine() -> dict[str, str]:

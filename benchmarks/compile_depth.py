@@ -23,14 +23,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    machine,
-    markdown_table,
-    parse_names,
-    publish,
-    random_lm_batch,
-    run_script,
-)
+from common import machine, markdown_table, parse_names, publish, random_lm_batch  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -105,4 +98,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

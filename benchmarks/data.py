@@ -26,11 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    markdown_table,
-    publish,
-    run_script,
-)
+from common import markdown_table, publish  # noqa: E402
 
 TYPES = 800_000
 LSTM_STEP_TOKENS_PER_SEC = 2_777  # lm_train.md: the 1-layer LSTM LM train step (B=32 T=64 D=512), this machine
@@ -279,4 +275,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

@@ -37,14 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    RESULTS,
-    interleaved,
-    machine,
-    markdown_table,
-    run_script,
-    write_result,
-)
+from common import RESULTS, interleaved, machine, markdown_table, write_result  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -460,4 +453,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

@@ -32,14 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    interleaved,
-    machine,
-    markdown_table,
-    matmul_peak,
-    run_script,
-    write_result,
-)
+from common import interleaved, machine, markdown_table, matmul_peak, write_result  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -271,4 +264,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

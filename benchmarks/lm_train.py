@@ -28,7 +28,6 @@ from common import (  # noqa: E402
     matmul_peak,
     parse_names,
     publish,
-    run_script,
     timing,
     torch_or_none,
 )
@@ -196,4 +195,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

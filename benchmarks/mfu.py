@@ -33,7 +33,6 @@ from common import (  # noqa: E402
     markdown_table,
     matmul_peak,
     publish,
-    run_script,
     timing,
 )
 
@@ -113,4 +112,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

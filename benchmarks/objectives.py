@@ -30,7 +30,6 @@ from common import (  # noqa: E402
     markdown_table,
     parse_names,
     publish,
-    run_script,
     step_runner,
     timing,
 )
@@ -182,4 +181,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

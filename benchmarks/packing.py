@@ -18,11 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    markdown_table,
-    run_script,
-    write_result,
-)
+from common import markdown_table, write_result  # noqa: E402
 
 from seqjax.cli import load_config  # noqa: E402
 from seqjax.config import override  # noqa: E402
@@ -97,4 +93,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

@@ -38,23 +38,15 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    RESULTS,
-    LMShapes,
-    interleaved,
-    markdown_table,
-    random_lm_batch,
-    run_script,
-    write_result,
-)
+from common import RESULTS, LMShapes, interleaved, markdown_table, random_lm_batch, write_result  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
-from seqjax.training.layout import batch_sharding, check_batch_size, make_mesh, validate_strategy  # noqa: E402
 from seqjax.training.memory import format_bytes, memory_report  # noqa: E402
+from seqjax.training.layout import batch_sharding, check_batch_size, make_mesh, validate_strategy  # noqa: E402
 from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.state import init_state, state_shardings  # noqa: E402
 from seqjax.training.steps import make_shard_map_train_step, make_train_step  # noqa: E402
@@ -220,4 +212,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

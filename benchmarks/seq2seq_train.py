@@ -36,7 +36,6 @@ from common import (  # noqa: E402
     matmul_peak,
     parse_names,
     publish,
-    run_script,
     step_runner,
     timing,
     torch_or_none,
@@ -339,4 +338,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

@@ -36,10 +36,10 @@ from common import (  # noqa: E402
     machine,
     markdown_table,
     matmul_peak,
-    run_script,
     torch_or_none,
     write_result,
 )
+
 from softmax_cases import (  # noqa: E402
     ROW_GRADIENT_LOSSES,
     TREE_ROW_GRADIENTS,
@@ -278,4 +278,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()

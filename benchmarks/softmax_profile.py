@@ -35,15 +35,7 @@ import numpy as np
 from jax import lax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    interleaved,
-    machine,
-    markdown_table,
-    matmul_peak,
-    run_script,
-    torch_or_none,
-    write_result,
-)
+from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
 from softmax_cases import (  # noqa: E402
     Shapes,
     adaptive_cutoffs,
@@ -315,4 +307,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    main()
