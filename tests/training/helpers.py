@@ -47,7 +47,10 @@ def assert_trains_alike(got, want, *, learning_rate: float, steps: int) -> None:
     under two layouts. Losses and gradient norms must agree to float32 summation noise, and so
     must every parameter but one slice: the self-attention key bias gets an analytically zero
     gradient (softmax ignores a shift shared by all keys), and Adam turns its float noise, which
-    depends on the reduction order, into steps of up to the learning rate."""
+    depends on the reduction order, into steps of up to the learning rate. Elsewhere Adam
+    amplifies that noise less, but not to nothing where a gradient is small: parameters agree to
+    a hundredth of a step (one of 1,152 output weights of a recurrent LM differed by 1.7e-6
+    after 4 steps at 1e-3 on one CPU)."""
     (got_params, got_records), (want_params, want_records) = got, want
     assert len(got_records) == len(want_records) == steps
     np.testing.assert_allclose(got_records, want_records, rtol=1e-5, err_msg="(loss, grad_norm) per step")
@@ -56,4 +59,4 @@ def assert_trains_alike(got, want, *, learning_rate: float, steps: int) -> None:
         if name.endswith("['self_attention']['qkv']['bias']"):  # [3 (query, key, value), heads, head_dim]
             np.testing.assert_allclose(x[1], y[1], atol=steps * learning_rate, err_msg=name)
             x, y = x[[0, 2]], y[[0, 2]]
-        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-2 * learning_rate, err_msg=name)
