@@ -4,7 +4,7 @@ XLA on CPU allocates the temporaries of each execution — every activation a tr
 for its backward pass, in one block (786 MiB for the modern LM benchmark's step: B=16, T=128,
 D=512, 4 layers, V=10k) — with malloc. glibc maps a block that large afresh at every call
 and unmaps it when freed, so each step touches all of its pages anew: about 206,000 page
-faults of 4 KiB and 0.5 s of kernel time a step on a 2-core machine, where the step took
+faults of 4 KiB and 0.5 s of kernel time a step on a 2-core AMD EPYC, where the step took
 2.1 s. With glibc's tunable `glibc.malloc.hugetlb=1`, malloc asks the kernel for transparent
 huge pages on such blocks: the step's faults fell to a few thousand at most (most steps under
 one thousand) and the step took 1.8-1.9 s, at the same resident size.
