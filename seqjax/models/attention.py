@@ -22,12 +22,14 @@ Two layouts, one per kind of attention:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from seqjax.config import ModelConfig
@@ -43,7 +45,7 @@ def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
     return heads, cfg.kv_heads or heads, cfg.d_model // heads
 
 
-def rotary(x, positions, base: float):
+def rotary(x, positions, base: float, max_len: int):
     """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
     (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
 
@@ -51,17 +53,29 @@ def rotary(x, positions, base: float):
 
     Args:
       x: [B, T, heads, Dh] queries or keys, Dh even.
-      positions: [B, T] or [T] int32.
+      positions: [B, T] or [T] int32, each in [0, max_len).
+      max_len: the model's length bound, the size of the cosine and sine tables.
     Returns:
       [B, T, heads, Dh] in x's dtype (the turn is computed in float32).
     """
     half = x.shape[-1] // 2
-    frequencies = base ** (-jnp.arange(half, dtype=jnp.float32) / half)
-    angles = positions[..., None].astype(jnp.float32) * frequencies
-    cos, sin = jnp.cos(angles)[..., None, :], jnp.sin(angles)[..., None, :]  # [.., T, 1, Dh/2]
+    cos_table, sin_table = rotary_tables(max_len, half, base)
+    # Read from tables rather than computed in place: XLA fuses cos and sin into each
+    # consumer and recomputes them for every element of x (every batch row and head).
+    cos, sin = jnp.asarray(cos_table)[positions][..., None, :], jnp.asarray(sin_table)[positions][..., None, :]
     first, second = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
     turned = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
     return turned.astype(x.dtype)
+
+
+@functools.cache
+def rotary_tables(max_len: int, half: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of position · base^(-i/half): float32 [max_len, half] each, computed in float64."""
+    angles = np.arange(max_len)[:, None] * base ** (-np.arange(half) / half)
+    tables = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    for table in tables:
+        table.flags.writeable = False  # shared by every call through the cache
+    return tables
 
 
 def resolve_kernel(kernel: str, dtype: Any, head_dim: int) -> str:
@@ -187,8 +201,9 @@ class SelfAttention(nn.Module):
         else:
             kv = apply_dense(self.kv, x, step)
             q, k, v = apply_dense(self.query, x, step), kv[:, :, 0], kv[:, :, 1]
-        if self.cfg.positions == "rope":
-            q, k = rotary(q, positions, self.cfg.rope_base), rotary(k, positions, self.cfg.rope_base)
+        cfg = self.cfg
+        if cfg.positions == "rope":
+            q, k = rotary(q, positions, cfg.rope_base, cfg.max_len), rotary(k, positions, cfg.rope_base, cfg.max_len)
         return q, k, v
 
     def __call__(self, x, positions, mask: SelfMask):

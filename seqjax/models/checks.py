@@ -1,11 +1,13 @@
 """Host-side checks of what callers hand a model, run while tracing (shapes are static).
 
 Token values cannot be checked here — under `jit` they are tracers; the data layer
-validates ids before batching. These checks catch wrong shapes, dtypes and sizes.
+validates ids before batching. These checks catch wrong shapes, dtypes and sizes, and
+positions out of range when they are concrete.
 """
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 
@@ -27,9 +29,10 @@ def check_mask(mask, tokens, name: str = "mask") -> None:
         )
 
 
-def check_packing(segment_ids, positions, tokens, prefix: str = "") -> None:
-    """segment_ids, positions: None or [B, T] integer with the tokens' shape; segment ids
-    (a packed row) need their per-segment positions."""
+def check_packing(segment_ids, positions, tokens, max_len: int, prefix: str = "") -> None:
+    """segment_ids, positions: None or [B, T] integer with the tokens' shape, positions in
+    [0, max_len) when concrete (position tables are gathered, and a gather clamps); segment
+    ids (a packed row) need their per-segment positions."""
     for name, value in (("segment_ids", segment_ids), ("positions", positions)):
         if value is None:
             continue
@@ -37,6 +40,13 @@ def check_packing(segment_ids, positions, tokens, prefix: str = "") -> None:
             raise ValueError(
                 f"{prefix}{name} must be an integer array of shape {np.shape(tokens)}, "
                 f"got shape {np.shape(value)} dtype {value.dtype}"
+            )
+    if positions is not None and not isinstance(positions, jax.core.Tracer) and np.size(positions):
+        values = np.asarray(positions)
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= max_len:
+            raise ValueError(
+                f"{prefix}positions must lie in [0, model.max_len={max_len}), got values in [{low}, {high}]"
             )
     if segment_ids is not None and positions is None:
         raise ValueError(f"{prefix}segment_ids need {prefix}positions (each token's position in its segment), got None")

@@ -69,7 +69,7 @@ class TransformerEncoder(TokenModel):
 
     def _encode(self, stack, tokens, mask, embedded, train, segment_ids, positions):
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
-        check_packing(segment_ids, positions, tokens)
+        check_packing(segment_ids, positions, tokens, self.cfg.max_len)
         if positions is None:
             positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
         return stack(embedded, mask, positions, segment_ids, train)

@@ -81,8 +81,8 @@ class TransformerSeq2Seq(EncoderDecoder):
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
         check_source(src, src_mask, tokens.shape[0])
         check_tokens(src, "src", max_len=self.cfg.max_len)
-        check_packing(segment_ids, positions, tokens)
-        check_packing(src_segment_ids, src_positions, src, "src_")
+        check_packing(segment_ids, positions, tokens, self.cfg.max_len)
+        check_packing(src_segment_ids, src_positions, src, self.cfg.max_len, "src_")
         if (segment_ids is None) != (src_segment_ids is None):
             raise ValueError("segment_ids and src_segment_ids come together (a packed batch), got only one of them")
         encoded, src_mask = self._encode(src, src_mask, train, src_segment_ids, src_positions)

@@ -52,7 +52,7 @@ class TransformerLM(TokenModel):
         token's position (within its segment when packed). Returns hidden: [B, T, D] float32.
         """
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
-        check_packing(segment_ids, positions, tokens)
+        check_packing(segment_ids, positions, tokens, self.cfg.max_len)
         if positions is None:
             positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
         x = self.inputs(embedded, positions, train)

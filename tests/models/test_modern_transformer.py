@@ -108,11 +108,23 @@ def test_rotary_scores_depend_only_on_the_difference_of_positions():
     positions = jnp.array([0, 1, 3, 4, 7])
 
     def scores(shift):
-        turned = rotary(q, positions + shift, 10000.0), rotary(k, positions + shift, 10000.0)
+        turned = rotary(q, positions + shift, 10000.0, 32), rotary(k, positions + shift, 10000.0, 32)
         return jnp.einsum("bqhd,bkhd->bqk", *turned)
 
     np.testing.assert_allclose(scores(11), scores(0), rtol=1e-4, atol=1e-4)
-    assert not np.allclose(rotary(q, positions, 10000.0), q)
+    assert not np.allclose(rotary(q, positions, 10000.0, 32), q)
+
+
+def test_rotary_turns_each_pair_by_position_times_frequency():
+    x = np.asarray(jax.random.normal(jax.random.key(3), (2, 3, 4, 8)), np.float64)
+    positions = np.array([[0, 5, 63], [1, 2, 40]])
+    angles = positions[..., None, None] * 500.0 ** (-np.arange(4) / 4)  # [B, T, 1, Dh/2]
+    first, second = x[..., :4], x[..., 4:]
+    expected = np.concatenate(
+        [first * np.cos(angles) - second * np.sin(angles), second * np.cos(angles) + first * np.sin(angles)], -1
+    )
+    got = rotary(jnp.asarray(x, jnp.float32), jnp.asarray(positions), 500.0, 64)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_rope_model_is_unchanged_when_every_position_shifts(random_variables):
@@ -412,12 +424,18 @@ def test_new_model_keys_for_another_kind_or_of_the_wrong_type_are_refused(assign
         override(Config(model=ModelConfig(kind="rnn")), [assignment])
 
 
-def test_segment_ids_without_positions_are_refused(random_variables):
+def test_segment_ids_without_positions_and_positions_out_of_range_are_refused(random_variables):
     model, variables = lm(TINY, random_variables)
     with pytest.raises(ValueError, match="segment_ids need positions"):
         model.apply(variables, PACKED_TOKENS, segment_ids=PACKED_SEGMENTS)
     with pytest.raises(ValueError, match="positions must be an integer array of shape \\(1, 8\\)"):
         model.apply(variables, PACKED_TOKENS, positions=PACKED_POSITIONS[:, :4])
+    # Position tables (rope's, learned ones) are gathered, and a gather clamps silently.
+    with pytest.raises(
+        ValueError,
+        match=f"positions must lie in \\[0, model.max_len={TINY.max_len}\\), got values in \\[0, {TINY.max_len}\\]",
+    ):
+        model.apply(variables, PACKED_TOKENS, positions=PACKED_POSITIONS.at[0, 3].set(TINY.max_len))
 
 
 def test_a_checkpoint_does_not_resume_across_scan_layers(tmp_path):
