@@ -119,8 +119,9 @@ class ModelConfig:
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
     attention_kernel: str = option(
         "auto",
-        "auto | xla | cudnn: jax.nn.dot_product_attention's implementation (auto: cudnn on a GPU in 16 bits where "
-        "it expresses the mask); masks cudnn cannot express (padding, segments, dilation) run on xla",
+        "auto | xla | cudnn: teacher-forced self-attention's kernel, cudnn = jax.nn.dot_product_attention's fused "
+        "cuDNN kernel (auto: on a GPU in 16 bits), xla = grouped matmuls with a hand-written backward; masks cudnn "
+        "cannot express (padding, segments, dilation) run on xla",
         kinds=ATTENTION,
     )
     scan_layers: bool = option(

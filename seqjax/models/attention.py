@@ -9,10 +9,10 @@ dtype.
 Two layouts, one per kind of attention:
 
 - Teacher-forced self-attention keeps activations [B, T, heads, Dh] from projection to
-  output, the layout `jax.nn.dot_product_attention` takes; `model.attention_kernel` picks its
-  implementation. cuDNN's fused kernel is given only what it expresses — `is_causal` and a
+  output; `model.attention_kernel` picks the kernel (`attend`). cuDNN's fused kernel (through
+  `jax.nn.dot_product_attention`) is given only what it expresses — `is_causal` and a
   contiguous `local_window_size` — so padding, segment ids (packed rows) or a dilated window
-  run on XLA under one boolean mask.
+  run on XLA, in `dense_attention`, under one boolean mask.
 - Keys and values that are stored and read many times — the KV cache of a decode step and
   the cross-attention memory — are laid out [B, K, M, Dh] and read by `stored_attention`, an
   explicit grouped einsum whose batch axes (B, K) lead both operands. Given [B, M, K, Dh],
@@ -33,6 +33,7 @@ import numpy as np
 from jax import lax
 
 from seqjax.config import ModelConfig
+from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import SelfMask
 from seqjax.models.step_dense import apply_dense
 
@@ -89,17 +90,24 @@ def resolve_kernel(kernel: str, dtype: Any, head_dim: int) -> str:
     return "cudnn" if on_gpu and supported and head_dim <= 128 and head_dim % 8 == 0 else "xla"
 
 
-def self_attention_arguments(mask: SelfMask, kernel: str, length: int) -> dict[str, Any]:
-    """Keyword arguments of `jax.nn.dot_product_attention` for a teacher-forced self-attention
-    of T = length tokens under `mask`, with `kernel` resolved ("xla" | "cudnn").
+def cudnn_arguments(mask: SelfMask) -> dict[str, Any] | None:
+    """`is_causal` and `local_window_size` of `jax.nn.dot_product_attention` when they are the
+    whole of `mask` (no padding or segments, dilation 1), the part cuDNN's kernel expresses;
+    None otherwise."""
+    if mask.extra is not None or mask.dilation != 1:
+        return None
+    window = (mask.window - 1, 0) if mask.causal and mask.window else None
+    return {"is_causal": mask.causal, "local_window_size": window}
 
-    cuDNN gets the structured part as is_causal / local_window_size when that is the whole
-    mask (no padding or segments, dilation 1); anything else is one boolean mask on XLA.
-    """
-    if kernel == "cudnn" and mask.extra is None and mask.dilation == 1:
-        window = (mask.window - 1, 0) if mask.causal and mask.window else None
-        return {"implementation": "cudnn", "is_causal": mask.causal, "local_window_size": window}
-    return {"implementation": "xla", "mask": mask.dense(length)}
+
+def attend(q, k, v, mask: SelfMask, kernel: str):
+    """Teacher-forced self-attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask`,
+    with `kernel` resolved ("xla" | "cudnn"): cuDNN's fused kernel where it expresses the
+    mask, else `dense_attention` under the whole mask. Returns [B, T, H, Dh]."""
+    arguments = cudnn_arguments(mask) if kernel == "cudnn" else None
+    if arguments is not None:
+        return jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **arguments)
+    return dense_attention(q, k, v, mask.dense(q.shape[1]))
 
 
 def write_cache(buffer, update, slots, layer=None):
@@ -211,8 +219,7 @@ class SelfAttention(nn.Module):
         query sees. Returns [B, T, D]."""
         q, k, v = self._project(x, positions)
         kernel = resolve_kernel(self.cfg.attention_kernel, q.dtype, q.shape[-1])
-        arguments = self_attention_arguments(mask, kernel, x.shape[1])
-        return self.out(jax.nn.dot_product_attention(q, k, v, **arguments))
+        return self.out(attend(q, k, v, mask, kernel))
 
     def decode(self, x, cache, positions, slots, mask, layer=None):
         """One step of N rows against their KV cache; the cost is fixed by the cache size.

@@ -12,7 +12,8 @@ import pytest
 from seqjax.config import Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
-from seqjax.models.attention import resolve_kernel, rotary, self_attention_arguments, stored_attention
+from seqjax.models.attention import attend, cudnn_arguments, resolve_kernel, rotary, stored_attention
+from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import self_mask
 from seqjax.training.loop import open_run
 from seqjax.training.state import Checkpointer, TrainState
@@ -228,7 +229,7 @@ CUDNN_EXPRESSES = {"causal", "window", "bidirectional"}
 
 
 @pytest.mark.parametrize("name", MASKS)
-def test_dot_product_attention_arguments_and_stored_attention_equal_explicit_attention_for_every_mask(name):
+def test_every_attention_path_equals_explicit_attention_for_every_mask(name):
     q = jax.random.normal(jax.random.key(3), (B, T, 4, 8))
     k, v = jax.random.normal(jax.random.key(4), (2, B, T, 2, 8))
     parts = MASKS[name]
@@ -238,20 +239,55 @@ def test_dot_product_attention_arguments_and_stored_attention_equal_explicit_att
     allowed = reference_mask(**parts)
     seen = allowed.any(-1)[:, 0]  # [B, T]: a query that sees no key has no defined output
     expected = jax.jit(explicit_attention)(q, k, v, allowed)[seen]
-    xla = self_attention_arguments(mask, "xla", T)
-    got = jax.jit(functools.partial(jax.nn.dot_product_attention, **xla))(q, k, v)
+    got = jax.jit(functools.partial(attend, mask=mask, kernel="xla"))(q, k, v)
     np.testing.assert_allclose(got[seen], expected, rtol=1e-5, atol=1e-5)
     # The decode step's and cross-attention's path, over keys and values stored [B, K, T, Dh].
     stored = jax.jit(stored_attention)(q, jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2), allowed)
     np.testing.assert_allclose(stored[seen], expected, rtol=1e-5, atol=1e-5)
-    cudnn = self_attention_arguments(mask, "cudnn", T)
+    arguments = cudnn_arguments(mask)
     if name in CUDNN_EXPRESSES:
-        assert cudnn["implementation"] == "cudnn" and "mask" not in cudnn
-        # The same structured arguments on XLA: what cuDNN is asked for is the mask.
-        on_xla = jax.jit(functools.partial(jax.nn.dot_product_attention, **{**cudnn, "implementation": "xla"}))(q, k, v)
+        # What cuDNN is asked for, run on XLA: the structured arguments are the whole mask.
+        on_xla = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="xla", **arguments))(q, k, v)
         np.testing.assert_allclose(on_xla[seen], expected, rtol=1e-5, atol=1e-5)
     else:
-        assert cudnn["implementation"] == "xla" and cudnn["mask"] is not None
+        assert arguments is None
+
+
+@pytest.mark.parametrize("name", MASKS)
+def test_dense_attention_gradients_equal_autodiff_of_jax_attention_for_every_mask(name):
+    """The hand-written backward against autodiff through `jax.nn.dot_product_attention`, rows
+    that see no key included (their logits are constants there too)."""
+    q = jax.random.normal(jax.random.key(5), (B, T, 4, 8))
+    k, v, cotangent = jax.random.normal(jax.random.key(6), (3, B, T, 2, 8))
+    cotangent = jnp.repeat(cotangent, 2, axis=2)
+    allowed = jnp.asarray(reference_mask(**MASKS[name]))
+
+    def gradients(attention):
+        return jax.jit(jax.grad(lambda *qkv: jnp.sum(attention(*qkv) * cotangent), argnums=(0, 1, 2)))(q, k, v)
+
+    got = gradients(lambda q, k, v: dense_attention(q, k, v, allowed))
+    expected = gradients(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=allowed, implementation="xla"))
+    for name_, g, e in zip("qkv", got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=f"d{name_}")
+
+
+def test_dense_attention_in_bfloat16_keeps_the_dtype_and_agrees_with_float32():
+    q = jax.random.normal(jax.random.key(7), (B, T, 4, 8))
+    k, v = jax.random.normal(jax.random.key(8), (2, B, T, 1, 8))
+    allowed = jnp.asarray(reference_mask(causal=True))
+
+    def value_and_gradients(*qkv):
+        return jax.value_and_grad(lambda *a: jnp.sum(dense_attention(*a, allowed).astype(jnp.float32) ** 2), (0, 1, 2))(
+            *qkv
+        )
+
+    low, low_grads = jax.jit(value_and_gradients)(*(x.astype(jnp.bfloat16) for x in (q, k, v)))
+    high, high_grads = jax.jit(value_and_gradients)(q, k, v)
+    assert dense_attention(q.astype(jnp.bfloat16), k, v, allowed).dtype == jnp.float32  # v's dtype
+    np.testing.assert_allclose(low, high, rtol=3e-2)
+    for g_low, g_high in zip(low_grads, high_grads):
+        assert g_low.dtype == jnp.bfloat16
+        np.testing.assert_allclose(g_low.astype(jnp.float32), g_high, rtol=5e-2, atol=5e-2)
 
 
 def test_auto_kernel_is_xla_on_cpu_and_in_float32():
