@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from seqjax.contracts import SharedByBeams, StepFn
 from seqjax.decoding.phases import phased_while_loop, state_capacity
+from seqjax.decoding.top_k import top_k
 from seqjax.decoding.validation import check_positive_int, check_step_contract, check_token_id, is_int, is_real
 
 
@@ -145,7 +146,7 @@ def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, bea
         # ranking of V per beam, then rankings of those K (K + 1) candidates, which keep the
         # order (and tie-breaking) of a ranking of all K x V.
         per_beam = min(k + 1, vocab_size)
-        beam_logp, beam_token = jax.lax.top_k(live_logp.reshape(-1, 1) + log_probs, per_beam)
+        beam_logp, beam_token = top_k(live_logp.reshape(-1, 1) + log_probs, per_beam)
         candidate_logp = beam_logp.reshape(batch_size, k * per_beam)
         beam_offset = (jnp.arange(k) * vocab_size)[None, :, None]
         candidate_index = (beam_offset + beam_token.reshape(batch_size, k, per_beam)).reshape(batch_size, -1)

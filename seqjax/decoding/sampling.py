@@ -18,6 +18,7 @@ from jax.typing import ArrayLike
 
 from seqjax.contracts import StepFn
 from seqjax.decoding.loop import decode_loop
+from seqjax.decoding.top_k import top_k
 from seqjax.decoding.validation import (
     check_positive_int,
     check_step_contract,
@@ -53,7 +54,7 @@ def truncate_top_k(log_probs: ArrayLike, k: int) -> jax.Array:
       [[0.625 0.    0.375]]
     """
     log_probs = jnp.asarray(log_probs, jnp.float32)
-    _, kept = jax.lax.top_k(log_probs, k)
+    _, kept = top_k(log_probs, k)
     rows = jnp.arange(log_probs.shape[0])[:, None]
     keep = jnp.zeros(log_probs.shape, bool).at[rows, kept].set(True)
     return jax.nn.log_softmax(jnp.where(keep, log_probs, -jnp.inf), axis=-1)
