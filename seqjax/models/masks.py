@@ -125,6 +125,14 @@ class SelfMask:
             structured = jnp.ones((1, 1, length, length), bool)
         return structured if self.extra is None else structured & self.extra
 
+    def key_range(self, start: int, end: int, length: int) -> tuple[int, int]:
+        """[first, last + 1) of the keys that the structured part lets queries start..end-1
+        (of T = `length`) see: every key outside is masked for all of them."""
+        if not self.causal:
+            return 0, length
+        reach = (self.window - 1) * self.dilation if self.window else start
+        return max(0, start - reach), end
+
 
 def self_mask(*, causal: bool, window: int = 0, dilation: int = 1, valid=None, segments=None) -> SelfMask:
     """The SelfMask with optional key padding valid [B, T] bool and segment ids segments

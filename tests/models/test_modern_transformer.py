@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from attention_cases import MASKS, reference_mask
 
 from seqjax.config import Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
@@ -187,23 +188,6 @@ def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables
 # --- attention kernels and masks -----------------------------------------------------------------
 
 
-def reference_mask(causal, window=0, dilation=1, valid=None, segments=None):
-    """[B, 1, T, T] bool by loops over (query, key) pairs."""
-    allowed = np.ones((B, 1, T, T), bool)
-    for b in range(B):
-        for q in range(T):
-            for k in range(T):
-                if causal:
-                    distance = q - k
-                    near = window == 0 or (distance < window * dilation and distance % dilation == 0)
-                    allowed[b, 0, q, k] &= distance >= 0 and near
-                if valid is not None:
-                    allowed[b, 0, q, k] &= bool(valid[b, k])
-                if segments is not None:
-                    allowed[b, 0, q, k] &= segments[b, q] == segments[b, k]
-    return allowed
-
-
 def explicit_attention(q, k, v, mask):
     """softmax(q k^T / √Dh, masked) v as explicit matmuls, K key/value heads repeated over H."""
     groups = q.shape[2] // k.shape[2]
@@ -213,18 +197,6 @@ def explicit_attention(q, k, v, mask):
     return jnp.einsum("bhqk,bkhd->bqhd", weights, v)
 
 
-VALID = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
-SEGMENTS = np.array([[1, 1, 2, 2, 2, 0], [1, 2, 2, 2, 3, 3]], np.int32)
-MASKS = {
-    "causal": dict(causal=True),
-    "window": dict(causal=True, window=3),
-    "dilated_window": dict(causal=True, window=2, dilation=2),
-    "causal_padding": dict(causal=True, valid=VALID),
-    "segments": dict(causal=True, segments=SEGMENTS),
-    "window_segments_padding": dict(causal=True, window=2, valid=VALID, segments=SEGMENTS),
-    "bidirectional": dict(causal=False),
-    "bidirectional_padding_segments": dict(causal=False, valid=VALID, segments=SEGMENTS),
-}
 CUDNN_EXPRESSES = {"causal", "window", "bidirectional"}
 
 
