@@ -113,15 +113,54 @@ def matmul_peak(n: int = 2048, repeats: int = 7, dtype=jnp.float32) -> float:
     return 1000 * matmul_tflops(n, repeats, dtype)
 
 
-def interleaved(candidates: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Median seconds per call of each candidate, timed round-robin so that load hits all alike."""
+def interleaved(
+    candidates: dict[str, Callable[[], None]],
+    repeats: int,
+    before: dict[str, Callable[[], None]] | None = None,
+) -> dict[str, float]:
+    """Median seconds per call of each candidate, timed round-robin so that load hits all alike.
+
+    before: optional untimed calls, run right before a candidate's timed call on each of its
+    turns, so that a turn measures the candidate's steady state rather than what switching from
+    the other candidates costs it (see `fresh_memory_ms`).
+    """
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
+            if before is not None:
+                before[name]()
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def fresh_memory_ms(megabytes: int = 768, idle_seconds: float = 3.0, repeats: int = 3) -> tuple[float, float]:
+    """Median milliseconds to allocate and write `megabytes` of memory (huge pages where the
+    kernel gives them) right after the same amount was freed, and after `idle_seconds` idle.
+
+    On bare metal the two are close. On a virtual machine whose host takes freed memory back
+    (virtio-balloon free page reporting) the second is several times the first: the host has to
+    map and zero the pages again. XLA on CPU allocates each execution's temporaries afresh, so a
+    train step that follows another framework's turn pays the second price.
+    """
+    count = megabytes * 2**20 // 4
+
+    def touch() -> float:
+        start = time.perf_counter()
+        block = np.empty(count, np.float32)
+        block.fill(1.0)
+        seconds = time.perf_counter() - start
+        del block
+        return seconds
+
+    touch()
+    just_freed = [touch() for _ in range(repeats)]
+    after_idle = []
+    for _ in range(repeats):
+        time.sleep(idle_seconds)
+        after_idle.append(touch())
+    return 1000 * statistics.median(just_freed), 1000 * statistics.median(after_idle)
 
 
 def add_timing_arguments(parser, default_steps: int) -> None:

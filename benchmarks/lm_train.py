@@ -3,8 +3,12 @@
     python benchmarks/lm_train.py [--quick] [--repeats 5] [--steps 5] [--models lstm,transformer,modern]
 
 Each repeat times `--steps` train steps (forward, backward, AdamW update) of seqjax and
-then of torch, round-robin; the table reports median tokens/s, the ratio, and each
-model's fraction of the measured fp32 matmul peak. The "modern" row is the Transformer
+then of torch, round-robin, each turn after one untimed step of the same framework (so that a
+turn measures a framework's steady state, not what taking over the process from the other one
+costs it: on a virtual machine whose host reclaims freed memory that first step is dearer);
+the table reports median tokens/s, the ratio, and each model's fraction of the measured fp32
+matmul peak. The header also records `fresh_memory_ms`, the price of freshly mapped memory on
+the machine. The "modern" row is the Transformer
 row's shapes with Llama's blocks (rotary positions, RMSNorm, SwiGLU, grouped-query attention
 with 2 key/value heads, no biases), written out in torch with the same blocks. Writes
 benchmarks/results/lm_train.md (`--quick`: tiny shapes, lm_train_quick.md).
@@ -21,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     LMShapes,
     add_timing_arguments,
+    fresh_memory_ms,
     interleaved,
     lm_train_step,
     machine,
@@ -160,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     print("machine:", machine())
     peak = matmul_peak(512 if args.quick else 2048)  # GFLOP/s
     print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s")
+    just_freed_ms, after_idle_ms = fresh_memory_ms()
+    print(f"writing 768 MiB of new memory: {just_freed_ms:.0f} ms just after freeing as much, "
+          f"{after_idle_ms:.0f} ms after 3 s idle")
     torch = torch_or_none()
     rows = []
     for name in names:
@@ -170,7 +178,8 @@ def main(argv: list[str] | None = None) -> None:
             candidates["torch"] = torch_step(name, b, t, cfg, vocab)
         for run in candidates.values():
             run(2)  # compile / warm up
-        seconds = interleaved({k: (lambda r=r: r(steps)) for k, r in candidates.items()}, repeats)
+        timed = {k: (lambda r=r: r(steps)) for k, r in candidates.items()}
+        seconds = interleaved(timed, repeats, before={k: (lambda r=r: r(1)) for k, r in candidates.items()})
         tokens = b * t * steps
         flops = train_flops_per_token(name, cfg, t, vocab)
         tps = {k: tokens / s for k, s in seconds.items()}
@@ -186,8 +195,10 @@ def main(argv: list[str] | None = None) -> None:
         ["model", "shape", "seqjax tok/s", "seqjax % peak", "torch tok/s", "torch % peak", "seqjax / torch"], rows
     )
     size = 512 if args.quick else 2048
-    body = (f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. Medians of {repeats} interleaved "
-            f"repeats of {steps} train steps (forward, backward, AdamW), full softmax, dropout 0. The modern row: "
+    body = (f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. Writing 768 MiB of newly allocated "
+            f"memory: {just_freed_ms:.0f} ms just after freeing as much, {after_idle_ms:.0f} ms after 3 s idle. "
+            f"Medians of {repeats} interleaved repeats of {steps} train steps (forward, backward, AdamW), each "
+            f"turn after one untimed step, full softmax, dropout 0. The modern row: "
             f"rotary positions, RMSNorm, SwiGLU (d_ff each for gate and up), grouped-query attention, no biases, "
             f"in both frameworks.\n\n{table}\n")
     print(table)
