@@ -120,8 +120,9 @@ class ModelConfig:
     attention_kernel: str = option(
         "auto",
         "auto | xla | cudnn: teacher-forced self-attention's kernel, cudnn = jax.nn.dot_product_attention's fused "
-        "cuDNN kernel (auto: on a GPU in 16 bits), xla = grouped matmuls with a hand-written backward; masks cudnn "
-        "cannot express (padding, segments, dilation) run on xla",
+        "cuDNN kernel (auto: on a GPU in 16 bits), xla = grouped matmuls with a hand-written backward, by blocks of "
+        "64 queries that skip the keys the causal mask and window hide; masks cudnn cannot express (padding, "
+        "segments, dilation) run on xla",
         kinds=ATTENTION,
     )
     scan_layers: bool = option(
