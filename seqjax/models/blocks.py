@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
@@ -22,6 +23,33 @@ from seqjax.models.masks import SelfMask
 from seqjax.models.step_dense import apply_dense
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
+
+
+@jax.custom_vjp
+def gated_silu(gate, up):
+    """silu(gate) · up, elementwise (SwiGLU's gate), any shape and float dtype.
+
+    The backward pass keeps only gate and up and recomputes the sigmoid; autodiff of
+    `nn.silu(gate) * up` keeps sigmoid(gate) and silu(gate) too, each written out by a pass of
+    its own. In the modern LM benchmark's train step (B=16, T=128, D=512, d_ff=2048, 4 layers):
+    678 against 742 MiB of temporaries, and 0-29 ms faster a step of 1.8 s (four in-process
+    A/Bs on a 2-core AMD EPYC).
+    """
+    return gate * jax.nn.sigmoid(gate) * up
+
+
+def _gated_silu_forward(gate, up):
+    return gated_silu(gate, up), (gate, up)
+
+
+def _gated_silu_backward(residuals, cotangent):
+    gate, up = residuals
+    sigmoid = jax.nn.sigmoid(gate)
+    d_gate = cotangent * up * sigmoid * (1 + gate * (1 - sigmoid))
+    return d_gate.astype(gate.dtype), (cotangent * gate * sigmoid).astype(up.dtype)
+
+
+gated_silu.defvjp(_gated_silu_forward, _gated_silu_backward)
 
 
 def make_norm(cfg: ModelConfig, dtype: Any) -> nn.Module:
@@ -66,7 +94,7 @@ class Block(nn.Module):
         # operand out transposed and writes it column by column (about half the MLP's backward).
         y = self._enter(self.ff_norm, x).reshape(-1, x.shape[-1])
         if self.cfg.mlp == "swiglu":
-            h = nn.silu(apply_dense(self.ff_gate, y, step)) * apply_dense(self.ff_in, y, step)
+            h = gated_silu(apply_dense(self.ff_gate, y, step), apply_dense(self.ff_in, y, step))
         else:
             h = ACTIVATIONS[self.cfg.mlp](apply_dense(self.ff_in, y, step))
         return self._leave(self.ff_norm, x, apply_dense(self.ff_out, h, step).reshape(x.shape), train)
