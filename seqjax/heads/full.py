@@ -95,7 +95,7 @@ def full_softmax_loss(
         target_logits = jnp.take_along_axis(logits, targets[:, None], axis=1)[:, 0]
         log_normalizer = jax.nn.logsumexp(logits, axis=1)
         return log_normalizer - target_logits + z_loss * log_normalizer**2
-    return _blocked_loss(hidden, weights, biases, targets, chunk_size, False, float(z_loss))
+    return _blocked_loss(hidden, weights, biases, targets, chunk_size, float(z_loss))
 
 
 def _block_logits(hidden, weights, biases, start, size):
@@ -112,9 +112,8 @@ def _block_starts(vocab_size: int, block: int):
     return starts, (num_full * block if remainder else None), remainder
 
 
-def _forward(hidden, weights, biases, targets, block, save_logits, z_loss):
-    """Returns per-row losses (z-loss included), row log-normalizers [N] and, if asked, the
-    logits blocks."""
+def _forward(hidden, weights, biases, targets, block, z_loss):
+    """Returns per-row losses (z-loss included) and row log-normalizers [N]."""
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
 
@@ -126,35 +125,32 @@ def _forward(hidden, weights, biases, targets, block, save_logits, z_loss):
 
     def step(carry, start):
         logits = _block_logits(hidden, weights, biases, start, block)
-        return accumulate(carry, logits), (logits if save_logits else None)
+        return accumulate(carry, logits), None
 
     rows = hidden.shape[0]
     carry = (jnp.full((rows,), -jnp.inf, jnp.float32), jnp.zeros((rows,), jnp.float32))
-    carry, saved = lax.scan(step, carry, starts)
-    saved_remainder = None
+    carry, _ = lax.scan(step, carry, starts)
     if remainder_start is not None:
-        logits = _block_logits(hidden, weights, biases, remainder_start, remainder)
-        carry = accumulate(carry, logits)
-        saved_remainder = logits if save_logits else None
+        carry = accumulate(carry, _block_logits(hidden, weights, biases, remainder_start, remainder))
     running_max, running_sum = carry
     log_normalizer = running_max + jnp.log(running_sum)
     target_logits = jnp.einsum("nd,nd->n", hidden, weights[targets]) + biases[targets]
     losses = log_normalizer - target_logits + z_loss * log_normalizer**2
-    return losses, log_normalizer, (saved, saved_remainder)
+    return losses, log_normalizer
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
-def _blocked_loss(hidden, weights, biases, targets, block, save_logits, z_loss):
-    return _forward(hidden, weights, biases, targets, block, save_logits, z_loss)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _blocked_loss(hidden, weights, biases, targets, block, z_loss):
+    return _forward(hidden, weights, biases, targets, block, z_loss)[0]
 
 
-def _blocked_loss_fwd(hidden, weights, biases, targets, block, save_logits, z_loss):
-    losses, log_normalizer, saved = _forward(hidden, weights, biases, targets, block, save_logits, z_loss)
-    return losses, (hidden, weights, biases, targets, log_normalizer, saved)
+def _blocked_loss_fwd(hidden, weights, biases, targets, block, z_loss):
+    losses, log_normalizer = _forward(hidden, weights, biases, targets, block, z_loss)
+    return losses, (hidden, weights, biases, targets, log_normalizer)
 
 
-def _blocked_loss_bwd(block, save_logits, z_loss, residuals, loss_grads):
-    hidden, weights, biases, targets, log_normalizer, (saved, saved_remainder) = residuals
+def _blocked_loss_bwd(block, z_loss, residuals, loss_grads):
+    hidden, weights, biases, targets, log_normalizer = residuals
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
     # d (z · log Z²) / d logit_nv = 2 z log Z_n p_nv: the softmax part's weight grows by it.
@@ -162,24 +158,22 @@ def _blocked_loss_bwd(block, save_logits, z_loss, residuals, loss_grads):
 
     # d loss_n / d logit_nv = p_nv - [v = t_n]; the softmax part is done block by block here,
     # the one-hot part as a gather/scatter of N rows below, never as an [N, V] matrix.
-    def block_grads(carry, start, logits, size):
+    def block_grads(carry, start, size):
         hidden_grad, weights_grad, biases_grad = carry
-        if logits is None:
-            logits = _block_logits(hidden, weights, biases, start, size)
+        logits = _block_logits(hidden, weights, biases, start, size)
         probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
         weights_grad = lax.dynamic_update_slice_in_dim(weights_grad, probs.T @ hidden, start, 0)
         biases_grad = lax.dynamic_update_slice_in_dim(biases_grad, probs.sum(axis=0), start, 0)
         return hidden_grad, weights_grad, biases_grad
 
-    def step(carry, inputs):
-        start, logits = inputs
-        return block_grads(carry, start, logits, block), None
+    def step(carry, start):
+        return block_grads(carry, start, block), None
 
     carry = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
-    carry, _ = lax.scan(step, carry, (starts, saved))
+    carry, _ = lax.scan(step, carry, starts)
     if remainder_start is not None:
-        carry = block_grads(carry, remainder_start, saved_remainder, remainder)
+        carry = block_grads(carry, remainder_start, remainder)
     hidden_grad, weights_grad, biases_grad = carry
     hidden_grad = hidden_grad - loss_grads[:, None] * weights[targets]
     weights_grad = weights_grad.at[targets].add(-loss_grads[:, None] * hidden)
