@@ -139,10 +139,11 @@ def fresh_memory_ms(megabytes: int = 768, idle_seconds: float = 3.0, repeats: in
     """Median milliseconds to allocate and write `megabytes` of memory (huge pages where the
     kernel gives them) right after the same amount was freed, and after `idle_seconds` idle.
 
-    On bare metal the two are close. On a virtual machine whose host takes freed memory back
-    (virtio-balloon free page reporting) the second is several times the first: the host has to
-    map and zero the pages again. XLA on CPU allocates each execution's temporaries afresh, so a
-    train step that follows another framework's turn pays the second price.
+    On a virtual machine whose host takes freed memory back (virtio-balloon free page reporting)
+    the second is several times the first, the host mapping and zeroing the pages again: about
+    390 against 90 ms on the 2-core AMD EPYC of benchmarks/results/lm_train.md. XLA on CPU
+    allocates each execution's temporaries afresh, so a train step that follows another
+    framework's turn pays the second price.
     """
     count = megabytes * 2**20 // 4
 

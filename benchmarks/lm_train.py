@@ -3,14 +3,14 @@
     python benchmarks/lm_train.py [--quick] [--repeats 5] [--steps 5] [--models lstm,transformer,modern]
 
 Each repeat times `--steps` train steps (forward, backward, AdamW update) of seqjax and
-then of torch, round-robin, each turn after one untimed step of the same framework (so that a
-turn measures a framework's steady state, not what taking over the process from the other one
-costs it: on a virtual machine whose host reclaims freed memory that first step is dearer);
-the table reports median tokens/s, the ratio, and each model's fraction of the measured fp32
-matmul peak. The header also records `fresh_memory_ms`, the price of freshly mapped memory on
-the machine. The "modern" row is the Transformer
-row's shapes with Llama's blocks (rotary positions, RMSNorm, SwiGLU, grouped-query attention
-with 2 key/value heads, no biases), written out in torch with the same blocks. Writes
+then of torch, round-robin, each turn after one untimed step of the same framework, so that a
+turn measures a framework's steady state rather than what taking the process over from the
+other costs it (on a virtual machine whose host takes freed memory back, that first step is
+dearer; the header records `fresh_memory_ms`, the price of new memory on the machine). The
+table reports median tokens/s, the ratio, and each model's fraction of the measured fp32
+matmul peak. The "modern" row is the Transformer row's shapes with Llama's blocks (rotary
+positions, RMSNorm, SwiGLU, grouped-query attention with 2 key/value heads, no biases),
+written out in torch with the same blocks. Writes
 benchmarks/results/lm_train.md (`--quick`: tiny shapes, lm_train_quick.md).
 """
 
