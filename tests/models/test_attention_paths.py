@@ -1,6 +1,7 @@
 """Every teacher-forced attention path against explicit attention, for every mask: XLA's blocks
 of queries, the stored-key path of decoding and cross-attention, the arguments handed to cuDNN,
-and the hand-written backward of `dense_attention` (float32 and bfloat16)."""
+the hand-written backward of `dense_attention` (float32 and bfloat16), and the kernel `auto`
+picks."""
 
 import functools
 
@@ -8,13 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from attention_cases import MASKS, reference_mask
+from attention_cases import MASKS, B, T, reference_mask
 
 from seqjax.models.attention import attend, cudnn_arguments, resolve_kernel, stored_attention
 from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import self_mask
-
-B, T = 2, 6
 
 
 def explicit_attention(q, k, v, mask):
