@@ -165,9 +165,11 @@ def main(argv: list[str] | None = None) -> None:
     print("machine:", machine())
     peak = matmul_peak(512 if args.quick else 2048)  # GFLOP/s
     print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s")
-    just_freed_ms, after_idle_ms = fresh_memory_ms()
-    print(f"writing 768 MiB of new memory: {just_freed_ms:.0f} ms just after freeing as much, "
-          f"{after_idle_ms:.0f} ms after 3 s idle")
+    megabytes, idle_seconds = 768, 3.0
+    just_freed_ms, after_idle_ms = fresh_memory_ms(megabytes, idle_seconds)
+    fresh_memory = (f"Writing {megabytes} MiB of newly allocated memory: {just_freed_ms:.0f} ms just after freeing "
+                    f"as much, {after_idle_ms:.0f} ms after {idle_seconds:g} s idle.")
+    print(fresh_memory)
     torch = torch_or_none()
     rows = []
     for name in names:
@@ -195,8 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         ["model", "shape", "seqjax tok/s", "seqjax % peak", "torch tok/s", "torch % peak", "seqjax / torch"], rows
     )
     size = 512 if args.quick else 2048
-    body = (f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. Writing 768 MiB of newly allocated "
-            f"memory: {just_freed_ms:.0f} ms just after freeing as much, {after_idle_ms:.0f} ms after 3 s idle. "
+    body = (f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. {fresh_memory} "
             f"Medians of {repeats} interleaved repeats of {steps} train steps (forward, backward, AdamW), each "
             f"turn after one untimed step, full softmax, dropout 0. The modern row: "
             f"rotary positions, RMSNorm, SwiGLU (d_ff each for gate and up), grouped-query attention, no biases, "
