@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
 from seqjax.models.masks import SelfMask
+from seqjax.models.rows_matmul import rows_dot_general
 from seqjax.models.step_dense import apply_dense
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
@@ -75,10 +76,11 @@ class Block(nn.Module):
         if self.cross:
             self.cross_attention = CrossAttention(cfg, self.dtype)
             self.cross_norm = make_norm(cfg, self.dtype)
-        self.ff_in = nn.Dense(cfg.d_ff, use_bias=cfg.bias, dtype=self.dtype)
+        dense = dict(use_bias=cfg.bias, dtype=self.dtype, dot_general=rows_dot_general)
+        self.ff_in = nn.Dense(cfg.d_ff, **dense)
         if cfg.mlp == "swiglu":
-            self.ff_gate = nn.Dense(cfg.d_ff, use_bias=cfg.bias, dtype=self.dtype)
-        self.ff_out = nn.Dense(cfg.d_model, use_bias=cfg.bias, dtype=self.dtype)
+            self.ff_gate = nn.Dense(cfg.d_ff, **dense)
+        self.ff_out = nn.Dense(cfg.d_model, **dense)
         self.ff_norm = make_norm(cfg, self.dtype)
         self.dropout = nn.Dropout(cfg.dropout)
 

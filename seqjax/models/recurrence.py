@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from seqjax.models.cells import UPDATES, matmul
+from seqjax.models.rows_matmul import row_major_transpose
 
 
 def _masked_update(cell, carry, gates_x, recurrent, bias, valid):
@@ -93,7 +94,7 @@ def _recurrence_bwd(cell, dtype, reverse, residuals, cotangents):
     )
     time, batch, features = previous[-1].shape
     d_kernel = matmul(
-        previous[-1].reshape(time * batch, features).T,
+        row_major_transpose(previous[-1].reshape(time * batch, features)),
         d_recurrent.reshape(time * batch, -1),
         dtype,
     )
