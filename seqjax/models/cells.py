@@ -19,6 +19,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from seqjax.models.rows_matmul import rows_matmul
+
 GATES = {"lstm": 4, "gru": 3, "elman": 1}
 CARRY_SIZE = {"lstm": 2, "gru": 1, "elman": 1}
 
@@ -53,8 +55,9 @@ UPDATES = {"lstm": lstm_update, "gru": gru_update, "elman": elman_update}
 
 
 def matmul(x, kernel, dtype):
-    """x @ kernel with operands in `dtype`, accumulated and returned in float32."""
-    return jnp.dot(x.astype(dtype), kernel.astype(dtype), preferred_element_type=jnp.float32)
+    """x [N, D] @ kernel [D, F] with operands in `dtype`, accumulated and returned in float32;
+    under autodiff the kernel's gradient reads a row-major xᵀ (`rows_matmul`)."""
+    return rows_matmul(x.astype(dtype), kernel.astype(dtype), jnp.float32)
 
 
 def zero_carry(cell: str, batch_size: int, features: int):

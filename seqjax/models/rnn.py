@@ -19,7 +19,6 @@ from seqjax.models.cells import GATES, cell_step, matmul, zero_carry
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.recurrence import recurrence
-from seqjax.models.rows_matmul import rows_matmul
 
 
 class Recurrent(nn.Module):
@@ -76,8 +75,7 @@ class Recurrent(nn.Module):
         if carry is None:
             carry = self.initial_carry(batch)
         time_major = jnp.swapaxes(inputs, 0, 1).reshape(time * batch, self.in_features)
-        operands = time_major.astype(self.dtype), self.input_kernel.astype(self.dtype)
-        gates_x = rows_matmul(*operands, jnp.float32) + self.input_bias
+        gates_x = matmul(time_major, self.input_kernel, self.dtype) + self.input_bias
         valid = None if mask is None else jnp.swapaxes(mask, 0, 1)
         outputs, carry = recurrence(
             self.cell,

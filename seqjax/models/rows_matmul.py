@@ -11,7 +11,9 @@ and `rows_matmul` is the product whose backward uses it. In the LM benchmark's t
 (same machine, in-process A/Bs of 8-10 turns each way): the modern Transformer's step took
 1,730 against 1,838 ms and the classic one's 1,536 against 1,577 ms (their MLP kernels
 through `rows_dot_general`), the LSTM's 646 against 662 ms (its input kernel through
-`rows_matmul`, its recurrent kernel's gradient from `row_major_transpose`).
+`cells.matmul`, which is `rows_matmul`, its recurrent kernel's gradient from
+`row_major_transpose`). The attention encoder-decoder, whose decoder steps the cells under
+autodiff, took 636 against 631 ms (no change).
 
 Elsewhere the transpose stays a view: GPU and TPU matmuls read transposed operands natively.
 """
