@@ -210,8 +210,9 @@ def write_result(name: str, title: str, body: str) -> str:
         f.write("Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + "\n\n")
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         f.write(
-            f"Load average (1, 5, 15 min) when written: {load} — the benchmark itself keeps both cores busy (≈ 2); well above that means other work "
-            "shared the machine and absolute figures (not the side-by-side ratios) are depressed.\n\n"
+            f"Load average (1, 5, 15 min) when written: {load} — the benchmark itself keeps both cores busy (≈ 2); "
+            "well above that means other work shared the machine and absolute figures "
+            "(not the side-by-side ratios) are depressed.\n\n"
         )
         f.write(body.rstrip() + "\n")
     return path

@@ -36,8 +36,17 @@ from seqjax.training.steps import make_train_step  # noqa: E402
 
 BATCH, TIME, VOCAB = 8, 64, 1000
 MODEL = ModelConfig(
-    kind="transformer", d_model=128, num_heads=4, kv_heads=2, d_ff=512, dropout=0.1, max_len=TIME,
-    positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False,
+    kind="transformer",
+    d_model=128,
+    num_heads=4,
+    kv_heads=2,
+    d_ff=512,
+    dropout=0.1,
+    max_len=TIME,
+    positions="rope",
+    norm_type="rmsnorm",
+    mlp="swiglu",
+    bias=False,
 )
 QUICK_MODEL = dataclasses.replace(MODEL, d_model=32, d_ff=64, max_len=16)
 DEPTHS, QUICK_DEPTHS = "2,4,8,16,32", "2,4,8"
@@ -51,8 +60,9 @@ def compile_seconds(cfg: ModelConfig, batch: dict[str, np.ndarray]) -> float:
     optimizer = make_optimizer(optim_cfg, 100)
     mesh = make_mesh("data:1", jax.devices()[:1])
     state = jax.eval_shape(lambda: init_state(model, head, optimizer, 0, batch, mesh))
-    step = make_train_step(model, head, TeacherForcing(), optimizer, learning_rate_schedule(optim_cfg, 100), mesh,
-                           state)
+    step = make_train_step(
+        model, head, TeacherForcing(), optimizer, learning_rate_schedule(optim_cfg, 100), mesh, state
+    )
     start = time.perf_counter()
     step.lower(state, batch).compile()
     return time.perf_counter() - start
@@ -81,8 +91,13 @@ def main(argv: list[str] | None = None) -> None:
             print(f"layers {depth:3d} scan_layers={scan!s:5}: {seconds[depth, scan]:.2f} s")
     first = depths[0]
     rows = [
-        [depth, f"{seconds[depth, False]:.2f}", f"{seconds[depth, False] / seconds[first, False]:.2f}x",
-         f"{seconds[depth, True]:.2f}", f"{seconds[depth, True] / seconds[first, True]:.2f}x"]
+        [
+            depth,
+            f"{seconds[depth, False]:.2f}",
+            f"{seconds[depth, False] / seconds[first, False]:.2f}x",
+            f"{seconds[depth, True]:.2f}",
+            f"{seconds[depth, True] / seconds[first, True]:.2f}x",
+        ]
         for depth in depths
     ]
     header = ["layers", "unrolled s", f"vs {first}", "scan_layers s", f"vs {first}"]

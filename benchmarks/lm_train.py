@@ -167,8 +167,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s")
     megabytes, idle_seconds = 768, 3.0
     just_freed_ms, after_idle_ms = fresh_memory_ms(megabytes, idle_seconds)
-    fresh_memory = (f"Writing {megabytes} MiB of newly allocated memory: {just_freed_ms:.0f} ms just after freeing "
-                    f"as much, {after_idle_ms:.0f} ms after {idle_seconds:g} s idle.")
+    fresh_memory = (
+        f"Writing {megabytes} MiB of newly allocated memory: {just_freed_ms:.0f} ms just after freeing "
+        f"as much, {after_idle_ms:.0f} ms after {idle_seconds:g} s idle."
+    )
     print(fresh_memory)
     torch = torch_or_none()
     rows = []
@@ -187,21 +189,28 @@ def main(argv: list[str] | None = None) -> None:
         tps = {k: tokens / s for k, s in seconds.items()}
         ratio = tps["seqjax"] / tps["torch"] if "torch" in tps else float("nan")
         heads = f" H={cfg.num_heads} K={cfg.kv_heads or cfg.num_heads}" if cfg.kind == "transformer" else ""
-        row = [name, f"B={b} T={t} D={cfg.d_model} L={cfg.layers}{heads} V={vocab}", f"{tps['seqjax']:,.0f}",
-               f"{tps['seqjax'] * flops / 1e9 / peak:.0%}",
-               f"{tps['torch']:,.0f}" if "torch" in tps else "n/a",
-               f"{tps['torch'] * flops / 1e9 / peak:.0%}" if "torch" in tps else "n/a", f"{ratio:.2f}x"]
+        row = [
+            name,
+            f"B={b} T={t} D={cfg.d_model} L={cfg.layers}{heads} V={vocab}",
+            f"{tps['seqjax']:,.0f}",
+            f"{tps['seqjax'] * flops / 1e9 / peak:.0%}",
+            f"{tps['torch']:,.0f}" if "torch" in tps else "n/a",
+            f"{tps['torch'] * flops / 1e9 / peak:.0%}" if "torch" in tps else "n/a",
+            f"{ratio:.2f}x",
+        ]
         print(" | ".join(row))
         rows.append(row)
     table = markdown_table(
         ["model", "shape", "seqjax tok/s", "seqjax % peak", "torch tok/s", "torch % peak", "seqjax / torch"], rows
     )
     size = 512 if args.quick else 2048
-    body = (f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. {fresh_memory} "
-            f"Medians of {repeats} interleaved repeats of {steps} train steps (forward, backward, AdamW), each "
-            f"turn after one untimed step, full softmax, dropout 0. The modern row: "
-            f"rotary positions, RMSNorm, SwiGLU (d_ff each for gate and up), grouped-query attention, no biases, "
-            f"in both frameworks.\n\n{table}\n")
+    body = (
+        f"Measured fp32 matmul peak (JAX, {size}^3): {peak:.0f} GFLOP/s. {fresh_memory} "
+        f"Medians of {repeats} interleaved repeats of {steps} train steps (forward, backward, AdamW), each "
+        f"turn after one untimed step, full softmax, dropout 0. The modern row: "
+        f"rotary positions, RMSNorm, SwiGLU (d_ff each for gate and up), grouped-query attention, no biases, "
+        f"in both frameworks.\n\n{table}\n"
+    )
     print(table)
     publish("lm_train", args.quick, "LM training throughput: seqjax vs PyTorch", body)
 

@@ -41,10 +41,15 @@ from seqjax.training.experiment import PRECISIONS  # noqa: E402
 
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.
-FULL = LMShapes(16, 1024, 32_768, ModelConfig(kind="transformer", d_model=1024, layers=16, num_heads=16, d_ff=4096,
-                                              dropout=0.0, max_len=1024))
-QUICK = LMShapes(4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256,
-                                         dropout=0.0, max_len=32))
+FULL = LMShapes(
+    16,
+    1024,
+    32_768,
+    ModelConfig(kind="transformer", d_model=1024, layers=16, num_heads=16, d_ff=4096, dropout=0.0, max_len=1024),
+)
+QUICK = LMShapes(
+    4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256, dropout=0.0, max_len=32)
+)
 
 
 def train_flops_per_token(shapes: LMShapes) -> float:
@@ -68,28 +73,54 @@ def measure(shapes: LMShapes, precision: str, repeats: int, steps: int) -> dict:
         times.append(time.perf_counter() - start)
     step_s = statistics.median(times) / steps
     tokens_per_s = shapes.batch * shapes.time / step_s
-    return {"params": params, "step_s": step_s, "tokens_per_s": tokens_per_s,
-            "model_tflops": tokens_per_s * train_flops_per_token(shapes) / 1e12}
+    return {
+        "params": params,
+        "step_s": step_s,
+        "tokens_per_s": tokens_per_s,
+        "model_tflops": tokens_per_s * train_flops_per_token(shapes) / 1e12,
+    }
 
 
-def report(shapes: LMShapes, precision: str, result: dict, measured_peak: float, nominal_peak: float | None,
-           peak_size: int = 4096) -> str:
+def report(
+    shapes: LMShapes,
+    precision: str,
+    result: dict,
+    measured_peak: float,
+    nominal_peak: float | None,
+    peak_size: int = 4096,
+) -> str:
     m = shapes.model
-    rows = [[
-        f"B={shapes.batch} T={shapes.time} D={m.d_model} L={m.layers} H={m.num_heads} F={m.d_ff} V={shapes.vocab}",
-        f"{result['params']:,}", precision, f"{result['step_s'] * 1000:,.1f}", f"{result['tokens_per_s']:,.0f}",
-        f"{result['model_tflops']:.2f}", f"{result['model_tflops'] / measured_peak:.0%}",
-        f"{result['model_tflops'] / nominal_peak:.0%}" if nominal_peak else "-",
-    ]]
-    header = ["shape", "parameters", "matmuls", "ms / step", "tokens/s", "model TFLOP/s", "MFU (measured peak)",
-              "MFU (nominal peak)"]
+    rows = [
+        [
+            f"B={shapes.batch} T={shapes.time} D={m.d_model} L={m.layers} H={m.num_heads} F={m.d_ff} V={shapes.vocab}",
+            f"{result['params']:,}",
+            precision,
+            f"{result['step_s'] * 1000:,.1f}",
+            f"{result['tokens_per_s']:,.0f}",
+            f"{result['model_tflops']:.2f}",
+            f"{result['model_tflops'] / measured_peak:.0%}",
+            f"{result['model_tflops'] / nominal_peak:.0%}" if nominal_peak else "-",
+        ]
+    ]
+    header = [
+        "shape",
+        "parameters",
+        "matmuls",
+        "ms / step",
+        "tokens/s",
+        "model TFLOP/s",
+        "MFU (measured peak)",
+        "MFU (nominal peak)",
+    ]
     device = jax.devices()[0]
     peaks = f"measured {precision} matmul peak {measured_peak:.3g} TFLOP/s ({peak_size}³, median of 7)"
     if nominal_peak:
         peaks += f"; nominal peak given {nominal_peak:g} TFLOP/s"
-    return (f"Device: {device.platform} ({device.device_kind}); {peaks}. Model FLOPs per token "
-            f"{train_flops_per_token(shapes) / 1e6:,.1f} MFLOP (PaLM count, forward + backward); parameters and "
-            f"softmax in float32, model matmuls in {precision}.\n\n{markdown_table(header, rows)}\n")
+    return (
+        f"Device: {device.platform} ({device.device_kind}); {peaks}. Model FLOPs per token "
+        f"{train_flops_per_token(shapes) / 1e6:,.1f} MFLOP (PaLM count, forward + backward); parameters and "
+        f"softmax in float32, model matmuls in {precision}.\n\n{markdown_table(header, rows)}\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

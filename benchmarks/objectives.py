@@ -50,17 +50,32 @@ COMMON = ["model.dropout=0.0", "train.batch_size=32", "optim.warmup_steps=0", "o
 SEQ2SEQ = ["data.task=reverse", "data.num_train=256", "data.num_eval=8", "data.buckets=(24,)"]
 SETUPS = {  # name -> config overrides
     "attention_seq2seq": SEQ2SEQ + ["model.kind=attention_seq2seq", "model.d_model=256", "model.layers=1"],
-    "transformer_seq2seq": SEQ2SEQ + [
-        "model.kind=transformer_seq2seq", "model.d_model=256", "model.layers=2", "model.num_heads=4",
-        "model.d_ff=1024", "model.max_len=64",
+    "transformer_seq2seq": SEQ2SEQ
+    + [
+        "model.kind=transformer_seq2seq",
+        "model.d_model=256",
+        "model.layers=2",
+        "model.num_heads=4",
+        "model.d_ff=1024",
+        "model.max_len=64",
     ],
     "oracle_lm": [
-        "data.task=oracle", "data.num_train=256", "data.num_eval=8", "data.seq_len=84",
-        "model.kind=rnn", "model.cell=lstm", "model.d_model=128", "model.layers=1",
+        "data.task=oracle",
+        "data.num_train=256",
+        "data.num_eval=8",
+        "data.seq_len=84",
+        "model.kind=rnn",
+        "model.cell=lstm",
+        "model.d_model=128",
+        "model.layers=1",
     ],
 }
 QUICK = [  # appended to every setup: tiny shapes (the Transformer's own keys only where they apply)
-    "model.d_model=16", "train.batch_size=4", "data.num_train=64", "data.buckets=(12,)", "data.max_pair_len=10",
+    "model.d_model=16",
+    "train.batch_size=4",
+    "data.num_train=64",
+    "data.buckets=(12,)",
+    "data.max_pair_len=10",
     "data.seq_len=21",
 ]
 QUICK_TRANSFORMER = ["model.d_ff=32", "model.num_heads=2"]
@@ -120,14 +135,21 @@ def timed_train_step(exp: Experiment, batch: dict, mesh) -> Callable[[int], None
     return step_runner(step, state, jax.device_put(batch))
 
 
-def relative_rows(setup: str, seconds: dict[str, float], tokens: int, steps: int,
-                  options: dict[str, str]) -> list[list[str]]:
+def relative_rows(
+    setup: str, seconds: dict[str, float], tokens: int, steps: int, options: dict[str, str]
+) -> list[list[str]]:
     """Table rows: objective, options, ms per step, target tokens/s, throughput / teacher forcing."""
     per_second = {name: tokens * steps / s for name, s in seconds.items()}
     baseline = per_second.get(BASELINE)
     return [
-        [setup, name, options[name], f"{1000 * s / steps:,.1f}", f"{per_second[name]:,.0f}",
-         f"{per_second[name] / baseline:.2f}x" if baseline else "n/a"]
+        [
+            setup,
+            name,
+            options[name],
+            f"{1000 * s / steps:,.1f}",
+            f"{per_second[name]:,.0f}",
+            f"{per_second[name] / baseline:.2f}x" if baseline else "n/a",
+        ]
         for name, s in seconds.items()
     ]
 
@@ -165,8 +187,11 @@ def main(argv: list[str] | None = None) -> None:
     if BASELINE not in objectives:
         objectives.insert(0, BASELINE)  # every ratio is against it
     print("machine:", machine())
-    rows = [row for setup in setups for row in bench_setup(setup, objectives, quick=args.quick, repeats=repeats,
-                                                            steps=steps)]
+    rows = [
+        row
+        for setup in setups
+        for row in bench_setup(setup, objectives, quick=args.quick, repeats=repeats, steps=steps)
+    ]
     table = markdown_table(["setup", "objective", "options", "ms / step", "target tok/s", "throughput / TF"], rows)
     shapes = "\n".join(f"- {setup}: `{' '.join(SETUPS[setup] + (QUICK if args.quick else []))}`" for setup in setups)
     body = (

@@ -45,8 +45,8 @@ from seqjax.heads import build_head  # noqa: E402
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
-from seqjax.training.memory import format_bytes, memory_report  # noqa: E402
 from seqjax.training.layout import batch_sharding, check_batch_size, make_mesh, validate_strategy  # noqa: E402
+from seqjax.training.memory import format_bytes, memory_report  # noqa: E402
 from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.state import init_state, state_shardings  # noqa: E402
 from seqjax.training.steps import make_shard_map_train_step, make_train_step  # noqa: E402
@@ -73,10 +73,15 @@ LAYOUTS = (
 )
 
 
-FULL = LMShapes(32, 128, 16_384, ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048,
-                                              dropout=0.0, max_len=128))
-QUICK = LMShapes(16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256,
-                                            dropout=0.0, max_len=32))
+FULL = LMShapes(
+    32,
+    128,
+    16_384,
+    ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128),
+)
+QUICK = LMShapes(
+    16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256, dropout=0.0, max_len=32)
+)
 
 
 def prepare(layout: Layout, shapes: LMShapes, initial):
@@ -137,24 +142,51 @@ def run(shapes: LMShapes, repeats: int) -> list[dict]:
     seconds = interleaved(candidates, repeats)
     rows = []
     for name, (layout, _, _, _, compile_s, memory) in prepared.items():
-        rows.append({"layout": layout, "compile_s": compile_s, "step_s": seconds[name], "memory": memory,
-                     "loss_diff": abs(losses[name] - losses["data"])})
+        rows.append(
+            {
+                "layout": layout,
+                "compile_s": compile_s,
+                "step_s": seconds[name],
+                "memory": memory,
+                "loss_diff": abs(losses[name] - losses["data"]),
+            }
+        )
     return rows
 
 
 def table(rows: list[dict], tokens_per_step: int) -> str:
     base = next(r for r in rows if r["layout"].name == "data")
-    header = ["layout", "mesh", "compile s", "step s", "step / data", "params / device", "optimizer / device",
-              "temporaries / device", "peak / device", "peak / data", "loss Δ vs data"]
+    header = [
+        "layout",
+        "mesh",
+        "compile s",
+        "step s",
+        "step / data",
+        "params / device",
+        "optimizer / device",
+        "temporaries / device",
+        "peak / device",
+        "peak / data",
+        "loss Δ vs data",
+    ]
     body = []
     for r in rows:
         m = r["memory"]
-        body.append([
-            r["layout"].name, r["layout"].mesh, f"{r['compile_s']:.1f}", f"{r['step_s']:.3f}",
-            f"{r['step_s'] / base['step_s']:.2f}", format_bytes(m["parameters"]), format_bytes(m["optimizer_state"]),
-            format_bytes(m["step_temporaries"]), format_bytes(m["peak_estimate"]),
-            f"{m['peak_estimate'] / base['memory']['peak_estimate']:.2f}", f"{r['loss_diff']:.1e}",
-        ])
+        body.append(
+            [
+                r["layout"].name,
+                r["layout"].mesh,
+                f"{r['compile_s']:.1f}",
+                f"{r['step_s']:.3f}",
+                f"{r['step_s'] / base['step_s']:.2f}",
+                format_bytes(m["parameters"]),
+                format_bytes(m["optimizer_state"]),
+                format_bytes(m["step_temporaries"]),
+                format_bytes(m["peak_estimate"]),
+                f"{m['peak_estimate'] / base['memory']['peak_estimate']:.2f}",
+                f"{r['loss_diff']:.1e}",
+            ]
+        )
     return markdown_table(header, body) + f"\n\nTokens per step: {tokens_per_step:,} (the 4x-batch row: 4x that)."
 
 
@@ -193,7 +225,8 @@ def main() -> None:
     note = (
         f"The 8 devices are simulated on the host CPU and share its {os.cpu_count()} cores: step times "
         "do not measure scaling; only memory and correctness (loss Δ) are meaningful here."
-        if simulated else f"8 {jax.devices()[0].device_kind} devices."
+        if simulated
+        else f"8 {jax.devices()[0].device_kind} devices."
     )
     rows = run(shapes, args.repeats)
     m = shapes.model

@@ -74,8 +74,9 @@ def _rnn(kind: str, d: int) -> ModelConfig:
 
 
 def _transformer(d: int, layers: int, heads: int, d_ff: int, max_len: int) -> ModelConfig:
-    return ModelConfig(kind="transformer_seq2seq", d_model=d, layers=layers, num_heads=heads, d_ff=d_ff,
-                       dropout=0.0, max_len=max_len)
+    return ModelConfig(
+        kind="transformer_seq2seq", d_model=d, layers=layers, num_heads=heads, d_ff=d_ff, dropout=0.0, max_len=max_len
+    )
 
 
 SETUPS = {
@@ -120,10 +121,19 @@ def train_flops_per_target_token(setup: Setup) -> float:
     """
     c, d, s, t, v = setup.cfg, setup.cfg.d_model, setup.src_len, setup.tgt_len, setup.vocab
     if c.kind == "transformer_seq2seq":
-        per_source = c.layers * (4 * d * d + 2 * d * c.d_ff + 2 * s * d  # qkv + out, mlp, scores + values
-                                 + 2 * d * d)  # the decoder's cross-attention keys and values
-        per_target = c.layers * (4 * d * d + 2 * d * c.d_ff + 2 * t * d  # self-attention (all T keys, masked), mlp
-                                 + 2 * d * d + 2 * s * d)  # cross query + out, scores + values
+        per_source = c.layers * (
+            4 * d * d
+            + 2 * d * c.d_ff
+            + 2 * s * d  # qkv + out, mlp, scores + values
+            + 2 * d * d
+        )  # the decoder's cross-attention keys and values
+        per_target = c.layers * (
+            4 * d * d
+            + 2 * d * c.d_ff
+            + 2 * t * d  # self-attention (all T keys, masked), mlp
+            + 2 * d * d
+            + 2 * s * d
+        )  # cross query + out, scores + values
     else:
         g, dirs = GATES[c.cell], 2 if c.bidirectional else 1
         width = d // dirs
@@ -144,8 +154,9 @@ def seqjax_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     mesh = make_mesh("data:1", jax.devices()[:1])
     batch = synthetic_batch(setup)
     state = init_state(model, head, optimizer, 0, batch, mesh)
-    step = make_train_step(model, head, TeacherForcing(), optimizer, learning_rate_schedule(OPTIM, TOTAL_STEPS),
-                           mesh, state)
+    step = make_train_step(
+        model, head, TeacherForcing(), optimizer, learning_rate_schedule(OPTIM, TOTAL_STEPS), mesh, state
+    )
     count = sum(x.size for x in jax.tree.leaves(state.params))
     return step_runner(step, state, jax.device_put(batch)), count
 
@@ -166,11 +177,15 @@ def _torch_encoder(nn, setup: Setup):
 def torch_rnn_seq2seq(torch, setup: Setup):
     """Sutskever et al.: encoder nn.LSTM, decoder nn.LSTM from its final (h, c), nn.Linear head."""
     nn, c, v = torch.nn, setup.cfg, setup.vocab
-    m = nn.ModuleDict({
-        "src_embed": nn.Embedding(v, c.d_model), "embed": nn.Embedding(v, c.d_model),
-        "encoder": _torch_encoder(nn, setup), "decoder": nn.LSTM(c.d_model, c.d_model, c.layers, batch_first=True),
-        "out": nn.Linear(c.d_model, v),
-    })
+    m = nn.ModuleDict(
+        {
+            "src_embed": nn.Embedding(v, c.d_model),
+            "embed": nn.Embedding(v, c.d_model),
+            "encoder": _torch_encoder(nn, setup),
+            "decoder": nn.LSTM(c.d_model, c.d_model, c.layers, batch_first=True),
+            "out": nn.Linear(c.d_model, v),
+        }
+    )
 
     def forward(src, inputs):
         """src: [B, S], inputs: [B, T] int64 -> logits [B, T, V] float32."""
@@ -186,13 +201,19 @@ def torch_attention_seq2seq(torch, setup: Setup):
     """Bahdanau-scored, Luong input-fed decoder written the usual way: nn.LSTMCell per layer
     stepped in a Python loop over target positions, attention over the encoder outputs."""
     nn, c, v, d = torch.nn, setup.cfg, setup.vocab, setup.cfg.d_model
-    m = nn.ModuleDict({
-        "src_embed": nn.Embedding(v, d), "embed": nn.Embedding(v, d), "encoder": _torch_encoder(nn, setup),
-        "cells": nn.ModuleList([nn.LSTMCell(2 * d if i == 0 else d, d) for i in range(c.layers)]),
-        "key_projection": nn.Linear(d, d, bias=False), "query_projection": nn.Linear(d, d),
-        "score": nn.Linear(d, 1, bias=False),  # the score vector v of vᵀ tanh(W_q h + W_k m)
-        "combine": nn.Linear(2 * d, d), "out": nn.Linear(d, v),
-    })
+    m = nn.ModuleDict(
+        {
+            "src_embed": nn.Embedding(v, d),
+            "embed": nn.Embedding(v, d),
+            "encoder": _torch_encoder(nn, setup),
+            "cells": nn.ModuleList([nn.LSTMCell(2 * d if i == 0 else d, d) for i in range(c.layers)]),
+            "key_projection": nn.Linear(d, d, bias=False),
+            "query_projection": nn.Linear(d, d),
+            "score": nn.Linear(d, 1, bias=False),  # the score vector v of vᵀ tanh(W_q h + W_k m)
+            "combine": nn.Linear(2 * d, d),
+            "out": nn.Linear(d, v),
+        }
+    )
 
     def forward(src, inputs):
         """src: [B, S], inputs: [B, T] int64 -> logits [B, T, V] float32."""
@@ -225,14 +246,27 @@ def torch_transformer_seq2seq(torch, setup: Setup):
         # Nested tensors only speed up padded inference; pre-LN layers just cannot use them.
         warnings.filterwarnings("ignore", message="enable_nested_tensor")
         transformer = nn.Transformer(
-            d, c.num_heads, c.layers, c.layers, c.d_ff, dropout=0.0,
-            activation=functools.partial(nn.functional.gelu, approximate="tanh"), layer_norm_eps=1e-6,
-            batch_first=True, norm_first=c.norm == "pre",
+            d,
+            c.num_heads,
+            c.layers,
+            c.layers,
+            c.d_ff,
+            dropout=0.0,
+            activation=functools.partial(nn.functional.gelu, approximate="tanh"),
+            layer_norm_eps=1e-6,
+            batch_first=True,
+            norm_first=c.norm == "pre",
         )
     if c.norm == "post":  # seqjax's post-LN stacks end on a block's own LayerNorm, with no extra final one
         transformer.encoder.norm = transformer.decoder.norm = None
-    m = nn.ModuleDict({"src_embed": nn.Embedding(v, d), "embed": nn.Embedding(v, d), "transformer": transformer,
-                       "out": nn.Linear(d, v)})
+    m = nn.ModuleDict(
+        {
+            "src_embed": nn.Embedding(v, d),
+            "embed": nn.Embedding(v, d),
+            "transformer": transformer,
+            "out": nn.Linear(d, v),
+        }
+    )
     length = max(setup.src_len, setup.tgt_len)
     positions = torch.from_numpy(np.array(sinusoidal_positions(np.arange(length), d)))
     causal = nn.Transformer.generate_square_subsequent_mask(setup.tgt_len)
@@ -258,8 +292,9 @@ def torch_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     batch seqjax trains on; returns (run n steps, parameter count). Needs torch."""
     torch = torch_or_none()
     module, forward = TORCH_MODELS[setup.cfg.kind](torch, setup)
-    opt = torch.optim.AdamW(module.parameters(), lr=OPTIM.learning_rate, betas=(OPTIM.b1, OPTIM.b2),
-                            weight_decay=OPTIM.weight_decay)
+    opt = torch.optim.AdamW(
+        module.parameters(), lr=OPTIM.learning_rate, betas=(OPTIM.b1, OPTIM.b2), weight_decay=OPTIM.weight_decay
+    )
     # The masks are all ones, so the plain mean cross-entropy is seqjax's masked mean.
     batch = {k: torch.from_numpy(x).long() for k, x in synthetic_batch(setup).items() if "mask" not in k}
     count = sum(p.numel() for p in module.parameters())
@@ -276,8 +311,9 @@ def torch_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     return run, count
 
 
-def result_row(name: str, setup: Setup, seconds: dict[str, float], counts: dict[str, int], steps: int,
-               peak: float) -> list[str]:
+def result_row(
+    name: str, setup: Setup, seconds: dict[str, float], counts: dict[str, int], steps: int, peak: float
+) -> list[str]:
     """model, shape, parameters (seqjax / torch), tok/s and % of peak per side, seqjax / torch."""
     tokens = setup.batch * setup.tgt_len * steps
     flops = train_flops_per_target_token(setup)
@@ -317,8 +353,19 @@ def main(argv: list[str] | None = None) -> None:
         seconds = interleaved({k: (lambda r=r: r(steps)) for k, r in runs.items()}, repeats)
         rows.append(result_row(name, setup, seconds, counts, steps, peak))
         print(" | ".join(rows[-1]), flush=True)
-    table = markdown_table(["model", "shape", "params seqjax / torch", "seqjax tok/s", "seqjax % peak",
-                            "torch tok/s", "torch % peak", "seqjax / torch"], rows)
+    table = markdown_table(
+        [
+            "model",
+            "shape",
+            "params seqjax / torch",
+            "seqjax tok/s",
+            "seqjax % peak",
+            "torch tok/s",
+            "torch % peak",
+            "seqjax / torch",
+        ],
+        rows,
+    )
     body = (
         f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. Medians of {repeats} interleaved repeats "
         f"of {steps} train step(s) (forward, backward, global-norm clipping {OPTIM.clip_norm:g}, AdamW lr "

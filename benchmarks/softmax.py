@@ -39,7 +39,6 @@ from common import (  # noqa: E402
     torch_or_none,
     write_result,
 )
-
 from softmax_cases import (  # noqa: E402
     ROW_GRADIENT_LOSSES,
     TREE_ROW_GRADIENTS,

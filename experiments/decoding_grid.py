@@ -27,7 +27,8 @@ def main() -> None:
         raise ValueError(f"{args.workdir} holds a language model; the grid needs an encoder–decoder")
     settings = [DecodeOptions()] + [
         DecodeOptions(beam=int(b), length_penalty=float(a))
-        for b in args.beams.split(",") for a in args.penalties.split(",")
+        for b in args.beams.split(",")
+        for a in args.penalties.split(",")
     ]
     references = exp.data.references[args.split]
     ref_words = sum(len(r.split()) for r in references)
@@ -37,19 +38,26 @@ def main() -> None:
         report = translate(exp, state.params, args.split, options=options, echo=lambda _: None)
         seconds = time.perf_counter() - start
         rows.append((options, report, seconds))
-        print(f"{options.describe():<32} BLEU {report['bleu']:6.2f}  ROUGE-L {report['rougeL']:.3f}  "
-              f"exact {report['exact_match']:.1%}  {seconds:6.1f} s", flush=True)
+        print(
+            f"{options.describe():<32} BLEU {report['bleu']:6.2f}  ROUGE-L {report['rougeL']:.3f}  "
+            f"exact {report['exact_match']:.1%}  {seconds:6.1f} s",
+            flush=True,
+        )
     copy = rows[0][1]
-    print(f"\n{len(references)} {args.split} pairs, {ref_words} reference words; copy-the-source BLEU "
-          f"{copy['copy_bleu']:.2f}, ROUGE-L {copy['copy_rougeL']:.3f}\n")
+    print(
+        f"\n{len(references)} {args.split} pairs, {ref_words} reference words; copy-the-source BLEU "
+        f"{copy['copy_bleu']:.2f}, ROUGE-L {copy['copy_rougeL']:.3f}\n"
+    )
     print("| decoding | length penalty | BLEU | ROUGE-L | exact match | decode s |")
     print("|---|---|---|---|---|---|")
     print(f"| copy the source | - | {copy['copy_bleu']:.2f} | {copy['copy_rougeL']:.3f} | - | - |")
     for options, report, seconds in rows:
         name = "greedy" if options.beam == 1 else f"beam {options.beam}"
         penalty = "-" if options.beam == 1 else f"{options.length_penalty:g}"
-        print(f"| {name} | {penalty} | {report['bleu']:.2f} | {report['rougeL']:.3f} | "
-              f"{report['exact_match']:.1%} | {seconds:.0f} |")
+        print(
+            f"| {name} | {penalty} | {report['bleu']:.2f} | {report['rougeL']:.3f} | "
+            f"{report['exact_match']:.1%} | {seconds:.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ def gettext_data(**changes) -> DataConfig:
 def get_config() -> Config:
     return Config(
         data=gettext_data(),
-        model=ModelConfig(kind="transformer_seq2seq", d_model=256, layers=3, num_heads=4, d_ff=1024, dropout=0.1,
-                          max_len=256),
+        model=ModelConfig(
+            kind="transformer_seq2seq", d_model=256, layers=3, num_heads=4, d_ff=1024, dropout=0.1, max_len=256
+        ),
         head=HeadConfig(kind="full", tied=True),
         optim=OptimConfig(learning_rate=1e-3, warmup_steps=200, schedule="cosine"),
         train=TrainConfig(steps=1500, batch_size=64, eval_every=500, checkpoint_every=500, num_printed_samples=4),

@@ -62,8 +62,14 @@ def get_config(steps: int = DEFAULT_STEPS) -> Config:
         data=DataConfig(kind="synthetic", task="oracle", seq_len=4 * SENTENCE, num_train=20000, num_eval=500),
         model=ModelConfig(kind="rnn", cell="lstm", d_model=128, layers=1, dropout=0.0),
         optim=OptimConfig(learning_rate=3e-3, warmup_steps=min(100, steps // 10)),
-        train=TrainConfig(steps=steps, batch_size=32, log_every=50, eval_every=0,
-                          checkpoint_every=max(steps // 4, 1), keep_checkpoints=1),
+        train=TrainConfig(
+            steps=steps,
+            batch_size=32,
+            log_every=50,
+            eval_every=0,
+            checkpoint_every=max(steps // 4, 1),
+            keep_checkpoints=1,
+        ),
     )
 
 
@@ -184,11 +190,13 @@ def main(argv: list[str] | None = None) -> None:
     settings = {name: describe(objective_config(name, base.train.steps)) for name in names}
     table = results_table(results, settings)
     entropy = oracle_entropy()
-    note = (f"{steps} steps of {base.train.batch_size} × {base.data.seq_len} tokens per run; mean ± half the "
-            f"range over seeds {', '.join(map(str, seeds))} (train.seed; the oracle corpus is fixed). NLLs in "
-            f"nats/token; the oracle NLL counts oracle tokens, the test NLL also each line's EOS. A perfect "
-            f"model would score the oracle's NLL of its own samples, {entropy:.3f}, and a test NLL of about "
-            f"{entropy * (SENTENCE - 1) / SENTENCE:.3f} (the EOS after 20 tokens is certain).")
+    note = (
+        f"{steps} steps of {base.train.batch_size} × {base.data.seq_len} tokens per run; mean ± half the "
+        f"range over seeds {', '.join(map(str, seeds))} (train.seed; the oracle corpus is fixed). NLLs in "
+        f"nats/token; the oracle NLL counts oracle tokens, the test NLL also each line's EOS. A perfect "
+        f"model would score the oracle's NLL of its own samples, {entropy:.3f}, and a test NLL of about "
+        f"{entropy * (SENTENCE - 1) / SENTENCE:.3f} (the EOS after 20 tokens is certain)."
+    )
     text = f"{table}\n\n{note}\n"
     publish_table(text, args.workdir)
 

@@ -22,8 +22,16 @@ from seqjax.config import Config, ModelConfig, OptimConfig, TrainConfig  # noqa:
 def get_config() -> Config:
     return Config(
         data=shakespeare_data(),
-        model=ModelConfig(kind="transformer", d_model=192, layers=3, num_heads=4, d_ff=768, dropout=0.1,
-                          positions="learned", max_len=256),
+        model=ModelConfig(
+            kind="transformer",
+            d_model=192,
+            layers=3,
+            num_heads=4,
+            d_ff=768,
+            dropout=0.1,
+            positions="learned",
+            max_len=256,
+        ),
         optim=OptimConfig(learning_rate=2e-3, warmup_steps=100, schedule="cosine"),
         train=TrainConfig(steps=1200, batch_size=32, eval_every=400, checkpoint_every=200, printed_sample_len=200),
     )

@@ -31,5 +31,7 @@ def get_config() -> Config:
         model=ModelConfig(kind="rnn", cell="lstm", d_model=256, layers=1, dropout=0.1),
         head=HeadConfig(kind="full", num_samples=1024, cutoffs=(2000, 10000)),
         optim=OptimConfig(learning_rate=3e-3, warmup_steps=50, schedule="cosine"),
-        train=TrainConfig(steps=STEPS_PER_EPOCH, batch_size=32, eval_every=0, checkpoint_every=0, printed_sample_len=40),
+        train=TrainConfig(
+            steps=STEPS_PER_EPOCH, batch_size=32, eval_every=0, checkpoint_every=0, printed_sample_len=40
+        ),
     )

@@ -32,10 +32,19 @@ from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
 from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
 
-CHECKPOINTS = {"transformer": os.path.join("runs", "gettext_transformer"),
-               "attention": os.path.join("runs", "gettext_attention_additive")}
-OBJECTIVES = ("teacher_forcing", "scheduled_sampling", "random_replacement", "gradient_penalty",
-              "self_critical", "mixer", "minimum_risk")
+CHECKPOINTS = {
+    "transformer": os.path.join("runs", "gettext_transformer"),
+    "attention": os.path.join("runs", "gettext_attention_additive"),
+}
+OBJECTIVES = (
+    "teacher_forcing",
+    "scheduled_sampling",
+    "random_replacement",
+    "gradient_penalty",
+    "self_critical",
+    "mixer",
+    "minimum_risk",
+)
 BEAMS = (1, 2, 3)
 DEFAULT_STEPS = 100  # Transformer, one core: teacher forcing 2.1-2.6 min a run, self-critical 10-11 min (measured)
 # (table, report key, digits, beam widths): perplexity does not depend on the decoding
@@ -63,8 +72,15 @@ def run_config(base: Config, checkpoint: str, name: str, seed: int, steps: int) 
         base,
         objective=objective_config(name, steps),
         optim=dataclasses.replace(base.optim, learning_rate=1e-4, schedule="constant", warmup_steps=20),
-        train=dataclasses.replace(base.train, steps=steps, seed=seed, init_from=checkpoint, eval_every=0,
-                                  checkpoint_every=steps, num_printed_samples=0),
+        train=dataclasses.replace(
+            base.train,
+            steps=steps,
+            seed=seed,
+            init_from=checkpoint,
+            eval_every=0,
+            checkpoint_every=steps,
+            num_printed_samples=0,
+        ),
     )
 
 
@@ -121,8 +137,12 @@ def results_table(results: dict, measure: str, key: str, digits: int, beams: tup
     """Markdown: one row per objective, one column per model × beam width."""
     models = list(results)
     columns = [f"{m} beam {b}" if len(beams) > 1 else m for m in models for b in beams]
-    lines = [f"Test {measure}", "", "| " + " | ".join(["objective", *columns, "seeds"]) + " |",
-             "|" + "---|" * (len(columns) + 2)]
+    lines = [
+        f"Test {measure}",
+        "",
+        "| " + " | ".join(["objective", *columns, "seeds"]) + " |",
+        "|" + "---|" * (len(columns) + 2),
+    ]
     first = next(iter(results[models[0]].values()))[0]["1"]
     if "copy_" + key in first:
         copy = f"{first['copy_' + key]:.{digits}f}"

@@ -25,11 +25,7 @@ def test_an_epoch_visits_a_permutation_of_the_rows():
     batches = LMBatches(np.arange(97, dtype=np.int32), batch_size=4, seq_len=4, seed=1)
     assert batches.num_rows == 24 and batches.batches_per_epoch == 6
     for epoch in range(2):
-        starts = [
-            row[0] // 4
-            for i in range(epoch * 6, (epoch + 1) * 6)
-            for row in batches.batch(i)["inputs"]
-        ]
+        starts = [row[0] // 4 for i in range(epoch * 6, (epoch + 1) * 6) for row in batches.batch(i)["inputs"]]
         assert sorted(starts) == list(range(24))
 
 

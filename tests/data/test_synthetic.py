@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.data import SEQ2SEQ_TASKS, addition_task, copy_task, grammar_sentences, is_grammatical, reverse_task, sort_task
+from seqjax.data import (
+    SEQ2SEQ_TASKS,
+    addition_task,
+    copy_task,
+    grammar_sentences,
+    is_grammatical,
+    reverse_task,
+    sort_task,
+)
 from seqjax.data.synthetic import INTRANSITIVE_VERBS, SYMBOLS, TRANSITIVE_VERBS
 
 _OTHER_NUMBER = {

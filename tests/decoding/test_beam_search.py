@@ -55,7 +55,7 @@ def assert_matches(sequences, scores, expected, max_len):
     for k, (hypothesis, score) in enumerate(expected):
         np.testing.assert_allclose(scores[k], score, rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(sequences[k], list(hypothesis) + [0] * (max_len - len(hypothesis)))
-    assert np.all(np.isneginf(scores[len(expected):]))
+    assert np.all(np.isneginf(scores[len(expected) :]))
 
 
 @pytest.mark.parametrize("alpha,min_len", [(0.0, 0), (0.6, 0), (1.0, 2), (-0.5, 1)])
@@ -63,8 +63,15 @@ def test_beam_at_least_v_to_the_l_equals_exhaustive_search(prefix_lm, alpha, min
     vocab, max_len, bos_id, eos_id = 3, 3, 1, 0
     table = prefix_lm.random_table(np.random.default_rng(7), 2, vocab, max_len)
     sequences, scores = beam_search(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0,
-        beam_size=vocab**max_len, max_len=max_len, length_penalty=alpha, min_len=min_len,
+        prefix_lm.step_fn,
+        prefix_lm.init_state(table, max_len),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=0,
+        beam_size=vocab**max_len,
+        max_len=max_len,
+        length_penalty=alpha,
+        min_len=min_len,
     )
     for row in range(2):
         expected = exhaustive_search(
@@ -78,13 +85,26 @@ def test_early_stopping_returns_what_running_all_steps_returns(prefix_lm, beam_s
     vocab, max_len, bos_id, eos_id = 4, 5, 1, 2
     table = prefix_lm.random_table(np.random.default_rng(3), 3, vocab, max_len, eos_id=eos_id, eos_bias=1.5)
     sequences, scores = beam_search(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0,
-        beam_size=beam_size, max_len=max_len, length_penalty=alpha, min_len=min_len,
+        prefix_lm.step_fn,
+        prefix_lm.init_state(table, max_len),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=0,
+        beam_size=beam_size,
+        max_len=max_len,
+        length_penalty=alpha,
+        min_len=min_len,
     )
     for row in range(3):
         expected = reference_beam_search(
-            table[row], prefix_lm, bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len,
-            alpha=alpha, min_len=min_len,
+            table[row],
+            prefix_lm,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            beam_size=beam_size,
+            max_len=max_len,
+            alpha=alpha,
+            min_len=min_len,
         )
         assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
 
@@ -97,13 +117,25 @@ def test_ties_rank_as_one_stable_ranking_of_all_extensions(prefix_lm, beam_size,
     rng = np.random.default_rng(5)
     table = -rng.integers(1, 4, size=(3, (vocab + 1) ** max_len, vocab)).astype(np.float32)
     sequences, scores = beam_search(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=bos_id, eos_id=eos_id, pad_id=0,
-        beam_size=beam_size, max_len=max_len, min_len=min_len,
+        prefix_lm.step_fn,
+        prefix_lm.init_state(table, max_len),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=0,
+        beam_size=beam_size,
+        max_len=max_len,
+        min_len=min_len,
     )
     for row in range(3):
         expected = reference_beam_search(
-            table[row], prefix_lm, bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len,
-            alpha=0.0, min_len=min_len,
+            table[row],
+            prefix_lm,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            beam_size=beam_size,
+            max_len=max_len,
+            alpha=0.0,
+            min_len=min_len,
         )
         assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
 
@@ -161,7 +193,14 @@ def hand_built_step(state, tokens):
 )
 def test_length_penalty_turns_the_ranking_towards_the_longer_hypothesis(alpha, best, second):
     sequences, scores = beam_search(
-        hand_built_step, jnp.zeros((1,), jnp.int32), bos_id=2, eos_id=2, pad_id=0, beam_size=2, max_len=3, length_penalty=alpha
+        hand_built_step,
+        jnp.zeros((1,), jnp.int32),
+        bos_id=2,
+        eos_id=2,
+        pad_id=0,
+        beam_size=2,
+        max_len=3,
+        length_penalty=alpha,
     )
     np.testing.assert_array_equal(sequences[0], [best[0], second[0]])
     np.testing.assert_allclose(scores[0], [best[1], second[1]], rtol=1e-5)
@@ -233,7 +272,9 @@ def test_positive_length_penalty_keeps_searching_while_a_longer_hypothesis_can_s
     # {EOS=0, a..e=1..5, BOS=6}: (EOS) scores log 0.6 = -0.511 at once; the only other
     # hypothesis (a, b, c, d, e, EOS) has log 0.4 / (11/6) = -0.4998 and ends 5 steps later.
     eos, a, b, c, d, e, bos = range(7)
-    state = bigram_state({bos: {eos: 0.6, a: 0.4}, a: {b: 1.0}, b: {c: 1.0}, c: {d: 1.0}, d: {e: 1.0}, e: {eos: 1.0}}, 7)
+    state = bigram_state(
+        {bos: {eos: 0.6, a: 0.4}, a: {b: 1.0}, b: {c: 1.0}, c: {d: 1.0}, d: {e: 1.0}, e: {eos: 1.0}}, 7
+    )
     sequences, scores = beam_search(
         bigram_step, state, bos_id=bos, eos_id=eos, pad_id=0, beam_size=1, max_len=8, length_penalty=1.0
     )

@@ -1,6 +1,5 @@
 """The decode benchmark's variants compute what the library's decoders compute, so its ratios compare equal work."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np

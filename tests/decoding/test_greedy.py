@@ -30,7 +30,9 @@ def test_greedy_takes_the_most_probable_token_until_eos_then_pads(prefix_lm):
 def test_rows_that_never_emit_eos_have_length_max_len(prefix_lm):
     vocab, max_len, eos_id = 3, 4, 2
     table = prefix_lm.random_table(np.random.default_rng(4), 3, vocab, max_len, eos_id=eos_id, eos_bias=-50.0)
-    tokens, lengths = greedy(prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=0, eos_id=eos_id, pad_id=0, max_len=max_len)
+    tokens, lengths = greedy(
+        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), bos_id=0, eos_id=eos_id, pad_id=0, max_len=max_len
+    )
     np.testing.assert_array_equal(lengths, [max_len] * 3)
     assert not np.any(np.asarray(tokens) == eos_id)
 

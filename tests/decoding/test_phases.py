@@ -67,9 +67,14 @@ def test_a_transformer_decodes_in_phases_each_over_the_slots_it_can_reach(beams)
     step_fn, state = lm_decoder("transformer", 70)  # 64 steps: phases end at 16, 32, 64
     ids = dict(bos_id=BOS, eos_id=EOS, pad_id=0, max_len=64)
     if beams == 1:
-        decode = lambda s: greedy(step_fn, s, **ids)
+
+        def decode(s):
+            return greedy(step_fn, s, **ids)
     else:
-        decode = lambda s: beam_search(step_fn, s, beam_size=beams, **ids)
+
+        def decode(s):
+            return beam_search(step_fn, s, beam_size=beams, **ids)
+
     count, lengths = loops_and_their_cache_lengths(decode, state)
     # 70 - 64 + 16 slots, then 16 and 32 more; beam search's shared cache holds a block per beam
     assert (count, lengths) == (3, [beams * 22, beams * 38, beams * 70])
@@ -77,7 +82,10 @@ def test_a_transformer_decodes_in_phases_each_over_the_slots_it_can_reach(beams)
 
 def test_a_state_without_a_growing_part_decodes_in_one_loop():
     step_fn, state = lm_decoder("rnn", 70)
-    decode = lambda s: greedy(step_fn, s, bos_id=BOS, eos_id=EOS, pad_id=0, max_len=64)
+
+    def decode(s):
+        return greedy(step_fn, s, bos_id=BOS, eos_id=EOS, pad_id=0, max_len=64)
+
     assert len(list(equations(jax.make_jaxpr(decode)(state).jaxpr, "while"))) == 1
 
 

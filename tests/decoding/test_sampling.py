@@ -83,7 +83,9 @@ def fixed_distribution(state, tokens):
 def test_sampled_frequencies_match_the_truncated_renormalized_distribution(options):
     rows = 20000
     state = {"log_probs": jnp.broadcast_to(log_probs_rows(PROBS), (rows, 6))}
-    tokens, lengths = sample(fixed_distribution, state, jax.random.key(0), bos_id=0, eos_id=5, pad_id=0, max_len=1, **options)
+    tokens, lengths = sample(
+        fixed_distribution, state, jax.random.key(0), bos_id=0, eos_id=5, pad_id=0, max_len=1, **options
+    )
     counts = np.bincount(np.asarray(tokens[:, 0]), minlength=6)
     expected = rows * reference_truncation(PROBS, **options)
     support = expected > 0
@@ -115,7 +117,10 @@ def test_each_step_draws_with_its_own_fold_in_key():
 def test_sample_is_a_function_of_the_key(prefix_lm):
     max_len = 4
     state = prefix_lm.init_state(prefix_lm.random_table(np.random.default_rng(8), 16, 3, max_len), max_len)
-    draw = lambda key: sample(prefix_lm.step_fn, state, key, bos_id=1, eos_id=0, pad_id=0, max_len=max_len, top_k=2)[0]
+
+    def draw(key):
+        return sample(prefix_lm.step_fn, state, key, bos_id=1, eos_id=0, pad_id=0, max_len=max_len, top_k=2)[0]
+
     np.testing.assert_array_equal(draw(jax.random.key(1)), draw(jax.random.key(1)))
     assert np.any(np.asarray(draw(jax.random.key(1))) != np.asarray(draw(jax.random.key(2))))
 
@@ -124,7 +129,13 @@ def test_sampled_rows_end_at_their_first_eos_and_are_padded_after_it(prefix_lm):
     max_len, eos_id = 5, 2
     table = prefix_lm.random_table(np.random.default_rng(9), 32, 4, max_len, eos_id=eos_id, eos_bias=1.0)
     tokens, lengths = sample(
-        prefix_lm.step_fn, prefix_lm.init_state(table, max_len), jax.random.key(3), bos_id=1, eos_id=eos_id, pad_id=0, max_len=max_len
+        prefix_lm.step_fn,
+        prefix_lm.init_state(table, max_len),
+        jax.random.key(3),
+        bos_id=1,
+        eos_id=eos_id,
+        pad_id=0,
+        max_len=max_len,
     )
     tokens, lengths = np.asarray(tokens), np.asarray(lengths)
     assert 0 < np.sum(lengths < max_len) < 32

@@ -27,7 +27,9 @@ def transformer(request):
     # A random output layer, scaled so that the next-token distributions are far from uniform.
     output = 3.0 * jax.random.normal(jax.random.key(1), (VOCAB, cfg.d_model))
     eos_bias = jnp.zeros(VOCAB).at[EOS].set(-1e9 if request.param == "phases" else 0.0)
-    log_probs = lambda hidden: jax.nn.log_softmax(hidden @ output.T + eos_bias, axis=-1)
+
+    def log_probs(hidden):
+        return jax.nn.log_softmax(hidden @ output.T + eos_bias, axis=-1)
 
     def cached_step(state, tokens):
         hidden, state = model.apply(variables, state, tokens, method="decode_step")
@@ -43,7 +45,9 @@ def transformer(request):
 
     # A different one-token prompt per row, fed through each step function, so that rows differ.
     prompts = jnp.array([3, 5, 7], jnp.int32)
-    _, cached_state = jax.jit(cached_step)(model.apply(variables, BATCH, cache_len, method="init_decode_state"), prompts)
+    _, cached_state = jax.jit(cached_step)(
+        model.apply(variables, BATCH, cache_len, method="init_decode_state"), prompts
+    )
     _, recomputing_state = jax.jit(recomputing_step)(
         (jnp.zeros((BATCH, cache_len), jnp.int32), jnp.zeros((BATCH,), jnp.int32)), prompts
     )

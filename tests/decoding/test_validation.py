@@ -90,7 +90,11 @@ def test_out_of_vocabulary_eos_is_caught_from_the_step_shapes_alone(decoder):
     "step_fn,state,message",
     [
         (uniform_step, {}, "state must have at least one array leaf"),
-        (uniform_step, (jnp.zeros((2,)), jnp.zeros((3, 1))), "every state leaf must have the batch as its leading axis"),
+        (
+            uniform_step,
+            (jnp.zeros((2,)), jnp.zeros((3, 1))),
+            "every state leaf must have the batch as its leading axis",
+        ),
         (uniform_step, jnp.float32(0.0), "every state leaf must have the batch as its leading axis"),
         (lambda s, t: (jnp.zeros((t.shape[0],)), s), STATE, "step_fn must return log_probs of shape"),
         (lambda s, t: (uniform_step(s, t)[0], {"position": s["position"] + 0.5}), STATE, "step_fn must return a state"),

@@ -84,9 +84,9 @@ def test_adaptive_loss_gradient_matches_gradient_of_log_probs():
     hidden, head, projections, tails = random_parameters(3)
     targets = np.random.default_rng(3).integers(0, VOCAB, len(hidden)).astype(np.int32)
     rows = np.arange(len(targets))
-    grad_loss = jax.jit(
-        jax.grad(lambda *p: adaptive_softmax_loss(*p, targets, CUTOFFS).sum(), argnums=(0, 1, 2, 3))
-    )(hidden, head, projections, tails)
+    grad_loss = jax.jit(jax.grad(lambda *p: adaptive_softmax_loss(*p, targets, CUTOFFS).sum(), argnums=(0, 1, 2, 3)))(
+        hidden, head, projections, tails
+    )
     grad_exact = jax.jit(
         jax.grad(lambda *p: -adaptive_log_probs(*p, CUTOFFS)[rows, targets].sum(), argnums=(0, 1, 2, 3))
     )(hidden, head, projections, tails)

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jaxpr_tools import matmuls
+
 from seqjax.heads import full, full_softmax_loss
 
 

@@ -29,14 +29,16 @@ def inputs(seed=0):
     return hidden, targets, keys[2], mask, embedding
 
 
-@functools.lru_cache(maxsize=None)  # tests share compiled heads: compilation dominates their time
+@functools.cache  # tests share compiled heads: compilation dominates their time
 def init_and_apply(cfg, tied=False, pass_embedding=True):
     head = build_head(cfg, VOCAB, COUNTS)
     hidden, targets, key, mask, embedding = inputs()
     embedding = embedding if tied and pass_embedding else None
     init = jax.jit(lambda k, *a: head.init({"params": k}, *a, method="loss"))
     variables = init(jax.random.key(1), hidden, targets, key, mask, embedding)
-    loss, aux = jax.jit(lambda v, *a: head.apply(v, *a, method="loss"))(variables, hidden, targets, key, mask, embedding)
+    loss, aux = jax.jit(lambda v, *a: head.apply(v, *a, method="loss"))(
+        variables, hidden, targets, key, mask, embedding
+    )
     log_probs = jax.jit(lambda v, *a: head.apply(v, *a, method="log_probs"))(variables, hidden, embedding)
     return head, variables, loss, aux, log_probs
 

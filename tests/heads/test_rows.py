@@ -11,15 +11,14 @@ from hypothesis import strategies as st
 from seqjax.heads import (
     balanced_tree,
     huffman_tree,
-    negative_sampling_loss,
     nce_loss,
+    negative_sampling_loss,
     sampled_softmax_loss,
     tree_path_loss,
     tree_paths,
     tree_softmax_loss,
 )
 from seqjax.heads.rows import compact
-
 
 COMPACT = jax.jit(compact)
 

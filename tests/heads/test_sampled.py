@@ -55,7 +55,7 @@ def test_sampled_softmax_gradient_converges_to_full_softmax_gradient_as_k_grows(
         target_log_k_q = jnp.full(targets.shape, np.log(num_samples / vocab))
         grads = jax.jit(
             jax.grad(
-                lambda h, w: sampled_softmax_loss(
+                lambda h, w, samples=samples, log_k_q=log_k_q, target_log_k_q=target_log_k_q: sampled_softmax_loss(
                     h, w, biases, targets, samples, log_k_q, target_log_k_q, remove_accidental_hits=False
                 ).sum(),
                 argnums=(0, 1),
@@ -96,7 +96,12 @@ def test_per_row_samples_equal_shared_samples_when_every_row_draws_the_same():
     for loss in (sampled_softmax_loss, nce_loss):
         shared = loss(hidden, weights, biases, targets, samples, log_counts, np.zeros(rows))
         per_row = loss(
-            hidden, weights, biases, targets, np.tile(samples, (rows, 1)), np.tile(log_counts, (rows, 1)),
+            hidden,
+            weights,
+            biases,
+            targets,
+            np.tile(samples, (rows, 1)),
+            np.tile(log_counts, (rows, 1)),
             np.zeros(rows),
         )
         np.testing.assert_allclose(shared, per_row, rtol=1e-6)
@@ -133,7 +138,13 @@ def test_nce_loss_drops_the_noise_term_of_a_sample_equal_to_the_target_only_when
     if remove_accidental_hits:
         noise_terms[samples == targets[:, None]] = 0.0
     got = nce_loss(
-        hidden, weights, biases, targets, samples, sample_log_counts, target_log_counts,
+        hidden,
+        weights,
+        biases,
+        targets,
+        samples,
+        sample_log_counts,
+        target_log_counts,
         remove_accidental_hits=remove_accidental_hits,
     )
     np.testing.assert_allclose(got, true_term + noise_terms.sum(axis=1), rtol=1e-5)
@@ -147,9 +158,13 @@ def test_nce_loss_drops_the_noise_term_of_a_sample_equal_to_the_target_only_when
 def test_sampling_losses_refuse_a_missing_log_expected_count_by_name(loss, missing):
     hidden, weights, biases, targets = random_problem(11)
     args = {
-        "hidden": hidden, "weights": weights, "biases": biases, "targets": targets,
+        "hidden": hidden,
+        "weights": weights,
+        "biases": biases,
+        "targets": targets,
         "samples": np.array([1, 2], np.int32),
-        "sample_log_expected_counts": np.zeros(2), "target_log_expected_counts": np.zeros(len(targets)),
+        "sample_log_expected_counts": np.zeros(2),
+        "target_log_expected_counts": np.zeros(len(targets)),
     }
     args[missing] = None
     with pytest.raises(ValueError, match=f"{missing} must be an array of log expected counts.*got None"):
@@ -210,8 +225,9 @@ def test_negative_sampling_gradient_mean_is_the_exact_gradient_and_vanishes_at_t
     optimum = np.log(p / (num_samples * q))  # the docstring's optimum s_w = log p_w − log(K q_w)
     elsewhere = np.random.default_rng(0).normal(size=vocab)
     per_key = jax.jit(jax.vmap(jax.vmap(jax.grad(loss), in_axes=(None, 0)), in_axes=(0, None)))
-    grads = np.asarray(per_key(np.stack([optimum, elsewhere]).astype(np.float32),
-                               jax.random.split(jax.random.key(0), num_keys)))
+    grads = np.asarray(
+        per_key(np.stack([optimum, elsewhere]).astype(np.float32), jax.random.split(jax.random.key(0), num_keys))
+    )
     sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
     for biases, got in zip((optimum, elsewhere), grads):
         # ∂/∂s_w of the expected loss: −p_w σ(−s_w) + K q_w σ(s_w), zero at the optimum.
@@ -243,9 +259,13 @@ def test_sampled_losses_are_jittable_with_traced_samples():
 def test_sampled_softmax_rejects_bad_input_on_the_host(change, message):
     hidden, weights, biases, targets = random_problem(9)
     args = dict(
-        hidden=hidden, weights=weights, biases=biases, targets=targets,
+        hidden=hidden,
+        weights=weights,
+        biases=biases,
+        targets=targets,
         samples=np.array([1, 2], np.int32),
-        sample_log_expected_counts=np.zeros(2), target_log_expected_counts=np.zeros(6),
+        sample_log_expected_counts=np.zeros(2),
+        target_log_expected_counts=np.zeros(6),
     )
     args.update(change)
     with pytest.raises(ValueError, match=message):

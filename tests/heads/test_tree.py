@@ -51,9 +51,7 @@ def test_balanced_tree_depths_are_ceil_log2_v_or_one_less(vocab):
 @pytest.mark.parametrize("vocab", [5, 13])
 def test_tree_paths_are_distinct_prefix_free_codes(vocab):
     for tree in (balanced_tree(vocab), huffman_tree(np.arange(1, vocab + 1))):
-        codes = {
-            "".join(map(str, tree.codes[w][tree.mask[w]])) for w in range(vocab)
-        }
+        codes = {"".join(map(str, tree.codes[w][tree.mask[w]])) for w in range(vocab)}
         assert len(codes) == vocab
         assert not any(a != b and b.startswith(a) for a in codes for b in codes)
         assert np.all(tree.nodes[:, 0] == 0)  # every path starts at the root

@@ -3,8 +3,8 @@
 import jax
 import numpy as np
 import pytest
-
 from jaxpr_tools import equations, sub_jaxprs
+
 from seqjax.heads import FullSoftmax
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax, vocab_parallel_softmax_loss
 from seqjax.training.layout import make_mesh
@@ -59,7 +59,10 @@ def test_vocab_parallel_loss_equals_the_full_softmax_loss(spec, rows):
 def test_vocab_parallel_gradients_equal_the_full_softmax_gradients(spec, rows):
     hidden, weights, biases, targets = problem(rows, vocab=16)
     mesh = mesh_of(spec)
-    total = lambda h, w, b: vocab_parallel_softmax_loss(h, w, b, targets, mesh).sum()
+
+    def total(h, w, b):
+        return vocab_parallel_softmax_loss(h, w, b, targets, mesh).sum()
+
     grads = jax.jit(jax.grad(total, argnums=(0, 1, 2)))(hidden, weights, biases)
     for got, want in zip(grads, reference_grads(hidden, weights, biases, targets)):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
@@ -69,7 +72,10 @@ def test_vocab_parallel_loss_and_gradient_never_hold_the_whole_logits_matrix():
     rows, vocab = 16, 1024
     hidden, weights, biases, targets = problem(rows, vocab)
     mesh = mesh_of("data:2,model:4")
-    total = lambda h, w, b: vocab_parallel_softmax_loss(h, w, b, targets, mesh).sum()
+
+    def total(h, w, b):
+        return vocab_parallel_softmax_loss(h, w, b, targets, mesh).sum()
+
     program = jax.value_and_grad(total, argnums=(0, 1, 2))
     jaxpr = jax.make_jaxpr(program)(hidden, weights, biases).jaxpr
     # Inside shard_map each device sees its own blocks; nothing gathers another device's words.

@@ -46,8 +46,10 @@ def test_corpus_bleu_ids_equals_sacrebleu_corpus_bleu_on_small_corpora(smooth):
         hyp, hyp_len, ref, ref_len = random_batch(seed, 3, 6, max_len=5)
         ours = corpus_bleu_ids(hyp, hyp_len, ref, ref_len, smooth=smooth)
         theirs = sacrebleu.corpus_bleu(
-            [joined(h, n) for h, n in zip(hyp, hyp_len)], [[joined(r, n) for r, n in zip(ref, ref_len)]],
-            tokenize="none", smooth_method=smooth,
+            [joined(h, n) for h, n in zip(hyp, hyp_len)],
+            [[joined(r, n) for r, n in zip(ref, ref_len)]],
+            tokenize="none",
+            smooth_method=smooth,
         ).score
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
 
@@ -57,7 +59,9 @@ def test_smooth_value_and_max_order_follow_sacrebleu(smooth, value):
     hyp, hyp_len, ref, ref_len = random_batch(1, 100, 5)
     metric = BLEU(tokenize="none", smooth_method=smooth, smooth_value=value, max_ngram_order=2, effective_order=True)
     ours = sentence_bleu_ids(hyp, hyp_len, ref, ref_len, max_order=2, smooth=smooth, smooth_value=value)
-    theirs = [metric.sentence_score(joined(h, hl), [joined(r, rl)]).score for h, hl, r, rl in zip(hyp, hyp_len, ref, ref_len)]
+    theirs = [
+        metric.sentence_score(joined(h, hl), [joined(r, rl)]).score for h, hl, r, rl in zip(hyp, hyp_len, ref, ref_len)
+    ]
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
 
 

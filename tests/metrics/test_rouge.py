@@ -57,7 +57,10 @@ id_rows = st.lists(st.integers(0, 3), min_size=0, max_size=7)
 @settings(max_examples=30, deadline=None)
 def test_id_versions_equal_the_token_list_versions(pairs):
     width = 7
-    pad = lambda rows: np.array([row + [0] * (width - len(row)) for row in rows], np.int32)
+
+    def pad(rows):
+        return np.array([row + [0] * (width - len(row)) for row in rows], np.int32)
+
     hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
     hyp, ref = pad(hyps), pad(refs)
     hyp_len, ref_len = np.array([len(h) for h in hyps]), np.array([len(r) for r in refs])

@@ -51,9 +51,7 @@ def random_layer(cell, reverse=False):
     if cell == "gru":
         shapes["recurrent_bias"] = (H,)
     keys = jax.random.split(jax.random.key(2), len(shapes) + 1)
-    params = {
-        name: 0.5 * jax.random.normal(k, shape) for k, (name, shape) in zip(keys, shapes.items())
-    }
+    params = {name: 0.5 * jax.random.normal(k, shape) for k, (name, shape) in zip(keys, shapes.items())}
     x = jax.random.normal(keys[-1], (B, T, D_IN))
     return Recurrent(cell, D_IN, H, reverse=reverse), {"params": params}, x
 

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-
 from jaxpr_tools import matmuls
+
 from seqjax import config as config_lib
 from seqjax.config import Config, ModelConfig
 from seqjax.models import build_model
@@ -72,9 +72,7 @@ def decode_all(model, variables, tokens):
 
 @pytest.mark.parametrize("prepared", CONFIGS, indirect=True)
 def test_decode_steps_reproduce_teacher_forced_hidden(prepared):
-    got = jax.jit(functools.partial(decode_all, prepared.model))(
-        prepared.variables, prepared.tokens
-    )
+    got = jax.jit(functools.partial(decode_all, prepared.model))(prepared.variables, prepared.tokens)
     np.testing.assert_allclose(got, prepared.hidden(prepared.tokens), rtol=1e-5, atol=1e-5)
 
 
@@ -101,9 +99,7 @@ def test_trailing_padding_does_not_change_valid_positions(prepared):
 
 @pytest.mark.parametrize("prepared", CONFIGS, indirect=True)
 def test_every_decode_state_leaf_has_leading_batch_axis(prepared):
-    state = jax.eval_shape(
-        lambda v: prepared.model.apply(v, B, T, method="init_decode_state"), prepared.variables
-    )
+    state = jax.eval_shape(lambda v: prepared.model.apply(v, B, T, method="init_decode_state"), prepared.variables)
     assert all(leaf.shape[0] == B for leaf in jax.tree.leaves(state))
 
 
@@ -127,9 +123,7 @@ def test_embedded_input_replaces_the_lookup(prepared):
 
 @pytest.mark.parametrize("prepared", REPRESENTATIVE, indirect=True)
 def test_dropout_acts_only_when_training(prepared):
-    train = jax.jit(lambda v, tokens, key: prepared.model.apply(
-        v, tokens, train=True, rngs={"dropout": key}
-    ))
+    train = jax.jit(lambda v, tokens, key: prepared.model.apply(v, tokens, train=True, rngs={"dropout": key}))
     dropped = train(prepared.variables, prepared.tokens, jax.random.key(5))
     assert not np.allclose(dropped, prepared.hidden(prepared.tokens))
 
@@ -176,12 +170,25 @@ def test_wrong_input_shapes_are_rejected_on_the_host(prepared):
 
 @pytest.mark.slow
 def test_bfloat16_training_run_logs_finite_losses_and_keeps_float32_parameters(tmp_path):
-    cfg = config_lib.override(Config(), [
-        "model.kind=rnn", "model.d_model=16", "model.layers=1", "data.num_train=64", "data.num_eval=4",
-        "data.seq_len=8", "train.batch_size=8",
-        "train.steps=3", "train.log_every=1", "train.eval_every=0", "train.checkpoint_every=0",
-        "train.num_printed_samples=0", "optim.warmup_steps=0", "train.precision=bfloat16",
-    ])
+    cfg = config_lib.override(
+        Config(),
+        [
+            "model.kind=rnn",
+            "model.d_model=16",
+            "model.layers=1",
+            "data.num_train=64",
+            "data.num_eval=4",
+            "data.seq_len=8",
+            "train.batch_size=8",
+            "train.steps=3",
+            "train.log_every=1",
+            "train.eval_every=0",
+            "train.checkpoint_every=0",
+            "train.num_printed_samples=0",
+            "optim.warmup_steps=0",
+            "train.precision=bfloat16",
+        ],
+    )
     exp = build_experiment(cfg)
     tokens = exp.train_batches().batch(0)["inputs"]
     shapes = jax.eval_shape(lambda key: exp.model.init(key, tokens), jax.random.key(0))

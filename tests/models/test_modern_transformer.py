@@ -334,7 +334,8 @@ def test_cudnn_kernel_is_refused_without_a_gpu():
     [
         (
             "model.kv_heads=2",
-            "model.kv_heads applies to model.kind in \\(transformer, transformer_seq2seq, transformer_encoder, electra\\), not 'rnn'",
+            "model.kv_heads applies to model.kind in "
+            "\\(transformer, transformer_seq2seq, transformer_encoder, electra\\), not 'rnn'",
         ),
         ("model.scan_layers=true", "model.scan_layers applies to model.kind in"),
         ("model.kv_heads=two", "model.kv_heads must be int, got 'two'"),

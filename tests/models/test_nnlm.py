@@ -25,9 +25,7 @@ def test_hidden_follows_the_windowed_equation_with_zeros_before_the_start(random
     expected = np.zeros((B, T, D))
     for b in range(B):
         for t in range(T):
-            window = [
-                table[tokens[b, t - j]] if t - j >= 0 else np.zeros(D) for j in range(K)
-            ]
+            window = [table[tokens[b, t - j]] if t - j >= 0 else np.zeros(D) for j in range(K)]
             e = np.concatenate(window)
             expected[b, t] = np.tanh(e @ h + d) + e @ w
     got = model.apply({"params": params}, tokens)

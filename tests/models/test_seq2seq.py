@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jaxpr_tools import matmuls
+
 from seqjax.config import ModelConfig
 from seqjax.models import build_model, is_seq2seq
 
@@ -33,12 +33,8 @@ class Prepared:
         self.model = build_model(CONFIGS[name], V, src_vocab_size=V_SRC)
         self.tokens = jax.random.randint(jax.random.key(0), (B, T), 0, V)
         self.src = jax.random.randint(jax.random.key(1), (B, S), 0, V_SRC)
-        self.variables = random_variables(
-            self.model, self.tokens, src=self.src, src_mask=SRC_MASK
-        )
-        self.forward = jax.jit(
-            lambda v, tokens, src: self.model.apply(v, tokens, src=src, src_mask=SRC_MASK)
-        )
+        self.variables = random_variables(self.model, self.tokens, src=self.src, src_mask=SRC_MASK)
+        self.forward = jax.jit(lambda v, tokens, src: self.model.apply(v, tokens, src=src, src_mask=SRC_MASK))
 
     def hidden(self, tokens=None, src=None):
         tokens = self.tokens if tokens is None else tokens
@@ -90,9 +86,7 @@ def test_hidden_at_t_ignores_target_tokens_after_t_but_not_the_source(prepared):
 @pytest.mark.parametrize("prepared", CONFIGS, indirect=True)
 def test_masked_source_positions_do_not_matter(prepared):
     garbage = jnp.where(SRC_MASK, prepared.src, (prepared.src + 3) % V_SRC)
-    np.testing.assert_allclose(
-        prepared.hidden(src=garbage), prepared.hidden(), rtol=1e-5, atol=1e-6
-    )
+    np.testing.assert_allclose(prepared.hidden(src=garbage), prepared.hidden(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("prepared", CONFIGS, indirect=True)
@@ -112,9 +106,11 @@ def test_decode_state_leaves_lead_with_batch_and_embeddings_are_named(prepared):
 # attention decoder's dropout runs under nn.scan with per-step rngs of its own.
 @pytest.mark.parametrize("prepared", ["attention_additive"], indirect=True)
 def test_training_applies_dropout(prepared):
-    train = jax.jit(lambda v, tokens, src, key: prepared.model.apply(
-        v, tokens, src=src, src_mask=SRC_MASK, train=True, rngs={"dropout": key}
-    ))
+    train = jax.jit(
+        lambda v, tokens, src, key: prepared.model.apply(
+            v, tokens, src=src, src_mask=SRC_MASK, train=True, rngs={"dropout": key}
+        )
+    )
     dropped = train(prepared.variables, prepared.tokens, prepared.src, jax.random.key(4))
     assert not np.allclose(dropped, prepared.hidden())
 

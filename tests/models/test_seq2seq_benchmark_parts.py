@@ -9,8 +9,8 @@ from project_scripts import load_script
 
 from seqjax.config import HeadConfig
 from seqjax.heads import build_head
-from seqjax.models import build_model
 from seqjax.model_head import init_params
+from seqjax.models import build_model
 
 bench = load_script("benchmarks/seq2seq_train.py", "seq2seq_train_benchmark")
 MODELS = list(bench.SETUPS)
@@ -36,4 +36,3 @@ def test_seqjax_step_runs_at_quick_shapes_and_counts_every_parameter(name):
     run, count = bench.seqjax_step(setup)
     run(1)
     assert count == seqjax_parameter_count(setup)
-

@@ -60,7 +60,7 @@ def beams_with_their_own_copies(step_fn, state):
         parents, tokens = index // V, (index % V).astype(jnp.int32)
         sequences = jnp.take_along_axis(sequences, parents[:, :, None], axis=1).at[:, :, t].set(tokens)
         rows = (jnp.arange(B)[:, None] * K + parents).reshape(-1)
-        beams = jax.tree.map(lambda leaf: leaf[rows], beams)
+        beams = jax.tree.map(lambda leaf, rows=rows: leaf[rows], beams)
         last = tokens.reshape(-1)
     return sequences, totals
 

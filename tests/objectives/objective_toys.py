@@ -10,9 +10,9 @@ from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import BOS_ID, EOS_ID
 from seqjax.heads import build_head
+from seqjax.model_head import init_params
 from seqjax.models import build_model, is_seq2seq
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, truncate
-from seqjax.model_head import init_params
 
 
 def tiny(kind: str = "rnn", *, vocab: int = 7, d_model: int = 8, seed: int = 0, batch=None):

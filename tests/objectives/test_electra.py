@@ -27,8 +27,9 @@ def test_labels_mark_the_tokens_that_differ_from_the_original():
 
 @pytest.fixture(scope="module")
 def tiny_electra():
-    cfg = ModelConfig(kind="electra", d_model=16, layers=1, generator_layers=1, num_heads=2, d_ff=32, dropout=0.0,
-                      max_len=T)
+    cfg = ModelConfig(
+        kind="electra", d_model=16, layers=1, generator_layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T
+    )
     model = build_model(cfg, V)
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
     tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
@@ -45,14 +46,16 @@ def test_discriminator_loss_is_the_cross_entropy_of_replaced_against_original(ti
     loss, metrics = objective(model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)
     mask_key, sample_key, *_ = jax.random.split(key, 5)
     valid = batch["mask"] > 0
-    masked, selected = mask_tokens(batch["targets"], valid, mask_key, ids=SPECIAL_IDS, vocab_size=V, rate=0.5,
-                                   mask_prob=1.0, random_prob=0.0)
+    masked, selected = mask_tokens(
+        batch["targets"], valid, mask_key, ids=SPECIAL_IDS, vocab_size=V, rate=0.5, mask_prob=1.0, random_prob=0.0
+    )
     hidden = encoded(model, params, masked, valid, key, train=False, method="generator")
     samples = jax.random.categorical(sample_key, token_log_probs(model, head, params, hidden))
     corrupted = np.where(selected, samples, batch["targets"])
     labels = (corrupted != np.asarray(batch["targets"])) & np.asarray(valid)
-    logits = np.asarray(model.apply({"params": params["model"]}, jnp.asarray(corrupted), mask=valid,
-                                    method="discriminate"), np.float64)
+    logits = np.asarray(
+        model.apply({"params": params["model"]}, jnp.asarray(corrupted), mask=valid, method="discriminate"), np.float64
+    )
     probability = 1 / (1 + np.exp(-logits))
     cross_entropy = -(labels * np.log(probability) + (1 - labels) * np.log(1 - probability))
     want = cross_entropy[np.asarray(valid)].mean()

@@ -3,11 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from objective_toys import lm_batch, tiny
+
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.objectives import GradientPenalty, TeacherForcing
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
+from seqjax.objectives import GradientPenalty, TeacherForcing
 
 VOCAB, LAMBDA = 7, 0.5
 
@@ -58,8 +58,12 @@ def test_gradient_of_the_penalized_loss_matches_a_finite_difference_along_a_dire
     def both(params):
         grads = jax.grad(objective)(params)
         analytic = sum(jnp.vdot(g, d) for g, d in zip(jax.tree.leaves(grads), jax.tree.leaves(direction)))
-        return analytic, (shifted(h) - shifted(-h)) / (2 * h), objective(params), TeacherForcing()(
-            model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)[0]
+        return (
+            analytic,
+            (shifted(h) - shifted(-h)) / (2 * h),
+            objective(params),
+            TeacherForcing()(model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)[0],
+        )
 
     analytic, numeric, penalized, plain = both(params)
     np.testing.assert_allclose(analytic, numeric, rtol=5e-3)

@@ -93,8 +93,14 @@ def test_loss_is_the_mean_nll_of_the_original_tokens_at_the_selected_positions_o
     key = jax.random.key(3)
     loss, metrics = jax.jit(lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS))(params)
     corrupted, selected = mask_tokens(
-        batch["targets"], batch["mask"] > 0, jax.random.split(key, 3)[0], ids=SPECIAL_IDS, vocab_size=V,
-        rate=0.5, mask_prob=0.8, random_prob=0.1,
+        batch["targets"],
+        batch["mask"] > 0,
+        jax.random.split(key, 3)[0],
+        ids=SPECIAL_IDS,
+        vocab_size=V,
+        rate=0.5,
+        mask_prob=0.8,
+        random_prob=0.1,
     )
     assert 0 < int(selected.sum()) < int(batch["mask"].sum())
     _, want = selected_nll(model, head, params, batch, corrupted, selected)
@@ -107,8 +113,14 @@ def test_masked_nll_scores_the_eval_positions_shown_as_mask(tiny_encoder):
     key = jax.random.key(0)
     sums = jax.jit(lambda p: masked_nll(model, head, p, batch, key, ids=SPECIAL_IDS))(params)
     corrupted, selected = mask_tokens(
-        batch["targets"], batch["mask"] > 0, key, ids=SPECIAL_IDS, vocab_size=V, rate=EVAL_RATE,
-        mask_prob=1.0, random_prob=0.0,
+        batch["targets"],
+        batch["mask"] > 0,
+        key,
+        ids=SPECIAL_IDS,
+        vocab_size=V,
+        rate=EVAL_RATE,
+        mask_prob=1.0,
+        random_prob=0.0,
     )
     assert np.all(np.asarray(corrupted)[np.asarray(selected)] == MASK)
     want, _ = selected_nll(model, head, params, batch, corrupted, selected)

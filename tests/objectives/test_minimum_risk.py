@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sacrebleu
-
 from objective_toys import all_sequences, expected_reward_fn, reference_batch, tiny
+
 from seqjax.contracts import SPECIAL_IDS, SpecialIds
 from seqjax.data import EOS_ID
 from seqjax.objectives import MinimumRisk
@@ -29,10 +29,12 @@ def test_expected_risk_uses_the_sharpened_distribution_renormalized_over_availab
 
 
 def test_repeated_and_missing_candidates_are_not_available():
-    candidates = jnp.asarray([
-        [[4, 2, 0], [5, 2, 0], [4, 2, 0], [5, 2, 0]],
-        [[0, 0, 0], [4, 2, 0], [0, 0, 0], [4, 2, 0]],
-    ])
+    candidates = jnp.asarray(
+        [
+            [[4, 2, 0], [5, 2, 0], [4, 2, 0], [5, 2, 0]],
+            [[0, 0, 0], [4, 2, 0], [0, 0, 0], [4, 2, 0]],
+        ]
+    )
     present = jnp.asarray([[True, True, True, True], [False, True, True, True]])
     np.testing.assert_array_equal(
         first_occurrences(candidates, present), [[True, True, False, False], [False, True, True, False]]

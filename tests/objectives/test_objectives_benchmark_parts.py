@@ -22,8 +22,9 @@ def test_every_objective_of_every_setup_is_a_valid_config(setup, quick):
 
 def test_ratios_are_throughput_over_teacher_forcing():
     seconds = {"teacher_forcing": 0.5, "gradient_penalty": 1.0}
-    rows = bench.relative_rows("lm", seconds, tokens=1000, steps=5, options={"teacher_forcing": "-",
-                                                                             "gradient_penalty": "nested"})
+    rows = bench.relative_rows(
+        "lm", seconds, tokens=1000, steps=5, options={"teacher_forcing": "-", "gradient_penalty": "nested"}
+    )
     assert rows == [
         ["lm", "teacher_forcing", "-", "100.0", "10,000", "1.00x"],
         ["lm", "gradient_penalty", "nested", "200.0", "5,000", "0.50x"],

@@ -4,12 +4,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from objective_toys import lm_batch, tiny
+
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import SPECIAL_TOKENS
-from seqjax.objectives import RandomReplacement, TeacherForcing
 from seqjax.model_head import head_loss, hidden_states
+from seqjax.objectives import RandomReplacement, TeacherForcing
 from seqjax.objectives.random_replacement import replace_inputs
 
 ROWS, LENGTH, VOCAB = 4000, 12, 50

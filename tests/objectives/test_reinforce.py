@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from objective_toys import expected_reward_fn, mixer_objective_fn, reference_batch, tiny
+
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.objectives import MinimumRisk, Mixer, Reinforce, TeacherForcing
 from seqjax.objectives.reinforce import leave_one_out_mean, mixer_delta, reinforce_surrogate
@@ -115,8 +115,9 @@ def test_mixer_with_delta_beyond_the_length_is_reinforce():
     @jax.jit
     def both(params):
         plain = Reinforce(num_samples=2)(model, head, params, batch, key, step, ids=SPECIAL_IDS)
-        mixed = Mixer(num_samples=2, delta_start=LENGTH, delta_growth=0)(model, head, params, batch, key, step,
-                                                                        ids=SPECIAL_IDS)
+        mixed = Mixer(num_samples=2, delta_start=LENGTH, delta_growth=0)(
+            model, head, params, batch, key, step, ids=SPECIAL_IDS
+        )
         return plain, (mixed[0], {k: v for k, v in mixed[1].items() if k != "delta"})
 
     for a, b in zip(*(jax.tree.leaves(x) for x in both(params))):

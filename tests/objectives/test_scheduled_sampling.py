@@ -7,13 +7,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from objective_toys import lm_batch, tiny
+
 from seqjax import decoding
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import EOS_ID
-from seqjax.objectives import ScheduledSampling, TeacherForcing
 from seqjax.model_head import init_decode_state, make_step_fn
+from seqjax.objectives import ScheduledSampling, TeacherForcing
 from seqjax.objectives.scheduled_sampling import gold_coins, parallel_inputs, scan_inputs
 
 ALWAYS_GOLD = dict(schedule="linear", k=1.0, c=0.0, eps_min=0.0)
@@ -47,8 +47,12 @@ def test_epsilon_zero_with_argmax_feeds_the_greedy_decode():
     scan = jax.jit(functools.partial(scan_inputs, model, head, feed="argmax"))
     _, fed = scan(params, batch, never_gold, jax.random.key(0))
     greedy, lengths = decoding.greedy(
-        make_step_fn(model, head, params), init_decode_state(model, params, batch['inputs'].shape[0], LENGTH, batch),
-        bos_id=EOS_ID, eos_id=EOS_ID, pad_id=0, max_len=LENGTH - 1,
+        make_step_fn(model, head, params),
+        init_decode_state(model, params, batch["inputs"].shape[0], LENGTH, batch),
+        bos_id=EOS_ID,
+        eos_id=EOS_ID,
+        pad_id=0,
+        max_len=LENGTH - 1,
     )
     fed, greedy, lengths = np.asarray(fed), np.asarray(greedy), np.asarray(lengths)
     assert (fed[:, 0] == EOS_ID).all()
@@ -85,6 +89,7 @@ def test_soft_feed_backpropagates_through_the_first_pass_only_when_asked():
         def loss(p):
             objective = ScheduledSampling(first_pass_grad=first_pass_grad, **never_gold)
             return objective(model, head, p, batch, jax.random.key(0), jnp.int32(0), ids=SPECIAL_IDS)[0]
+
         return jax.grad(loss)(params)
 
     detached, attached = jax.jit(lambda p: (grads(p, False), grads(p, True)))(params)

@@ -60,8 +60,15 @@ def initial_state(setup: tuple[str, ...]):
         (LM, ["objective.kind=gradient_penalty"], "grad_norm_sq"),
         (SEQ2SEQ, ["objective.kind=reinforce"], "baseline"),
         (LM, ["objective.kind=mixer", "objective.mixer.baseline=mean"], "delta"),
-        (LM, ["objective.kind=minimum_risk", "objective.minimum_risk.search=beam",
-              "objective.minimum_risk.mle_weight=0.5"], "mle_loss"),
+        (
+            LM,
+            [
+                "objective.kind=minimum_risk",
+                "objective.minimum_risk.search=beam",
+                "objective.minimum_risk.mle_weight=0.5",
+            ],
+            "mle_loss",
+        ),
     ],
     ids=["scheduled_sampling", "random_replacement", "gradient_penalty", "reinforce", "mixer", "minimum_risk"],
 )
@@ -83,8 +90,10 @@ def test_objective_takes_a_finite_step_in_the_train_step(setup, objective, metri
 def test_build_objective_reports_bad_options_with_the_config_field():
     message = "objective.scheduled_sampling.k must be a number >= 1 for the inverse_sigmoid schedule, got 0.5"
     with pytest.raises(ValueError, match=message):
-        build_experiment(config_lib.override(
-            Config(), TINY + ["objective.kind=scheduled_sampling", "objective.scheduled_sampling.k=0.5"]
-        ))
+        build_experiment(
+            config_lib.override(
+                Config(), TINY + ["objective.kind=scheduled_sampling", "objective.scheduled_sampling.k=0.5"]
+            )
+        )
     with pytest.raises(ValueError, match="objective.kind must be one of"):
         build_experiment(config_lib.override(Config(), TINY + ["objective.kind=gan"]))

@@ -50,7 +50,12 @@ def test_unknown_objective_is_refused():
 def test_run_fine_tunes_the_checkpoint_with_its_own_seed_and_steps():
     base = Config(train=TrainConfig(steps=1500, seed=0, num_printed_samples=4))
     cfg = sweep.run_config(base, "runs/base", "self_critical", seed=1, steps=100)
-    assert (cfg.train.init_from, cfg.train.steps, cfg.train.seed, cfg.train.num_printed_samples) == ("runs/base", 100, 1, 0)
+    assert (cfg.train.init_from, cfg.train.steps, cfg.train.seed, cfg.train.num_printed_samples) == (
+        "runs/base",
+        100,
+        1,
+        0,
+    )
     assert (cfg.optim.learning_rate, cfg.optim.schedule) == (1e-4, "constant")
     assert (cfg.objective.kind, cfg.objective.reinforce.baseline) == ("reinforce", "self_critical")
     assert cfg.model == base.model and cfg.data == base.data
@@ -61,25 +66,33 @@ def report(bleu, rouge):
 
 
 def test_table_has_copy_baseline_and_mean_plus_minus_half_range_per_model_and_beam():
-    results = {"transformer": {"teacher_forcing": [report(10.0, 0.3), report(12.0, 0.3)]},
-               "attention": {"teacher_forcing": [report(5.0, 0.1)]}}
+    results = {
+        "transformer": {"teacher_forcing": [report(10.0, 0.3), report(12.0, 0.3)]},
+        "attention": {"teacher_forcing": [report(5.0, 0.1)]},
+    }
     lines = sweep.results_table(results, "BLEU", "bleu", 2).splitlines()
-    assert lines[2] == ("| objective | transformer beam 1 | transformer beam 2 | transformer beam 3 | "
-                        "attention beam 1 | attention beam 2 | attention beam 3 | seeds |")
+    assert lines[2] == (
+        "| objective | transformer beam 1 | transformer beam 2 | transformer beam 3 | "
+        "attention beam 1 | attention beam 2 | attention beam 3 | seeds |"
+    )
     assert lines[4] == "| copy the source | 18.50 | 18.50 | 18.50 | 18.50 | 18.50 | 18.50 | - |"
-    assert lines[5] == ("| teacher_forcing | 12.00 ± 1.00 | 13.00 ± 1.00 | 14.00 ± 1.00 | "
-                        "6.00 | 7.00 | 8.00 | 1/2 |")
+    assert lines[5] == ("| teacher_forcing | 12.00 ± 1.00 | 13.00 ± 1.00 | 14.00 ± 1.00 | 6.00 | 7.00 | 8.00 | 1/2 |")
 
 
 def test_perplexity_table_has_one_column_per_model_and_no_copy_row():
     def with_perplexity(perplexity):
         return {beam: {**scores, "perplexity": perplexity} for beam, scores in report(5.0, 0.1).items()}
 
-    results = {"transformer": {"mixer": [with_perplexity(60.0), with_perplexity(64.0)]},
-               "attention": {"mixer": [with_perplexity(200.0), with_perplexity(210.0)]}}
+    results = {
+        "transformer": {"mixer": [with_perplexity(60.0), with_perplexity(64.0)]},
+        "attention": {"mixer": [with_perplexity(200.0), with_perplexity(210.0)]},
+    }
     lines = sweep.results_table(results, "perplexity", "perplexity", 1, beams=(1,)).splitlines()
-    assert lines[2:] == ["| objective | transformer | attention | seeds |", "|---|---|---|---|",
-                         "| mixer | 62.0 ± 2.0 | 205.0 ± 5.0 | 2 |"]
+    assert lines[2:] == [
+        "| objective | transformer | attention | seeds |",
+        "|---|---|---|---|",
+        "| mixer | 62.0 ± 2.0 | 205.0 ± 5.0 | 2 |",
+    ]
 
 
 def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monkeypatch):
@@ -106,5 +119,10 @@ def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monk
     rows = results["transformer"]
     assert rows["checkpoint (no fine-tuning)"][0]["1"]["bleu"] == 6.0
     assert rows["checkpoint (no fine-tuning)"][0]["2"]["perplexity"] == 40.0
-    assert rows["gradient_penalty"][0]["3"] == {"bleu": 10.0, "rougeL": 0.2, "copy_bleu": 18.5,
-                                                 "copy_rougeL": 0.184, "perplexity": 50.0}
+    assert rows["gradient_penalty"][0]["3"] == {
+        "bleu": 10.0,
+        "rougeL": 0.2,
+        "copy_bleu": 18.5,
+        "copy_rougeL": 0.184,
+        "perplexity": 50.0,
+    }

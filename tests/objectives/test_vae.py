@@ -39,8 +39,11 @@ def test_gaussian_kl_equals_the_closed_form_in_numpy():
 
 def test_gaussian_kl_matches_a_monte_carlo_estimate_of_log_q_minus_log_p():
     mean, log_variance = jnp.array([0.7, -1.2]), jnp.array([-0.5, 0.8])
-    draws = np.asarray(reparameterize(jnp.broadcast_to(mean, (400_000, 2)), jnp.broadcast_to(log_variance, (400_000, 2)),
-                                      jax.random.key(2)))
+    draws = np.asarray(
+        reparameterize(
+            jnp.broadcast_to(mean, (400_000, 2)), jnp.broadcast_to(log_variance, (400_000, 2)), jax.random.key(2)
+        )
+    )
     sigma = np.exp(0.5 * np.asarray(log_variance))
     log_q = -0.5 * ((draws - np.asarray(mean)) / sigma) ** 2 - np.log(sigma)
     log_p = -0.5 * draws**2
@@ -120,8 +123,14 @@ def test_free_bits_floor_each_dimensions_batch_mean_kl():
 
 
 def test_options_are_checked_when_built():
-    for bad in (dict(beta=-1.0), dict(schedule="cosine"), dict(anneal_steps=0), dict(word_dropout=1.5),
-                dict(free_bits=-0.1), dict(sharpness=0.0)):
+    for bad in (
+        dict(beta=-1.0),
+        dict(schedule="cosine"),
+        dict(anneal_steps=0),
+        dict(word_dropout=1.5),
+        dict(free_bits=-0.1),
+        dict(sharpness=0.0),
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             VAE(**bad)
 

@@ -5,11 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from helpers import tiny
 
 from seqjax.cli import main
 from seqjax.training.back_translation import combine_pairs
-
-from helpers import tiny
 
 
 def test_real_pairs_come_upsampled_before_the_tagged_synthetic_pairs():
@@ -50,8 +49,15 @@ def corpus(tmp_path_factory):
 
 
 def parallel(corpus, *overrides):
-    return tiny("data.kind=parallel", f"data.train={corpus / 'train'}", f"data.valid={corpus / 'valid'}",
-                f"data.test={corpus / 'test'}", "model.kind=rnn_seq2seq", "model.bidirectional=false", *overrides)
+    return tiny(
+        "data.kind=parallel",
+        f"data.train={corpus / 'train'}",
+        f"data.valid={corpus / 'valid'}",
+        f"data.test={corpus / 'test'}",
+        "model.kind=rnn_seq2seq",
+        "model.bidirectional=false",
+        *overrides,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +74,23 @@ def test_the_synthetic_corpus_is_line_aligned_with_the_monolingual_text_tagged_a
     monolingual = ["ba ab", "", "bac", "ab ab"]
     (tmp_path / "mono.de").write_text("".join(line + "\n" for line in monolingual))
     output = tmp_path / "bt"
-    argv = ["backtranslate", "--workdir", str(backward_run), "--monolingual", str(tmp_path / "mono.de"),
-            "--output", str(output), "--real", str(corpus / "train"), "--upsample", "2", "--tag", "<bt>",
-            "--beam", "2"]
+    argv = [
+        "backtranslate",
+        "--workdir",
+        str(backward_run),
+        "--monolingual",
+        str(tmp_path / "mono.de"),
+        "--output",
+        str(output),
+        "--real",
+        str(corpus / "train"),
+        "--upsample",
+        "2",
+        "--tag",
+        "<bt>",
+        "--beam",
+        "2",
+    ]
     assert main(argv) == 0
     sources = (tmp_path / "bt.en").read_text().splitlines()  # the forward direction: en -> de
     targets = (tmp_path / "bt.de").read_text().splitlines()
@@ -84,10 +104,22 @@ def test_the_synthetic_corpus_is_line_aligned_with_the_monolingual_text_tagged_a
 @pytest.mark.slow
 def test_the_forward_run_trains_on_real_and_sampled_synthetic_pairs(corpus, backward_run, tmp_path):
     (tmp_path / "mono.de").write_text("ba ab\nbac\n")
-    argv = ["backtranslate", "--workdir", str(backward_run), "--monolingual", str(tmp_path / "mono.de"),
-            "--output", str(tmp_path / "bt"), "--real", str(corpus / "train"), "--sample",
-            "--train-workdir", str(tmp_path / "en-de"), "--set",
-            *[a for a in parallel(corpus) if not a.startswith(("data.kind", "data.train"))]]
+    argv = [
+        "backtranslate",
+        "--workdir",
+        str(backward_run),
+        "--monolingual",
+        str(tmp_path / "mono.de"),
+        "--output",
+        str(tmp_path / "bt"),
+        "--real",
+        str(corpus / "train"),
+        "--sample",
+        "--train-workdir",
+        str(tmp_path / "en-de"),
+        "--set",
+        *[a for a in parallel(corpus) if not a.startswith(("data.kind", "data.train"))],
+    ]
     assert main(argv) == 0
     config = json.loads((tmp_path / "en-de" / "config.json").read_text())["data"]
     assert (config["src"], config["tgt"], config["train"]) == ("en", "de", str(tmp_path / "bt"))

@@ -5,16 +5,18 @@ import json
 
 import numpy as np
 import pytest
+from helpers import tiny
 
 from seqjax.cli import main
-
-from helpers import tiny
 
 
 @pytest.fixture(scope="module")
 def bilm_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("bilm")
-    assert main(["train", "--workdir", str(workdir), "--set", *tiny("model.kind=bilm", "objective.kind=bidirectional_lm")]) == 0
+    assert (
+        main(["train", "--workdir", str(workdir), "--set", *tiny("model.kind=bilm", "objective.kind=bidirectional_lm")])
+        == 0
+    )
     return workdir
 
 
@@ -29,7 +31,7 @@ def test_a_run_reports_each_directions_perplexity(bilm_run, capsys):
     assert main(["eval", "--workdir", str(bilm_run), "--split", "valid"]) == 0
     out = capsys.readouterr().out
     assert "backward LM per-token perplexity" in out
-    result = json.loads(out[out.index('{\n  "valid"'):])["valid"]
+    result = json.loads(out[out.index('{\n  "valid"') :])["valid"]
     for name, value in valid.items():
         assert result[name] == pytest.approx(value, rel=1e-6), name
 

@@ -6,6 +6,7 @@ import os
 import jax
 import numpy as np
 import pytest
+from helpers import tiny
 
 from seqjax import config as config_lib
 from seqjax import decoding
@@ -17,8 +18,6 @@ from seqjax.training.experiment import build_experiment, saved_tokenizers
 from seqjax.training.layout import make_mesh
 from seqjax.training.state import Checkpointer, restore_state
 
-from helpers import tiny
-
 
 def train(workdir, *overrides):
     return main(["train", "--workdir", str(workdir), "--set", *tiny(*overrides)])
@@ -27,7 +26,9 @@ def train(workdir, *overrides):
 def listing(directory):
     return sorted(
         (os.path.relpath(os.path.join(root, f), directory), os.path.getsize(os.path.join(root, f)))
-        for root, _, files in os.walk(directory) for f in files if f != "metrics.jsonl" and "tensorboard" not in root
+        for root, _, files in os.walk(directory)
+        for f in files
+        if f != "metrics.jsonl" and "tensorboard" not in root
     )
 
 
@@ -58,7 +59,7 @@ def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsy
 
 def printed_json(out, first_key):
     """The JSON object `seqjax eval` prints (after any report lines), from its first key on."""
-    return json.loads(out[out.index("{\n  " + json.dumps(first_key)):])
+    return json.loads(out[out.index("{\n  " + json.dumps(first_key)) :])
 
 
 def test_eval_of_the_valid_split_reproduces_the_runs_summary(trained_run, capsys):
@@ -92,8 +93,16 @@ def test_missing_corpus_file_is_named(tmp_path, capsys):
     missing = tmp_path / "nope.txt"
     expect_user_error(
         capsys,
-        ["train", "--workdir", str(tmp_path / "r"), "--set", "data.kind=text", f"data.train={missing}",
-         f"data.valid={missing}", f"data.test={missing}"],
+        [
+            "train",
+            "--workdir",
+            str(tmp_path / "r"),
+            "--set",
+            "data.kind=text",
+            f"data.train={missing}",
+            f"data.valid={missing}",
+            f"data.test={missing}",
+        ],
         str(missing),
     )
 
@@ -103,16 +112,25 @@ def test_undecodable_corpus_names_file_and_line(tmp_path, capsys):
     corpus.write_bytes(b"fine line\nbad \xff\xfe line\n")
     expect_user_error(
         capsys,
-        ["train", "--workdir", str(tmp_path / "r"), "--set", "data.kind=text", f"data.train={corpus}",
-         f"data.valid={corpus}", f"data.test={corpus}"],
+        [
+            "train",
+            "--workdir",
+            str(tmp_path / "r"),
+            "--set",
+            "data.kind=text",
+            f"data.train={corpus}",
+            f"data.valid={corpus}",
+            f"data.test={corpus}",
+        ],
         "line 2",
     )
 
 
 def test_resume_with_a_different_model_is_refused_and_the_run_is_untouched(trained_run, capsys):
     before = listing(trained_run)
-    expect_user_error(capsys, ["train", "--workdir", str(trained_run), "--set", *tiny("model.d_model=48")],
-                      "model.d_model")
+    expect_user_error(
+        capsys, ["train", "--workdir", str(trained_run), "--set", *tiny("model.d_model=48")], "model.d_model"
+    )
     assert listing(trained_run) == before
 
 
@@ -135,8 +153,14 @@ def checkpoint_params(workdir, step):
     exp = build_experiment(cfg, tokenizers=saved_tokenizers(str(workdir)))
     checkpointer = Checkpointer.of_run(str(workdir), cfg.train.keep_checkpoints)
     try:
-        state, _ = restore_state(exp, checkpointer, step, optim.make_optimizer(cfg.optim, cfg.train.steps),
-                                 make_mesh("data:1", jax.devices()[:1]), exp.train_batches().batch(0))
+        state, _ = restore_state(
+            exp,
+            checkpointer,
+            step,
+            optim.make_optimizer(cfg.optim, cfg.train.steps),
+            make_mesh("data:1", jax.devices()[:1]),
+            exp.train_batches().batch(0),
+        )
     finally:
         checkpointer.close()
     return exp, jax.device_get(state.params)
@@ -145,8 +169,16 @@ def checkpoint_params(workdir, step):
 def test_init_from_starts_a_new_run_from_the_sources_latest_parameters(trained_run, tmp_path):
     """The new run takes one update at a learning rate of 1e-12, which moves no parameter
     by more than 1e-12: its checkpoint at step 1 holds the parameters it started from."""
-    assert train(tmp_path, f"train.init_from={trained_run}", "optim.learning_rate=1e-12", "train.steps=1",
-                 "train.num_printed_samples=0") == 0
+    assert (
+        train(
+            tmp_path,
+            f"train.init_from={trained_run}",
+            "optim.learning_rate=1e-12",
+            "train.steps=1",
+            "train.num_printed_samples=0",
+        )
+        == 0
+    )
     _, source = checkpoint_params(trained_run, 4)
     _, started = checkpoint_params(tmp_path, 1)
     for (path, got), want in zip(jax.tree_util.tree_leaves_with_path(started), jax.tree.leaves(source)):
@@ -155,14 +187,24 @@ def test_init_from_starts_a_new_run_from_the_sources_latest_parameters(trained_r
 
 def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, capsys):
     expect_user_error(
-        capsys, ["train", "--workdir", str(tmp_path / "x"), "--set", *tiny("model.d_model=48",
-                 f"train.init_from={trained_run}")], "different model config"
+        capsys,
+        [
+            "train",
+            "--workdir",
+            str(tmp_path / "x"),
+            "--set",
+            *tiny("model.d_model=48", f"train.init_from={trained_run}"),
+        ],
+        "different model config",
     )
 
 
 @pytest.mark.parametrize("flags", [["--top-k", "5", "--temperature", "0.7"], ["--top-p", "0.9"]])
 def test_generate_samples_with_each_sampling_filter(trained_run, capsys, flags):
-    assert main(["generate", "--workdir", str(trained_run), "--prompt", "A ", "--num", "2", "--max-len", "10", *flags]) == 0
+    assert (
+        main(["generate", "--workdir", str(trained_run), "--prompt", "A ", "--num", "2", "--max-len", "10", *flags])
+        == 0
+    )
     samples = [line for line in capsys.readouterr().out.splitlines() if "sample:" in line]
     assert len(samples) == 2
 
@@ -173,8 +215,15 @@ def continuation(exp, params, prompt, max_len, search, **options):
     ids = [SPECIAL_IDS.eos, *exp.tokenizer.encode(prompt)]
     state = init_decode_state(exp.model, params, 1, len(ids) + max_len)
     state = prefill(exp.model, params, state, np.asarray([ids[:-1]], np.int32))
-    tokens = search(make_step_fn(exp.model, exp.head, params), state, bos_id=ids[-1], eos_id=SPECIAL_IDS.eos,
-                    pad_id=SPECIAL_IDS.pad, max_len=max_len, **options)[0]
+    tokens = search(
+        make_step_fn(exp.model, exp.head, params),
+        state,
+        bos_id=ids[-1],
+        eos_id=SPECIAL_IDS.eos,
+        pad_id=SPECIAL_IDS.pad,
+        max_len=max_len,
+        **options,
+    )[0]
     best = tokens[0, 0] if tokens.ndim == 3 else tokens[0]  # beam search: [B, K, T], best first
     return exp.tokenizer.continue_text(prompt, np.asarray(best).tolist())
 
@@ -197,8 +246,11 @@ def test_bad_decoding_flags_are_user_errors(trained_run, capsys):
 
 
 def test_a_language_model_on_seq2seq_data_is_refused(tmp_path, capsys):
-    expect_user_error(capsys, ["train", "--workdir", str(tmp_path / "r"), "--set", "data.task=reverse", "model.kind=rnn"],
-                      "needs an encoder-decoder")
+    expect_user_error(
+        capsys,
+        ["train", "--workdir", str(tmp_path / "r"), "--set", "data.task=reverse", "model.kind=rnn"],
+        "needs an encoder-decoder",
+    )
 
 
 def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
@@ -208,7 +260,7 @@ def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     assert "copy-the-source" in capsys.readouterr().out
     assert main(["eval", "--workdir", str(tmp_path), "--split", "test", "--beam", "2", "--length-penalty", "0.6"]) == 0
     out = capsys.readouterr().out
-    result = json.loads(out[out.index("{"):])
+    result = json.loads(out[out.index("{") :])
     assert result["generation"]["decoding"] == "beam 2, length penalty 0.6"
     assert 0 <= result["generation"]["bleu"] <= 100 and result["test"]["token_perplexity"] > 1
     assert main(["generate", "--workdir", str(tmp_path), "--prompt", "abc", "--max-len", "8"]) == 0
@@ -216,8 +268,22 @@ def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     # A file of sources: one output line per input line, a blank line left blank.
     (tmp_path / "in.txt").write_text("abc\n\nhello world\n")
     out_file = tmp_path / "out.txt"
-    assert main(["generate", "--workdir", str(tmp_path), "--input", str(tmp_path / "in.txt"), "--beam", "2",
-                 "--output", str(out_file)]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--workdir",
+                str(tmp_path),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--beam",
+                "2",
+                "--output",
+                str(out_file),
+            ]
+        )
+        == 0
+    )
     lines = out_file.read_text().split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2]
 

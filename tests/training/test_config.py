@@ -20,7 +20,9 @@ def test_unknown_key_error_lists_the_valid_keys():
         config_lib.override(Config(), ["train.stepz=3"])
 
 
-@pytest.mark.parametrize("assignment", ["train.steps=abc", "train.steps=1.5", "head.tied=maybe", "optim.learning_rate=x"])
+@pytest.mark.parametrize(
+    "assignment", ["train.steps=abc", "train.steps=1.5", "head.tied=maybe", "optim.learning_rate=x"]
+)
 def test_wrong_value_type_names_key_and_value(assignment):
     key, value = assignment.split("=")
     with pytest.raises(ValueError, match=rf"{key}.*{value}"):
@@ -46,8 +48,12 @@ def test_from_dict_refuses_unknown_saved_keys():
 
 @pytest.mark.parametrize(
     "old, new",
-    [("model.heads", "model.num_heads"), ("data.max_len", "data.max_pair_len"),
-     ("train.samples", "train.num_printed_samples"), ("train.sample_len", "train.printed_sample_len")],
+    [
+        ("model.heads", "model.num_heads"),
+        ("data.max_len", "data.max_pair_len"),
+        ("train.samples", "train.num_printed_samples"),
+        ("train.sample_len", "train.printed_sample_len"),
+    ],
 )
 def test_a_renamed_key_is_refused_with_its_new_name(old, new):
     with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
@@ -89,8 +95,11 @@ def test_options_a_group_checks_together_can_be_set_together_in_any_order():
 
 @pytest.mark.parametrize(
     "old, new",
-    [("objective.k", "objective.scheduled_sampling.k"), ("objective.candidates", "objective.minimum_risk.search"),
-     ("objective.samples", "objective.reinforce.num_samples")],
+    [
+        ("objective.k", "objective.scheduled_sampling.k"),
+        ("objective.candidates", "objective.minimum_risk.search"),
+        ("objective.samples", "objective.reinforce.num_samples"),
+    ],
 )
 def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
     with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):

@@ -6,20 +6,24 @@ import os
 import tomllib
 
 import pytest
+from helpers import tiny
 
 from seqjax import config as config_lib
 from seqjax import config_text
 from seqjax.cli import main
 from seqjax.config import Config
 
-from helpers import tiny
-
 EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments")
 SETS = [
     [],
     ["model.kind=rnn", "model.cell=gru", "train.steps=7", "data.buckets=8,16", "head.kind=adaptive", "head.cutoffs=10"],
-    ["objective.kind=scheduled_sampling", "objective.scheduled_sampling.k=2.5", "data.kind=text",
-     'data.train=/data/"quoted" dir\\train.txt', "data.tokenizer=word"],
+    [
+        "objective.kind=scheduled_sampling",
+        "objective.scheduled_sampling.k=2.5",
+        "data.kind=text",
+        'data.train=/data/"quoted" dir\\train.txt',
+        "data.tokenizer=word",
+    ],
     ["data.task=reverse", "model.kind=transformer_seq2seq", "optim.learning_rate=1e-05", "train.mesh=data:2,model:4"],
 ]
 
@@ -50,12 +54,17 @@ def test_each_key_shows_its_type_its_default_when_changed_its_doc_and_whether_it
 
     def line(table, key):
         start = lines.index(f"[{table}]")
-        return next(x for x in lines[start + 1:] if x.startswith(f"{key} = "))
+        return next(x for x in lines[start + 1 :] if x.startswith(f"{key} = "))
 
-    assert line("model", "d_model").split("#", 1)[1].strip() == "int, default 128: width of embeddings and hidden states"
+    assert (
+        line("model", "d_model").split("#", 1)[1].strip() == "int, default 128: width of embeddings and hidden states"
+    )
     assert line("model", "layers").split("#", 1)[1].strip().startswith("int: stacked layers")
     assert "not used" not in line("model", "cell") and "default" not in line("model", "cell")
-    assert "(not used: applies to model.kind in (transformer, transformer_seq2seq, transformer_encoder, electra), not 'rnn')" in line("model", "num_heads")
+    assert (
+        "(not used: applies to model.kind in (transformer, transformer_seq2seq, transformer_encoder, electra), "
+        "not 'rnn')" in line("model", "num_heads")
+    )
     assert "not used: applies to objective.kind=mixer, not 'teacher_forcing'" in line("objective.mixer", "num_samples")
     keys = [x.split(" = ")[0] for x in lines if " = " in x and not x.startswith("#")]
     assert len(keys) == len(config_lib.valid_keys(Config()))
@@ -73,7 +82,11 @@ def test_train_help_lists_every_section_and_key_with_type_and_default(capsys):
     assert "--extend-schedule" in out
     for section in ("data:", "model:", "head:", "objective:", "objective.scheduled_sampling:", "optim:", "train:"):
         assert f"\n{section} " in out
-    assert 'd_model: int = 128' in out and 'kind: str = "transformer"' in out and "buckets: tuple[int, ...] = [16, 32, 64]" in out
+    assert (
+        "d_model: int = 128" in out
+        and 'kind: str = "transformer"' in out
+        and "buckets: tuple[int, ...] = [16, 32, 64]" in out
+    )
     listed = out.split("config keys", 1)[1]
     for key in config_lib.valid_keys(Config()):
         assert f" {key.rsplit('.', 1)[1]}: " in listed, key

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+from helpers import tiny_config
 
 from seqjax.training import optim
 from seqjax.training.evaluation import eval_batches
@@ -9,8 +10,6 @@ from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_eval_step
-
-from helpers import tiny_config
 
 
 def test_the_eval_step_sums_the_nll_of_the_unmasked_targets_under_the_heads_log_probs():

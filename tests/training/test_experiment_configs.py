@@ -24,7 +24,8 @@ EXPERIMENTS = sorted(path for path in (ROOT / "experiments").glob("*.py") if "de
 
 def test_the_experiments_with_a_config_are_found():
     assert {"default", "shakespeare_lstm", "shakespeare_transformer", "gettext_transformer"} <= {
-        path.stem for path in EXPERIMENTS}
+        path.stem for path in EXPERIMENTS
+    }
 
 
 def smallest_mesh(spec):

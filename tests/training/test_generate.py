@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import tiny, tiny_config
 
 from seqjax import config as config_lib
 from seqjax.cli import main
@@ -16,10 +17,13 @@ from seqjax.training.generation import DecodeOptions
 from seqjax.training.ngram_baseline import next_token_log_probs, ngram_decoder
 from seqjax.training.state import dump_json
 
-from helpers import tiny, tiny_config
-
-LINES = ["He said to him, “I will go.”", "She said to her, “We will stay.”", "They went home (slowly).",
-         "He said: \"no!\" and left.", "We will go home, she said."]
+LINES = [
+    "He said to him, “I will go.”",
+    "She said to her, “We will stay.”",
+    "They went home (slowly).",
+    'He said: "no!" and left.',
+    "We will go home, she said.",
+]
 NGRAM = ["model.kind=ngram", "model.context=2"]
 
 
@@ -63,9 +67,11 @@ def test_without_a_sampling_flag_generation_is_greedy_whatever_num(word_run, cap
 
 
 def test_word_samples_read_as_text(word_run, capsys):
-    for text in samples(capsys, ["generate", "--workdir", str(word_run), "--prompt", "He said", "--num", "6",
-                                 "--sample", "--max-len", "16"]):
-        assert text.startswith("He said") and not text[len("He said"):][:1].isalnum()  # never "He saidto"
+    for text in samples(
+        capsys,
+        ["generate", "--workdir", str(word_run), "--prompt", "He said", "--num", "6", "--sample", "--max-len", "16"],
+    ):
+        assert text.startswith("He said") and not text[len("He said") :][:1].isalnum()  # never "He saidto"
         assert " ," not in text and " ." not in text
 
 
@@ -109,7 +115,7 @@ def test_an_ngram_run_evaluates_to_its_training_summary_and_generates(tmp_path, 
         assert main(["eval", "--workdir", str(tmp_path), "--split", split]) == 0
         out = capsys.readouterr().out
         assert out.startswith(f"{split}: per-token perplexity")
-        assert json.loads(out[out.index("{"):])[split] == summary[split]
+        assert json.loads(out[out.index("{") :])[split] == summary[split]
     generate = ["generate", "--workdir", str(tmp_path), "--prompt", "The ", "--max-len", "12"]
     greedy = samples(capsys, [*generate, "--num", "3"])
     assert len(set(greedy)) == 1 and greedy[0].startswith("The ")
@@ -122,8 +128,10 @@ def test_the_ngram_step_distribution_is_kneser_ney_for_every_token(order):
     data = load_data(tiny_config(*NGRAM).data)
     model = ngram.fit(data.splits["train"], order, vocab_size=data.tokenizer.vocab.size)
     stream = data.splits["valid"][:40].tolist()
-    histories = np.array([[-1] * (order - 1 - min(t, order - 1)) + stream[max(0, t - order + 1):t]
-                          for t in range(len(stream))], np.int32).reshape(len(stream), order - 1)
+    histories = np.array(
+        [[-1] * (order - 1 - min(t, order - 1)) + stream[max(0, t - order + 1) : t] for t in range(len(stream))],
+        np.int32,
+    ).reshape(len(stream), order - 1)
     got = next_token_log_probs(model, histories)
     for history, row in zip(histories, got):
         context = [t for t in history.tolist() if t >= 0]

@@ -3,15 +3,24 @@
 import json
 import math
 
-from seqjax.cli import main
-
 from helpers import tiny
+
+from seqjax.cli import main
 
 
 def test_a_few_hundred_steps_on_the_grammar_reach_a_low_loss(tmp_path):
-    settings = tiny("model.kind=rnn", "model.d_model=64", "data.seq_len=32", "train.batch_size=16",
-                    "train.steps=300", "train.log_every=50", "train.checkpoint_every=0", "train.num_printed_samples=0",
-                    "optim.learning_rate=1e-2", "optim.warmup_steps=20")
+    settings = tiny(
+        "model.kind=rnn",
+        "model.d_model=64",
+        "data.seq_len=32",
+        "train.batch_size=16",
+        "train.steps=300",
+        "train.log_every=50",
+        "train.checkpoint_every=0",
+        "train.num_printed_samples=0",
+        "optim.learning_rate=1e-2",
+        "optim.warmup_steps=20",
+    )
     assert main(["train", "--workdir", str(tmp_path), "--set", *settings]) == 0
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     train = [r["loss"] for r in records if r["split"] == "train"]

@@ -11,19 +11,23 @@ import sys
 import time
 
 import pytest
+from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import load_data
 from seqjax.training.signals import SYNC_EVERY, StopRequest
 
-from helpers import tiny, tiny_config
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 300
 # Every step logged, so that the losses of two runs compare step by step; no checkpoint but
 # the last, so that the one a signal writes is the only other.
-LONG = tiny(f"train.steps={STEPS}", "train.log_every=1", "train.checkpoint_every=0", "train.eval_batches=1",
-            "train.num_printed_samples=0")
+LONG = tiny(
+    f"train.steps={STEPS}",
+    "train.log_every=1",
+    "train.checkpoint_every=0",
+    "train.eval_batches=1",
+    "train.num_printed_samples=0",
+)
 
 
 def launch(workdir, log, *overrides, devices=1):
@@ -31,8 +35,13 @@ def launch(workdir, log, *overrides, devices=1):
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
     with open(f"{log}.out", "w") as out, open(f"{log}.err", "w") as err:
-        return subprocess.Popen([sys.executable, "-m", "seqjax.cli", "train", "--workdir", str(workdir), "--set",
-                                 *LONG, *overrides], cwd=REPO, env=env, stdout=out, stderr=err)
+        return subprocess.Popen(
+            [sys.executable, "-m", "seqjax.cli", "train", "--workdir", str(workdir), "--set", *LONG, *overrides],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
 
 
 def train_records(workdir):
@@ -91,8 +100,14 @@ def test_a_sigterm_to_one_process_of_two_stops_both_after_the_same_step(tmp_path
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    shared = ["train.log_every=7", "train.mesh=data:8", "train.distributed=true", f"train.coordinator=127.0.0.1:{port}",
-              "train.num_processes=2", "train.heartbeat_timeout=30"]
+    shared = [
+        "train.log_every=7",
+        "train.mesh=data:8",
+        "train.distributed=true",
+        f"train.coordinator=127.0.0.1:{port}",
+        "train.num_processes=2",
+        "train.heartbeat_timeout=30",
+    ]
     logs = [tmp_path / f"process{i}" for i in range(2)]
     processes = [launch(tmp_path / "run", logs[i], *shared, f"train.process_id={i}", devices=4) for i in range(2)]
     try:
@@ -128,8 +143,10 @@ def test_the_first_signal_is_recorded_and_a_second_takes_the_handler_from_before
 
 def test_a_resume_that_changes_the_schedule_is_refused_naming_both_values(tmp_path, capsys):
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny()]) == 0
-    for change, message in [("train.steps=6", "train.steps: checkpoint has 4, now 6"),
-                            ("optim.learning_rate=0.001", "optim.learning_rate: checkpoint has 0.003, now 0.001")]:
+    for change, message in [
+        ("train.steps=6", "train.steps: checkpoint has 4, now 6"),
+        ("optim.learning_rate=0.001", "optim.learning_rate: checkpoint has 0.003, now 0.001"),
+    ]:
         capsys.readouterr()
         assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(change)]) == 2
         err = capsys.readouterr().err
@@ -150,17 +167,26 @@ def test_extend_schedule_goes_on_under_the_new_schedule_and_says_so(tmp_path, ca
 
 
 def test_training_pairs_dropped_for_length_are_printed_per_split_and_saved(tmp_path, capsys):
-    seq2seq = ("data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_pair_len=8",
-               "train.steps=2", "train.num_printed_samples=0")
+    seq2seq = (
+        "data.task=reverse",
+        "model.kind=transformer_seq2seq",
+        "data.buckets=24",
+        "data.max_pair_len=8",
+        "train.steps=2",
+        "train.num_printed_samples=0",
+    )
     expected = load_data(tiny_config(*seq2seq).data)
     assert expected.dropped["train"] > 0
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*seq2seq)]) == 0
     out = capsys.readouterr().out
     kept = len(expected.splits["train"][0])
-    assert f"train {kept:,} pairs ({expected.dropped['train']:,} dropped: longer than data.max_pair_len=8 tokens)" in out
+    assert (
+        f"train {kept:,} pairs ({expected.dropped['train']:,} dropped: longer than data.max_pair_len=8 tokens)" in out
+    )
     record = json.loads((tmp_path / "data.json").read_text())
-    assert record == {split: {"pairs": len(src), "dropped": expected.dropped[split]}
-                      for split, (src, _) in expected.splits.items()}
+    assert record == {
+        split: {"pairs": len(src), "dropped": expected.dropped[split]} for split, (src, _) in expected.splits.items()
+    }
 
 
 def test_metrics_are_named_per_token_and_per_word_and_lm_eval_prints_one_summary_line(tmp_path, capsys):
@@ -172,4 +198,4 @@ def test_metrics_are_named_per_token_and_per_word_and_lm_eval_prints_one_summary
     out = capsys.readouterr().out
     first = out.splitlines()[0]
     assert first.startswith("test: per-token perplexity ") and "per-word perplexity" in first
-    assert json.loads(out[out.index("{"):])["test"] == pytest.approx(summary["test"])
+    assert json.loads(out[out.index("{") :])["test"] == pytest.approx(summary["test"])

@@ -8,6 +8,7 @@ import shutil
 
 import jax
 import pytest
+from helpers import tiny
 
 from seqjax import config as config_lib
 from seqjax.cli import main
@@ -15,12 +16,18 @@ from seqjax.config import Config
 from seqjax.training.loop import train
 from seqjax.training.state import Checkpointer
 
-from helpers import tiny
-
 STEPS, INTERRUPTED_AT = 8, 4
 # Every step logged; dropout on, so a resumed run must also restore the PRNG key.
-RUN = tiny(f"train.steps={STEPS}", "train.log_every=1", "train.eval_every=3", "train.checkpoint_every=2",
-           "train.keep_checkpoints=2", "train.eval_batches=2", "train.num_printed_samples=0", "model.dropout=0.2")
+RUN = tiny(
+    f"train.steps={STEPS}",
+    "train.log_every=1",
+    "train.eval_every=3",
+    "train.checkpoint_every=2",
+    "train.keep_checkpoints=2",
+    "train.eval_batches=2",
+    "train.num_printed_samples=0",
+    "model.dropout=0.2",
+)
 
 
 class Interrupted(Exception):

@@ -11,8 +11,14 @@ def test_minus_one_takes_the_remaining_devices():
 
 @pytest.mark.parametrize(
     "spec, message",
-    [("data:3", "needs 3 devices"), ("data:3,model:-1", "does not divide"), ("pipe:2", "AXIS:SIZE"),
-     ("data:x", "integer"), ("data:-1,model:-1", "at most one"), ("data:0", "positive")],
+    [
+        ("data:3", "needs 3 devices"),
+        ("data:3,model:-1", "does not divide"),
+        ("pipe:2", "AXIS:SIZE"),
+        ("data:x", "integer"),
+        ("data:-1,model:-1", "at most one"),
+        ("data:0", "positive"),
+    ],
 )
 def test_impossible_meshes_are_clear_errors(spec, message):
     with pytest.raises(ValueError, match=message):

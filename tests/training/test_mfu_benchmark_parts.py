@@ -9,8 +9,9 @@ from project_scripts import load_script
 bench = load_script("benchmarks/mfu.py", "mfu_benchmark")
 
 # D = 2, F = 4, one layer, T = 3 positions, V = 5 words, batches of B = 2 rows.
-TINY = bench.LMShapes(2, 3, 5, bench.ModelConfig(kind="transformer", d_model=2, layers=1, num_heads=1, d_ff=4,
-                                                  dropout=0.0, max_len=3))
+TINY = bench.LMShapes(
+    2, 3, 5, bench.ModelConfig(kind="transformer", d_model=2, layers=1, num_heads=1, d_ff=4, dropout=0.0, max_len=3)
+)
 # Forward multiply-adds per token, 2 FLOPs each: Q, K, V and output projections 4 · D·D = 16,
 # the MLP D·F + F·D = 16, the output layer D·V = 10, attention scores over T keys T·D = 6 and
 # the weighted sum of T values T·D = 6: 54 multiply-adds, 108 FLOPs. Backward costs twice the
@@ -30,6 +31,7 @@ def test_measure_reports_the_median_timed_step_and_the_throughput_it_implies(mon
     def fake_lm_train_step(shapes, dtype):
         def run(steps):
             clock.now += steps * next(clock.per_step)
+
         return run, 1234
 
     monkeypatch.setattr(bench, "lm_train_step", fake_lm_train_step)
@@ -44,7 +46,14 @@ def test_report_shows_mfu_against_each_peak():
     text = bench.report(TINY, "float32", result, measured_peak=2.0, nominal_peak=0.8)
     row = next(line for line in text.splitlines() if line.startswith("| B=2 T=3"))
     assert [cell.strip() for cell in row.strip("|").split("|")][1:] == [
-        "1,234", "float32", "250.0", "24", "0.50", "25%", "62%"]
+        "1,234",
+        "float32",
+        "250.0",
+        "24",
+        "0.50",
+        "25%",
+        "62%",
+    ]
 
 
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--steps", "0"], ["--peak-tflops", "-1"]])

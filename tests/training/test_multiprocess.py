@@ -12,6 +12,7 @@ import time
 import jax
 import numpy as np
 import pytest
+from helpers import EXACT_UPDATES, assert_trains_alike, tiny, tiny_config
 
 from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
@@ -22,14 +23,19 @@ from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import Checkpointer, init_state, restore_state
 from seqjax.training.steps import make_train_step
 
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny, tiny_config
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR = 1e-3
 STEPS = 4
-SETTINGS = [*EXACT_UPDATES, f"optim.learning_rate={LR}", "train.batch_size=16", f"train.steps={STEPS}",
-            "train.log_every=1", f"train.checkpoint_every={STEPS}", "train.eval_batches=1",
-            "train.num_printed_samples=0"]
+SETTINGS = [
+    *EXACT_UPDATES,
+    f"optim.learning_rate={LR}",
+    "train.batch_size=16",
+    f"train.steps={STEPS}",
+    "train.log_every=1",
+    f"train.checkpoint_every={STEPS}",
+    "train.eval_batches=1",
+    "train.num_printed_samples=0",
+]
 # Seconds without heartbeats before a process counts as dead: generous, so that a healthy
 # process on starved cores is never declared dead.
 HEARTBEAT_TIMEOUT = 20
@@ -102,8 +108,12 @@ def wait_all(processes, logs, timeout):
 def test_distributed_settings_come_from_the_config_else_the_environment():
     environ = {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"}
     from_env = initialize_arguments(TrainConfig(distributed=True), environ)
-    assert from_env == {"coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 3,
-                        "heartbeat_timeout_seconds": 100}
+    assert from_env == {
+        "coordinator_address": "10.0.0.1:1234",
+        "num_processes": 4,
+        "process_id": 3,
+        "heartbeat_timeout_seconds": 100,
+    }
     from_config = initialize_arguments(TrainConfig(distributed=True, process_id=0, heartbeat_timeout=7), environ)
     assert from_config["process_id"] == 0 and from_config["heartbeat_timeout_seconds"] == 7
 
@@ -172,9 +182,14 @@ def test_two_processes_train_like_one_process_with_eight_devices_and_only_proces
     run (its layout, its evaluations), process 1 does not."""
     workdir, logs = tmp_path / "run", [str(tmp_path / f"process{i}") for i in range(2)]
     with reserved_port() as port:
-        shared = [*tiny(*SETTINGS), "train.mesh=data:8", "train.distributed=true",
-                  f"train.coordinator=127.0.0.1:{port}", "train.num_processes=2",
-                  f"train.heartbeat_timeout={HEARTBEAT_TIMEOUT}"]
+        shared = [
+            *tiny(*SETTINGS),
+            "train.mesh=data:8",
+            "train.distributed=true",
+            f"train.coordinator=127.0.0.1:{port}",
+            "train.num_processes=2",
+            f"train.heartbeat_timeout={HEARTBEAT_TIMEOUT}",
+        ]
         processes = [launch(TRAIN_WORKER, [str(workdir), *shared, f"train.process_id={i}"], logs[i]) for i in range(2)]
         codes = wait_all(processes, logs, timeout=540)
     assert codes == [0, 0], "\n".join(tail(f"{log}.err") for log in logs)

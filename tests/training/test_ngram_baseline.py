@@ -5,13 +5,12 @@ import json
 import math
 
 import pytest
+from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import EOS_ID, lm_eval_batches, load_data
 from seqjax.models.ngram import fit
 from seqjax.training.loop import train
-
-from helpers import tiny, tiny_config
 
 NGRAM = ["model.kind=ngram", "model.context=2"]
 
@@ -47,7 +46,9 @@ def test_perplexity_is_kneser_ney_of_the_split_after_eos_over_the_neural_eval_to
         stream = data.splits[split]
         neural_tokens = sum(b["mask"].sum() for b in lm_eval_batches(stream, cfg.train.batch_size, cfg.data.seq_len))
         assert summary[split]["tokens"] == neural_tokens == len(stream)
-        assert summary[split]["token_perplexity"] == pytest.approx(model.perplexity(stream, history=[EOS_ID]), rel=1e-12)
+        assert summary[split]["token_perplexity"] == pytest.approx(
+            model.perplexity(stream, history=[EOS_ID]), rel=1e-12
+        )
 
 
 def test_chunks_shorter_than_the_context_take_their_history_from_the_chunks_before(tmp_path):

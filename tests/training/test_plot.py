@@ -16,11 +16,25 @@ def fake_run(directory, steps, scale=1.0, perplexity_key="token_perplexity"):
     directory.mkdir(parents=True)
     with open(directory / "metrics.jsonl", "w") as f:
         for step in range(1, steps + 1):
-            f.write(json.dumps({"step": step, "split": "train", "loss": scale * 4 / step ** 0.5,
-                                "tokens": 128.0, "tokens_per_sec": 1000.0 + step}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "split": "train",
+                        "loss": scale * 4 / step**0.5,
+                        "tokens": 128.0,
+                        "tokens_per_sec": 1000.0 + step,
+                    }
+                )
+                + "\n"
+            )
             if step % 10 == 0:
-                f.write(json.dumps({"step": step, "split": "valid", "nll": 1.0, perplexity_key: scale * 50 / step,
-                                    "tokens": 500.0}) + "\n")
+                f.write(
+                    json.dumps(
+                        {"step": step, "split": "valid", "nll": 1.0, perplexity_key: scale * 50 / step, "tokens": 500.0}
+                    )
+                    + "\n"
+                )
     return directory
 
 

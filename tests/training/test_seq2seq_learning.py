@@ -12,8 +12,8 @@ import pytest
 
 from seqjax.config import Config, override
 from seqjax.training import optim
-from seqjax.training.generation import DecodeOptions, translate_texts
 from seqjax.training.experiment import build_experiment
+from seqjax.training.generation import DecodeOptions, translate_texts
 from seqjax.training.layout import make_mesh
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step
@@ -38,8 +38,13 @@ SETTINGS = {
     "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=800", "optim.learning_rate=1e-2"],
     "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=300", "optim.learning_rate=1e-2"],
     "transformer_seq2seq": [
-        "model.d_model=64", "model.layers=2", "model.num_heads=4", "model.d_ff=128", "model.max_len=16",
-        "train.steps=400", "optim.learning_rate=3e-3",
+        "model.d_model=64",
+        "model.layers=2",
+        "model.num_heads=4",
+        "model.d_ff=128",
+        "model.max_len=16",
+        "train.steps=400",
+        "optim.learning_rate=3e-3",
     ],
 }
 

@@ -4,18 +4,17 @@ strategy (and the shard_map step) trains exactly like one device."""
 import jax
 import numpy as np
 import pytest
+from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 from jax.sharding import PartitionSpec as P
 
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
+from seqjax.model_head import init_params
 from seqjax.training import optim
 from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import batch_sharding, make_mesh, partition_spec, tree_shardings, validate_strategy
 from seqjax.training.memory import per_device_bytes
-from seqjax.model_head import init_params
 from seqjax.training.state import init_state, state_shardings
 from seqjax.training.steps import build_train_step
-
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 
 F32 = np.dtype(np.float32)
 
@@ -80,8 +79,11 @@ def test_impossible_strategies_are_clear_errors(strategy, mesh_spec, message):
     "overrides, mesh_spec, message",
     [
         (["train.step_kind=shard_map"], "data:4,model:2", "model:1"),
-        (["train.vocab_parallel=true", "train.sharding=tensor", "head.kind=sampled", "head.num_samples=8"],
-         "data:4,model:2", "head.kind=full"),
+        (
+            ["train.vocab_parallel=true", "train.sharding=tensor", "head.kind=sampled", "head.num_samples=8"],
+            "data:4,model:2",
+            "head.kind=full",
+        ),
         (["train.vocab_parallel=true"], "data:8", "tensor or fsdp_tensor"),
         (["optim.accum_steps=2"], "data:8", "data axis size 8 times optim.accum_steps=2, got 8"),
     ],
@@ -108,7 +110,8 @@ def test_fsdp_per_device_parameter_bytes_are_an_eighth_of_data_parallel():
     def held(strategy):
         placed = jax.tree.map(
             lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
-            shapes, tree_shardings(shapes, mesh, strategy),
+            shapes,
+            tree_shardings(shapes, mesh, strategy),
         )
         return per_device_bytes(placed)
 

@@ -3,13 +3,12 @@
 import jax
 import numpy as np
 import pytest
+from helpers import tiny_config
 
 from seqjax.training import optim
 from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import make_mesh
 from seqjax.training.state import Checkpointer, init_state, restore_state, state_shardings
-
-from helpers import tiny_config
 
 
 def mesh_of(spec):

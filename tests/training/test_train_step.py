@@ -4,6 +4,7 @@ whole batch at once when microbatches hold unequal numbers of target tokens."""
 import jax
 import numpy as np
 import pytest
+from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.training import optim
@@ -11,8 +12,6 @@ from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_train_step
-
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 
 LR = 1e-3
 STEPS = 4
@@ -24,8 +23,9 @@ def run_steps(exp, mesh, batches):
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
     state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, batches[0], mesh)
-    step = make_train_step(exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state,
-                           accum_steps=cfg.optim.accum_steps)
+    step = make_train_step(
+        exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state, accum_steps=cfg.optim.accum_steps
+    )
     records = []
     for batch in batches:
         state, metrics = step(state, jax.device_put(batch, batch_sharding(mesh)))
@@ -43,8 +43,14 @@ def test_a_recurrent_model_on_eight_devices_trains_like_one_device():
 
 
 ACCUM = 2
-SEQ2SEQ = ("data.task=reverse", "model.kind=rnn_seq2seq", "data.max_pair_len=8", "data.buckets=9",
-           *EXACT_UPDATES, f"optim.learning_rate={LR}")
+SEQ2SEQ = (
+    "data.task=reverse",
+    "model.kind=rnn_seq2seq",
+    "data.max_pair_len=8",
+    "data.buckets=9",
+    *EXACT_UPDATES,
+    f"optim.learning_rate={LR}",
+)
 
 
 def unbalanced(batch):
@@ -52,7 +58,7 @@ def unbalanced(batch):
     holds the rows with the most target tokens and microbatch 1 those with the fewest."""
     order = np.argsort(-batch["mask"].sum(axis=1), kind="stable")
     rows = np.empty_like(order)
-    rows[0::ACCUM], rows[1::ACCUM] = order[: len(order) // ACCUM], order[len(order) // ACCUM:]
+    rows[0::ACCUM], rows[1::ACCUM] = order[: len(order) // ACCUM], order[len(order) // ACCUM :]
     return {name: value[rows] for name, value in batch.items()}
 
 
@@ -74,6 +80,7 @@ def test_plain_averaging_of_the_unbalanced_microbatches_would_give_another_gradi
     def grads(batch):
         def loss(p):
             return exp.objective(exp.model, exp.head, p, batch, jax.random.key(0), 0, ids=SPECIAL_IDS)[0]
+
         return jax.grad(loss)(params)
 
     micro = [{k: v[a::ACCUM] for k, v in batches[0].items()} for a in range(ACCUM)]

@@ -5,10 +5,9 @@ import json
 
 import numpy as np
 import pytest
+from helpers import tiny
 
 from seqjax.cli import main
-
-from helpers import tiny
 
 VAE_RUN = (
     "model.kind=rnn_vae",
@@ -29,7 +28,7 @@ def vae_run(tmp_path_factory):
 
 
 def printed_json(out, first_key):
-    return json.loads(out[out.index("{\n  " + json.dumps(first_key)):])
+    return json.loads(out[out.index("{\n  " + json.dumps(first_key)) :])
 
 
 @pytest.mark.slow
@@ -81,8 +80,12 @@ def expect_user_error(capsys, argv, message):
 
 
 def test_the_vae_model_and_objective_are_refused_apart(tmp_path, capsys):
-    for overrides in (("model.kind=rnn_vae",), ("model.kind=rnn", "objective.kind=vae"),
-                      ("model.kind=bilm", "objective.kind=vae"), ("model.kind=rnn", "objective.kind=bidirectional_lm")):
+    for overrides in (
+        ("model.kind=rnn_vae",),
+        ("model.kind=rnn", "objective.kind=vae"),
+        ("model.kind=bilm", "objective.kind=vae"),
+        ("model.kind=rnn", "objective.kind=bidirectional_lm"),
+    ):
         expect_user_error(
             capsys, ["train", "--workdir", str(tmp_path / "r"), "--set", *tiny(*overrides)], "go together"
         )
