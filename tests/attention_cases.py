@@ -33,5 +33,6 @@ MASKS = {
     "segments": dict(causal=True, segments=SEGMENTS),
     "window_segments_padding": dict(causal=True, window=2, valid=VALID, segments=SEGMENTS),
     "bidirectional": dict(causal=False),
+    "bidirectional_padding": dict(causal=False, valid=VALID),
     "bidirectional_padding_segments": dict(causal=False, valid=VALID, segments=SEGMENTS),
 }

@@ -10,6 +10,7 @@ on the host from the train stream instead (`is_trained(cfg)` is False).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import flax.linen as nn
@@ -17,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
-from seqjax.models.attention import KERNELS
+from seqjax.models.attention import KERNELS, resolve_kernel
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
 from seqjax.models.ngram import KneserNeyLM
@@ -120,17 +121,21 @@ def _check_transformer(cfg: ModelConfig) -> None:
         raise ValueError(f"model.window must be an int >= 0 (0: unbounded), got {cfg.window!r}")
 
 
-def _check_cudnn(dtype: Any) -> None:
-    """cuDNN's fused attention runs on an NVIDIA GPU, on 16-bit operands."""
-    if jax.default_backend() != "gpu":
+def resolved_kernel(cfg: ModelConfig, dtype: Any, platform: str) -> str:
+    """model.attention_kernel as the implementation it means on `platform`'s devices, checked:
+    cuDNN runs on an NVIDIA GPU on 16-bit operands, the splash kernel on a TPU."""
+    kernel = resolve_kernel(cfg.attention_kernel, dtype, cfg.d_model // cfg.num_heads, platform)
+    needs = {"cudnn": "gpu", "splash": "tpu"}.get(kernel)
+    if needs is not None and platform != needs:
         raise ValueError(
-            f"model.attention_kernel=cudnn needs a GPU, got backend {jax.default_backend()!r} "
+            f"model.attention_kernel={kernel} needs a {needs.upper()}, but the run's devices are {platform!r} "
             "(auto and xla run anywhere)"
         )
-    if jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
+    if kernel == "cudnn" and jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
         raise ValueError(
             f"model.attention_kernel=cudnn needs 16-bit matmuls (train.precision=bfloat16), got {jnp.dtype(dtype)}"
         )
+    return kernel
 
 
 def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None) -> None:
@@ -171,10 +176,13 @@ def build_model(
     *,
     dtype: Any = jnp.float32,
     src_vocab_size: int | None = None,
+    platform: str | None = None,
 ):
     """Returns the Linen module for `cfg.kind`; parameters float32, matmuls in `dtype`.
 
     src_vocab_size: seq2seq source vocabulary, vocab_size (a shared vocabulary) if None.
+    platform: "cpu" | "gpu" | "tpu", the devices the model runs on (None: JAX's default
+    backend); `model.attention_kernel=auto` is resolved for them.
     The n-gram kind is not built but counted: `seqjax.models.ngram.fit`.
     """
     validate_model_config(cfg, vocab_size, src_vocab_size)
@@ -182,8 +190,9 @@ def build_model(
         raise ValueError(
             f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built"
         )
-    if cfg.kind in TRANSFORMER_KINDS + ENCODER_KINDS and cfg.attention_kernel == "cudnn":
-        _check_cudnn(dtype)
+    if cfg.kind in TRANSFORMER_KINDS + ENCODER_KINDS:
+        kernel = resolved_kernel(cfg, dtype, platform or jax.default_backend())
+        cfg = dataclasses.replace(cfg, attention_kernel=kernel)
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
         return MODEL_KINDS[cfg.kind](cfg, vocab_size, source, dtype=dtype)

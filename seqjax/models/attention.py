@@ -35,9 +35,11 @@ from jax import lax
 from seqjax.config import ModelConfig
 from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import SelfMask
+from seqjax.models.placement import same_placement
+from seqjax.models.splash_attention import splash_attention, splash_expresses
 from seqjax.models.step_dense import apply_dense
 
-KERNELS = ("auto", "xla", "cudnn")
+KERNELS = ("auto", "xla", "cudnn", "splash")
 
 
 def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
@@ -79,25 +81,33 @@ def rotary_tables(max_len: int, half: int, base: float) -> tuple[np.ndarray, np.
     return tables
 
 
-def resolve_kernel(kernel: str, dtype: Any, head_dim: int) -> str:
-    """The implementation ("xla" | "cudnn") `kernel` ("auto" | "xla" | "cudnn") means here:
-    auto is cuDNN on a GPU for 16-bit operands and head widths it supports (≤ 128, multiple
-    of 8), XLA otherwise."""
+def resolve_kernel(kernel: str, dtype: Any, head_dim: int, platform: str) -> str:
+    """The implementation ("xla" | "cudnn" | "splash") `kernel` ("auto" or one of those) means
+    on devices of `platform` ("cpu" | "gpu" | "tpu", the run's mesh's): auto is cuDNN on a GPU
+    for 16-bit operands and head widths it supports (≤ 128, multiple of 8), the Pallas splash
+    kernel on a TPU for head widths that are a multiple of 128, XLA otherwise."""
     if kernel != "auto":
         return kernel
-    supported = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-    on_gpu = jax.default_backend() == "gpu"
-    return "cudnn" if on_gpu and supported and head_dim <= 128 and head_dim % 8 == 0 else "xla"
+    sixteen_bits = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    if platform == "gpu" and sixteen_bits and head_dim <= 128 and head_dim % 8 == 0:
+        return "cudnn"
+    if platform == "tpu" and head_dim % 128 == 0:
+        return "splash"
+    return "xla"
 
 
 def cudnn_arguments(mask: SelfMask) -> dict[str, Any] | None:
-    """`is_causal` and `local_window_size` of `jax.nn.dot_product_attention` when they are the
-    whole of `mask` (no padding or segments, dilation 1), the part cuDNN's kernel expresses;
-    None otherwise."""
-    if mask.extra is not None or mask.dilation != 1:
+    """The arguments of `jax.nn.dot_product_attention` that express `mask` — `is_causal`, a
+    contiguous `local_window_size`, and padding as the lengths of the rows' valid prefixes
+    (`query_seq_lengths`, `key_value_seq_lengths`) — or None where the mask has a part they
+    cannot express (segment ids of packed rows, a dilated window)."""
+    if mask.segments is not None or mask.dilation != 1:
         return None
     window = (mask.window - 1, 0) if mask.causal and mask.window else None
-    return {"is_causal": mask.causal, "local_window_size": window}
+    arguments: dict[str, Any] = {"is_causal": mask.causal, "local_window_size": window}
+    if mask.valid is not None:
+        arguments.update(query_seq_lengths=mask.lengths, key_value_seq_lengths=mask.lengths)
+    return arguments
 
 
 QUERY_BLOCK = 64  # queries per block of `attend` on XLA, unless that makes more than MAX_QUERY_BLOCKS
@@ -113,9 +123,10 @@ def query_blocks(length: int) -> list[tuple[int, int]]:
 
 def attend(q, k, v, mask: SelfMask, kernel: str):
     """Teacher-forced self-attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask`,
-    with `kernel` resolved ("xla" | "cudnn"): cuDNN's fused kernel where it expresses the
-    mask, else `dense_attention` under the whole mask, block of queries by block of queries
-    (`query_blocks`), each over only the keys the mask's causal part and window let it see.
+    with `kernel` resolved ("xla" | "cudnn" | "splash"): the fused kernel where it expresses the
+    mask (cuDNN's, or the Pallas splash kernel on a TPU), else `dense_attention` under the whole
+    mask, block of queries by block of queries (`query_blocks`), each over only the keys the
+    mask's causal part and window let it see.
 
     Blocks skip the keys masked for all of their queries (a causal mask's upper triangle, the
     keys before a window's reach), and keep each block's logits small enough for the caches.
@@ -124,8 +135,11 @@ def attend(q, k, v, mask: SelfMask, kernel: str):
     (2 blocks; torch's fused `scaled_dot_product_attention` 17 ms), 82 against 42 ms at B=4,
     T=512 (8 blocks; torch 59 ms). A query that sees no key averages the values of its block's
     key range (its output is undefined either way). Returns [B, T, H, Dh]."""
+    if kernel == "splash" and splash_expresses(mask, q.shape[1]):
+        return splash_attention(q, k, v, mask)
     arguments = cudnn_arguments(mask) if kernel == "cudnn" else None
     if arguments is not None:
+        q, k, v = same_placement(q, k, v)
         return jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **arguments)
     length = q.shape[1]
     dense = mask.dense(length)  # broadcastable to [B, 1, T, T]
@@ -246,7 +260,8 @@ class SelfAttention(nn.Module):
         """x: [B, T, D]; positions: [B, T] or [T] int32 (rope reads them); mask: what each
         query sees. Returns [B, T, D]."""
         q, k, v = self._project(x, positions)
-        kernel = resolve_kernel(self.cfg.attention_kernel, q.dtype, q.shape[-1])
+        # build_model resolves auto from the run's devices; a module built by hand resolves here.
+        kernel = resolve_kernel(self.cfg.attention_kernel, q.dtype, q.shape[-1], jax.default_backend())
         return self.out(attend(q, k, v, mask, kernel))
 
     def decode(self, x, cache, positions, slots, mask, layer=None):

@@ -108,14 +108,33 @@ class SelfMask:
 
     causal, window, dilation (static): the structured part, `window_mask` over token indices
       when causal (window and dilation mean nothing without it), every key otherwise.
-    extra: None, or bool broadcastable to [B, 1, T, T] and-ed with the structured part:
-      padding (`padding_mask`, [B, 1, 1, T]) and segments (`segment_mask`, [B, 1, T, T]).
+    valid: None, or [B, T] bool, the real tokens (a prefix of each row: batches are padded
+      at the end); no key beyond them is seen.
+    segments: None, or [B, T] int32 segment ids of packed rows; a query sees only its own.
+
+    Kept in parts so that each fused kernel is given what it expresses: cuDNN's the lengths
+    of the valid prefixes, the splash kernel's the segment ids.
     """
 
-    extra: jax.Array | None = None
+    valid: jax.Array | None = None
+    segments: jax.Array | None = None
     causal: bool = flax.struct.field(pytree_node=False, default=True)
     window: int = flax.struct.field(pytree_node=False, default=0)
     dilation: int = flax.struct.field(pytree_node=False, default=1)
+
+    @property
+    def extra(self):
+        """None, or the padding and segment part as bool broadcastable to [B, 1, T, T]."""
+        extra = None if self.valid is None else padding_mask(self.valid)
+        if self.segments is not None:
+            same = segment_mask(self.segments, self.segments)
+            extra = same if extra is None else extra & same
+        return extra
+
+    @property
+    def lengths(self):
+        """[B] int32 real tokens per row, or None without padding."""
+        return None if self.valid is None else self.valid.sum(axis=-1, dtype=jnp.int32)
 
     def dense(self, length: int):
         """The whole mask as one bool array broadcastable to [B, 1, T, T]."""
@@ -123,7 +142,8 @@ class SelfMask:
             structured = causal_mask(length, self.window, self.dilation)
         else:
             structured = jnp.ones((1, 1, length, length), bool)
-        return structured if self.extra is None else structured & self.extra
+        extra = self.extra
+        return structured if extra is None else structured & extra
 
     def key_range(self, start: int, end: int, length: int) -> tuple[int, int]:
         """[first, last + 1) of the keys that the structured part lets queries start..end-1
@@ -135,10 +155,7 @@ class SelfMask:
 
 
 def self_mask(*, causal: bool, window: int = 0, dilation: int = 1, valid=None, segments=None) -> SelfMask:
-    """The SelfMask with optional key padding valid [B, T] bool and segment ids segments
-    [B, T] int32 (the structured part is built only where a kernel needs it densely)."""
-    extra = None if valid is None else padding_mask(valid)
-    if segments is not None:
-        same = segment_mask(segments, segments)
-        extra = same if extra is None else extra & same
-    return SelfMask(extra, causal, window, dilation)
+    """The SelfMask with optional key padding valid [B, T] bool (a prefix of each row) and
+    segment ids segments [B, T] int32 (the structured part is built only where a kernel needs
+    it densely)."""
+    return SelfMask(valid, segments, causal, window, dilation)

@@ -206,10 +206,24 @@ def build_experiment(
         )
     data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo)
     vocab = data.tokenizer.vocab
-    if mesh is not None:
-        validate_layout(cfg, mesh, vocab.size)
-    model_kwargs = {"src_vocab_size": data.src_tokenizer.vocab.size} if isinstance(data, ParallelData) else {}
-    model = build_model(cfg.model, vocab.size, dtype=PRECISIONS[cfg.train.precision], **model_kwargs)
-    head = output_head(cfg, vocab.size, np.asarray(vocab.counts), mesh)
+    src_vocab_size = data.src_tokenizer.vocab.size if isinstance(data, ParallelData) else None
+    model, head, objective = build_parts(cfg, vocab.size, np.asarray(vocab.counts), mesh, src_vocab_size)
     report = task_report(cfg.data) if generates(cfg.model) else None  # the tasks' reports judge samples
-    return Experiment(cfg, data, model, head, build_objective(cfg.objective), report)
+    return Experiment(cfg, data, model, head, objective, report)
+
+
+def build_parts(
+    cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | None, src_vocab_size: int | None = None
+) -> tuple[Model, Head, Objective]:
+    """Model, head and objective of `cfg` for a vocabulary of `vocab_size` words with `counts`
+    [V] (the tree heads are built from them), the layout checked on `mesh` when given.
+
+    The model is built for the devices of `mesh` (JAX's default backend without one): that is
+    what `model.attention_kernel=auto` is resolved for."""
+    platform = None
+    if mesh is not None:
+        validate_layout(cfg, mesh, vocab_size)
+        platform = mesh.devices.flat[0].platform
+    dtype = PRECISIONS[cfg.train.precision]
+    model = build_model(cfg.model, vocab_size, dtype=dtype, src_vocab_size=src_vocab_size, platform=platform)
+    return model, output_head(cfg, vocab_size, counts, mesh), build_objective(cfg.objective)

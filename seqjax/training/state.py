@@ -79,6 +79,34 @@ def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data")
     return tree_shardings(state_shape, mesh, strategy)
 
 
+def _initializer(model: Model, head: Head, optimizer: optax.GradientTransformation, batch: Batch):
+    """init(key) -> the fresh TrainState, for one example batch's shapes."""
+    batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
+
+    def init(key):
+        init_key, run_key = jax.random.split(key)
+        params = init_params(model, head, init_key, batch)
+        return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), run_key)
+
+    return init
+
+
+def abstract_state(
+    model: Model,
+    head: Head,
+    optimizer: optax.GradientTransformation,
+    batch: Batch,
+    mesh: Mesh,
+    strategy: str = "data",
+) -> TrainState:
+    """The initial state's shapes and dtypes as ShapeDtypeStructs carrying their shardings under
+    `strategy`: what a step is compiled for without a parameter being made (`batch` may be
+    ShapeDtypeStructs too)."""
+    shape = jax.eval_shape(_initializer(model, head, optimizer, batch), jax.random.PRNGKey(0))
+    shardings = state_shardings(shape, mesh, strategy)
+    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
+
+
 def init_state(
     model: Model,
     head: Head,
@@ -90,15 +118,9 @@ def init_state(
 ) -> TrainState:
     """Builds the initial state inside one jit so that it is created already placed on `mesh`:
     a sharded parameter is never materialized whole on one device."""
-    batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
-
-    def init(key):
-        init_key, run_key = jax.random.split(key)
-        params = init_params(model, head, init_key, batch)
-        return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), run_key)
-
+    init = _initializer(model, head, optimizer, batch)
     key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
-    shardings = state_shardings(jax.eval_shape(init, key), mesh, strategy)
+    shardings = jax.tree.map(lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy))
     return jax.jit(init, out_shardings=shardings)(key)
 
 

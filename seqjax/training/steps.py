@@ -15,7 +15,7 @@ random draws differ from the jit step's, not their distribution.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -24,16 +24,15 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective
 from seqjax.model_head import hidden_states, token_nll
+from seqjax.models.placement import under_mesh
 from seqjax.objectives.bidirectional import direction_nlls
 from seqjax.objectives.masked_lm import masked_nll
 from seqjax.objectives.vae import negative_elbo
 from seqjax.training.layout import batch_sharding, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
-
-if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
 
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
 EvalStep = Callable[..., tuple[Any, ...]]
@@ -108,7 +107,7 @@ def _placed(step, state_shape: TrainState, mesh: Mesh, strategy: str) -> TrainSt
     metrics replicated, and the incoming state donated."""
     shardings = state_shardings(state_shape, mesh, strategy)
     return jax.jit(
-        step,
+        under_mesh(step, mesh),
         in_shardings=(shardings, batch_sharding(mesh)),
         out_shardings=(shardings, replicated(mesh)),
         donate_argnums=0,
@@ -198,8 +197,17 @@ def make_shard_map_train_step(
     return _placed(step, state_shape, mesh, "data")
 
 
+class StepParts(Protocol):
+    """What a train step is built of: an `Experiment`, or the parts of one without data."""
+
+    cfg: Config
+    model: Model
+    head: Head
+    objective: Objective
+
+
 def build_train_step(
-    exp: Experiment,
+    exp: StepParts,
     optimizer: optax.GradientTransformation,
     schedule: optax.Schedule,
     mesh: Mesh,
@@ -246,7 +254,9 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
         nll = token_nll(model, head, params, hidden, batch["targets"])
         return (nll * batch["mask"]).sum(), batch["mask"].sum()
 
-    return jax.jit(eval_step, in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh))
+    return jax.jit(
+        under_mesh(eval_step, mesh), in_shardings=(None, batch_sharding(mesh)), out_shardings=replicated(mesh)
+    )
 
 
 def batch_scorer(eval_step: EvalStep, params, mesh: Mesh) -> Callable[[Batch], tuple[Any, ...]]:

@@ -314,7 +314,7 @@ def test_bfloat16_modern_model_keeps_float32_hidden(random_variables):
         ({"mlp": "geglu"}, "model.mlp must be one of gelu, relu, swiglu, got 'geglu'"),
         ({"kv_heads": -1}, "model.kv_heads must be an int >= 0"),
         ({"kv_heads": 3}, "model.num_heads=4 must be divisible by model.kv_heads .*got 3"),
-        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, xla, cudnn, got 'flash'"),
+        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, xla, cudnn, splash, got 'flash'"),
         ({"remat": "some"}, "model.remat must be one of none, dots, full, got 'some'"),
     ],
 )
@@ -325,7 +325,7 @@ def test_invalid_new_model_values_are_refused_naming_the_value_and_rule(changes,
 
 @pytest.mark.skipif(jax.default_backend() == "gpu", reason="cudnn is available on a GPU")
 def test_cudnn_kernel_is_refused_without_a_gpu():
-    with pytest.raises(ValueError, match="model.attention_kernel=cudnn needs a GPU"):
+    with pytest.raises(ValueError, match="model.attention_kernel=cudnn needs a GPU, but the run.s devices are .cpu."):
         build_model(dataclasses.replace(TINY, attention_kernel="cudnn"), V, dtype=jnp.bfloat16)
 
 

@@ -1,0 +1,148 @@
+"""A run's programs compiled for a target's devices without them: the exact train step of the
+run (and its eval and decode steps) built from abstract state and batch — ShapeDtypeStructs
+carrying shardings on the target's mesh — so no parameter is ever made.
+
+The model, head, objective, optimizer and layout are the run's own (`build_parts`,
+`build_train_step`, `make_eval_step`, the decoders), so what compiles here is what `seqjax
+train` would run there. The vocabulary is the data's, or, with `vocab_size`, one of that
+size with Zipfian counts (what the tree heads are built from) and no data read at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from seqjax import decoding
+from seqjax.config import Config
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.model_head import init_decode_state, make_step_fn
+from seqjax.models import generates, is_seq2seq
+from seqjax.models.placement import under_mesh
+from seqjax.training import optim
+from seqjax.training.experiment import build_experiment, build_parts
+from seqjax.training.layout import batch_sharding, make_mesh
+from seqjax.training.state import abstract_state
+from seqjax.training.steps import build_train_step, make_eval_step
+
+PACKED_LM = ("segment_ids", "positions")
+PACKED_SOURCE = ("src_segment_ids", "src_positions")
+
+
+@dataclasses.dataclass
+class Parts:
+    """What the steps are built of (the attributes `build_train_step` reads of an experiment)."""
+
+    model: Any
+    head: Any
+    objective: Any
+    vocab_size: int
+    cfg: Config
+
+
+def batch_spec(cfg: Config) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """{key: (shape, dtype)} of the run's largest training batch: the keys its batches have,
+    [B, T] with T the LM's data.seq_len or the encoder-decoder's longest bucket."""
+    rows = cfg.train.batch_size
+    seq2seq = is_seq2seq(cfg.model)
+    length = cfg.data.buckets[-1] if seq2seq else cfg.data.seq_len
+    keys = {"inputs": jnp.int32, "targets": jnp.int32, "mask": jnp.float32}
+    if seq2seq:
+        keys.update(src=jnp.int32, src_mask=jnp.float32)
+    if cfg.data.packing:
+        keys.update(dict.fromkeys(PACKED_LM + (PACKED_SOURCE if seq2seq else ()), jnp.int32))
+    return {key: ((rows, length), dtype) for key, dtype in keys.items()}
+
+
+def zipf_counts(vocab_size: int) -> np.ndarray:
+    """Counts ∝ 1 / rank: the shape of a word vocabulary, for heads built from counts."""
+    return np.maximum(1e9 / np.arange(1, vocab_size + 1), 1.0).astype(np.int64)
+
+
+def build(cfg: Config, mesh: Mesh, vocab_size: int | None = None) -> Parts:
+    """The run's model, head and objective on `mesh`, for its data's vocabulary or `vocab_size`."""
+    if vocab_size is None:
+        exp = build_experiment(cfg, mesh)
+        return Parts(exp.model, exp.head, exp.objective, exp.tokenizer.vocab.size, cfg)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 8:
+        raise ValueError(f"--vocab-size must be an integer >= 8, got {vocab_size!r}")
+    source = vocab_size if is_seq2seq(cfg.model) else None
+    model, head, objective = build_parts(cfg, vocab_size, zipf_counts(vocab_size), mesh, source)
+    return Parts(model, head, objective, vocab_size, cfg)
+
+
+def abstract_batch(cfg: Config, mesh: Mesh) -> dict[str, jax.ShapeDtypeStruct]:
+    sharding = batch_sharding(mesh)
+    return {k: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for k, (shape, dtype) in batch_spec(cfg).items()}
+
+
+def compile_train(parts: Parts, mesh: Mesh, batch) -> tuple[Any, Any]:
+    """The run's train step compiled for `mesh`, and the abstract state it takes."""
+    cfg = parts.cfg
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
+    state = abstract_state(parts.model, parts.head, optimizer, batch, mesh, cfg.train.sharding)
+    step = build_train_step(parts, optimizer, schedule, mesh, state)
+    return step.lower(state, batch).compile(), state
+
+
+def compile_eval(parts: Parts, mesh: Mesh, params, batch) -> Any:
+    """The exact evaluation step (teacher-forced NLL over the whole vocabulary) for `mesh`."""
+    keys = {k: v for k, v in batch.items() if k not in PACKED_LM + PACKED_SOURCE}  # evaluation rows are not packed
+    return make_eval_step(parts.model, parts.head, mesh).lower(params, keys).compile()
+
+
+def compile_decode(parts: Parts, mesh: Mesh, params, batch) -> Any | None:
+    """Greedy decoding of one batch of rows (every row to data.seq_len tokens, or the longest
+    bucket) with the parameters where training keeps them; None for a model without a decode
+    step (the encoders)."""
+    if not generates(parts.cfg.model):
+        return None
+    rows, length = batch["mask"].shape
+    model, head = parts.model, parts.head
+    source = {k: batch[k] for k in ("src", "src_mask") if k in batch}
+
+    def decode(params, source):
+        state = init_decode_state(model, params, rows, length, source or None)
+        ids = SPECIAL_IDS
+        return decoding.greedy(
+            make_step_fn(model, head, params), state, bos_id=ids.bos, eos_id=ids.eos, pad_id=ids.pad, max_len=length
+        )
+
+    sharding = batch_sharding(mesh)
+    return jax.jit(under_mesh(decode, mesh), out_shardings=(sharding, sharding)).lower(params, source).compile()
+
+
+def compiled_programs(
+    cfg: Config, devices, vocab_size: int | None = None, *, echo: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Builds and compiles the run's train, eval and decode steps for `devices`.
+
+    Returns:
+      {"mesh", "parts", "state" (abstract), "batch" (abstract), "train", "eval", "decode"
+      (compiled programs; decode None for an encoder)}.
+    """
+    mesh = make_mesh(cfg.train.mesh, devices)
+    parts = build(cfg, mesh, vocab_size)
+    batch = abstract_batch(cfg, mesh)
+    echo("compiling the train step")
+    train, state = compile_train(parts, mesh, batch)
+    echo("compiling the eval step")
+    evaluation = compile_eval(parts, mesh, state.params, batch)
+    echo("compiling the decode step")
+    decode = compile_decode(parts, mesh, state.params, batch)
+    return {
+        "mesh": mesh,
+        "parts": parts,
+        "state": state,
+        "batch": batch,
+        "train": train,
+        "eval": evaluation,
+        "decode": decode,
+    }

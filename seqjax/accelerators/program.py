@@ -1,0 +1,90 @@
+"""What a compiled program holds, read from the compiler's own output: its memory per device,
+the fused attention kernels in it, its collectives and its cost.
+
+The HLO text of `Compiled.as_text()` is the program one device runs. A fused attention kernel
+is a custom call: cuDNN's `__cudnn$fmha…` on a GPU (`fmhaSoftmax` forward, `…Backward`), a
+Pallas kernel (`tpu_custom_call`) whose name says splash or flash attention on a TPU. A
+collective is an instruction named for its kind (`all-reduce`, `all-gather`, `reduce-scatter`,
+`all-to-all`, `collective-permute`, or their `-start` halves when asynchronous); its bytes are
+its result's. Instructions inside a loop body are counted once per appearance, so a scanned
+layer stack's collectives count once, not once per layer: `collective_bytes` is a lower bound
+there, said as such where it is printed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2}
+_DTYPE_BYTES.update({"s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16})
+_SHAPE = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\(", re.M)
+
+
+def shape_bytes(text: str) -> int:
+    """Bytes of the array shapes written in `text` (one shape or a tuple of them)."""
+    total = 0
+    for dtype, dims in _SHAPE.findall(text):
+        if dtype in _DTYPE_BYTES:
+            total += _DTYPE_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
+    return total
+
+
+def collectives(hlo: str) -> dict[str, dict[str, int]]:
+    """{kind: {"count", "bytes"}} of the program's collectives (result bytes, `-start` halves
+    counted for asynchronous ones, their `-done` halves not)."""
+    found: dict[str, dict[str, int]] = {}
+    for result, op in _INSTRUCTION.findall(hlo):
+        kind = op.removesuffix("-start")
+        if kind in COLLECTIVES:
+            entry = found.setdefault(kind, {"count": 0, "bytes": 0})
+            entry["count"] += 1
+            entry["bytes"] += shape_bytes(result) // (2 if op.endswith("-start") and kind == "all-gather" else 1)
+    return found
+
+
+def fused_attention_calls(hlo: str) -> dict[str, int]:
+    """Fused attention kernels in the program by kind: {"cudnn": n, "splash": n}, forward and
+    backward calls each counted."""
+    cudnn = len(re.findall(r'custom_call_target="__cudnn\$fmha', hlo))
+    pallas = Counter(name for name in re.findall(r'custom_call_target="tpu_custom_call".*?name="([^"]+)"', hlo))
+    splash = sum(n for name, n in pallas.items() if "splash" in name or "flash" in name)
+    return {"cudnn": cudnn, "splash": splash}
+
+
+def memory(compiled: Any) -> dict[str, int]:
+    """Per-device bytes of the compiled program: arguments, outputs, outputs aliased to donated
+    arguments, temporaries, and the peak they add up to."""
+    stats = compiled.memory_analysis()
+
+    def figure(name: str) -> int:
+        return int(getattr(stats, name, 0) or 0)
+
+    arguments, outputs = figure("argument_size_in_bytes"), figure("output_size_in_bytes")
+    aliased, temporaries = figure("alias_size_in_bytes"), figure("temp_size_in_bytes")
+    return {
+        "arguments": arguments,
+        "outputs": outputs,
+        "aliased": aliased,
+        "temporaries": temporaries,
+        "peak": arguments + outputs - aliased + temporaries,
+    }
+
+
+def compiler_cost(compiled: Any) -> dict[str, float] | None:
+    """The compiler's FLOPs and bytes accessed per device (`Compiled.cost_analysis`), or None
+    where the backend gives none."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # backends without a cost model raise rather than return nothing
+        return None
+    if isinstance(cost, list):
+        cost = cost[0] if cost else None
+    if not cost or "flops" not in cost:
+        return None
+    return {"flops": float(cost["flops"]), "bytes_accessed": float(cost.get("bytes accessed", 0.0))}

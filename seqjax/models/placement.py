@@ -1,0 +1,65 @@
+"""Where activations lie on the mesh a step is traced under, for kernels that insist.
+
+A step traced inside `under_mesh` sees its mesh as JAX's abstract mesh context; model code
+reads it here and is a no-op without one (a module applied outside a step, or inside a
+`shard_map`, whose arrays are already per device).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from jax.sharding import AxisType, Mesh
+from jax.sharding import PartitionSpec as P
+
+BATCH_AXES = ("slice", "data")  # the mesh axes a batch is split over, outermost first
+HEAD_AXIS = "model"
+
+
+def under_mesh(fn: Callable[..., Any], mesh: Mesh) -> Callable[..., Any]:
+    """`fn` traced with `mesh` as the abstract mesh context (what `heads_placement` reads)."""
+
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+            return fn(*args, **kwargs)
+
+    return traced
+
+
+def context_mesh():
+    """The abstract mesh a step is traced under, or None (no step, or inside a shard_map)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or any(kind == AxisType.Manual for kind in mesh.axis_types):
+        return None
+    return mesh
+
+
+def attention_spec(mesh, *arrays: jax.Array) -> P:
+    """One PartitionSpec for [B, T, heads, Dh] arrays: the batch over the mesh's batch axes
+    (where they divide it), the heads over `model` where it divides every array's heads, the
+    length and the head width whole."""
+    batch = tuple(axis for axis in BATCH_AXES if axis in mesh.axis_names and mesh.shape[axis] > 1)
+    parts = 1
+    for axis in batch:
+        parts *= mesh.shape[axis]
+    rows = batch if batch and all(x.shape[0] % parts == 0 for x in arrays) else None
+    split = mesh.shape.get(HEAD_AXIS, 1)
+    heads = HEAD_AXIS if split > 1 and all(x.shape[2] % split == 0 for x in arrays) else None
+    return P(rows, None, heads, None)
+
+
+def same_placement(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """[B, T, heads, Dh] arrays constrained to one sharding (`attention_spec`), under a step's mesh.
+
+    cuDNN's fused attention partitions only when queries, keys and values share one sharding
+    that splits neither the length nor the head width; left to propagation, grouped-query
+    attention under FSDP gets keys and values placed unlike the queries."""
+    mesh = context_mesh()
+    if mesh is None:
+        return arrays
+    spec = attention_spec(mesh, *arrays)
+    return tuple(jax.lax.with_sharding_constraint(x, spec) for x in arrays)

@@ -1,0 +1,106 @@
+"""Teacher-forced self-attention through the Pallas splash attention kernel of JAX's TPU ops.
+
+The kernel runs one batch row's grouped-query attention as multi-query attention per
+key/value head: the G = H / K query heads of a group against that head's keys and values
+([G, T, Dh] queries, [T, Dh] keys and values), vmapped over K and over the batch. Its mask is
+the structured part (causal, a causal window, or none) as the kernel's own lazy mask, so fully
+masked blocks are skipped; padding and packed rows become segment ids (a real token sees only
+its segment's real tokens; padding is segment 0 and sees only padding). A dilated window is
+not expressible and runs on XLA (`splash_expresses`).
+
+Under a step's mesh (`placement.under_mesh`) the kernel runs inside a `shard_map`: each device
+attends over its rows (and its heads, where `model` splits them) — a Pallas kernel is not
+partitioned by the compiler. Off a TPU it runs in Pallas's interpret mode, which is how its
+numerics are tested on a CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
+
+from seqjax.models.masks import SelfMask
+from seqjax.models.placement import attention_spec, context_mesh
+
+BLOCK = 128  # the kernel's query and key block, and the multiple its row lengths must be
+
+
+def splash_expresses(mask: SelfMask, length: int) -> bool:
+    """Whether the splash kernel runs `mask` over rows of `length` tokens: every part of a
+    mask but a dilated window, on rows of whole 128-token blocks (the kernel's tiles)."""
+    return length % BLOCK == 0 and (mask.dilation == 1 or not (mask.causal and mask.window))
+
+
+def _structured(mask: SelfMask, length: int, heads: int) -> splash_mask.MultiHeadMask:
+    shape = (length, length)
+    if not mask.causal:
+        base: splash_mask.Mask = splash_mask.FullMask(shape)
+    elif mask.window:
+        base = splash_mask.LocalMask(shape, window_size=(mask.window - 1, 0), offset=0)
+    else:
+        base = splash_mask.CausalMask(shape)
+    return splash_mask.MultiHeadMask([base] * heads)
+
+
+def _blocks() -> splash.BlockSizes:
+    block = BLOCK
+    return splash.BlockSizes(
+        block_q=block,
+        block_kv=block,
+        block_kv_compute=block,
+        block_q_dkv=block,
+        block_kv_dkv=block,
+        block_kv_dkv_compute=block,
+        block_q_dq=block,
+        block_kv_dq=block,
+    )
+
+
+def segment_ids(mask: SelfMask, batch: int, length: int) -> jax.Array:
+    """[B, T] int32: the packed rows' segments, 0 for padding, 1 for every token of an unpacked row."""
+    ids = jnp.ones((batch, length), jnp.int32) if mask.segments is None else mask.segments.astype(jnp.int32)
+    return ids if mask.valid is None else jnp.where(mask.valid, ids, 0)
+
+
+def _attend_rows(q, k, v, ids, *, mask: SelfMask, interpret: bool):
+    """q [B, T, H, Dh] (scaled), k, v [B, T, K, Dh], ids [B, T] -> [B, T, H, Dh]."""
+    batch, length, heads, head_dim = q.shape
+    kv_heads = k.shape[2]
+    group = heads // kv_heads
+    kernel = splash.make_splash_mqa_single_device(
+        _structured(mask, length, group), block_sizes=_blocks(), interpret=interpret
+    )
+
+    def one_group(q_group, k_head, v_head, row_ids):  # [G, T, Dh], [T, Dh], [T, Dh], [T]
+        return kernel(q_group, k_head, v_head, segment_ids=splash.SegmentIds(q=row_ids, kv=row_ids))
+
+    grouped = q.reshape(batch, length, kv_heads, group, head_dim).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, Dh]
+    keys, values = (jnp.swapaxes(x, 1, 2) for x in (k, v))  # [B, K, T, Dh]
+    per_head = jax.vmap(one_group, in_axes=(0, 0, 0, None))
+    out = jax.vmap(per_head)(grouped, keys, values, ids)  # [B, K, G, T, Dh]
+    return out.transpose(0, 3, 1, 2, 4).reshape(batch, length, heads, head_dim)
+
+
+def splash_attention(q, k, v, mask: SelfMask, *, interpret: bool | None = None):
+    """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask` (which
+    `splash_expresses`) by the splash kernel; `interpret` defaults to "not on a TPU" (the step's
+    mesh's platform, else JAX's backend). Returns [B, T, H, Dh] in q's dtype."""
+    batch, length = q.shape[:2]
+    mesh = context_mesh()
+    if interpret is None:
+        interpret = (jax.default_backend() if mesh is None else mesh.abstract_device.platform) != "tpu"
+    scaled = q * jnp.asarray(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+    ids = segment_ids(mask, batch, length)
+    attend = functools.partial(_attend_rows, mask=mask, interpret=interpret)
+    if mesh is None:
+        return attend(scaled, k, v, ids).astype(q.dtype)
+    spec = attention_spec(mesh, scaled, k, v)
+    sharded = jax.shard_map(
+        attend, mesh=mesh, in_specs=(spec, spec, spec, jax.sharding.PartitionSpec(spec[0])), out_specs=spec
+    )
+    return sharded(scaled, k, v, ids).astype(q.dtype)
