@@ -66,7 +66,7 @@ def train_flops_per_token(name: str, cfg: ModelConfig, t: int, vocab: int = V) -
     """Matmul FLOPs per token of forward + backward (3x the forward's 2 per multiply-add); the
     Transformers' is PaLM's count (`seqjax.training.mfu`), attention scores and values included."""
     if cfg.kind == "transformer":
-        return transformer_flops_per_token(Config(model=cfg), vocab, t)
+        return transformer_flops_per_token(Config(model=cfg), cfg.d_model * vocab, t)
     gates = {"lstm": 4, "gru": 3, "elman": 1}[name]
     return 6.0 * (cfg.layers * gates * (2 * cfg.d_model**2) + cfg.d_model * vocab)
 

@@ -14,7 +14,6 @@ there, said as such where it is printed.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -50,10 +49,10 @@ def collectives(hlo: str) -> dict[str, dict[str, int]]:
 
 def fused_attention_calls(hlo: str) -> dict[str, int]:
     """Fused attention kernels in the program by kind: {"cudnn": n, "splash": n}, forward and
-    backward calls each counted."""
+    backward calls each counted (a Pallas call is named for its kernel: `splash_mqa_fwd…`)."""
     cudnn = len(re.findall(r'custom_call_target="__cudnn\$fmha', hlo))
-    pallas = Counter(name for name in re.findall(r'custom_call_target="tpu_custom_call".*?name="([^"]+)"', hlo))
-    splash = sum(n for name, n in pallas.items() if "splash" in name or "flash" in name)
+    pallas = re.findall(r'^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=[^\n]*custom_call_target="tpu_custom_call"', hlo, re.M)
+    splash = sum("splash" in name or "flash" in name for name in pallas)
     return {"cudnn": cudnn, "splash": splash}
 
 

@@ -32,6 +32,7 @@ from typing import ClassVar
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from seqjax.heads import full
@@ -93,6 +94,10 @@ class WordScores(nn.Module):
     vocab_size: int
     tied: bool = False
 
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """Output weights multiplied per trained target token: every word's row."""
+        return float(features * self.vocab_size)
+
     def initial_bias(self) -> float:
         """Where the word biases start: where the head's objective puts an uninformative model."""
         return 0.0
@@ -152,6 +157,10 @@ class _SamplingHead(WordScores):
     num_samples: int = 512
     unique: bool = True
     per_row_samples: bool = False
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The target's row and the K samples' per trained token."""
+        return float(features * (self.num_samples + 1))
 
     @property
     def proposal(self) -> Sampler:
@@ -251,6 +260,11 @@ class ClassSoftmax(nn.Module):
     classes: Classes
     tied: bool = False
 
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The class scores and the words of the target's class, expected over `frequencies` [V]."""
+        sizes = np.asarray(self.classes.sizes)[np.asarray(self.classes.class_of)]
+        return float(features * (len(self.classes.sizes) + np.dot(_normalized(frequencies), sizes)))
+
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
         shape = (self.classes.num_classes, features)
@@ -280,6 +294,10 @@ class HierarchicalSoftmax(nn.Module):
     vocab_size: int
     tree: Tree
     tied: ClassVar[bool] = False  # tree nodes are not words: nothing to tie to
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The nodes on the target's path, expected over `frequencies` [V]."""
+        return float(features * np.dot(_normalized(frequencies), np.asarray(self.tree.mask).sum(axis=1)))
 
     @nn.compact
     def parameters(self, features: int) -> dict:
@@ -313,6 +331,17 @@ class AdaptiveSoftmax(nn.Module):
     div_value: float = 4.0
     tied: bool = False
     head_bias: bool = False
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The head (shortlist and clusters), and for the targets of each tail cluster (their
+        share of `frequencies` [V]) its projection and its words."""
+        bounds = self.cutoffs + (self.vocab_size,)
+        share = _normalized(frequencies)
+        total = features * (self.cutoffs[0] + len(self.cutoffs))
+        for index, width in enumerate(tail_dimensions(features, len(self.cutoffs), self.div_value)):
+            size = bounds[index + 1] - bounds[index]
+            total += share[bounds[index] : bounds[index + 1]].sum() * width * (features + size)
+        return float(total)
 
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
@@ -363,3 +392,8 @@ class AdaptiveSoftmax(nn.Module):
             self.cutoffs,
             head_biases=p["head_biases"],
         )
+
+
+def _normalized(frequencies: np.ndarray) -> np.ndarray:
+    frequencies = np.asarray(frequencies, np.float64) + 1.0  # as the heads' structures smooth them
+    return frequencies / frequencies.sum()

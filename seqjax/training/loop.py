@@ -265,6 +265,7 @@ def train(
                 }
                 checkpointer.save(state, meta)
 
+            head_weights = exp.head.matmul_weights(cfg.model.d_model, np.asarray(exp.tokenizer.vocab.counts))
             pending: list[dict[str, jax.Array]] = []
             # Target tokens and model FLOPs since `since`: batches differ in size and row length under data.max_tokens.
             window_tokens = window_flops = 0.0
@@ -285,7 +286,7 @@ def train(
                 # This process's rows stand for the whole batch's, in proportion (exact in one process).
                 step_tokens = float(local["mask"].sum()) * global_rows / len(local["mask"])
                 window_tokens += step_tokens
-                step_flops = mfu.train_flops_per_token(cfg, exp.tokenizer.vocab.size, local["inputs"].shape[1])
+                step_flops = mfu.train_flops_per_token(cfg, head_weights, local["inputs"].shape[1])
                 window_flops += step_tokens * (step_flops or 0.0)
                 pending.append(metrics)
                 done = step + 1

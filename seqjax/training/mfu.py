@@ -3,7 +3,10 @@ peak, and the figures each logged training interval reports.
 
 FLOPs per trained token follow PaLM (Chowdhery et al. 2022, appendix B): 6·N for the forward
 and backward matmuls, N the weights multiplied per token (every layer's projections and the
-output layer; embedding lookups, norms and biases are not matmuls), plus 12·L·H·Q·T for
+output head's rows that training reads: all V for the full softmax, the K + 1 of a sampling
+head, a tree's path, a class and its words, the adaptive clusters a target reaches — each head's
+`matmul_weights`, expected over the training counts; embedding lookups, norms and biases are
+not matmuls), plus 12·L·H·Q·T for
 attention scores and values over T keys (H·Q = d_model). The count is dense: a causal or
 windowed mask does not lower it (the kernels compute the masked scores too), and work on
 padded or packed-padding positions is not counted, so MFU is a lower bound on the hardware's
@@ -51,25 +54,25 @@ def _mlp_weights(cfg: ModelConfig) -> int:
     return (3 if cfg.mlp == "swiglu" else 2) * cfg.d_model * cfg.d_ff
 
 
-def matmul_weights(cfg: ModelConfig, vocab_size: int) -> int | None:
-    """N: the weights multiplied per target token, output layer [D, V] included; None for a
-    kind this count does not cover (nnlm, the RNN encoder–decoders, the n-gram)."""
-    output = cfg.d_model * vocab_size
+def matmul_weights(cfg: ModelConfig, head_weights: float) -> float | None:
+    """N: the weights multiplied per target token, the head's `head_weights` included; None for
+    a kind this count does not cover (nnlm, the RNN encoder–decoders, the n-gram)."""
     if cfg.kind == "transformer":
-        return cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg)) + output
+        return cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg)) + head_weights
     if cfg.kind == "transformer_seq2seq":
         encoder = cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg))
         decoder = cfg.layers * (2 * _attention_weights(cfg) + _mlp_weights(cfg))
-        return encoder + decoder + output
+        return encoder + decoder + head_weights
     if cfg.kind == "rnn":
-        return cfg.layers * RNN_GATES[cfg.cell] * 2 * cfg.d_model**2 + output
+        return cfg.layers * RNN_GATES[cfg.cell] * 2 * cfg.d_model**2 + head_weights
     return None
 
 
-def train_flops_per_token(cfg: Config, vocab_size: int, seq_len: int) -> float | None:
+def train_flops_per_token(cfg: Config, head_weights: float, seq_len: int) -> float | None:
     """6·N + 12·L·H·Q·T FLOPs per target token of a train step on rows of seq_len tokens
-    (attention three times over for an encoder–decoder); None where N is not counted."""
-    weights = matmul_weights(cfg.model, vocab_size)
+    (attention three times over for an encoder–decoder), the head reading `head_weights` per
+    token (its `matmul_weights`); None where N is not counted."""
+    weights = matmul_weights(cfg.model, head_weights)
     if weights is None:
         return None
     attention = 0

@@ -6,10 +6,13 @@ import math
 import os
 
 import jax
+import numpy as np
 import pytest
 from helpers import tiny_config
 
-from seqjax.config import Config, ModelConfig, TrainConfig
+from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
+from seqjax.heads import build_head
+from seqjax.heads.build import KINDS
 from seqjax.training import mfu
 from seqjax.training.experiment import validate_train
 from seqjax.training.loop import train
@@ -24,21 +27,40 @@ def config(**changes):
 def test_transformer_count_is_palms_six_n_plus_twelve_l_h_q_t():
     per_layer = 4 * D * D + 2 * D * F  # q, k, v, out; two MLP matrices
     expected = 6 * (L * per_layer + D * V) + 12 * L * H * (D // H) * T
-    assert mfu.train_flops_per_token(config(), V, T) == expected
+    assert mfu.train_flops_per_token(config(), D * V, T) == expected
 
 
 def test_grouped_query_swiglu_count_has_the_smaller_kv_and_the_third_mlp_matrix():
     per_layer = 2 * D * D + 2 * D * 2 * (D // H) + 3 * D * F  # q and out; K=2 kv heads; gate, up, down
     expected = 6 * (L * per_layer + D * V) + 12 * L * D * T
-    assert mfu.train_flops_per_token(config(kv_heads=2, mlp="swiglu"), V, T) == expected
+    assert mfu.train_flops_per_token(config(kv_heads=2, mlp="swiglu"), D * V, T) == expected
 
 
 def test_encoder_decoder_and_rnn_counts_and_kinds_not_counted():
     attention, mlp = 4 * D * D, 2 * D * F
     seq2seq = 6 * (L * (attention + mlp) + L * (2 * attention + mlp) + D * V) + 3 * 12 * L * D * T
-    assert mfu.train_flops_per_token(config(kind="transformer_seq2seq"), V, T) == seq2seq
-    assert mfu.train_flops_per_token(config(kind="rnn", cell="gru"), V, T) == 6 * (L * 3 * 2 * D * D + D * V)
-    assert mfu.train_flops_per_token(config(kind="nnlm"), V, T) is None
+    assert mfu.train_flops_per_token(config(kind="transformer_seq2seq"), D * V, T) == seq2seq
+    assert mfu.train_flops_per_token(config(kind="rnn", cell="gru"), D * V, T) == 6 * (L * 3 * 2 * D * D + D * V)
+    assert mfu.train_flops_per_token(config(kind="nnlm"), D * V, T) is None
+
+
+def test_each_head_counts_the_output_rows_its_training_loss_reads():
+    counts = np.arange(V, 0, -1)  # frequency-sorted, as vocabularies are
+    share = (counts + 1.0) / (counts + 1.0).sum()
+    heads = {kind: build_head(HeadConfig(kind=kind, num_samples=64, cutoffs=(50, 200)), V, counts) for kind in KINDS}
+    assert heads["full"].matmul_weights(D, counts) == D * V
+    for kind in ("sampled", "nce", "negative"):
+        assert heads[kind].matmul_weights(D, counts) == D * 65
+    tree = heads["tree"].tree
+    assert heads["tree"].matmul_weights(D, counts) == pytest.approx(D * np.dot(share, tree.mask.sum(1)))
+    classes = heads["class"].classes
+    expected_class = D * (len(classes.sizes) + np.dot(share, classes.sizes[classes.class_of]))
+    assert heads["class"].matmul_weights(D, counts) == pytest.approx(expected_class)
+    # Adaptive: the head's 50 + 2 rows; targets in [50, 200) also a D -> 16 projection and its
+    # 150 words, targets in [200, V) a D -> 4 projection and its 300.
+    adaptive = D * 52 + share[50:200].sum() * 16 * (D + 150) + share[200:].sum() * 4 * (D + 300)
+    assert heads["adaptive"].matmul_weights(D, counts) == pytest.approx(adaptive)
+    assert all(heads[kind].matmul_weights(D, counts) < D * V for kind in KINDS if kind != "full")
 
 
 @pytest.mark.parametrize(
@@ -59,7 +81,7 @@ def test_an_unknown_device_measures_a_float32_matmul_once():
 
 def test_interval_metrics_divide_by_the_devices_and_the_peak():
     cfg = dataclasses.replace(config(), train=TrainConfig(peak_tflops=2.0))
-    flops = mfu.train_flops_per_token(cfg, V, T)
+    flops = mfu.train_flops_per_token(cfg, D * V, T)
     metrics = mfu.interval_metrics(cfg, tokens_per_sec=8000.0, flops_per_token=flops)
     per_device = 8000.0 / jax.device_count()
     assert metrics["tokens_per_sec_per_device"] == per_device
@@ -108,3 +130,21 @@ def test_a_token_budget_run_counts_the_flops_of_each_steps_own_row_length(tmp_pa
     attention_per_position = 3 * 12 * cfg.model.layers * cfg.model.d_model
     lengths = {round((p - min(per_token)) / attention_per_position) for p in per_token}
     assert lengths == {0, buckets[1] - buckets[0]}
+
+
+def test_a_sampled_head_run_logs_the_flops_of_its_k_plus_one_rows_not_the_vocabulary(tmp_path):
+    cfg = tiny_config(
+        "model.kind=rnn",
+        "head.kind=sampled",
+        "head.num_samples=8",
+        "train.steps=1",
+        "train.log_every=1",
+        "train.num_printed_samples=0",
+        "train.peak_tflops=1.0",
+    )
+    train(cfg, str(tmp_path), echo=lambda _: None)
+    with open(os.path.join(tmp_path, "metrics.jsonl")) as f:
+        (record,) = [json.loads(line) for line in f if '"train"' in line]
+    per_token = record["model_tflops_per_device"] * 1e12 / record["tokens_per_sec_per_device"]
+    m = cfg.model
+    assert per_token == pytest.approx(6 * (m.layers * 4 * 2 * m.d_model**2 + m.d_model * 9), rel=1e-6)
