@@ -1,5 +1,5 @@
-"""`seqjax train | prepare | eval | generate | backtranslate | config | plot | bench`: the command line over the
-training package."""
+"""`seqjax train | prepare | eval | generate | backtranslate | config | compile | plot | bench`: the command
+line over the training package."""
 
 from __future__ import annotations
 
@@ -325,6 +325,32 @@ def cmd_bench(args) -> None:
     runpy.run_path(path, run_name="__main__")
 
 
+def cmd_compile(args) -> int:
+    from seqjax.accelerators.targets import parse_target, use_target_compiler
+
+    target = parse_target(args.target, args.slices)
+    use_target_compiler()  # before anything starts a JAX backend
+    from jax.errors import JaxRuntimeError
+
+    from seqjax.accelerators import report as report_lib
+
+    cfg, _ = load_config(args.config)
+    cfg = config_lib.override(cfg, args.set)
+    print(f"compiling for {target.describe()} on this machine's CPU", file=sys.stderr)
+    try:
+        report = report_lib.compile_report(cfg, target, args.vocab_size, echo=lambda m: print(m, file=sys.stderr))
+    except JaxRuntimeError as err:
+        first = next((line for line in str(err).splitlines() if line.strip()), str(err))
+        raise ValueError(f"the compiler for {target.name} refused this run: {first}") from None
+    print(report_lib.describe(report))
+    if args.json:
+        report_lib.write_json(args.json, report)
+    problems = report_lib.problems(report)
+    for problem in problems:
+        print(f"seqjax: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("decoding (default greedy; any sampling flag samples; --beam N > 1 is beam search)")
     d.add_argument("--beam", type=int, default=1)
@@ -419,6 +445,19 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--workdir", nargs="+", required=True, metavar="DIR", help="one or more run directories")
     pl.add_argument("--output", metavar="FILE.png", help="default: metrics.png in the first run directory")
     pl.set_defaults(func=cmd_plot)
+    co = sub.add_parser(
+        "compile",
+        help="compile the run's train, eval and decode steps for a GPU or TPU target without one: memory per "
+        "device (fits?), attention kernel, collectives, FLOPs and a roofline estimate of step time and MFU",
+    )
+    co.add_argument("--target", required=True, help="h100:8, h200:8, a100:8 (GPUs) or v5e:2x2, v5p:4x4x4 (TPU)")
+    co.add_argument("--slices", type=int, default=1, help="TPU slices joined by the data-center network")
+    co.add_argument(
+        "--vocab-size", type=int, help="read no data: a vocabulary of this size (Zipfian counts for the tree heads)"
+    )
+    co.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    add_config_arguments(co)
+    co.set_defaults(func=cmd_compile)
     b = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
     b.add_argument("name")
     b.add_argument("rest", nargs=argparse.REMAINDER)
@@ -432,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser().parse_args(argv)
     try:
-        args.func(args)
+        code = args.func(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"seqjax: error: {err}", file=sys.stderr)
         return 2
@@ -444,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("seqjax: interrupted", file=sys.stderr)
         return 130
-    return 0
+    return code or 0
 
 
 def entry() -> int:

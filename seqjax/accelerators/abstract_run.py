@@ -42,7 +42,7 @@ class Parts:
     model: Any
     head: Any
     objective: Any
-    vocab_size: int
+    counts: np.ndarray  # [V] training counts of the vocabulary (what the tree heads are built from)
     cfg: Config
 
 
@@ -69,12 +69,13 @@ def build(cfg: Config, mesh: Mesh, vocab_size: int | None = None) -> Parts:
     """The run's model, head and objective on `mesh`, for its data's vocabulary or `vocab_size`."""
     if vocab_size is None:
         exp = build_experiment(cfg, mesh)
-        return Parts(exp.model, exp.head, exp.objective, exp.tokenizer.vocab.size, cfg)
+        return Parts(exp.model, exp.head, exp.objective, np.asarray(exp.tokenizer.vocab.counts), cfg)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 8:
         raise ValueError(f"--vocab-size must be an integer >= 8, got {vocab_size!r}")
     source = vocab_size if is_seq2seq(cfg.model) else None
-    model, head, objective = build_parts(cfg, vocab_size, zipf_counts(vocab_size), mesh, source)
-    return Parts(model, head, objective, vocab_size, cfg)
+    counts = zipf_counts(vocab_size)
+    model, head, objective = build_parts(cfg, vocab_size, counts, mesh, source)
+    return Parts(model, head, objective, counts, cfg)
 
 
 def abstract_batch(cfg: Config, mesh: Mesh) -> dict[str, jax.ShapeDtypeStruct]:

@@ -217,5 +217,6 @@ __all__ = [
     "is_latent",
     "is_seq2seq",
     "is_trained",
+    "resolved_kernel",
     "validate_model_config",
 ]

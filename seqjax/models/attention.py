@@ -36,6 +36,7 @@ from seqjax.config import ModelConfig
 from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import SelfMask
 from seqjax.models.placement import same_placement
+from seqjax.models.splash_attention import BLOCK as SPLASH_BLOCK
 from seqjax.models.splash_attention import splash_attention, splash_expresses
 from seqjax.models.step_dense import apply_dense
 
@@ -108,6 +109,26 @@ def cudnn_arguments(mask: SelfMask) -> dict[str, Any] | None:
     if mask.valid is not None:
         arguments.update(query_seq_lengths=mask.lengths, key_value_seq_lengths=mask.lengths)
     return arguments
+
+
+def kernel_fallback(kernel: str, *, packed: bool, dilated: bool, lengths: tuple[int, ...]) -> str | None:
+    """Why the fused `kernel` (resolved) leaves some of a run's teacher-forced self-attention to
+    XLA — packed rows, a dilated window, rows of `lengths` tokens the kernel does not tile — or
+    None where it runs all of it."""
+    if kernel == "cudnn" and packed:
+        return (
+            "cuDNN's fused attention (jax.nn.dot_product_attention) takes no segment ids: packed rows "
+            "(data.packing) attend on XLA"
+        )
+    if kernel in ("cudnn", "splash") and dilated:
+        return f"the {kernel} kernel has no dilated window (model.dilation > 1): self-attention runs on XLA"
+    untiled = sorted({n for n in lengths if n % SPLASH_BLOCK})
+    if kernel == "splash" and untiled:
+        return (
+            f"the splash kernel tiles rows by {SPLASH_BLOCK} tokens: rows of {', '.join(map(str, untiled))} tokens "
+            "attend on XLA"
+        )
+    return None
 
 
 QUERY_BLOCK = 64  # queries per block of `attend` on XLA, unless that makes more than MAX_QUERY_BLOCKS

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from seqjax.config import Config
+from seqjax.config import ATTENTION, Config
 from seqjax.contracts import Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.data.datasets import to_stderr
@@ -24,7 +24,16 @@ from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
-from seqjax.models import MODEL_OBJECTIVES, SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, generates, is_seq2seq
+from seqjax.models import (
+    MODEL_OBJECTIVES,
+    SEQ2SEQ_KINDS,
+    TRANSFORMER_KINDS,
+    build_model,
+    generates,
+    is_seq2seq,
+    resolved_kernel,
+)
+from seqjax.models.attention import kernel_fallback
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
@@ -210,6 +219,17 @@ def build_experiment(
     model, head, objective = build_parts(cfg, vocab.size, np.asarray(vocab.counts), mesh, src_vocab_size)
     report = task_report(cfg.data) if generates(cfg.model) else None  # the tasks' reports judge samples
     return Experiment(cfg, data, model, head, objective, report)
+
+
+def attention_fallback(cfg: Config, platform: str) -> str | None:
+    """The one-line notice that the run's fused attention kernel leaves some of its
+    self-attention to XLA on `platform`'s devices (`attention.kernel_fallback`), or None."""
+    if cfg.model.kind not in ATTENTION:
+        return None
+    kernel = resolved_kernel(cfg.model, PRECISIONS[cfg.train.precision], platform)
+    lengths = tuple(cfg.data.buckets) if is_seq2seq(cfg.model) else (cfg.data.seq_len,)
+    dilated = cfg.model.dilation > 1 and cfg.model.window > 0
+    return kernel_fallback(kernel, packed=cfg.data.packing, dilated=dilated, lengths=lengths)
 
 
 def build_parts(

@@ -98,8 +98,10 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
             raise ValueError(f"train.mesh {spec!r}: {known} does not divide the {num_devices} devices")
         sizes[free[0]] = num_devices // known
     if math.prod(sizes.values()) != num_devices:
+        model = sizes["model"] if num_devices % sizes["model"] == 0 else 1
         raise ValueError(
-            f"train.mesh {spec!r} needs {math.prod(sizes.values())} devices, but {num_devices} are available"
+            f"train.mesh {spec!r} needs {math.prod(sizes.values())} devices, but {num_devices} are available: "
+            f"e.g. data:{num_devices // model},model:{model}, or data:-1"
         )
     return sizes
 

@@ -41,7 +41,13 @@ from seqjax.data.loader import Loader
 from seqjax.models import is_trained
 from seqjax.training import distributed, mfu, optim
 from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
-from seqjax.training.experiment import TOKENIZER_DIRS, Experiment, build_experiment, saved_tokenizers
+from seqjax.training.experiment import (
+    TOKENIZER_DIRS,
+    Experiment,
+    attention_fallback,
+    build_experiment,
+    saved_tokenizers,
+)
 from seqjax.training.layout import batch_sharding, batch_split, describe_batch, make_mesh
 from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.memory import describe_memory, memory_report
@@ -224,6 +230,9 @@ def train(
                 save_data_record(workdir, data)
             distributed.barrier("run directory written")
             echo(config_text.describe_changes(cfg))
+            fallback = attention_fallback(cfg, mesh.devices.flat[0].platform)
+            if fallback:
+                echo(f"notice: {fallback}")
             echo(describe_data(data, cfg.data))
             num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
             echo(

@@ -1,0 +1,193 @@
+"""`seqjax compile`'s answer: does the run fit on the target, which attention kernel did it get,
+what does a step communicate, and how fast should it be.
+
+Memory per device is the compiled train step's (arguments + outputs not aliased to donated
+arguments + temporaries) against the device's memory; on a GPU against the share JAX's
+allocator takes by default (`XLA_PYTHON_CLIENT_MEM_FRACTION`, 0.75), on a TPU the whole HBM.
+
+The step time is a roofline estimate, never a measurement: the longer of the model's FLOPs at
+the target's dense bf16 peak and the bytes the step moves at the memory bandwidth (the
+compiler's count on a TPU; on a GPU, whose compiler gives none, each argument, output and
+temporary read or written once — a lower bound), plus the collectives' bytes over the links
+(NVLink, ICI; the data-center network for a collective that crosses slices) with no overlap.
+MFU is the model's FLOPs over that time at the peak: what to expect when the kernels run at
+the roofline, so an upper bound on what a run will measure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from seqjax import config as config_lib
+from seqjax.accelerators import program
+from seqjax.accelerators.abstract_run import compiled_programs
+from seqjax.accelerators.targets import Target, target_devices
+from seqjax.config import Config
+from seqjax.models import resolved_kernel
+from seqjax.training.experiment import PRECISIONS, attention_fallback
+from seqjax.training.memory import format_bytes, per_device_bytes
+from seqjax.training.mfu import train_flops_per_token
+
+FUSED = ("cudnn", "splash")
+GPU_MEMORY_FRACTION = 0.75  # JAX's default share of a GPU's memory
+
+
+def usable_memory(target: Target) -> int:
+    """Bytes a run may use per device of `target`."""
+    if target.chip.platform != "gpu":
+        return target.chip.memory_bytes
+    fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", GPU_MEMORY_FRACTION))
+    return int(target.chip.memory_bytes * fraction)
+
+
+def _tokens(cfg: Config, batch) -> int:
+    rows, length = batch["mask"].shape
+    return rows * length
+
+
+def roofline(target: Target, flops: float, bytes_moved: float, collective_bytes: float) -> dict[str, float]:
+    """Estimated seconds per step on `target` (see the module docstring), per device."""
+    chip = target.chip
+    compute = flops / (target.count * chip.peak_tflops * 1e12)
+    memory = bytes_moved / chip.memory_bandwidth
+    links = chip.dcn_bandwidth if target.slices > 1 else chip.link_bandwidth
+    communication = collective_bytes / links
+    step = max(compute, memory) + communication
+    return {"compute_seconds": compute, "memory_seconds": memory, "collective_seconds": communication, "step": step}
+
+
+def attention_report(cfg: Config, calls: dict[str, dict[str, int]], platform: str) -> dict[str, Any]:
+    """The kernel asked for, the one resolved, fused calls per program, and any fallback."""
+    if cfg.model.kind not in config_lib.ATTENTION:
+        return {"requested": None, "resolved": None, "fused_calls": 0, "fallback": None}
+    resolved = resolved_kernel(cfg.model, PRECISIONS[cfg.train.precision], platform)
+    fused = calls["train"].get(resolved, 0) if resolved in FUSED else 0
+    return {
+        "requested": cfg.model.attention_kernel,
+        "resolved": resolved,
+        "fused_calls": fused,
+        "fused_calls_by_step": {name: counts.get(resolved, 0) for name, counts in calls.items()},
+        "fallback": attention_fallback(cfg, platform),
+    }
+
+
+def compile_report(
+    cfg: Config, target: Target, vocab_size: int | None = None, *, echo: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Compiles the run's train, eval and decode steps for `target` and reports on them (the
+    JSON of `seqjax compile --json`)."""
+    built = compiled_programs(cfg, target_devices(target), vocab_size, echo=echo)
+    parts, state, batch = built["parts"], built["state"], built["batch"]
+    programs = {name: built[name] for name in ("train", "eval", "decode") if built[name] is not None}
+    texts = {name: compiled.as_text() for name, compiled in programs.items()}
+    memory = {name: program.memory(compiled) for name, compiled in programs.items()}
+    train_memory = memory["train"]
+    usable = usable_memory(target)
+    peak = max(m["peak"] for m in memory.values())
+    collectives = program.collectives(texts["train"])
+    collective_bytes = sum(entry["bytes"] for entry in collectives.values())
+
+    head_weights = parts.head.matmul_weights(cfg.model.d_model, parts.counts)
+    per_token = train_flops_per_token(cfg, head_weights, batch["mask"].shape[1])
+    tokens = _tokens(cfg, batch)
+    model_flops = None if per_token is None else per_token * tokens
+    cost = program.compiler_cost(programs["train"])
+    compiler_flops = None if cost is None else cost["flops"] * target.count
+    moved = cost["bytes_accessed"] if cost is not None else train_memory["arguments"] + train_memory["outputs"]
+    if cost is None:
+        moved += train_memory["temporaries"]
+    flops = model_flops if model_flops is not None else compiler_flops
+    estimate = None if flops is None else roofline(target, flops, moved, collective_bytes)
+    calls = {name: program.fused_attention_calls(text) for name, text in texts.items()}
+    return {
+        "target": target.name,
+        "slices": target.slices,
+        "devices": target.count,
+        "device": target.chip.name,
+        "mesh": {str(k): int(v) for k, v in built["mesh"].shape.items()},
+        "sharding": cfg.train.sharding,
+        "fits": peak <= usable,
+        "per_device_bytes": {
+            "parameters": per_device_bytes(state.params),
+            "optimizer_state": per_device_bytes(state.opt_state),
+            "temporaries": train_memory["temporaries"],
+            "peak": peak,
+        },
+        "per_step_program_bytes": memory,
+        "device_memory_bytes": target.chip.memory_bytes,
+        "usable_memory_bytes": usable,
+        "margin_bytes": usable - peak,
+        "attention": attention_report(cfg, calls, target.chip.platform),
+        "collectives": collectives,
+        "collective_bytes_per_step": collective_bytes,
+        "tokens_per_step": tokens,
+        "flops_per_step": {"model": model_flops, "compiler": compiler_flops},
+        "predicted_step_seconds": None if estimate is None else estimate["step"],
+        "roofline": estimate,
+        "predicted_mfu": None
+        if estimate is None or model_flops is None
+        else model_flops / (estimate["step"] * target.count * target.chip.peak_tflops * 1e12),
+    }
+
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """What makes `seqjax compile` exit non-zero: a run that does not fit, a fused kernel asked
+    for by name that the program does not contain."""
+    found = []
+    if not report["fits"]:
+        found.append(
+            f"does not fit: {format_bytes(report['per_device_bytes']['peak'])} per device against "
+            f"{format_bytes(report['usable_memory_bytes'])} usable"
+        )
+    attention = report["attention"]
+    if attention["requested"] in FUSED and attention["fused_calls"] == 0:
+        why = attention["fallback"] or "the compiled program has no fused attention call"
+        found.append(f"model.attention_kernel={attention['requested']} is not the kernel compiled: {why}")
+    return found
+
+
+def describe(report: dict[str, Any]) -> str:
+    """The report as the lines `seqjax compile` prints."""
+    b = report["per_device_bytes"]
+    verdict = "fits" if report["fits"] else "DOES NOT FIT"
+    lines = [
+        f"target {report['devices']} x {report['device']} ({report['target']}"
+        + (f", {report['slices']} slices" if report["slices"] > 1 else "")
+        + f"), mesh {report['mesh']}, sharding {report['sharding']}",
+        f"memory per device: parameters {format_bytes(b['parameters'])}, optimizer state "
+        f"{format_bytes(b['optimizer_state'])}, step temporaries {format_bytes(b['temporaries'])}, peak "
+        f"{format_bytes(b['peak'])} of {format_bytes(report['usable_memory_bytes'])} usable: {verdict} "
+        f"(margin {format_bytes(abs(report['margin_bytes']))}{'' if report['fits'] else ' short'})",
+    ]
+    attention = report["attention"]
+    if attention["requested"] is not None:
+        steps = ", ".join(f"{k} {v}" for k, v in attention["fused_calls_by_step"].items())
+        lines.append(
+            f"attention: requested {attention['requested']}, resolved {attention['resolved']}; fused calls: {steps}"
+        )
+        if attention["fallback"]:
+            lines.append(f"notice: {attention['fallback']}")
+    kinds = ", ".join(f"{k} x{v['count']} {format_bytes(v['bytes'])}" for k, v in report["collectives"].items())
+    lines.append(f"collectives per train step (a loop body's once): {kinds or 'none'}")
+    flops = report["flops_per_step"]
+    if flops["model"] is not None:
+        compiler = "" if flops["compiler"] is None else f", the compiler's {flops['compiler']:.3g}"
+        lines.append(f"FLOPs per step: model {flops['model']:.3g}{compiler} ({report['tokens_per_step']:,} tokens)")
+    if report["predicted_step_seconds"] is not None:
+        r = report["roofline"]
+        mfu = report["predicted_mfu"]
+        lines.append(
+            f"estimate (roofline, not a measurement): {report['predicted_step_seconds'] * 1e3:.2f} ms per step "
+            f"(compute {r['compute_seconds'] * 1e3:.2f}, memory {r['memory_seconds'] * 1e3:.2f}, collectives "
+            f"{r['collective_seconds'] * 1e3:.2f} ms)" + ("" if mfu is None else f", MFU {mfu:.1%}")
+        )
+    return "\n".join(lines)
+
+
+def write_json(path: str, report: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
