@@ -123,12 +123,16 @@ def compile_decode(parts: Parts, mesh: Mesh, params, batch) -> Any | None:
 def compiled_programs(
     cfg: Config, devices, vocab_size: int | None = None, *, echo: Callable[[str], None] = lambda _: None
 ) -> dict[str, Any]:
-    """Builds and compiles the run's train, eval and decode steps for `devices`.
+    """Builds and compiles the run's train, eval and decode steps for `devices`. Devices of
+    several slices get a `slice` axis of that size unless train.mesh names one.
 
     Returns:
       {"mesh", "parts", "state" (abstract), "batch" (abstract), "train", "eval", "decode"
       (compiled programs; decode None for an encoder)}.
     """
+    slices = len({getattr(device, "slice_index", 0) for device in devices})
+    if slices > 1 and "slice" not in cfg.train.mesh:  # the batch over the slices, the rest within each
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, mesh=f"slice:{slices},{cfg.train.mesh}"))
     mesh = make_mesh(cfg.train.mesh, devices)
     parts = build(cfg, mesh, vocab_size)
     batch = abstract_batch(cfg, mesh)

@@ -6,9 +6,12 @@ is a custom call: cuDNN's `__cudnn$fmhaâ€¦` on a GPU (`fmhaSoftmax` forward, `â€
 Pallas kernel (`tpu_custom_call`) whose name says splash or flash attention on a TPU. A
 collective is an instruction named for its kind (`all-reduce`, `all-gather`, `reduce-scatter`,
 `all-to-all`, `collective-permute`, or their `-start` halves when asynchronous); its bytes are
-its result's. Instructions inside a loop body are counted once per appearance, so a scanned
-layer stack's collectives count once, not once per layer: `collective_bytes` is a lower bound
-there, said as such where it is printed.
+its result's (an asynchronous all-gather's or permute's output, not its operand). A TPU program
+of several slices sends what crosses the data-center network as host transfers to the
+megascale runtime (`send` with `_xla_megascale_transfer_type`): those are the DCN collectives,
+counted apart (`dcn_collectives`). Instructions inside a loop body are counted once per
+appearance, so a scanned layer stack's collectives count once, not once per layer: the totals
+are a lower bound there, said as such where they are printed.
 """
 
 from __future__ import annotations
@@ -25,25 +28,43 @@ _SHAPE = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\(", re.M)
 
 
-def shape_bytes(text: str) -> int:
-    """Bytes of the array shapes written in `text` (one shape or a tuple of them)."""
-    total = 0
+def array_bytes(text: str) -> list[int]:
+    """Bytes of each array shape written in `text` (one shape or a tuple of them), in order."""
+    sizes = []
     for dtype, dims in _SHAPE.findall(text):
         if dtype in _DTYPE_BYTES:
-            total += _DTYPE_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
-    return total
+            sizes.append(_DTYPE_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1])))
+    return sizes
 
 
 def collectives(hlo: str) -> dict[str, dict[str, int]]:
-    """{kind: {"count", "bytes"}} of the program's collectives (result bytes, `-start` halves
-    counted for asynchronous ones, their `-done` halves not)."""
+    """{kind: {"count", "bytes"}} of the program's collectives within a slice or host (result
+    bytes; `-start` halves counted for asynchronous ones, their `-done` halves not)."""
     found: dict[str, dict[str, int]] = {}
     for result, op in _INSTRUCTION.findall(hlo):
         kind = op.removesuffix("-start")
-        if kind in COLLECTIVES:
-            entry = found.setdefault(kind, {"count": 0, "bytes": 0})
-            entry["count"] += 1
-            entry["bytes"] += shape_bytes(result) // (2 if op.endswith("-start") and kind == "all-gather" else 1)
+        if kind not in COLLECTIVES:
+            continue
+        entry = found.setdefault(kind, {"count": 0, "bytes": 0})
+        entry["count"] += 1
+        sizes = array_bytes(result)
+        # An asynchronous all-gather's or permute's result holds its operand too: count the output.
+        partial = op.endswith("-start") and kind in ("all-gather", "collective-permute")
+        entry["bytes"] += max(sizes, default=0) if partial else sum(sizes)
+    return found
+
+
+_DCN_SEND = re.compile(r"^\s*%?[\w.\-]+\s*=\s*\((.*?)\)\s+send\(.*?_xla_megascale_transfer_type=\"(\w+)\"", re.M)
+
+
+def dcn_collectives(hlo: str) -> dict[str, dict[str, int]]:
+    """{kind: {"count", "bytes"}} of what crosses the data-center network between TPU slices:
+    each megascale send's kind (`ALL_REDUCE` as all-reduce, ...) and the bytes it sends."""
+    found: dict[str, dict[str, int]] = {}
+    for result, kind in _DCN_SEND.findall(hlo):
+        entry = found.setdefault(kind.lower().replace("_", "-"), {"count": 0, "bytes": 0})
+        entry["count"] += 1
+        entry["bytes"] += next(iter(array_bytes(result)), 0)  # the data sent, before the count and token
     return found
 
 

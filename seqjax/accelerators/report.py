@@ -48,13 +48,15 @@ def _tokens(cfg: Config, batch) -> int:
     return rows * length
 
 
-def roofline(target: Target, flops: float, bytes_moved: float, collective_bytes: float) -> dict[str, float]:
-    """Estimated seconds per step on `target` (see the module docstring), per device."""
+def roofline(
+    target: Target, flops: float, bytes_moved: float, link_bytes: float, dcn_bytes: float = 0.0
+) -> dict[str, float]:
+    """Estimated seconds per step on `target` (see the module docstring): `flops` of the whole
+    step, and per device the bytes it moves, sends within its slice and sends across slices."""
     chip = target.chip
     compute = flops / (target.count * chip.peak_tflops * 1e12)
     memory = bytes_moved / chip.memory_bandwidth
-    links = chip.dcn_bandwidth if target.slices > 1 else chip.link_bandwidth
-    communication = collective_bytes / links
+    communication = link_bytes / chip.link_bandwidth + (dcn_bytes / chip.dcn_bandwidth if dcn_bytes else 0.0)
     step = max(compute, memory) + communication
     return {"compute_seconds": compute, "memory_seconds": memory, "collective_seconds": communication, "step": step}
 
@@ -88,7 +90,9 @@ def compile_report(
     usable = usable_memory(target)
     peak = max(m["peak"] for m in memory.values())
     collectives = program.collectives(texts["train"])
+    dcn = program.dcn_collectives(texts["train"])
     collective_bytes = sum(entry["bytes"] for entry in collectives.values())
+    dcn_bytes = sum(entry["bytes"] for entry in dcn.values())
 
     head_weights = parts.head.matmul_weights(cfg.model.d_model, parts.counts)
     per_token = train_flops_per_token(cfg, head_weights, batch["mask"].shape[1])
@@ -100,7 +104,7 @@ def compile_report(
     if cost is None:
         moved += train_memory["temporaries"]
     flops = model_flops if model_flops is not None else compiler_flops
-    estimate = None if flops is None else roofline(target, flops, moved, collective_bytes)
+    estimate = None if flops is None else roofline(target, flops, moved, collective_bytes, dcn_bytes)
     calls = {name: program.fused_attention_calls(text) for name, text in texts.items()}
     return {
         "target": target.name,
@@ -122,7 +126,8 @@ def compile_report(
         "margin_bytes": usable - peak,
         "attention": attention_report(cfg, calls, target.chip.platform),
         "collectives": collectives,
-        "collective_bytes_per_step": collective_bytes,
+        "dcn_collectives": dcn,
+        "collective_bytes_per_step": collective_bytes + dcn_bytes,
         "tokens_per_step": tokens,
         "flops_per_step": {"model": model_flops, "compiler": compiler_flops},
         "predicted_step_seconds": None if estimate is None else estimate["step"],
@@ -172,6 +177,11 @@ def describe(report: dict[str, Any]) -> str:
             lines.append(f"notice: {attention['fallback']}")
     kinds = ", ".join(f"{k} x{v['count']} {format_bytes(v['bytes'])}" for k, v in report["collectives"].items())
     lines.append(f"collectives per train step (a loop body's once): {kinds or 'none'}")
+    if report["dcn_collectives"]:
+        across = ", ".join(
+            f"{k} x{v['count']} {format_bytes(v['bytes'])}" for k, v in report["dcn_collectives"].items()
+        )
+        lines.append(f"across slices (DCN): {across}")
     flops = report["flops_per_step"]
     if flops["model"] is not None:
         compiler = "" if flops["compiler"] is None else f", the compiler's {flops['compiler']:.3g}"

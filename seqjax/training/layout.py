@@ -2,10 +2,13 @@
 checks that a layout can run, made before anything is traced.
 
 A single device is a mesh of size one; every run, small or large, goes through the same
-program. The mesh has two axes, `data` and `model`, laid out by `jax.make_mesh`, which
-keeps each `model` group on closely connected devices and, in a multi-process run, each
-process's devices on a contiguous block of `data`. The batch is split along `data`;
-parameters and optimizer state are placed by the run's sharding strategy.
+program. The mesh has three axes, `slice`, `data` and `model`, laid out by `jax.make_mesh`,
+which keeps each `model` group on closely connected devices and, in a multi-process run, each
+process's devices on a contiguous block of `data`. `slice` (1 unless set) spans TPU slices
+joined by the data-center network (DCN): devices of one slice share its `data` and `model`
+positions, so the only traffic between slices is what the batch axis needs — the gradient
+all-reduce. The batch is split along `slice` and `data` together (`BATCH_AXES`); parameters and
+optimizer state are placed by the run's sharding strategy within a slice.
 
 Sharding strategies: each float leaf of the train state gets one logical name per
 dimension from its path (`PARAMETER_AXES`, first match whose rank fits); a strategy then
@@ -36,12 +39,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from seqjax.config import Config
 
-AXES = ("data", "model")
+AXES = ("slice", "data", "model")
+BATCH_AXES = ("slice", "data")  # the batch's rows are split over both
 STRATEGIES = ("data", "fsdp", "tensor", "fsdp_tensor")
 STEP_KINDS = ("jit", "shard_map")
 
@@ -81,7 +86,7 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         name, sep, value = part.partition(":")
         if name not in AXES or not sep:
-            raise ValueError(f"train.mesh entries must be AXIS:SIZE with AXIS in {AXES}, got {part!r}")
+            raise ValueError(f"train.mesh entries must be AXIS:SIZE with AXIS one of {', '.join(AXES)}, got {part!r}")
         try:
             sizes[name] = int(value)
         except ValueError:
@@ -107,14 +112,30 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
 
 
 def make_mesh(spec: str = "data:-1", devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """The mesh of `spec` over `devices` (default: every device of every process)."""
+    """The mesh of `spec` over `devices` (default: every device of every process).
+
+    Raises:
+      ValueError: a `slice` size that is not the number of slices the devices come in.
+    """
     devices = list(jax.devices() if devices is None else devices)
     sizes = parse_mesh(spec, len(devices))
     shape = [sizes[a] for a in AXES]
+    slices = len({getattr(d, "slice_index", 0) for d in devices})
+    if sizes["slice"] != slices:
+        raise ValueError(f"train.mesh {spec!r} has slice:{sizes['slice']}, but the devices are in {slices} slice(s)")
+    if slices > 1:
+        # Each slice's devices laid out alone (ICI), then the slices stacked along `slice` (DCN).
+        grid = mesh_utils.create_hybrid_device_mesh([1, *shape[1:]], [slices, 1, 1], devices)
+        return Mesh(grid, AXES)
     if devices == jax.devices():
         # Auto axes: shardings are chosen by the program (NamedSharding), not carried by types.
         return jax.make_mesh(shape, AXES, axis_types=(AxisType.Auto,) * len(AXES))
     return Mesh(np.asarray(devices).reshape(shape), AXES)
+
+
+def batch_shards(mesh: Mesh) -> int:
+    """Parts the batch's rows are split into: the slices times the data axis."""
+    return math.prod(mesh.shape[axis] for axis in BATCH_AXES)
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -122,8 +143,8 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Leading (batch) axis split over `data`; the rest replicated."""
-    return NamedSharding(mesh, P("data"))
+    """Leading (batch) axis split over `slice` and `data`; the rest replicated."""
+    return NamedSharding(mesh, P(BATCH_AXES))
 
 
 # --- where each state leaf goes -----------------------------------------------------------
@@ -222,7 +243,7 @@ def check_shard_map_mesh(mesh: Mesh) -> None:
 
 def check_batch_size(batch_size: int, mesh: Mesh, accum_steps: int = 1) -> None:
     """Every microbatch (batch_size / accum_steps rows) must split evenly over `data`."""
-    data = mesh.shape["data"]
+    data = batch_shards(mesh)
     if batch_size % (data * accum_steps):
         times = f" times optim.accum_steps={accum_steps}" if accum_steps > 1 else ""
         raise ValueError(f"train.batch_size must be divisible by the data axis size {data}{times}, got {batch_size}")
@@ -269,7 +290,7 @@ def batch_split(cfg: Config, mesh: Mesh, example: dict) -> dict[str, int]:
     batch's, data.max_tokens), its unmasked targets (LM batches are full; seq2seq ones vary
     with padding).
     """
-    rows, accum, data = len(example["mask"]), cfg.optim.accum_steps, mesh.shape["data"]
+    rows, accum, data = len(example["mask"]), cfg.optim.accum_steps, batch_shards(mesh)
     tokens = int(example["mask"].sum())
     return {
         "effective_rows": rows,

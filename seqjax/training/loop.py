@@ -48,7 +48,7 @@ from seqjax.training.experiment import (
     build_experiment,
     saved_tokenizers,
 )
-from seqjax.training.layout import batch_sharding, batch_split, describe_batch, make_mesh
+from seqjax.training.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.memory import describe_memory, memory_report
 from seqjax.training.ngram_baseline import train_ngram
@@ -212,7 +212,7 @@ def train(
             exp = build_experiment(cfg, mesh, tokenizers, fingerprint=saved.get("store"), echo=echo)
             optimizer = optim.make_optimizer(cfg.optim, t.steps)
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
-            batches = exp.train_batches(row_multiple=mesh.shape["data"] * cfg.optim.accum_steps)
+            batches = exp.train_batches(row_multiple=batch_shards(mesh) * cfg.optim.accum_steps)
             example = batches.batch(0)
             state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
             if schedule_changes:

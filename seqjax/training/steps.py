@@ -31,7 +31,7 @@ from seqjax.models.placement import under_mesh
 from seqjax.objectives.bidirectional import direction_nlls
 from seqjax.objectives.masked_lm import masked_nll
 from seqjax.objectives.vae import negative_elbo
-from seqjax.training.layout import batch_sharding, check_shard_map_mesh, replicated
+from seqjax.training.layout import BATCH_AXES, batch_sharding, batch_shards, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
 
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
@@ -137,7 +137,7 @@ def make_train_step(
         key = jax.random.fold_in(state.key, state.step)
         tokens = batch["mask"].sum()
         # Microbatches stay on the devices that hold their rows when the rows divide evenly.
-        even = (batch["mask"].shape[0] // accum_steps) % mesh.shape["data"] == 0
+        even = (batch["mask"].shape[0] // accum_steps) % batch_shards(mesh) == 0
         loss, metrics, grads = weighted_loss_and_grads(
             model,
             head,
@@ -148,7 +148,7 @@ def make_train_step(
             state.step,
             accum_steps=accum_steps,
             total_tokens=jnp.maximum(tokens, 1.0),
-            microbatch_sharding=NamedSharding(mesh, P(None, "data")) if even else None,
+            microbatch_sharding=NamedSharding(mesh, P(None, BATCH_AXES)) if even else None,
         )
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
@@ -174,8 +174,8 @@ def make_shard_map_train_step(
     check_shard_map_mesh(mesh)
 
     def device_step(state: TrainState, batch: Batch):
-        key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), lax.axis_index("data"))
-        tokens = lax.psum(batch["mask"].sum(), "data")
+        key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), lax.axis_index(BATCH_AXES))
+        tokens = lax.psum(batch["mask"].sum(), BATCH_AXES)
         part = weighted_loss_and_grads(
             model,
             head,
@@ -187,13 +187,13 @@ def make_shard_map_train_step(
             accum_steps=accum_steps,
             total_tokens=jnp.maximum(tokens, 1.0),
         )
-        loss, metrics, grads = lax.psum(part, "data")
+        loss, metrics, grads = lax.psum(part, BATCH_AXES)
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
     # Without replication typing (check_vma=False) the gradient taken inside `device_step` is
     # the device's own, so its psum is the one all-reduce; it also lets model and head code
     # written for global arrays (scans with freshly built carries) run unchanged per device.
-    step = jax.shard_map(device_step, mesh=mesh, in_specs=(P(), P("data")), out_specs=(P(), P()), check_vma=False)
+    step = jax.shard_map(device_step, mesh=mesh, in_specs=(P(), P(BATCH_AXES)), out_specs=(P(), P()), check_vma=False)
     return _placed(step, state_shape, mesh, "data")
 
 
