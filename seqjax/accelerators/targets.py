@@ -81,11 +81,11 @@ def parse_target(name: str, slices: int = 1) -> Target:
       ValueError: an unknown kind or a malformed count or topology, with the known targets.
     """
     kind, sep, shape_text = name.strip().lower().partition(":")
-    if kind not in CHIPS or not sep:
+    if kind not in CHIPS:
         raise ValueError(f"unknown target {name!r}: known kinds are {', '.join(CHIPS)}, e.g. {EXAMPLES}")
     chip = CHIPS[kind]
     try:
-        shape = tuple(int(part) for part in shape_text.split("x"))
+        shape = tuple(int(part) for part in shape_text.split("x")) if sep else ()
     except ValueError:
         shape = ()
     if not shape or min(shape) < 1:

@@ -1,0 +1,55 @@
+"""The run's steps built from abstract state and batch: the batch spec is the loader's, and the
+train, eval and decode programs compile for a mesh of simulated CPU devices without a
+parameter being made or, with a vocabulary size, any data read."""
+
+import jax
+import numpy as np
+import pytest
+from helpers import tiny_config
+
+from seqjax.accelerators.abstract_run import batch_spec, compiled_programs, zipf_counts
+from seqjax.training.experiment import build_experiment
+
+CASES = {
+    "lm": (),
+    "packed_lm": ("data.packing=true",),
+    "seq2seq": ("data.task=reverse", "model.kind=transformer_seq2seq"),
+    "packed_seq2seq": ("data.task=reverse", "model.kind=transformer_seq2seq", "data.packing=true"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_batch_spec_has_the_keys_dtypes_and_rows_of_the_runs_batches(name):
+    cfg = tiny_config(*CASES[name])
+    real = build_experiment(cfg).train_batches().batch(0)
+    spec = batch_spec(cfg)
+    assert set(spec) == set(real)
+    for key, (shape, dtype) in spec.items():
+        assert np.dtype(dtype) == real[key].dtype, key
+        assert shape[0] == real[key].shape[0] and shape[1] >= real[key].shape[1], key  # the longest bucket
+
+
+def test_the_train_eval_and_decode_steps_compile_for_a_sharded_mesh_from_abstract_state():
+    cfg = tiny_config("train.sharding=fsdp", "train.mesh=data:4,model:2", "train.sharding=fsdp_tensor")
+    built = compiled_programs(cfg, jax.devices()[:8])
+    assert dict(built["mesh"].shape) == {"slice": 1, "data": 4, "model": 2}
+    assert all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(built["state"]))
+    for name in ("train", "eval", "decode"):
+        assert built[name].memory_analysis() is not None
+
+
+def test_a_vocabulary_size_compiles_without_reading_any_data(tmp_path):
+    cfg = tiny_config("data.kind=text", f"data.train={tmp_path}/absent.txt", "head.kind=tree")
+    built = compiled_programs(cfg, jax.devices()[:1], vocab_size=1000)
+    assert built["parts"].counts.shape == (1000,)
+    assert built["state"].params["head"]["node_weights"].shape[0] == 999  # a tree over the 1,000 words
+
+
+def test_an_encoder_has_no_decode_step():
+    cfg = tiny_config("model.kind=transformer_encoder", "objective.kind=masked_lm")
+    assert compiled_programs(cfg, jax.devices()[:1])["decode"] is None
+
+
+def test_zipf_counts_fall_with_rank():
+    counts = zipf_counts(100)
+    assert counts[0] == 10**9 and np.all(np.diff(counts) <= 0) and counts[-1] >= 1

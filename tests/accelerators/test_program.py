@@ -1,0 +1,78 @@
+"""Reading a compiled program: collectives and their bytes (within a slice and across slices),
+fused attention calls, memory and the roofline, on program text in the compilers' own forms."""
+
+import types
+
+import pytest
+
+from seqjax.accelerators import program, targets
+from seqjax.accelerators.report import problems, roofline
+
+HLO = """
+  %all-reduce.1 = (f32[16,64]{1,0}, f32[16,64]{1,0}) all-reduce(%a, %b), channel_id=1, replica_groups={{0,1}}
+  %all-gather-start.2 = (bf16[4,128]{1,0}, bf16[32,128]{1,0}) all-gather-start(%c), channel_id=2
+  %all-gather-done.2 = bf16[32,128]{1,0} all-gather-done(%all-gather-start.2)
+  %reduce-scatter.3 = f32[8]{0} reduce-scatter(%d), channel_id=3
+  ROOT %cp = s32[2,2]{1,0} collective-permute(%e), source_target_pairs={{0,1}}
+  %fmha = (bf16[2,4,128,64]{3,1,2,0}, u8[0]{0}) custom-call(%q, %k, %v), custom_call_target="__cudnn$fmhaSoftmax"
+  %bwd = (bf16[2,4,128,64]{3,1,2,0}) custom-call(%q), custom_call_target="__cudnn$fmhaSoftmaxBackward"
+  %splash_mqa_fwd.1 = (f32[8,128,128]{2,1,0}) custom-call(%x), custom_call_target="tpu_custom_call", x="y"
+  %other_kernel.1 = (f32[8]{0}) custom-call(%x), custom_call_target="tpu_custom_call"
+  %send.1 = (f32[16,4,64,64]{3,2,1,0}, u32[], token[]) send(%a, %t), channel_id=4, is_host_transfer=true, frontend_attributes={_xla_megascale_transfer_type="ALL_REDUCE"}
+  %send.2 = (bf16[8]{0}, u32[], token[]) send(%a, %t), channel_id=5, is_host_transfer=true, frontend_attributes={_xla_megascale_transfer_type="ALL_GATHER"}
+"""  # noqa: E501
+
+
+def test_collectives_count_their_result_bytes_and_an_async_gather_its_output():
+    assert program.collectives(HLO) == {
+        "all-reduce": {"count": 1, "bytes": 2 * 16 * 64 * 4},
+        "all-gather": {"count": 1, "bytes": 32 * 128 * 2},
+        "reduce-scatter": {"count": 1, "bytes": 32},
+        "collective-permute": {"count": 1, "bytes": 16},
+    }
+
+
+def test_sends_to_the_megascale_runtime_are_the_collectives_across_slices():
+    assert program.dcn_collectives(HLO) == {
+        "all-reduce": {"count": 1, "bytes": 16 * 4 * 64 * 64 * 4},
+        "all-gather": {"count": 1, "bytes": 16},
+    }
+
+
+def test_fused_attention_calls_are_cudnn_custom_calls_and_splash_pallas_kernels():
+    assert program.fused_attention_calls(HLO) == {"cudnn": 2, "splash": 1}
+
+
+def test_memory_peak_is_arguments_plus_unaliased_outputs_plus_temporaries():
+    stats = types.SimpleNamespace(
+        argument_size_in_bytes=100, output_size_in_bytes=90, alias_size_in_bytes=80, temp_size_in_bytes=7
+    )
+    compiled = types.SimpleNamespace(memory_analysis=lambda: stats)
+    assert program.memory(compiled) == {"arguments": 100, "outputs": 90, "aliased": 80, "temporaries": 7, "peak": 117}
+
+
+def test_roofline_takes_the_slower_of_compute_and_memory_and_adds_the_links():
+    target = targets.parse_target("v5p:2x2x2", slices=2)  # 16 chips of 459 TFLOP/s, 2.765 TB/s
+    chip = target.chip
+    estimate = roofline(target, flops=16 * 459e12 * 0.5, bytes_moved=2.765e12 * 0.1, link_bytes=6e9, dcn_bytes=6.25e8)
+    assert estimate["compute_seconds"] == pytest.approx(0.5)
+    assert estimate["memory_seconds"] == pytest.approx(0.1)
+    assert estimate["collective_seconds"] == pytest.approx(6e9 / chip.link_bandwidth + 6.25e8 / chip.dcn_bandwidth)
+    assert estimate["step"] == pytest.approx(0.5 + estimate["collective_seconds"])
+
+
+def report(fits=True, requested="cudnn", fused=4, fallback=None):
+    return {
+        "fits": fits,
+        "per_device_bytes": {"peak": 3 * 2**30},
+        "usable_memory_bytes": 2**30,
+        "attention": {"requested": requested, "fused_calls": fused, "fallback": fallback},
+    }
+
+
+def test_a_run_that_does_not_fit_or_lacks_the_kernel_it_named_is_a_problem():
+    assert problems(report()) == []
+    assert problems(report(requested="auto", fused=0)) == []  # auto asks for nothing by name
+    assert problems(report(fits=False)) == ["does not fit: 3.00 GiB per device against 1.00 GiB usable"]
+    (missing,) = problems(report(fused=0, fallback="cuDNN takes no segment ids"))
+    assert missing == "model.attention_kernel=cudnn is not the kernel compiled: cuDNN takes no segment ids"
