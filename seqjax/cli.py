@@ -149,7 +149,7 @@ def cmd_eval(args) -> None:
 
     cfg, data, scorer, extra = (eval_of_counts if is_counted(args.workdir) else eval_of_model)(args)
     if args.split not in data.splits:
-        raise ValueError(f"--split must be one of {sorted(data.splits)}, got {args.split!r}")
+        raise ValueError(f"--split must be one of {', '.join(sorted(data.splits))}, got {args.split!r}")
     result = {args.split: evaluate(cfg, data, args.split, scorer)}
     print(f"{args.split}: {describe_metrics(result[args.split])}")
     result.update(extra(args.split))

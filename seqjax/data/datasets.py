@@ -16,14 +16,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from seqjax.config import DataConfig
+from seqjax.config import DATA_KINDS, SYNTHETIC_TASKS, TOKENIZERS, DataConfig
 from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
-from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, build_tokenizer
+from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, Tokenizer, build_tokenizer
 from seqjax.data.vocab import EOS_ID
 
-DATA_KINDS = ("synthetic", "text", "parallel")
-SYNTHETIC_TASKS = ("grammar", "oracle", *SEQ2SEQ_TASKS)
 SPLITS = ("train", "valid", "test")
 
 
@@ -106,9 +104,9 @@ def holds_pairs(cfg: DataConfig) -> bool:
 def validate_data_config(cfg: DataConfig) -> None:
     """Checks every field `load_data` uses, with the value and the rule in each message."""
     if cfg.kind not in DATA_KINDS:
-        raise ValueError(f"data.kind must be one of {DATA_KINDS}, got {cfg.kind!r}")
-    if cfg.tokenizer not in TOKENIZER_KINDS:
-        raise ValueError(f"data.tokenizer must be one of {TOKENIZER_KINDS}, got {cfg.tokenizer!r}")
+        raise ValueError(f"data.kind must be one of {', '.join(DATA_KINDS)}, got {cfg.kind!r}")
+    if cfg.tokenizer not in TOKENIZERS:
+        raise ValueError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, got {cfg.tokenizer!r}")
     for name, minimum in (
         ("vocab_size", 0),
         ("min_count", 1),
@@ -127,7 +125,7 @@ def validate_data_config(cfg: DataConfig) -> None:
     if any(a >= b for a, b in zip(buckets, buckets[1:])):
         raise ValueError(f"data.buckets must be strictly increasing, got {buckets}")
     if cfg.kind == "synthetic" and cfg.task not in SYNTHETIC_TASKS:
-        raise ValueError(f"data.task must be one of {SYNTHETIC_TASKS} for synthetic data, got {cfg.task!r}")
+        raise ValueError(f"data.task must be one of {', '.join(SYNTHETIC_TASKS)} for synthetic data, got {cfg.task!r}")
     if cfg.kind in ("text", "parallel"):
         if not cfg.train:
             raise ValueError(f"data.train must name the training {'file' if cfg.kind == 'text' else 'prefix'}, got ''")

@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.config import ModelConfig
+from seqjax.config import CELLS, ModelConfig
 from seqjax.models.attention import KERNELS
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
@@ -47,7 +47,6 @@ MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if 
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
 ENCODER_KINDS = ("transformer_encoder", "electra")  # encoder-only: no decode step
-CELLS = ("lstm", "gru", "elman")
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")

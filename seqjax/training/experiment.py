@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from seqjax.config import Config
+from seqjax.config import Config, check_choices
 from seqjax.contracts import Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.data.datasets import to_stderr
@@ -35,6 +35,7 @@ TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source s
 
 
 def validate_train(cfg: Config) -> None:
+    check_choices(cfg)
     t = cfg.train
     for name in ("steps", "batch_size", "log_every", "keep_checkpoints", "printed_sample_len"):
         if getattr(t, name) < 1:
@@ -43,7 +44,7 @@ def validate_train(cfg: Config) -> None:
         if getattr(t, name) < 0:
             raise ValueError(f"train.{name} must be >= 0, got {getattr(t, name)}")
     if t.precision not in PRECISIONS:
-        raise ValueError(f"train.precision must be one of {sorted(PRECISIONS)}, got {t.precision!r}")
+        raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {t.precision!r}")
     if t.batch_size % cfg.optim.accum_steps:
         raise ValueError(
             f"train.batch_size must be divisible by optim.accum_steps={cfg.optim.accum_steps}, got {t.batch_size}"

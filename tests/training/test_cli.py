@@ -85,7 +85,21 @@ def expect_user_error(capsys, argv, message):
 
 
 def test_unknown_config_key_is_a_one_line_error(tmp_path, capsys):
-    expect_user_error(capsys, ["train", "--workdir", str(tmp_path / "r"), "--set", "model.widht=3"], "valid keys")
+    argv = ["train", "--workdir", str(tmp_path / "r"), "--set", "model.d_modle=3"]
+    expect_user_error(capsys, argv, "unknown config key 'model.d_modle'; did you mean model.d_model?")
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_unknown_model_kind_is_one_error_in_train_and_in_config(tmp_path, capsys):
+    errors = []
+    for argv in (["train", "--workdir", str(tmp_path / "r")], ["config"]):
+        assert main([*argv, "--set", "model.kind=lstm"]) == 2
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1] and len(errors[0].splitlines()) == 1
+    assert (
+        "model.kind must be one of rnn, " in errors[0]
+        and "did you mean model.kind=rnn with model.cell=lstm?" in errors[0]
+    )
     assert not (tmp_path / "r").exists()
 
 
