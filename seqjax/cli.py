@@ -171,12 +171,14 @@ def lm_decoder(workdir: str, overrides: list[str], options):
     return exp.tokenizer, model_decoder(exp, state.params, options), exp.cfg.train.batch_size
 
 
-def read_lines(path: str) -> list[str]:
-    """The lines of `path` (`-`: standard input), without their line ends."""
+def read_input(path: str, flag: str) -> list[str]:
+    """The lines of `path` (`-`: standard input) as corpora are read: without line ends or a
+    byte-order mark, a bad path or undecodable bytes refused naming `flag`, the file and line."""
+    from seqjax.data import readers
+
     if path == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+        return readers.read_file_lines(sys.stdin.buffer, "<stdin>")
+    return readers.read_lines(path, name=flag)
 
 
 def with_progress(total: int, run):
@@ -226,7 +228,7 @@ def cmd_generate(args) -> None:
             f"--workdir {args.workdir} is a sequence-to-sequence run: give the source to translate with "
             "--prompt TEXT, or a file of sources, one a line, with --input FILE (- for standard input)"
         )
-    lines = None if args.input is None else read_lines(args.input)
+    lines = None if args.input is None else read_input(args.input, "--input")
     if seq2seq:
         exp, state, _ = restored(args.workdir, args.set)
         if lines is None:
@@ -285,7 +287,7 @@ def cmd_backtranslate(args) -> None:
         )
     src, tgt = backward.data.tgt, backward.data.src  # the forward direction reads what the backward one wrote
     real = read_pairs(args.real, src, tgt) if args.real else ([], [])
-    lines = read_lines(args.monolingual)
+    lines = read_input(args.monolingual, "--monolingual")
     exp, state, _ = restored(args.workdir, [])
     synthetic = with_progress(len(lines), lambda progress: back_translate(exp, state.params, lines, options, progress))
     pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
