@@ -267,8 +267,10 @@ def cmd_generate(args) -> None:
 def cmd_backtranslate(args) -> None:
     """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
     forward run trained on them."""
+    from seqjax.data.datasets import SPLITS, data_path, split_path
+    from seqjax.data.readers import read_parallel
     from seqjax.models import is_seq2seq
-    from seqjax.training.back_translation import back_translate, combine_pairs, read_pairs, write_corpus
+    from seqjax.training.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
 
     options = decode_options(args)
     if args.upsample < 0:
@@ -286,8 +288,20 @@ def cmd_backtranslate(args) -> None:
             f"--workdir {args.workdir} must hold an encoder-decoder run, got model.kind={backward.model.kind}"
         )
     src, tgt = backward.data.tgt, backward.data.src  # the forward direction reads what the backward one wrote
-    real = read_pairs(args.real, src, tgt) if args.real else ([], [])
+    real_prefix = data_path(backward.data, args.real) if args.real else None  # as the run's own corpus
+    read = [args.monolingual, *(f"{real_prefix}.{side}" for side in (src, tgt) if real_prefix)]
+    if backward.data.kind == "parallel":  # the backward run's corpus is not to be lost either
+        read += [
+            f"{split_path(backward.data, s)}.{side}" for s in SPLITS if getattr(backward.data, s) for side in (src, tgt)
+        ]
+    refuse_overwrites([f"{args.output}.{src}", f"{args.output}.{tgt}"], read)
+    real = read_parallel(real_prefix, src, tgt, name="--real") if real_prefix else ([], [])
     lines = read_input(args.monolingual, "--monolingual")
+    if not any(line.strip() for line in lines):
+        raise ValueError(
+            f"--monolingual must hold some non-blank line to back-translate, got {len(lines)} blank line(s) "
+            f"in {args.monolingual!r}"
+        )
     exp, state, _ = restored(args.workdir, [])
     synthetic = with_progress(len(lines), lambda progress: back_translate(exp, state.params, lines, options, progress))
     pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
@@ -410,7 +424,12 @@ def parser() -> argparse.ArgumentParser:
     bt.add_argument("--workdir", required=True, help="the backward (target -> source) encoder-decoder run")
     bt.add_argument("--monolingual", required=True, metavar="FILE", help="target-side text, one sentence a line")
     bt.add_argument("--output", required=True, metavar="PREFIX", help="writes PREFIX.SRC and PREFIX.TGT (forward)")
-    bt.add_argument("--real", metavar="PREFIX", help="real pairs PREFIX.SRC / PREFIX.TGT put before the synthetic")
+    bt.add_argument(
+        "--real",
+        metavar="PREFIX",
+        help="real pairs PREFIX.SRC / PREFIX.TGT put before the synthetic (relative: under the run's data.root, "
+        "else $SEQJAX_DATA, as data.* paths)",
+    )
     bt.add_argument("--upsample", type=int, default=1, help="copies of the real pairs in the corpus")
     bt.add_argument("--tag", default="", help="text put before every synthetic source, e.g. <bt> (tagged BT)")
     bt.add_argument("--train-workdir", help="train the forward run here on the corpus (--config / --set for it)")

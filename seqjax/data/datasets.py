@@ -87,12 +87,16 @@ def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
 DATA_ROOT_VARIABLE = "SEQJAX_DATA"
 
 
-def split_path(cfg: DataConfig, split: str) -> str:
-    """The file (text) or prefix (parallel) of `split`: data.<split>, under data.root when
-    relative (data.root '' falls back to $SEQJAX_DATA, then to the working directory)."""
-    path = getattr(cfg, split)
+def data_path(cfg: DataConfig, path: str) -> str:
+    """`path` (a corpus file or prefix) under data.root when relative (data.root '' falls back
+    to $SEQJAX_DATA, then to the working directory)."""
     root = cfg.root or os.environ.get(DATA_ROOT_VARIABLE, "")
     return os.path.join(os.path.expanduser(root), path) if path and root else path
+
+
+def split_path(cfg: DataConfig, split: str) -> str:
+    """The file (text) or prefix (parallel) of `split`: data.<split>, as `data_path`."""
+    return data_path(cfg, getattr(cfg, split))
 
 
 def holds_pairs(cfg: DataConfig) -> bool:
