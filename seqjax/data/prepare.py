@@ -124,15 +124,20 @@ def _to_npy(directory: str, raw: str, name: str, source: type, dtype, table: np.
 def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str]], bar: tqdm) -> dict[str, Any]:
     """Writes every array and tokenizer of the store into `directory`; returns the manifest's
     `sources` and `splits` records."""
-    digests = {path: hashlib.sha256() for sides in files.values() for path in sides.values()}
-    hashed: set[str] = set()
+    paths = list(dict.fromkeys(path for sides in files.values() for path in sides.values()))
+    digests: dict[str, str] = {}  # path -> sha256 of its content, from the first pass that read all of it
 
     def blocks(path: str):
-        first = path not in hashed
-        hashed.add(path)
-        return read_blocks(path, digest=digests[path] if first else None, progress=bar.update)
+        # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
+        # training pass reads nothing (its vocabulary comes from the encoding pass).
+        if path in digests:
+            yield from read_blocks(path, progress=bar.update)
+            return
+        digest = hashlib.sha256()
+        yield from read_blocks(path, digest=digest, progress=bar.update)
+        digests[path] = digest.hexdigest()
 
-    stats = {path: os.stat(path) for path in digests}
+    stats = {path: os.stat(path) for path in paths}
     lm = cfg.kind == "text"
     trained: dict[str, Any] = {}
     for side, path in files["train"].items():
@@ -207,9 +212,10 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
             "path": os.path.abspath(p),
             "size": stats[p].st_size,
             "mtime_ns": stats[p].st_mtime_ns,
-            "sha256": d.hexdigest(),
+            "ctime_ns": stats[p].st_ctime_ns,
+            "sha256": digests[p],
         }
-        for p, d in digests.items()
+        for p in paths
     ]
     return {"sources": sources, "splits": splits}
 

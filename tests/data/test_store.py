@@ -3,6 +3,7 @@ round-trip their text, and bad input (killed or failed prepares, changed sources
 disk, undecodable bytes, empty splits, foreign directories) is refused clearly."""
 
 import errno
+import hashlib
 import json
 import os
 import random
@@ -129,6 +130,50 @@ def test_prepare_reuses_a_store_and_rebuilds_one_whose_source_changed(corpus):
     rebuilt = ensure_store(cfg, echo=messages.append, progress=False)
     assert "changed" in messages[-1] and train in messages[-1]
     assert rebuilt.fingerprint != first.fingerprint and rebuilt.path == first.path
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word"])
+def test_the_manifest_records_each_sources_content_hash(tmp_path, tokenizer):
+    fingerprints = []
+    for name, text in (("a", b"a b c\n"), ("x", b"x y z\n")):
+        (tmp_path / "train.txt").write_bytes(text)
+        cfg = DataConfig(
+            kind="text", train=str(tmp_path / "train.txt"), tokenizer=tokenizer, store=str(tmp_path / name)
+        )
+        store = ensure_store(cfg, echo=lambda _: None, progress=False)
+        assert store.manifest["sources"][0]["sha256"] == hashlib.sha256(text).hexdigest()
+        fingerprints.append(store.fingerprint)
+    assert fingerprints[0] != fingerprints[1]
+
+
+def rewrite_keeping_mtime(path, text: bytes) -> None:
+    """`text` into `path`, its size and modification time as they were (as `cp -p` or `rsync -t` of
+    another version of the file leave them)."""
+    before = os.stat(path)
+    assert len(text) == before.st_size
+    with open(path, "wb") as file:
+        file.write(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_source_rewritten_with_its_mtime_kept_is_prepared_again(tmp_path):
+    (tmp_path / "train.txt").write_bytes(b"a b c\n")
+    cfg = DataConfig(kind="text", train=str(tmp_path / "train.txt"), tokenizer="word", store=str(tmp_path / "lm"))
+    first = ensure_store(cfg, echo=lambda _: None, progress=False)
+    rewrite_keeping_mtime(tmp_path / "train.txt", b"x y z\n")
+    messages = []
+    again = ensure_store(cfg, echo=messages.append, progress=False)
+    assert "content changed" in messages[0] and again.fingerprint != first.fingerprint
+    assert "x" in again.tokenizer().vocab.tokens and "a" not in again.tokenizer().vocab.tokens
+
+
+def test_a_resumed_run_refuses_a_source_rewritten_with_its_mtime_kept(tmp_path):
+    (tmp_path / "train.txt").write_bytes(b"a b c\n")
+    cfg = DataConfig(kind="text", train=str(tmp_path / "train.txt"), tokenizer="word", store=str(tmp_path / "lm"))
+    fingerprint = ensure_store(cfg, echo=lambda _: None, progress=False).fingerprint
+    rewrite_keeping_mtime(tmp_path / "train.txt", b"x y z\n")
+    with pytest.raises(ValueError, match="source file .*train.txt .its content changed.* changed since"):
+        ensure_store(cfg, expected=fingerprint, progress=False)
 
 
 def test_a_resumed_run_refuses_a_changed_source_naming_it(corpus):
