@@ -87,13 +87,16 @@ def cmd_prepare(args) -> None:
     from seqjax.data.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
-    store = ensure_store(config_lib.override(cfg, args.set).data)
+    data = config_lib.override(cfg, args.set).data
+    store = ensure_store(data)
     counts = ", ".join(
         f"{split} {sum(side['lines'] for side in sides.values()) // len(sides):,} lines "
         f"({sum(side['tokens'] for side in sides.values()):,} tokens)"
         for split, sides in store.manifest["splits"].items()
     )
-    print(f"token store {store.path}: {counts}; fingerprint {store.fingerprint[:12]}")
+    sizes = {side: store.tokenizer(side).vocab.size for side in (("src", "tgt") if data.kind == "parallel" else ("",))}
+    vocabulary = ", ".join(f"{side} {size:,}".strip() for side, size in sizes.items())
+    print(f"token store {store.path}: {counts}; vocabulary {vocabulary}; fingerprint {store.fingerprint[:12]}")
 
 
 def cmd_config(args) -> None:

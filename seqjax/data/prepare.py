@@ -7,7 +7,10 @@ background threads find the pieces of the next blocks while one is numbered and 
 Memory holds a few blocks and the counts, whatever the corpus size. The store is written
 into a temporary directory beside its place and renamed into place last, so a prepare that
 is killed or fails (a full disk included) leaves no store that could be opened, and the
-next prepare starts over.
+next prepare starts over. The temporary directory is named for its host and process; one a
+killed prepare left behind (`kill -9` runs no cleanup) is removed by the next look-up of the
+store, once its process is gone (same host) or nothing in it changed for `STALE_SECONDS`
+(another host sharing the file system, whose processes this one cannot see).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +50,7 @@ from seqjax.data.vocab import EOS_ID, UNK_ID
 from seqjax.data.word_index import count_words
 
 _CHUNK = 1 << 22  # elements copied at a time from a raw id file into its .npy
+STALE_SECONDS = 24 * 3600  # a temporary store untouched this long is no live prepare's
 # The `</s>` after each line of an LM stream among provisional ids (mapped to EOS_ID at the end).
 _EOS_MARK = np.iinfo(np.uint32).max
 
@@ -231,7 +237,8 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.tmp-", dir=parent)
+    owner = f"{socket.gethostname()}-{os.getpid()}-"
+    temporary = tempfile.mkdtemp(prefix=f"{_temporary_prefix(directory)}{owner}", dir=parent)
     total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
     if cfg.tokenizer != "word":  # char counts, BPE trains in a first pass over the train files
         total += sum(os.path.getsize(p) for p in files["train"].values())
@@ -260,6 +267,46 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return open_store(directory)
+
+
+def _temporary_prefix(directory: str) -> str:
+    return f".{os.path.basename(os.path.abspath(directory))}.tmp-"
+
+
+def _abandoned(path: str, owner: str) -> bool:
+    """Whether the temporary store `path`, made by `owner` ('HOST-PID-random', '.old' after a
+    replaced store), belongs to no live prepare: its process is gone (same host) or nothing in
+    it changed for STALE_SECONDS."""
+    host, _, pid = owner.removesuffix(".old").rpartition("-")[0].rpartition("-")
+    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # another user's live process
+            pass
+        return False
+    with os.scandir(path) as entries:
+        newest = max([os.stat(path).st_mtime, *(e.stat().st_mtime for e in entries)])
+    return time.time() - newest > STALE_SECONDS
+
+
+def remove_abandoned(directory: str) -> list[str]:
+    """Removes the temporary stores of `directory` that killed prepares left (`_abandoned`);
+    returns their paths."""
+    parent, prefix = os.path.dirname(os.path.abspath(directory)), _temporary_prefix(directory)
+    if not os.path.isdir(parent):
+        return []
+    removed = []
+    for name in sorted(os.listdir(parent)):
+        path = os.path.join(parent, name)
+        try:
+            if name.startswith(prefix) and _abandoned(path, name[len(prefix) :]):
+                shutil.rmtree(path)
+                removed.append(path)
+        except FileNotFoundError:  # its own prepare finished or removed it meanwhile
+            continue
+    return removed
 
 
 def _move_into_place(temporary: str, directory: str, fingerprint: str) -> None:
@@ -303,6 +350,8 @@ def ensure_store(
     files = source_files(cfg)
     config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
     directory = os.path.expanduser(cfg.store) if cfg.store else default_location(config)
+    for path in remove_abandoned(directory):
+        echo(f"removed {path}, left by a prepare that was killed")
     why = f"no token store at {directory}"
     if os.path.exists(directory):
         manifest = read_manifest(directory)

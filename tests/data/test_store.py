@@ -7,6 +7,10 @@ import hashlib
 import json
 import os
 import random
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -228,6 +232,32 @@ def test_a_half_written_temporary_store_is_never_used(corpus, tmp_path):
     (stale / "train.tokens.bin").write_bytes(b"\0" * 10)
     store = ensure_store(_lm(train, valid, store=str(stores / "lm")), progress=False)
     assert store.path == str(stores / "lm") and len(store.stream("train")) > 10
+
+
+def test_temporary_stores_of_killed_prepares_are_removed_and_live_ones_kept(corpus, tmp_path):
+    _, train, valid = corpus
+    stores, host = tmp_path / "stores", socket.gethostname()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid names a process that is gone
+    two_days_ago = time.time() - 2 * 24 * 3600
+    made = {
+        f".lm.tmp-{host}-{finished.pid}-k1ll3d00": False,
+        f".lm.tmp-{host}-{finished.pid}-k1ll3d00.old": False,
+        f".lm.tmp-{host}-{os.getppid()}-l1ve0000": True,  # a live process of this host
+        ".lm.tmp-elsewhere-12-fresh000": True,  # another host's, recently written
+        ".lm.tmp-elsewhere-12-stale000": False,  # another host's, untouched for two days
+        f".other.tmp-{host}-{finished.pid}-n0tm1ne0": True,  # another store's
+    }
+    for name in made:
+        (stores / name).mkdir(parents=True)
+        (stores / name / "train.tokens.bin").write_bytes(b"\0" * 10)
+        if "stale" in name:
+            for path in (stores / name / "train.tokens.bin", stores / name):
+                os.utime(path, (two_days_ago, two_days_ago))
+    messages = []
+    ensure_store(_lm(train, valid, store=str(stores / "lm")), echo=messages.append, progress=False)
+    assert sorted(os.listdir(stores)) == sorted(["lm", *(name for name, kept in made.items() if kept)])
+    assert sum("left by a prepare that was killed" in m for m in messages) == 3
 
 
 def test_a_directory_without_manifest_is_refused_and_an_old_format_rebuilt(corpus, tmp_path):

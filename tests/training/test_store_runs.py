@@ -9,6 +9,7 @@ import pytest
 from helpers import tiny_config
 
 from seqjax.cli import main
+from seqjax.data import SPECIAL_TOKENS
 from seqjax.training.loop import train
 from seqjax.training.state import Checkpointer
 
@@ -56,6 +57,19 @@ def test_seqjax_prepare_prints_the_store_and_reuses_it(tmp_path, capsys):
     assert os.path.isfile(os.path.join(store, "manifest.json"))
     assert main([*argv, "data.tokenizer=word"]) == 0
     assert "preparing" not in capsys.readouterr().err  # the second run reuses the store
+
+
+@pytest.mark.parametrize("kind", ["text", "parallel"])
+def test_seqjax_prepare_prints_the_vocabulary_sizes(tmp_path, capsys, kind):
+    (tmp_path / "c.txt").write_text("to be or not\n")
+    (tmp_path / "c.en").write_text("a b c\n")
+    (tmp_path / "c.de").write_text("x y\n")
+    corpus = f"data.train={tmp_path / 'c.txt'}" if kind == "text" else f"data.train={tmp_path / 'c'}"
+    argv = ["prepare", "--set", f"data.kind={kind}", corpus, "data.tokenizer=word", f"data.store={tmp_path / 's'}"]
+    assert main(argv) == 0
+    specials = len(SPECIAL_TOKENS)
+    want = f"vocabulary {specials + 4:,}" if kind == "text" else f"vocabulary src {specials + 3}, tgt {specials + 2}"
+    assert f"; {want}; fingerprint" in capsys.readouterr().out
 
 
 def test_seqjax_prepare_of_synthetic_data_is_refused(capsys):
