@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.config import CELLS, ModelConfig
+from seqjax.config import ATTENTION, CELLS, ModelConfig
 from seqjax.models.attention import KERNELS
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
@@ -69,6 +69,12 @@ def is_latent(cfg: ModelConfig) -> bool:
 def generates(cfg: ModelConfig) -> bool:
     """True for the models with a decode step (every kind but the encoder-only ones)."""
     return getattr(MODEL_KINDS[cfg.kind], "generates", True)
+
+
+def readable_length(cfg: ModelConfig) -> int | None:
+    """The longest sequence the model reads: model.max_len for the models with positions up to it
+    (those of Transformer blocks), else None (no limit)."""
+    return cfg.max_len if cfg.kind in ATTENTION else None
 
 
 def is_trained(cfg: ModelConfig) -> bool:

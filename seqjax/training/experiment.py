@@ -19,12 +19,21 @@ from jax.sharding import Mesh
 from seqjax.config import Config, check_choices
 from seqjax.contracts import Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
+from seqjax.data.batching import pair_positions
 from seqjax.data.datasets import to_stderr
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
-from seqjax.models import MODEL_OBJECTIVES, SEQ2SEQ_KINDS, TRANSFORMER_KINDS, build_model, generates, is_seq2seq
+from seqjax.models import (
+    MODEL_OBJECTIVES,
+    SEQ2SEQ_KINDS,
+    TRANSFORMER_KINDS,
+    build_model,
+    generates,
+    is_seq2seq,
+    readable_length,
+)
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
@@ -170,6 +179,24 @@ def saved_tokenizers(workdir: str):
     return (load_tokenizer(paths[1]), target) if os.path.isdir(paths[1]) else target
 
 
+def check_evaluated_pairs_fit(cfg: Config, data: ParallelData) -> None:
+    """Evaluation scores every pair of valid and test (none is dropped, unlike training's longer
+    than data.max_pair_len): each must fit the positions the model reads, or a run would stop at
+    its first evaluation, after training. Raises ValueError naming the split, the count and the
+    model.max_len that would hold them."""
+    limit = readable_length(cfg.model)
+    for split in ("valid", "test"):
+        if limit is None or split not in data.splits:
+            continue
+        positions = pair_positions(*data.splits[split])
+        if len(positions) and positions.max() > limit:
+            raise ValueError(
+                f"data.{split} has {int((positions > limit).sum()):,} pair(s) longer than model.max_len={limit} "
+                f"positions (source + </s>, <s> + target; the longest needs {int(positions.max())}), which "
+                f"evaluation scores: raise model.max_len to {int(positions.max())} or leave them out of data.{split}"
+            )
+
+
 def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | None) -> nn.Module:
     """The head of `cfg.head`, or, on a `mesh` with train.vocab_parallel, the full softmax
     whose loss splits the vocabulary over the model axis (same parameters, so checkpoints
@@ -206,6 +233,8 @@ def build_experiment(
             f"that data needs {need}"
         )
     data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo)
+    if isinstance(data, ParallelData):
+        check_evaluated_pairs_fit(cfg, data)
     vocab = data.tokenizer.vocab
     if mesh is not None:
         validate_layout(cfg, mesh, vocab.size)

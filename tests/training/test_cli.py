@@ -267,6 +267,28 @@ def test_a_language_model_on_seq2seq_data_is_refused(tmp_path, capsys):
     )
 
 
+def test_evaluated_pairs_longer_than_the_model_reads_are_refused_before_training(tmp_path, capsys):
+    for split, lines in (("train", ["ab", "ba"] * 8), ("test", ["ab", "x" * 40])):
+        for side in ("en", "de"):
+            (tmp_path / f"{split}.{side}").write_text("\n".join(lines) + "\n")
+    corpus = ["data.kind=parallel", f"data.train={tmp_path / 'train'}", f"data.test={tmp_path / 'test'}"]
+    sizes = ["model.max_len=32", "data.buckets=8,16", "data.max_pair_len=15"]
+    argv = [
+        "train",
+        "--workdir",
+        str(tmp_path / "r"),
+        "--set",
+        *tiny(*corpus, "model.kind=transformer_seq2seq", *sizes),
+    ]
+    expect_user_error(
+        capsys,
+        argv,
+        "data.test has 1 pair(s) longer than model.max_len=32 positions (source + </s>, <s> + target; "
+        "the longest needs 41), which evaluation scores: raise model.max_len to 41 or leave them out of data.test",
+    )
+    assert not (tmp_path / "r").exists()  # refused before training, not after
+
+
 def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     # One bucket: every bucket length is its own compiled program, and compiling dominates here.
     seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_pair_len=20"]
