@@ -42,10 +42,11 @@ def run_config(workdir: str) -> config_lib.Config:
         return config_lib.from_dict(json.load(f))
 
 
-def restored(workdir: str, overrides: list[str]):
+def restored(workdir: str, overrides: list[str], splits: list[str] | None = None):
     """The experiment and trained parameters of the run in `workdir` (latest checkpoint), with
     the mesh they sit on. The head is the plain one whatever the run's layout: decoding and
-    evaluation need every word's probability."""
+    evaluation need every word's probability. `splits`: the data splits read (`load_data`), none
+    to decode; None: every one."""
     from seqjax.training import optim
     from seqjax.training.experiment import build_experiment
     from seqjax.training.layout import make_mesh
@@ -59,10 +60,10 @@ def restored(workdir: str, overrides: list[str]):
         step, tokenizers, _ = open_run(cfg, workdir, checkpointer, extend_schedule=True)
         if step is None:
             raise ValueError(f"--workdir {workdir} has no checkpoint yet")
-        exp = build_experiment(cfg, tokenizers=tokenizers)
+        exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits)
         mesh = make_mesh(cfg.train.mesh)
         optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-        state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.train_batches().batch(0))
+        state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.example_batch())
     finally:
         checkpointer.close()
     return exp, state, mesh
@@ -125,7 +126,7 @@ def eval_of_counts(args):
     from seqjax.training.ngram_baseline import ngram_scorer, saved_counts
 
     cfg = config_lib.override(run_config(args.workdir), args.set)
-    data = load_data(cfg.data, saved_tokenizers(args.workdir))
+    data = load_data(cfg.data, saved_tokenizers(args.workdir), splits=[args.split])
     return cfg, data, ngram_scorer(saved_counts(args.workdir)), lambda split: {}
 
 
@@ -136,7 +137,7 @@ def eval_of_model(args):
     from seqjax.training.steps import batch_scorer, make_eval_step
 
     options = decode_options(args)
-    exp, state, mesh = restored(args.workdir, args.set)
+    exp, state, mesh = restored(args.workdir, args.set, [args.split])
 
     def extra(split: str) -> dict:
         result = {"generation": translate(exp, state.params, split, options=options)} if exp.is_seq2seq else {}
@@ -148,11 +149,13 @@ def eval_of_model(args):
 
 
 def cmd_eval(args) -> None:
+    from seqjax.data.datasets import splits_of
     from seqjax.training.evaluation import describe_metrics, evaluate
 
+    splits = splits_of(config_lib.override(run_config(args.workdir), args.set).data)
+    if args.split not in splits:
+        raise ValueError(f"--split must be one of {', '.join(splits)}, got {args.split!r}")
     cfg, data, scorer, extra = (eval_of_counts if is_counted(args.workdir) else eval_of_model)(args)
-    if args.split not in data.splits:
-        raise ValueError(f"--split must be one of {', '.join(sorted(data.splits))}, got {args.split!r}")
     result = {args.split: evaluate(cfg, data, args.split, scorer)}
     print(f"{args.split}: {describe_metrics(result[args.split])}")
     result.update(extra(args.split))
@@ -170,7 +173,7 @@ def lm_decoder(workdir: str, overrides: list[str], options):
         return saved_tokenizers(workdir), ngram_decoder(saved_counts(workdir), options), cfg.train.batch_size
     from seqjax.training.generation import model_decoder
 
-    exp, state, _ = restored(workdir, overrides)
+    exp, state, _ = restored(workdir, overrides, [])
     return exp.tokenizer, model_decoder(exp, state.params, options), exp.cfg.train.batch_size
 
 
@@ -200,7 +203,7 @@ def interpolate(args, options) -> None:
         raise ValueError("--interpolate decodes from latents alone: it takes neither --prompt nor --input")
     if args.points < 2:
         raise ValueError(f"--points must be >= 2 (both sentences' own points are included), got {args.points}")
-    exp, state, _ = restored(args.workdir, args.set)
+    exp, state, _ = restored(args.workdir, args.set, [])
     first, second = args.interpolate
     for fraction, text in interpolate_texts(
         exp, state.params, first, second, num=args.points, max_len=args.max_len, options=options, seed=args.seed
@@ -233,7 +236,7 @@ def cmd_generate(args) -> None:
         )
     lines = None if args.input is None else read_input(args.input, "--input")
     if seq2seq:
-        exp, state, _ = restored(args.workdir, args.set)
+        exp, state, _ = restored(args.workdir, args.set, [])
         if lines is None:
             print(f"{args.prompt} -> {translate_lines(exp, state.params, [args.prompt], options)[0]}")
             return
@@ -305,7 +308,7 @@ def cmd_backtranslate(args) -> None:
             f"--monolingual must hold some non-blank line to back-translate, got {len(lines)} blank line(s) "
             f"in {args.monolingual!r}"
         )
-    exp, state, _ = restored(args.workdir, [])
+    exp, state, _ = restored(args.workdir, [], [])
     synthetic = with_progress(len(lines), lambda progress: back_translate(exp, state.params, lines, options, progress))
     pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
     paths = write_corpus(args.output, src, tgt, pairs)

@@ -335,6 +335,26 @@ def _move_into_place(temporary: str, directory: str, fingerprint: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def store_location(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
+    """Where the store of `cfg` lies (data.store, else in the cache) and the tokenization config
+    its manifest must record; no file is read."""
+    config = tokenization_config(cfg, {split: split_path(cfg, split) for split in SPLITS if getattr(cfg, split)})
+    return (os.path.expanduser(cfg.store) if cfg.store else default_location(config)), config
+
+
+def existing_store(cfg: DataConfig) -> TokenStore | None:
+    """The finished store of `cfg` where `store_location` puts it, whatever became of its
+    sources since (a trained run's evaluation reads it with the run's vocabulary), or None."""
+    directory, config = store_location(cfg)
+    try:
+        manifest = read_manifest(directory)
+    except ValueError:
+        return None
+    return (
+        TokenStore(directory, manifest) if manifest["format"] == FORMAT_VERSION and manifest["data"] == config else None
+    )
+
+
 def ensure_store(
     cfg: DataConfig, *, expected: str | None = None, echo: Callable[[str], None] = to_stderr, progress: bool = True
 ) -> TokenStore:
@@ -347,9 +367,8 @@ def ensure_store(
       ValueError: data.store holds something else (no manifest, another data config), or
         `expected` is given and a source file changed (named) or the store holds other ids.
     """
-    files = source_files(cfg)
-    config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
-    directory = os.path.expanduser(cfg.store) if cfg.store else default_location(config)
+    source_files(cfg)
+    directory, config = store_location(cfg)
     for path in remove_abandoned(directory):
         echo(f"removed {path}, left by a prepare that was killed")
     why = f"no token store at {directory}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -17,7 +17,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from seqjax.config import Config, check_choices
-from seqjax.contracts import Head, Model, Objective
+from seqjax.contracts import Batch, Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.data.batching import pair_positions
 from seqjax.data.datasets import to_stderr
@@ -164,6 +164,13 @@ class Experiment:
             return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
         return LMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
 
+    def example_batch(self) -> Batch:
+        """A batch of one row of two positions with the keys the model reads: the shapes that
+        initialize its parameters, which depend on neither B nor T (restoring a run needs no data)."""
+        ids, mask = jnp.zeros((1, 2), jnp.int32), jnp.ones((1, 2), jnp.float32)
+        batch = {"inputs": ids, "targets": ids, "mask": mask}
+        return {**batch, "src": ids, "src_mask": mask} if self.is_seq2seq else batch
+
     def save_tokenizers(self, workdir: str) -> None:
         self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
         if self.is_seq2seq:
@@ -216,6 +223,7 @@ def build_experiment(
     *,
     fingerprint: str | None = None,
     echo: Callable[[str], None] = to_stderr,
+    splits: Sequence[str] | None = None,
 ) -> Experiment:
     """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
     model, head and objective. Writes nothing but the corpus's token store, when it has none.
@@ -223,6 +231,8 @@ def build_experiment(
     tokenizers: a saved run's, as `saved_tokenizers` returns them (None: built from the data).
     fingerprint: a resumed run's token store fingerprint (`load_data`).
     echo: where the message that the token store is being prepared goes.
+    splits: only these splits of the data, under the saved run's `tokenizers` (`load_data`):
+      evaluating or decoding a trained run needs no other.
     """
     validate_train(cfg)
     seq2seq = is_seq2seq(cfg.model)
@@ -232,7 +242,7 @@ def build_experiment(
             f"model.kind={cfg.model.kind!r} does not fit data.kind={cfg.data.kind!r} data.task={cfg.data.task!r}: "
             f"that data needs {need}"
         )
-    data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo)
+    data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo, splits=splits)
     if isinstance(data, ParallelData):
         check_evaluated_pairs_fit(cfg, data)
     vocab = data.tokenizer.vocab
