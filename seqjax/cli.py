@@ -42,10 +42,11 @@ def run_config(workdir: str) -> config_lib.Config:
         return config_lib.from_dict(json.load(f))
 
 
-def restored(workdir: str, overrides: list[str]):
+def restored(workdir: str, overrides: list[str], splits: list[str] | None = None):
     """The experiment and trained parameters of the run in `workdir` (latest checkpoint), with
     the mesh they sit on. The head is the plain one whatever the run's layout: decoding and
-    evaluation need every word's probability."""
+    evaluation need every word's probability. `splits`: the data splits read (`load_data`), none
+    to decode; None: every one."""
     from seqjax.training import optim
     from seqjax.training.experiment import build_experiment
     from seqjax.training.layout import make_mesh
@@ -59,10 +60,10 @@ def restored(workdir: str, overrides: list[str]):
         step, tokenizers, _ = open_run(cfg, workdir, checkpointer, extend_schedule=True)
         if step is None:
             raise ValueError(f"--workdir {workdir} has no checkpoint yet")
-        exp = build_experiment(cfg, tokenizers=tokenizers)
+        exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits)
         mesh = make_mesh(cfg.train.mesh)
         optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-        state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.train_batches().batch(0))
+        state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.example_batch())
     finally:
         checkpointer.close()
     return exp, state, mesh
@@ -87,13 +88,16 @@ def cmd_prepare(args) -> None:
     from seqjax.data.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
-    store = ensure_store(config_lib.override(cfg, args.set).data)
+    data = config_lib.override(cfg, args.set).data
+    store = ensure_store(data)
     counts = ", ".join(
         f"{split} {sum(side['lines'] for side in sides.values()) // len(sides):,} lines "
         f"({sum(side['tokens'] for side in sides.values()):,} tokens)"
         for split, sides in store.manifest["splits"].items()
     )
-    print(f"token store {store.path}: {counts}; fingerprint {store.fingerprint[:12]}")
+    sizes = {side: store.tokenizer(side).vocab.size for side in (("src", "tgt") if data.kind == "parallel" else ("",))}
+    vocabulary = ", ".join(f"{side} {size:,}".strip() for side, size in sizes.items())
+    print(f"token store {store.path}: {counts}; vocabulary {vocabulary}; fingerprint {store.fingerprint[:12]}")
 
 
 def cmd_config(args) -> None:
@@ -122,7 +126,7 @@ def eval_of_counts(args):
     from seqjax.training.ngram_baseline import ngram_scorer, saved_counts
 
     cfg = config_lib.override(run_config(args.workdir), args.set)
-    data = load_data(cfg.data, saved_tokenizers(args.workdir))
+    data = load_data(cfg.data, saved_tokenizers(args.workdir), splits=[args.split])
     return cfg, data, ngram_scorer(saved_counts(args.workdir)), lambda split: {}
 
 
@@ -133,7 +137,7 @@ def eval_of_model(args):
     from seqjax.training.steps import batch_scorer, make_eval_step
 
     options = decode_options(args)
-    exp, state, mesh = restored(args.workdir, args.set)
+    exp, state, mesh = restored(args.workdir, args.set, [args.split])
 
     def extra(split: str) -> dict:
         result = {"generation": translate(exp, state.params, split, options=options)} if exp.is_seq2seq else {}
@@ -145,11 +149,13 @@ def eval_of_model(args):
 
 
 def cmd_eval(args) -> None:
+    from seqjax.data.datasets import splits_of
     from seqjax.training.evaluation import describe_metrics, evaluate
 
+    splits = splits_of(config_lib.override(run_config(args.workdir), args.set).data)
+    if args.split not in splits:
+        raise ValueError(f"--split must be one of {', '.join(splits)}, got {args.split!r}")
     cfg, data, scorer, extra = (eval_of_counts if is_counted(args.workdir) else eval_of_model)(args)
-    if args.split not in data.splits:
-        raise ValueError(f"--split must be one of {sorted(data.splits)}, got {args.split!r}")
     result = {args.split: evaluate(cfg, data, args.split, scorer)}
     print(f"{args.split}: {describe_metrics(result[args.split])}")
     result.update(extra(args.split))
@@ -167,16 +173,18 @@ def lm_decoder(workdir: str, overrides: list[str], options):
         return saved_tokenizers(workdir), ngram_decoder(saved_counts(workdir), options), cfg.train.batch_size
     from seqjax.training.generation import model_decoder
 
-    exp, state, _ = restored(workdir, overrides)
+    exp, state, _ = restored(workdir, overrides, [])
     return exp.tokenizer, model_decoder(exp, state.params, options), exp.cfg.train.batch_size
 
 
-def read_lines(path: str) -> list[str]:
-    """The lines of `path` (`-`: standard input), without their line ends."""
+def read_input(path: str, flag: str) -> list[str]:
+    """The lines of `path` (`-`: standard input) as corpora are read: without line ends or a
+    byte-order mark, a bad path or undecodable bytes refused naming `flag`, the file and line."""
+    from seqjax.data import readers
+
     if path == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+        return readers.read_file_lines(sys.stdin.buffer, "<stdin>")
+    return readers.read_lines(path, name=flag)
 
 
 def with_progress(total: int, run):
@@ -195,7 +203,7 @@ def interpolate(args, options) -> None:
         raise ValueError("--interpolate decodes from latents alone: it takes neither --prompt nor --input")
     if args.points < 2:
         raise ValueError(f"--points must be >= 2 (both sentences' own points are included), got {args.points}")
-    exp, state, _ = restored(args.workdir, args.set)
+    exp, state, _ = restored(args.workdir, args.set, [])
     first, second = args.interpolate
     for fraction, text in interpolate_texts(
         exp, state.params, first, second, num=args.points, max_len=args.max_len, options=options, seed=args.seed
@@ -226,9 +234,9 @@ def cmd_generate(args) -> None:
             f"--workdir {args.workdir} is a sequence-to-sequence run: give the source to translate with "
             "--prompt TEXT, or a file of sources, one a line, with --input FILE (- for standard input)"
         )
-    lines = None if args.input is None else read_lines(args.input)
+    lines = None if args.input is None else read_input(args.input, "--input")
     if seq2seq:
-        exp, state, _ = restored(args.workdir, args.set)
+        exp, state, _ = restored(args.workdir, args.set, [])
         if lines is None:
             print(f"{args.prompt} -> {translate_lines(exp, state.params, [args.prompt], options)[0]}")
             return
@@ -265,8 +273,10 @@ def cmd_generate(args) -> None:
 def cmd_backtranslate(args) -> None:
     """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
     forward run trained on them."""
+    from seqjax.data.datasets import SPLITS, data_path, split_path
+    from seqjax.data.readers import read_parallel
     from seqjax.models import is_seq2seq
-    from seqjax.training.back_translation import back_translate, combine_pairs, read_pairs, write_corpus
+    from seqjax.training.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
 
     options = decode_options(args)
     if args.upsample < 0:
@@ -284,9 +294,21 @@ def cmd_backtranslate(args) -> None:
             f"--workdir {args.workdir} must hold an encoder-decoder run, got model.kind={backward.model.kind}"
         )
     src, tgt = backward.data.tgt, backward.data.src  # the forward direction reads what the backward one wrote
-    real = read_pairs(args.real, src, tgt) if args.real else ([], [])
-    lines = read_lines(args.monolingual)
-    exp, state, _ = restored(args.workdir, [])
+    real_prefix = data_path(backward.data, args.real) if args.real else None  # as the run's own corpus
+    read = [args.monolingual, *(f"{real_prefix}.{side}" for side in (src, tgt) if real_prefix)]
+    if backward.data.kind == "parallel":  # the backward run's corpus is not to be lost either
+        read += [
+            f"{split_path(backward.data, s)}.{side}" for s in SPLITS if getattr(backward.data, s) for side in (src, tgt)
+        ]
+    refuse_overwrites([f"{args.output}.{src}", f"{args.output}.{tgt}"], read)
+    real = read_parallel(real_prefix, src, tgt, name="--real") if real_prefix else ([], [])
+    lines = read_input(args.monolingual, "--monolingual")
+    if not any(line.strip() for line in lines):
+        raise ValueError(
+            f"--monolingual must hold some non-blank line to back-translate, got {len(lines)} blank line(s) "
+            f"in {args.monolingual!r}"
+        )
+    exp, state, _ = restored(args.workdir, [], [])
     synthetic = with_progress(len(lines), lambda progress: back_translate(exp, state.params, lines, options, progress))
     pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
     paths = write_corpus(args.output, src, tgt, pairs)
@@ -434,7 +456,12 @@ def parser() -> argparse.ArgumentParser:
     bt.add_argument("--workdir", required=True, help="the backward (target -> source) encoder-decoder run")
     bt.add_argument("--monolingual", required=True, metavar="FILE", help="target-side text, one sentence a line")
     bt.add_argument("--output", required=True, metavar="PREFIX", help="writes PREFIX.SRC and PREFIX.TGT (forward)")
-    bt.add_argument("--real", metavar="PREFIX", help="real pairs PREFIX.SRC / PREFIX.TGT put before the synthetic")
+    bt.add_argument(
+        "--real",
+        metavar="PREFIX",
+        help="real pairs PREFIX.SRC / PREFIX.TGT put before the synthetic (relative: under the run's data.root, "
+        "else $SEQJAX_DATA, as data.* paths)",
+    )
     bt.add_argument("--upsample", type=int, default=1, help="copies of the real pairs in the corpus")
     bt.add_argument("--tag", default="", help="text put before every synthetic source, e.g. <bt> (tagged BT)")
     bt.add_argument("--train-workdir", help="train the forward run here on the corpus (--config / --set for it)")

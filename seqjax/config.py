@@ -12,6 +12,7 @@ explicitly for a kind that is not the resolved one is refused: it would be ignor
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import types
 import typing
@@ -20,20 +21,45 @@ from typing import Any
 from seqjax.objectives import ObjectiveConfig
 from seqjax.options import option
 
+# The names each `kind` (and the other named choices below) may take; the registries that map
+# them to code (`seqjax.models.MODEL_KINDS`, `seqjax.heads.build`, ...) are keyed by these.
+DATA_KINDS = ("synthetic", "text", "parallel")
+SYNTHETIC_TASKS = ("grammar", "oracle", "copy", "reverse", "sort", "addition")
+TOKENIZERS = ("char", "word", "bpe")
+MODEL_KINDS = (
+    "rnn",
+    "rnn_vae",
+    "bilm",
+    "transformer",
+    "nnlm",
+    "ngram",
+    "rnn_seq2seq",
+    "attention_seq2seq",
+    "transformer_seq2seq",
+    "transformer_encoder",
+    "electra",
+)
+CELLS = ("lstm", "gru", "elman")
+HEAD_KINDS = ("full", "sampled", "nce", "negative", "class", "tree", "adaptive")
+PROPOSALS = ("uniform", "unigram", "log_uniform")
+TREES = ("huffman", "balanced")
 RECURRENT = ("rnn", "rnn_vae", "bilm", "rnn_seq2seq", "attention_seq2seq")
 TRANSFORMERS = ("transformer", "transformer_seq2seq")
 ENCODERS = ("transformer_encoder", "electra")  # encoder-only, masked-LM pre-training
 ATTENTION = (*TRANSFORMERS, *ENCODERS)  # models built of the Transformer blocks
 RNN_ENCODERS = ("rnn_seq2seq", "attention_seq2seq")
-NEURAL = ("rnn", "rnn_vae", "bilm", "transformer", "nnlm", *RNN_ENCODERS, "transformer_seq2seq", *ENCODERS)
+NEURAL = tuple(kind for kind in MODEL_KINDS if kind != "ngram")
 SAMPLING_HEADS = ("sampled", "nce", "negative")
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    kind: str = option("synthetic", "synthetic | text | parallel")
+    kind: str = option("synthetic", " | ".join(DATA_KINDS), choices=DATA_KINDS)
     task: str = option(
-        "grammar", "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)", kinds=("synthetic",)
+        "grammar",
+        "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)",
+        kinds=("synthetic",),
+        choices=SYNTHETIC_TASKS,
     )
     root: str = option(
         "",
@@ -53,7 +79,7 @@ class DataConfig:
     )
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
     tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
-    tokenizer: str = option("char", "char | word | bpe", kinds=("text", "parallel"))
+    tokenizer: str = option("char", " | ".join(TOKENIZERS), kinds=("text", "parallel"), choices=TOKENIZERS)
     vocab_size: int = option(0, "upper bound on the vocabulary (0: no bound; bpe requires one)")
     min_count: int = option(1, "word tokenizer: rarer words become <unk>")
     seq_len: int = option(64, "LM: tokens per training row (concatenate-and-chunk)")
@@ -81,15 +107,11 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    kind: str = option(
-        "transformer",
-        "rnn | rnn_vae | bilm | transformer | nnlm | ngram | rnn_seq2seq | attention_seq2seq | transformer_seq2seq | "
-        "transformer_encoder | electra",
-    )
+    kind: str = option("transformer", " | ".join(MODEL_KINDS), choices=MODEL_KINDS)
     d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
     layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
     dropout: float = option(0.1, "dropout rate in training", kinds=NEURAL)
-    cell: str = option("lstm", "lstm | gru | elman", kinds=RECURRENT)
+    cell: str = option("lstm", " | ".join(CELLS), kinds=RECURRENT, choices=CELLS)
     residual: bool = option(False, "residual connections around the layers after the first", kinds=RECURRENT)
     bidirectional: bool = option(True, "encoder layers run forward and backward (D/2 each)", kinds=RNN_ENCODERS)
     attention: str = option("additive", "attention score: additive | dot | general", kinds=("attention_seq2seq",))
@@ -148,7 +170,7 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HeadConfig:
-    kind: str = option("full", "full | sampled | nce | negative | class | tree | adaptive")
+    kind: str = option("full", " | ".join(HEAD_KINDS), choices=HEAD_KINDS)
     tied: bool = option(
         False,
         "share the output word vectors with the (target) input embedding",
@@ -163,7 +185,7 @@ class HeadConfig:
         0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)
     )
     num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
-    proposal: str = option("log_uniform", "uniform | unigram | log_uniform", kinds=SAMPLING_HEADS)
+    proposal: str = option("log_uniform", " | ".join(PROPOSALS), kinds=SAMPLING_HEADS, choices=PROPOSALS)
     power: float = option(1.0, "unigram proposal q ∝ count^power (0.75: word2vec)", kinds=SAMPLING_HEADS)
     unique: bool = option(
         True, "deduplicate the K draws (negative always draws with replacement)", kinds=("sampled", "nce")
@@ -172,7 +194,7 @@ class HeadConfig:
     remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative", kinds=("sampled",))
     log_normalizer: float = option(0.0, "log Z (the initial value when learned)", kinds=("nce",))
     learn_normalizer: bool = option(False, "learn log Z instead of fixing it", kinds=("nce",))
-    tree: str = option("huffman", "huffman | balanced", kinds=("tree",))
+    tree: str = option("huffman", " | ".join(TREES), kinds=("tree",), choices=TREES)
     num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", kinds=("class",))
     cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts", kinds=("adaptive",))
     div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", kinds=("adaptive",))
@@ -328,10 +350,48 @@ def valid_keys(node: Any, prefix: str = "") -> list[str]:
     return keys
 
 
+def _did_you_mean(options: list[str]) -> str:
+    return f"; did you mean {' or '.join(options)}?" if options else ""
+
+
 def _unknown_key(config: Config, key: str) -> ValueError:
     if key in RENAMED:
         return ValueError(f"config key {key!r} was renamed to {RENAMED[key]!r}")
-    return ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(config))}")
+    keys = valid_keys(config)
+    # A misspelt key, else the same name in another section (model.cutoffs -> head.cutoffs).
+    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.8)
+    close = close or [k for k in keys if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+    return ValueError(
+        f"unknown config key {key!r}{_did_you_mean(close)} (`seqjax config` lists every key with its description)"
+    )
+
+
+def _choice_hint(node: Any, prefix: str, name: str, value: str, choices: tuple[str, ...]) -> str:
+    """' ; did you mean ...?': a close spelling of `value` among `choices`, or, for a `kind`, the
+    kind whose option takes `value` (model.kind=lstm -> model.kind=rnn with model.cell=lstm)."""
+    close = difflib.get_close_matches(value, choices, n=2, cutoff=0.75)
+    if close or name != "kind":
+        return _did_you_mean([f"{prefix}{name}={c}" for c in close])
+    for field in dataclasses.fields(node):
+        kinds = field.metadata.get("kinds", ())
+        if value in field.metadata.get("choices", ()) and kinds:
+            return _did_you_mean([f"{prefix}kind={kinds[0]} with {prefix}{field.name}={value}"])
+    return ""
+
+
+def check_choices(node: Any, prefix: str = "") -> None:
+    """Raises ValueError naming the first key of `node` (a config, or a section of one) whose
+    value is not one of its field's choices (`option(choices=...)`), e.g. a model.kind that
+    does not exist, with the value likely meant when there is one."""
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if dataclasses.is_dataclass(value):
+            check_choices(value, f"{prefix}{field.name}.")
+            continue
+        choices = field.metadata.get("choices", ())
+        if choices and value not in choices:
+            hint = _choice_hint(node, prefix, field.name, value, choices)
+            raise ValueError(f"{prefix}{field.name} must be one of {', '.join(choices)}, got {value!r}{hint}")
 
 
 def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: Config, prefix: str = "") -> Any:
@@ -390,9 +450,10 @@ def override(config: Config, assignments: list[str]) -> Config:
     """Applies `section.key=value` assignments, each checked against the dataclass types.
 
     Raises:
-      ValueError: malformed assignment, unknown key (the message lists the valid ones), a
-        renamed key (the message names the new one), a value that does not convert to the
-        field's type, or a key that does not apply to the resolved kind (it would be ignored).
+      ValueError: malformed assignment, unknown key (the message names the likely meant one),
+        a renamed key (the message names the new one), a value that does not convert to the
+        field's type or is not one of its choices (`check_choices`, for every key of the
+        result), or a key that does not apply to the resolved kind (it would be ignored).
     """
     keys, parsed = [], []
     for assignment in assignments:
@@ -403,6 +464,7 @@ def override(config: Config, assignments: list[str]) -> Config:
         keys.append(key)
         parsed.append((key.split("."), value, key))
     config = _replace(config, parsed, config)
+    check_choices(config)
     for key in keys:
         reason = inapplicable(config, key)
         if reason:
@@ -430,16 +492,23 @@ def _from_dict(cls: Any, values: dict[str, Any], prefix: str) -> Any:
             updates[name] = _from_dict(kind, value, key + ".")
         else:
             updates[name] = _coerce(value, kind, key)
-    return cls(**updates)
+    try:
+        return cls(**updates)
+    except ValueError as error:  # a group's own check names its option; the key is its full path
+        if not prefix:
+            raise
+        raise ValueError(f"{prefix}{error}") from None
 
 
 def from_dict(values: dict[str, Any]) -> Config:
     """Rebuilds a Config from `to_dict` output (e.g. a checkpoint's saved config).
 
-    Unknown or renamed keys raise ValueError, so that a config from an incompatible version
-    is refused rather than silently half-read.
+    Unknown or renamed keys and values outside their choices raise ValueError, so that a
+    config from an incompatible version is refused rather than silently half-read.
     """
-    return _from_dict(Config, values, "")
+    config = _from_dict(Config, values, "")
+    check_choices(config)
+    return config
 
 
 def dumps(config: Config) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import jax
+import numpy as np
 
 Params = Any  # a pytree of arrays: {"model": ..., "head": ...} for the glue's functions
 Batch = Mapping[str, jax.Array]  # inputs/targets [B, T] int32, mask [B, T] float32 (+ src, src_mask [B, S])
@@ -119,6 +120,11 @@ class Head(Protocol):
 
     @property
     def tied(self) -> bool: ...
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """Output weights multiplied per trained target token, expected over the target
+        frequencies [V]: what the model FLOPs count of the head that trains."""
+        ...
 
     def init(self, rngs: Any, *args: Any, **kwargs: Any) -> Any: ...
 

@@ -89,14 +89,15 @@ def compile_train(parts: Parts, mesh: Mesh, batch) -> tuple[Any, Any]:
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
     state = abstract_state(parts.model, parts.head, optimizer, batch, mesh, cfg.train.sharding)
-    step = build_train_step(parts, optimizer, schedule, mesh, state)
+    step: Any = build_train_step(parts, optimizer, schedule, mesh, state)  # a jitted function: it lowers
     return step.lower(state, batch).compile(), state
 
 
 def compile_eval(parts: Parts, mesh: Mesh, params, batch) -> Any:
     """The exact evaluation step (teacher-forced NLL over the whole vocabulary) for `mesh`."""
     keys = {k: v for k, v in batch.items() if k not in PACKED_LM + PACKED_SOURCE}  # evaluation rows are not packed
-    return make_eval_step(parts.model, parts.head, mesh).lower(params, keys).compile()
+    step: Any = make_eval_step(parts.model, parts.head, mesh)
+    return step.lower(params, keys).compile()
 
 
 def compile_decode(parts: Parts, mesh: Mesh, params, batch) -> Any | None:

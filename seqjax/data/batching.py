@@ -170,8 +170,8 @@ def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_siz
     return buckets
 
 
-def _padded_lengths(src, tgt) -> np.ndarray:
-    """Positions each example needs: source + `</s>`, and `<s>` + target (or target + `</s>`)."""
+def pair_positions(src, tgt) -> np.ndarray:
+    """[n] int64: positions each example needs, source + `</s>` and `<s>` + target (or target + `</s>`)."""
     if isinstance(src, Ragged) and isinstance(tgt, Ragged):
         return np.maximum(src.lengths, tgt.lengths) + 1
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
@@ -226,7 +226,7 @@ class Seq2SeqBatches:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {seed!r}")
         self.src, self.tgt, self.batch_size, self.seed = src, tgt, batch_size, seed
-        bucket_of = np.searchsorted(np.array(self.buckets), _padded_lengths(src, tgt))
+        bucket_of = np.searchsorted(np.array(self.buckets), pair_positions(src, tgt))
         self.members = [np.flatnonzero(bucket_of == k) for k in range(len(self.buckets))]
         self.dropped = int(np.sum(bucket_of == len(self.buckets)))
         if self.batches_per_epoch == 0:
@@ -280,20 +280,24 @@ def seq2seq_eval_batches(
     tgt: Sequence[np.ndarray],
     batch_size: int,
     buckets: tuple[int, ...],
+    max_length: int | None = None,
 ) -> Iterator[tuple[Batch, np.ndarray]]:
     """Every example exactly once, bucket by bucket, in index order within a bucket.
 
     Examples longer than the largest bucket are kept (evaluation must not drop any) in one
-    extra length: their longest, rounded up to a multiple of the largest bucket.
+    extra length: their longest, rounded up to a multiple of the largest bucket, but no more
+    than `max_length` (the longest a model reads, None: no limit) when their longest fits it.
 
     Yields:
       (batch as `Seq2SeqBatches.batch`, indices [B] int64: the example in each row, -1 for a
       padding row, whose mask is 0).
     """
     buckets = _check_pairs(src, tgt, batch_size, buckets)
-    lengths = _padded_lengths(src, tgt)
+    lengths = pair_positions(src, tgt)
     if len(lengths) and lengths.max() > buckets[-1]:
-        buckets += (-(-int(lengths.max()) // buckets[-1]) * buckets[-1],)
+        longest = int(lengths.max())
+        rounded = -(-longest // buckets[-1]) * buckets[-1]
+        buckets += (rounded if max_length is None or longest > max_length else min(rounded, max_length),)
     bucket_of = np.searchsorted(np.array(buckets), lengths)
     for k, length in enumerate(buckets):
         members = np.flatnonzero(bucket_of == k)

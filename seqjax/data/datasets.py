@@ -16,14 +16,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from seqjax.config import DataConfig
+from seqjax.config import DATA_KINDS, SYNTHETIC_TASKS, TOKENIZERS, DataConfig
 from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
+from seqjax.data.readers import read_lines, read_parallel
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
-from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, build_tokenizer
+from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, Tokenizer, build_tokenizer
 from seqjax.data.vocab import EOS_ID
 
-DATA_KINDS = ("synthetic", "text", "parallel")
-SYNTHETIC_TASKS = ("grammar", "oracle", *SEQ2SEQ_TASKS)
 SPLITS = ("train", "valid", "test")
 
 
@@ -89,12 +88,16 @@ def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
 DATA_ROOT_VARIABLE = "SEQJAX_DATA"
 
 
-def split_path(cfg: DataConfig, split: str) -> str:
-    """The file (text) or prefix (parallel) of `split`: data.<split>, under data.root when
-    relative (data.root '' falls back to $SEQJAX_DATA, then to the working directory)."""
-    path = getattr(cfg, split)
+def data_path(cfg: DataConfig, path: str) -> str:
+    """`path` (a corpus file or prefix) under data.root when relative (data.root '' falls back
+    to $SEQJAX_DATA, then to the working directory)."""
     root = cfg.root or os.environ.get(DATA_ROOT_VARIABLE, "")
     return os.path.join(os.path.expanduser(root), path) if path and root else path
+
+
+def split_path(cfg: DataConfig, split: str) -> str:
+    """The file (text) or prefix (parallel) of `split`: data.<split>, as `data_path`."""
+    return data_path(cfg, getattr(cfg, split))
 
 
 def holds_pairs(cfg: DataConfig) -> bool:
@@ -103,12 +106,18 @@ def holds_pairs(cfg: DataConfig) -> bool:
     return cfg.kind == "parallel" or (cfg.kind == "synthetic" and cfg.task in SEQ2SEQ_TASKS)
 
 
-def validate_data_config(cfg: DataConfig) -> None:
-    """Checks every field `load_data` uses, with the value and the rule in each message."""
+def splits_of(cfg: DataConfig) -> list[str]:
+    """The splits `cfg` has: every one for synthetic data, else those with a path."""
+    return [split for split in SPLITS if cfg.kind == "synthetic" or getattr(cfg, split)]
+
+
+def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> None:
+    """Checks every field `load_data` uses, and that the files of `splits` exist, with the value
+    and the rule in each message."""
     if cfg.kind not in DATA_KINDS:
-        raise ValueError(f"data.kind must be one of {DATA_KINDS}, got {cfg.kind!r}")
-    if cfg.tokenizer not in TOKENIZER_KINDS:
-        raise ValueError(f"data.tokenizer must be one of {TOKENIZER_KINDS}, got {cfg.tokenizer!r}")
+        raise ValueError(f"data.kind must be one of {', '.join(DATA_KINDS)}, got {cfg.kind!r}")
+    if cfg.tokenizer not in TOKENIZERS:
+        raise ValueError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, got {cfg.tokenizer!r}")
     for name, minimum in (
         ("vocab_size", 0),
         ("min_count", 1),
@@ -127,13 +136,13 @@ def validate_data_config(cfg: DataConfig) -> None:
     if any(a >= b for a, b in zip(buckets, buckets[1:])):
         raise ValueError(f"data.buckets must be strictly increasing, got {buckets}")
     if cfg.kind == "synthetic" and cfg.task not in SYNTHETIC_TASKS:
-        raise ValueError(f"data.task must be one of {SYNTHETIC_TASKS} for synthetic data, got {cfg.task!r}")
+        raise ValueError(f"data.task must be one of {', '.join(SYNTHETIC_TASKS)} for synthetic data, got {cfg.task!r}")
     if cfg.kind in ("text", "parallel"):
         if not cfg.train:
             raise ValueError(f"data.train must name the training {'file' if cfg.kind == 'text' else 'prefix'}, got ''")
         if cfg.kind == "parallel" and (not cfg.src or not cfg.tgt or cfg.src == cfg.tgt):
             raise ValueError(f"data.src and data.tgt must be two different suffixes, got {cfg.src!r}, {cfg.tgt!r}")
-        for split in SPLITS:
+        for split in splits:
             prefix = split_path(cfg, split)
             paths = [prefix] if cfg.kind == "text" else [f"{prefix}.{cfg.src}", f"{prefix}.{cfg.tgt}"]
             if not prefix:
@@ -214,19 +223,24 @@ def _stored_data(cfg: DataConfig, tokenizers, fingerprint: str | None, echo) -> 
     from seqjax.data.prepare import ensure_store  # prepare builds on this module's helpers
 
     store = ensure_store(cfg, expected=fingerprint, echo=echo)
-    splits = store.manifest["splits"]
-    if cfg.kind == "text":
-        tokenizer = store.tokenizer()
-        if tokenizers is not None:
-            _check_given(tokenizers, (tokenizer,), store)
-        words = {split: counts["text"]["words"] + counts["text"]["lines"] for split, counts in splits.items()}
-        return LMData(tokenizer, {split: store.stream(split) for split in splits}, words, store.fingerprint)
-    side_tokenizers = (store.tokenizer("src"), store.tokenizer("tgt"))
+    tokenizers_ = _store_tokenizers(cfg, store)
     if tokenizers is not None:
-        _check_given(tokenizers, side_tokenizers, store)
-    data = ParallelData(
-        *side_tokenizers, splits={}, references={}, sources={}, dropped={}, fingerprint=store.fingerprint
-    )
+        _check_given(tokenizers, tokenizers_, store)
+    return _from_store(cfg, store, tokenizers_, list(store.manifest["splits"]))
+
+
+def _store_tokenizers(cfg: DataConfig, store) -> tuple[Tokenizer, ...]:
+    return (store.tokenizer(),) if cfg.kind == "text" else (store.tokenizer("src"), store.tokenizer("tgt"))
+
+
+def _from_store(cfg: DataConfig, store, tokenizers: tuple[Tokenizer, ...], splits: list[str]) -> LMData | ParallelData:
+    """The `splits` of the token `store`, its `tokenizers` (one, or source and target)."""
+    counts = store.manifest["splits"]
+    if cfg.kind == "text":
+        words = {split: counts[split]["text"]["words"] + counts[split]["text"]["lines"] for split in splits}
+        return LMData(tokenizers[0], {split: store.stream(split) for split in splits}, words, store.fingerprint)
+    src_tokenizer, tgt_tokenizer = tokenizers
+    data = ParallelData(src_tokenizer, tgt_tokenizer, {}, {}, {}, {}, fingerprint=store.fingerprint)
     for split in splits:
         src, tgt = store.pairs(split)
         sources, references = store.lines(split, "src"), store.lines(split, "tgt")
@@ -237,8 +251,28 @@ def _stored_data(cfg: DataConfig, tokenizers, fingerprint: str | None, echo) -> 
             sources, references = sources.subset(keep), references.subset(keep)
         data.splits[split] = (src, tgt)
         data.sources[split], data.references[split] = sources, references
-        data.dropped[split] = splits[split]["src"]["lines"] - len(src)
+        data.dropped[split] = counts[split]["src"]["lines"] - len(src)
     return data
+
+
+def _evaluated_data(cfg: DataConfig, tokenizers, splits: Sequence[str]) -> LMData | ParallelData:
+    """`splits` of a text or parallel corpus under a trained run's `tokenizers`, without its
+    other splits' files: from the corpus's token store when it holds that vocabulary, else
+    read from their files and encoded."""
+    from seqjax.data.prepare import existing_store
+
+    given = tokenizers if isinstance(tokenizers, tuple) else (tokenizers,)
+    store = existing_store(cfg)
+    if store is not None:
+        stored = _store_tokenizers(cfg, store)
+        if len(stored) == len(given) and all(a.vocab == b.vocab for a, b in zip(stored, given)):
+            return _from_store(cfg, store, stored, list(splits))
+    validate_data_config(cfg, splits)
+    if cfg.kind == "text":
+        return _lm_data(cfg, {split: read_lines(split_path(cfg, split)) for split in splits}, tokenizers)
+    return _parallel_data(
+        cfg, {split: read_parallel(split_path(cfg, split), cfg.src, cfg.tgt) for split in splits}, tokenizers
+    )
 
 
 def to_stderr(message: str) -> None:
@@ -248,7 +282,12 @@ def to_stderr(message: str) -> None:
 
 
 def load_data(
-    cfg: DataConfig, tokenizers=None, *, fingerprint: str | None = None, echo: Callable[[str], None] = to_stderr
+    cfg: DataConfig,
+    tokenizers=None,
+    *,
+    fingerprint: str | None = None,
+    echo: Callable[[str], None] = to_stderr,
+    splits: Sequence[str] | None = None,
 ) -> LMData | ParallelData:
     """Reads or generates the splits of `cfg` and encodes them.
 
@@ -263,6 +302,10 @@ def load_data(
       fingerprint: a resumed run's token store fingerprint (`data.fingerprint`): its store
         must still hold those ids (a changed source file is refused, named).
       echo: where a message that the store is being prepared goes.
+      splits: only these splits, under a trained run's `tokenizers` (evaluation, decoding):
+        a text or parallel corpus reads neither the files nor the store of the others, and
+        its token store, when it holds the run's vocabulary, even if the source files are
+        gone; else these splits' files, encoded. None: every split (training).
 
     Returns:
       LMData or ParallelData with splits among "train", "valid", "test". Synthetic seq2seq
@@ -270,6 +313,15 @@ def load_data(
       its own word vocabulary of every oracle token: data.tokenizer, vocab_size and
       min_count do not apply to it.
     """
+    if splits is not None and cfg.kind != "synthetic":
+        missing = [split for split in splits if split not in splits_of(cfg)]
+        if tokenizers is None or missing:
+            raise ValueError(
+                f"splits must be among the corpus's ({', '.join(splits_of(cfg))}) and come with the run's tokenizers, "
+                f"got {', '.join(splits)} and tokenizers {'given' if tokenizers is not None else 'None'}"
+            )
+        validate_data_config(cfg, ())
+        return _evaluated_data(cfg, tokenizers, splits)
     validate_data_config(cfg)
     if cfg.kind == "synthetic":
         sizes = {"train": cfg.num_train, "valid": cfg.num_eval, "test": cfg.num_eval}

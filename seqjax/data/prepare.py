@@ -7,7 +7,10 @@ background threads find the pieces of the next blocks while one is numbered and 
 Memory holds a few blocks and the counts, whatever the corpus size. The store is written
 into a temporary directory beside its place and renamed into place last, so a prepare that
 is killed or fails (a full disk included) leaves no store that could be opened, and the
-next prepare starts over.
+next prepare starts over. The temporary directory is named for its host and process; one a
+killed prepare left behind (`kill -9` runs no cleanup) is removed by the next look-up of the
+store, once its process is gone (same host) or nothing in it changed for `STALE_SECONDS`
+(another host sharing the file system, whose processes this one cannot see).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +50,7 @@ from seqjax.data.vocab import EOS_ID, UNK_ID
 from seqjax.data.word_index import count_words
 
 _CHUNK = 1 << 22  # elements copied at a time from a raw id file into its .npy
+STALE_SECONDS = 24 * 3600  # a temporary store untouched this long is no live prepare's
 # The `</s>` after each line of an LM stream among provisional ids (mapped to EOS_ID at the end).
 _EOS_MARK = np.iinfo(np.uint32).max
 
@@ -124,15 +130,20 @@ def _to_npy(directory: str, raw: str, name: str, source: type, dtype, table: np.
 def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str]], bar: tqdm) -> dict[str, Any]:
     """Writes every array and tokenizer of the store into `directory`; returns the manifest's
     `sources` and `splits` records."""
-    digests = {path: hashlib.sha256() for sides in files.values() for path in sides.values()}
-    hashed: set[str] = set()
+    paths = list(dict.fromkeys(path for sides in files.values() for path in sides.values()))
+    digests: dict[str, str] = {}  # path -> sha256 of its content, from the first pass that read all of it
 
     def blocks(path: str):
-        first = path not in hashed
-        hashed.add(path)
-        return read_blocks(path, digest=digests[path] if first else None, progress=bar.update)
+        # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
+        # training pass reads nothing (its vocabulary comes from the encoding pass).
+        if path in digests:
+            yield from read_blocks(path, progress=bar.update)
+            return
+        digest = hashlib.sha256()
+        yield from read_blocks(path, digest=digest, progress=bar.update)
+        digests[path] = digest.hexdigest()
 
-    stats = {path: os.stat(path) for path in digests}
+    stats = {path: os.stat(path) for path in paths}
     lm = cfg.kind == "text"
     trained: dict[str, Any] = {}
     for side, path in files["train"].items():
@@ -207,9 +218,10 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
             "path": os.path.abspath(p),
             "size": stats[p].st_size,
             "mtime_ns": stats[p].st_mtime_ns,
-            "sha256": d.hexdigest(),
+            "ctime_ns": stats[p].st_ctime_ns,
+            "sha256": digests[p],
         }
-        for p, d in digests.items()
+        for p in paths
     ]
     return {"sources": sources, "splits": splits}
 
@@ -225,7 +237,8 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.tmp-", dir=parent)
+    owner = f"{socket.gethostname()}-{os.getpid()}-"
+    temporary = tempfile.mkdtemp(prefix=f"{_temporary_prefix(directory)}{owner}", dir=parent)
     total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
     if cfg.tokenizer != "word":  # char counts, BPE trains in a first pass over the train files
         total += sum(os.path.getsize(p) for p in files["train"].values())
@@ -256,6 +269,46 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     return open_store(directory)
 
 
+def _temporary_prefix(directory: str) -> str:
+    return f".{os.path.basename(os.path.abspath(directory))}.tmp-"
+
+
+def _abandoned(path: str, owner: str) -> bool:
+    """Whether the temporary store `path`, made by `owner` ('HOST-PID-random', '.old' after a
+    replaced store), belongs to no live prepare: its process is gone (same host) or nothing in
+    it changed for STALE_SECONDS."""
+    host, _, pid = owner.removesuffix(".old").rpartition("-")[0].rpartition("-")
+    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # another user's live process
+            pass
+        return False
+    with os.scandir(path) as entries:
+        newest = max([os.stat(path).st_mtime, *(e.stat().st_mtime for e in entries)])
+    return time.time() - newest > STALE_SECONDS
+
+
+def remove_abandoned(directory: str) -> list[str]:
+    """Removes the temporary stores of `directory` that killed prepares left (`_abandoned`);
+    returns their paths."""
+    parent, prefix = os.path.dirname(os.path.abspath(directory)), _temporary_prefix(directory)
+    if not os.path.isdir(parent):
+        return []
+    removed = []
+    for name in sorted(os.listdir(parent)):
+        path = os.path.join(parent, name)
+        try:
+            if name.startswith(prefix) and _abandoned(path, name[len(prefix) :]):
+                shutil.rmtree(path)
+                removed.append(path)
+        except FileNotFoundError:  # its own prepare finished or removed it meanwhile
+            continue
+    return removed
+
+
 def _move_into_place(temporary: str, directory: str, fingerprint: str) -> None:
     """Renames `temporary` to `directory`. A store there with the same fingerprint (another
     process of the run prepared it meanwhile) is kept and ours dropped, so that a process
@@ -282,6 +335,26 @@ def _move_into_place(temporary: str, directory: str, fingerprint: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def store_location(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
+    """Where the store of `cfg` lies (data.store, else in the cache) and the tokenization config
+    its manifest must record; no file is read."""
+    config = tokenization_config(cfg, {split: split_path(cfg, split) for split in SPLITS if getattr(cfg, split)})
+    return (os.path.expanduser(cfg.store) if cfg.store else default_location(config)), config
+
+
+def existing_store(cfg: DataConfig) -> TokenStore | None:
+    """The finished store of `cfg` where `store_location` puts it, whatever became of its
+    sources since (a trained run's evaluation reads it with the run's vocabulary), or None."""
+    directory, config = store_location(cfg)
+    try:
+        manifest = read_manifest(directory)
+    except ValueError:
+        return None
+    return (
+        TokenStore(directory, manifest) if manifest["format"] == FORMAT_VERSION and manifest["data"] == config else None
+    )
+
+
 def ensure_store(
     cfg: DataConfig, *, expected: str | None = None, echo: Callable[[str], None] = to_stderr, progress: bool = True
 ) -> TokenStore:
@@ -294,9 +367,10 @@ def ensure_store(
       ValueError: data.store holds something else (no manifest, another data config), or
         `expected` is given and a source file changed (named) or the store holds other ids.
     """
-    files = source_files(cfg)
-    config = tokenization_config(cfg, {split: split_path(cfg, split) for split in files})
-    directory = os.path.expanduser(cfg.store) if cfg.store else default_location(config)
+    source_files(cfg)
+    directory, config = store_location(cfg)
+    for path in remove_abandoned(directory):
+        echo(f"removed {path}, left by a prepare that was killed")
     why = f"no token store at {directory}"
     if os.path.exists(directory):
         manifest = read_manifest(directory)

@@ -3,8 +3,8 @@
 A store is a directory:
 
     manifest.json                format version, the data config it was made under, the
-                                 sources (path, size, mtime, sha256), per-split counts, the
-                                 fingerprint
+                                 sources (path, size, mtime, ctime, sha256), per-split counts,
+                                 the fingerprint
     tokenizer/, tokenizer_src/   the (target or LM) tokenizer and, for a parallel corpus,
                                  the source side's; their vocab.json holds the unigram counts
     SPLIT.tokens.npy             LM: [n] uint16 | uint32, each line's ids then `</s>`
@@ -73,9 +73,16 @@ def fingerprint(config: dict[str, Any], sources: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps([FORMAT_VERSION, config, described], sort_keys=True).encode()).hexdigest()
 
 
+def content_hash(path: str) -> str:
+    """sha256 of the file's bytes, hex."""
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
 def changed_sources(manifest: dict[str, Any]) -> list[str]:
-    """`path (why)` for each source file that is missing or whose size or mtime differs from
-    the manifest's record (a stat each: no file is read)."""
+    """`path (why)` for each source file that is missing, or whose size or mtime differs from
+    the manifest's record, or whose content does (a stat each; a file is read only when its
+    inode changed since, which rewriting it does even when its mtime is set back)."""
     changed = []
     for source in manifest["sources"]:
         path = source["path"]
@@ -87,6 +94,8 @@ def changed_sources(manifest: dict[str, Any]) -> list[str]:
             changed.append(f"{path} (size {stat.st_size} bytes, was {source['size']})")
         elif stat.st_mtime_ns != source["mtime_ns"]:
             changed.append(f"{path} (modified since the store was prepared)")
+        elif stat.st_ctime_ns != source.get("ctime_ns", stat.st_ctime_ns) and content_hash(path) != source["sha256"]:
+            changed.append(f"{path} (its content changed since the store was prepared, its mtime kept)")
     return changed
 
 

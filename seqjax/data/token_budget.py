@@ -26,8 +26,8 @@ from seqjax.data.batching import (
     _check_pairs,
     _check_positive,
     _pad_pairs,
-    _padded_lengths,
     _selected_rows,
+    pair_positions,
 )
 
 
@@ -56,7 +56,7 @@ class TokenBudgetBatches:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {seed!r}")
         self.src, self.tgt, self.seed, self.batch_size = src, tgt, seed, int(row_multiple)
-        bucket_of = np.searchsorted(np.array(self.buckets), _padded_lengths(src, tgt))
+        bucket_of = np.searchsorted(np.array(self.buckets), pair_positions(src, tgt))
         self.members = [np.flatnonzero(bucket_of == k) for k in range(len(self.buckets))]
         self.dropped = int(np.sum(bucket_of == len(self.buckets)))
         used = [k for k, members in enumerate(self.members) if len(members)]

@@ -278,7 +278,7 @@ def build_tokenizer(kind: str, texts: Sequence[str], *, vocab_size: int = 0, min
       min_count: char/word: rarer tokens become `<unk>`; bpe: rarer pairs are not merged.
     """
     if kind not in _CLASSES:
-        raise ValueError(f"tokenizer kind must be one of {TOKENIZER_KINDS}, got {kind!r}")
+        raise ValueError(f"tokenizer kind must be one of {', '.join(TOKENIZER_KINDS)}, got {kind!r}")
     if vocab_size < 0:
         raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
     if min_count < 1:
@@ -303,7 +303,7 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
         settings = json.load(file)
     kind = settings.get("kind") if isinstance(settings, dict) else None
     if kind not in _CLASSES:
-        raise ValueError(f"tokenizer kind must be one of {TOKENIZER_KINDS}, got {kind!r} in {paths[0]}")
+        raise ValueError(f"tokenizer kind must be one of {', '.join(TOKENIZER_KINDS)}, got {kind!r} in {paths[0]}")
     vocab = Vocabulary.load(paths[1])
     if kind == "bpe":
         if "bpe" not in settings:

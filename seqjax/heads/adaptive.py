@@ -179,7 +179,7 @@ def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, hea
     if len(values) != num_clusters:
         raise ValueError(f"cutoffs must have one entry per tail cluster ({num_clusters}), got {values}")
     vocab_size = (values[-1] + np.shape(tail_weights[-1])[0]) if values else 0
-    cutoffs = checks.require_cutoffs(values, vocab_size)
+    cutoffs = checks.require_cutoffs("cutoffs", values, vocab_size)
     bounds = cutoffs + (vocab_size,)
     checks.require_table("head_weights", head_weights, cutoffs[0] + num_clusters, features)
     checks.require_vector("head_biases", head_biases, cutoffs[0] + num_clusters)

@@ -9,7 +9,7 @@ import flax.linen as nn
 import numpy as np
 from jax.typing import ArrayLike
 
-from seqjax.config import HeadConfig
+from seqjax.config import HEAD_KINDS, PROPOSALS, TREES, HeadConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, samplers
 from seqjax.heads.classes import frequency_classes
@@ -23,10 +23,6 @@ from seqjax.heads.modules import (
     SampledSoftmax,
 )
 from seqjax.heads.tree import balanced_tree, huffman_tree
-
-KINDS = ("full", "sampled", "nce", "negative", "class", "tree", "adaptive")
-PROPOSALS = ("uniform", "unigram", "log_uniform")
-TREES = ("huffman", "balanced")
 
 
 def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
@@ -47,14 +43,14 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
 
     Example:
       >>> import numpy as np
-      >>> from seqjax.config import HeadConfig
+      >>> from seqjax.config import HEAD_KINDS, PROPOSALS, TREES, HeadConfig
       >>> from seqjax.heads import build_head
       >>> head = build_head(HeadConfig(kind="adaptive", cutoffs=(10,), head_bias=True), 30, np.arange(30, 0, -1))
       >>> type(head).__name__, head.cutoffs, head.head_bias
       ('AdaptiveSoftmax', (10,), True)
     """
-    if cfg.kind not in KINDS:
-        raise ValueError(f"head.kind must be one of {', '.join(KINDS)}, got {cfg.kind!r}")
+    if cfg.kind not in HEAD_KINDS:
+        raise ValueError(f"head.kind must be one of {', '.join(HEAD_KINDS)}, got {cfg.kind!r}")
     vocab_size = checks.require_positive_int("vocab_size", vocab_size)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
@@ -88,7 +84,7 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             raise ValueError(f"head.tree must be one of {', '.join(TREES)}, got {cfg.tree!r}")
         built = huffman_tree(smoothed) if cfg.tree == "huffman" else balanced_tree(vocab_size)
         return HierarchicalSoftmax(vocab_size, tree=built)
-    cutoffs = checks.require_cutoffs(cfg.cutoffs, vocab_size)
+    cutoffs = checks.require_cutoffs("head.cutoffs", cfg.cutoffs, vocab_size)
     if not cfg.div_value >= 1.0:
         raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
     return AdaptiveSoftmax(vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied, head_bias=cfg.head_bias)
@@ -102,6 +98,8 @@ def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothe
     if cfg.proposal == "uniform":
         sampler = samplers.uniform(vocab_size)
     elif cfg.proposal == "unigram":
+        if isinstance(cfg.power, bool) or not 0.0 <= cfg.power < math.inf:
+            raise ValueError(f"head.power must be a finite number >= 0, got {cfg.power!r}")
         sampler = samplers.unigram(smoothed, power=cfg.power)
     else:
         samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))

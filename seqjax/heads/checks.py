@@ -53,7 +53,7 @@ def require_counts(name: str, counts, vocab_size: int | None = None) -> np.ndarr
     return values.astype(np.float64)
 
 
-def require_cutoffs(cutoffs: Sequence[int], vocab_size: int) -> tuple[int, ...]:
+def require_cutoffs(name: str, cutoffs: Sequence[int], vocab_size: int) -> tuple[int, ...]:
     """Cutoffs of an adaptive softmax: increasing ints in (0, vocab_size), at least one."""
     values = tuple(cutoffs)
     if (
@@ -63,7 +63,7 @@ def require_cutoffs(cutoffs: Sequence[int], vocab_size: int) -> tuple[int, ...]:
         or values[0] <= 0
         or values[-1] >= vocab_size
     ):
-        raise ValueError(f"cutoffs must be increasing ints in (0, vocab_size={vocab_size}), at least one, got {values}")
+        raise ValueError(f"{name} must be increasing ints in (0, vocab_size={vocab_size}), at least one, got {values}")
     return tuple(int(c) for c in values)
 
 

@@ -42,9 +42,9 @@ def corpus_bleu(
     """
     check_text_pairs(hypotheses, references)
     if tokenize not in sacrebleu.BLEU.TOKENIZERS:
-        raise ValueError(f"tokenize must be one of {sorted(sacrebleu.BLEU.TOKENIZERS)}, got {tokenize!r}")
+        raise ValueError(f"tokenize must be one of {', '.join(sorted(sacrebleu.BLEU.TOKENIZERS))}, got {tokenize!r}")
     if smooth not in SMOOTHING_DEFAULTS:
-        raise ValueError(f"smooth must be one of {sorted(SMOOTHING_DEFAULTS)}, got {smooth!r}")
+        raise ValueError(f"smooth must be one of {', '.join(sorted(SMOOTHING_DEFAULTS))}, got {smooth!r}")
     bleu = sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize, smooth_method=smooth)
     return float(bleu.score)
 
@@ -112,7 +112,7 @@ def _check_options(max_order: Any, smooth: Any, smooth_value: Any) -> float:
     if isinstance(max_order, bool) or not isinstance(max_order, numbers.Integral) or max_order <= 0:
         raise ValueError(f"max_order must be a positive int, got {max_order!r}")
     if smooth not in SMOOTHING_DEFAULTS:
-        raise ValueError(f"smooth must be one of {sorted(SMOOTHING_DEFAULTS)}, got {smooth!r}")
+        raise ValueError(f"smooth must be one of {', '.join(sorted(SMOOTHING_DEFAULTS))}, got {smooth!r}")
     if smooth_value is None:
         return SMOOTHING_DEFAULTS[smooth] or 0.0
     if (

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.config import ModelConfig
+from seqjax.config import ATTENTION, CELLS, ModelConfig
 from seqjax.models.attention import KERNELS, resolve_kernel
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
@@ -48,7 +48,6 @@ MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if 
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
 ENCODER_KINDS = ("transformer_encoder", "electra")  # encoder-only: no decode step
-CELLS = ("lstm", "gru", "elman")
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")
@@ -71,6 +70,12 @@ def is_latent(cfg: ModelConfig) -> bool:
 def generates(cfg: ModelConfig) -> bool:
     """True for the models with a decode step (every kind but the encoder-only ones)."""
     return getattr(MODEL_KINDS[cfg.kind], "generates", True)
+
+
+def readable_length(cfg: ModelConfig) -> int | None:
+    """The longest sequence the model reads: model.max_len for the models with positions up to it
+    (those of Transformer blocks), else None (no limit)."""
+    return cfg.max_len if cfg.kind in ATTENTION else None
 
 
 def is_trained(cfg: ModelConfig) -> bool:

@@ -47,7 +47,7 @@ class ObjectiveConfig:
     """The objective of a run: `kind`, and each objective's options as a group named for it
     (`objective.scheduled_sampling.k`), of which only `kind`'s is used."""
 
-    kind: str = option("teacher_forcing", " | ".join(OBJECTIVES))
+    kind: str = option("teacher_forcing", " | ".join(OBJECTIVES), choices=tuple(OBJECTIVES))
     teacher_forcing: TeacherForcing = TeacherForcing()
     scheduled_sampling: ScheduledSampling = ScheduledSampling()
     random_replacement: RandomReplacement = RandomReplacement()
@@ -68,7 +68,7 @@ def build_objective(cfg: ObjectiveConfig):
       ValueError: an unknown kind.
     """
     if cfg.kind not in OBJECTIVES:
-        raise ValueError(f"objective.kind must be one of {sorted(OBJECTIVES)}, got {cfg.kind!r}")
+        raise ValueError(f"objective.kind must be one of {', '.join(OBJECTIVES)}, got {cfg.kind!r}")
     return getattr(cfg, cfg.kind)
 
 

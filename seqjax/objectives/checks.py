@@ -24,4 +24,4 @@ def check_number(name: str, value, low: float, high: float = math.inf, *, open_l
 
 def check_one_of(name: str, value, choices: Sequence[str]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")

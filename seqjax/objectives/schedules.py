@@ -67,7 +67,7 @@ def inverse_sigmoid_decay(step: int | jax.Array, *, k: float) -> jax.Array:
 def check_schedule(schedule: str, *, k: float, c: float, eps_min: float) -> None:
     """Host check of a schedule name and the parameters that schedule uses."""
     if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if schedule == "linear":
         check_linear(k, c, eps_min)
     elif schedule == "exponential":

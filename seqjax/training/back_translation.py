@@ -57,20 +57,17 @@ def combine_pairs(
     return sources, targets
 
 
-def read_pairs(prefix: str, src: str, tgt: str) -> tuple[list[str], list[str]]:
-    """The lines of PREFIX.SRC and PREFIX.TGT, which must be line-aligned."""
-    sides = []
-    for suffix in (src, tgt):
-        path = f"{prefix}.{suffix}"
-        if not os.path.isfile(path):
-            raise ValueError(f"real pairs: no file {path} (give the prefix of PREFIX.{src} and PREFIX.{tgt})")
-        with open(path, encoding="utf-8") as f:
-            sides.append([line.rstrip("\n") for line in f])
-    if len(sides[0]) != len(sides[1]):
-        raise ValueError(
-            f"{prefix}.{src} and {prefix}.{tgt} must have as many lines, got {len(sides[0])} and {len(sides[1])}"
-        )
-    return sides[0], sides[1]
+def refuse_overwrites(written: list[str], read: list[str]) -> None:
+    """Raises ValueError when a file to be written is one that is read (the same path after
+    links are resolved, or the same file under another name): it would be lost."""
+    for out in written:
+        for source in read:
+            same = os.path.realpath(out) == os.path.realpath(source)
+            if same or (os.path.exists(out) and os.path.exists(source) and os.path.samefile(out, source)):
+                raise ValueError(
+                    f"--output must name new files, got {out!r}, which is {source!r}: an input (--monolingual, "
+                    "--real or the backward run's corpus) that writing it would lose"
+                )
 
 
 def write_corpus(prefix: str, src: str, tgt: str, pairs: tuple[list[str], list[str]]) -> tuple[str, str]:

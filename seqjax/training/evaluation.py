@@ -23,7 +23,7 @@ import numpy as np
 from seqjax.config import Config
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
-from seqjax.models import generates
+from seqjax.models import generates, readable_length
 from seqjax.training.generation import lm_samples, translate
 
 if TYPE_CHECKING:
@@ -44,7 +44,8 @@ def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterat
     batches: Iterator[dict[str, np.ndarray]]
     if holds_pairs(cfg.data):
         src, tgt = cast(ParallelData, data).splits[split]
-        batches = (batch for batch, _ in seq2seq_eval_batches(src, tgt, cfg.train.batch_size, cfg.data.buckets))
+        limit = readable_length(cfg.model)
+        batches = (batch for batch, _ in seq2seq_eval_batches(src, tgt, cfg.train.batch_size, cfg.data.buckets, limit))
     else:
         lm_batches = packed_lm_eval_batches if cfg.data.packing else lm_eval_batches
         batches = lm_batches(cast(LMData, data).splits[split], cfg.train.batch_size, cfg.data.seq_len)

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from seqjax.config import ATTENTION, Config
-from seqjax.contracts import Head, Model, Objective
+from seqjax.config import ATTENTION, Config, check_choices
+from seqjax.contracts import Batch, Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
+from seqjax.data.batching import pair_positions
 from seqjax.data.datasets import to_stderr
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.token_budget import TokenBudgetBatches
@@ -31,6 +32,7 @@ from seqjax.models import (
     build_model,
     generates,
     is_seq2seq,
+    readable_length,
     resolved_kernel,
 )
 from seqjax.models.attention import kernel_fallback
@@ -44,6 +46,7 @@ TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source s
 
 
 def validate_train(cfg: Config) -> None:
+    check_choices(cfg)
     t = cfg.train
     for name in ("steps", "batch_size", "log_every", "keep_checkpoints", "printed_sample_len"):
         if getattr(t, name) < 1:
@@ -52,7 +55,7 @@ def validate_train(cfg: Config) -> None:
         if getattr(t, name) < 0:
             raise ValueError(f"train.{name} must be >= 0, got {getattr(t, name)}")
     if t.precision not in PRECISIONS:
-        raise ValueError(f"train.precision must be one of {sorted(PRECISIONS)}, got {t.precision!r}")
+        raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {t.precision!r}")
     if t.batch_size % cfg.optim.accum_steps:
         raise ValueError(
             f"train.batch_size must be divisible by optim.accum_steps={cfg.optim.accum_steps}, got {t.batch_size}"
@@ -163,6 +166,13 @@ class Experiment:
             return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
         return LMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
 
+    def example_batch(self) -> Batch:
+        """A batch of one row of two positions with the keys the model reads: the shapes that
+        initialize its parameters, which depend on neither B nor T (restoring a run needs no data)."""
+        ids, mask = jnp.zeros((1, 2), jnp.int32), jnp.ones((1, 2), jnp.float32)
+        batch = {"inputs": ids, "targets": ids, "mask": mask}
+        return {**batch, "src": ids, "src_mask": mask} if self.is_seq2seq else batch
+
     def save_tokenizers(self, workdir: str) -> None:
         self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
         if self.is_seq2seq:
@@ -176,6 +186,24 @@ def saved_tokenizers(workdir: str):
         return None
     target = load_tokenizer(paths[0])
     return (load_tokenizer(paths[1]), target) if os.path.isdir(paths[1]) else target
+
+
+def check_evaluated_pairs_fit(cfg: Config, data: ParallelData) -> None:
+    """Evaluation scores every pair of valid and test (none is dropped, unlike training's longer
+    than data.max_pair_len): each must fit the positions the model reads, or a run would stop at
+    its first evaluation, after training. Raises ValueError naming the split, the count and the
+    model.max_len that would hold them."""
+    limit = readable_length(cfg.model)
+    for split in ("valid", "test"):
+        if limit is None or split not in data.splits:
+            continue
+        positions = pair_positions(*data.splits[split])
+        if len(positions) and positions.max() > limit:
+            raise ValueError(
+                f"data.{split} has {int((positions > limit).sum()):,} pair(s) longer than model.max_len={limit} "
+                f"positions (source + </s>, <s> + target; the longest needs {int(positions.max())}), which "
+                f"evaluation scores: raise model.max_len to {int(positions.max())} or leave them out of data.{split}"
+            )
 
 
 def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | None) -> nn.Module:
@@ -197,6 +225,7 @@ def build_experiment(
     *,
     fingerprint: str | None = None,
     echo: Callable[[str], None] = to_stderr,
+    splits: Sequence[str] | None = None,
 ) -> Experiment:
     """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
     model, head and objective. Writes nothing but the corpus's token store, when it has none.
@@ -204,6 +233,8 @@ def build_experiment(
     tokenizers: a saved run's, as `saved_tokenizers` returns them (None: built from the data).
     fingerprint: a resumed run's token store fingerprint (`load_data`).
     echo: where the message that the token store is being prepared goes.
+    splits: only these splits of the data, under the saved run's `tokenizers` (`load_data`):
+      evaluating or decoding a trained run needs no other.
     """
     validate_train(cfg)
     seq2seq = is_seq2seq(cfg.model)
@@ -213,7 +244,9 @@ def build_experiment(
             f"model.kind={cfg.model.kind!r} does not fit data.kind={cfg.data.kind!r} data.task={cfg.data.task!r}: "
             f"that data needs {need}"
         )
-    data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo)
+    data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo, splits=splits)
+    if isinstance(data, ParallelData):
+        check_evaluated_pairs_fit(cfg, data)
     vocab = data.tokenizer.vocab
     src_vocab_size = data.src_tokenizer.vocab.size if isinstance(data, ParallelData) else None
     model, head, objective = build_parts(cfg, vocab.size, np.asarray(vocab.counts), mesh, src_vocab_size)

@@ -21,12 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seqjax import config as config_lib
 from seqjax import decoding
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import Tokenizer, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
+from seqjax.models import readable_length
 
 if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
@@ -226,21 +226,16 @@ def lm_samples(
     return {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
 
 
-def readable_length(exp: Experiment) -> int | None:
-    """The longest sequence the model reads, model.max_len where it has positions up to it (a
-    Transformer), else None (no limit)."""
-    return None if config_lib.inapplicable(exp.cfg, "model.max_len") else exp.cfg.model.max_len
-
-
 def translate_texts(
     exp: Experiment, params, sources: Sequence[np.ndarray], options: DecodeOptions, progress: Progress | None = None
 ) -> list[str]:
     """Decodes source id arrays with a seq2seq model, bucketed by length as evaluation is;
     returns one detokenized hypothesis each."""
     hypotheses = [""] * len(sources)
-    limit = readable_length(exp)
+    limit = readable_length(exp.cfg.model)
     dummy_targets = [np.zeros(0, np.int32)] * len(sources)
-    for batch, indices in seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets):
+    batches = seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets, limit)
+    for batch, indices in batches:
         src = {"src": batch["src"], "src_mask": batch["src_mask"]}
         # Static per bucket (bounded compiles); the BOS prompt and the output fit model.max_len.
         max_len = max(exp.cfg.data.max_pair_len, batch["src"].shape[1]) + 1
@@ -274,7 +269,7 @@ def translate_lines(
     Transformer), which cannot read them."""
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     encoded = exp.pairs.src_tokenizer.encode_batch([lines[i] for i in nonblank])
-    limit = readable_length(exp)
+    limit = readable_length(exp.cfg.model)
     fits = [(i, ids) for i, ids in zip(nonblank, encoded) if limit is None or len(ids) <= limit]
     kept = [i for i, _ in fits]
     sources = [np.asarray(ids, np.int32) for _, ids in fits]

@@ -226,7 +226,7 @@ def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
 def validate_strategy(strategy: str, mesh: Mesh) -> None:
     """Host check of a strategy name against the mesh."""
     if strategy not in STRATEGIES:
-        raise ValueError(f"train.sharding must be one of {STRATEGIES}, got {strategy!r}")
+        raise ValueError(f"train.sharding must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     if strategy in ("data", "fsdp") and mesh.shape["model"] > 1:
         raise ValueError(
             f"train.sharding={strategy} uses only the data axis, so train.mesh must have model:1 "
@@ -255,7 +255,7 @@ def validate_layout(cfg: Config, mesh: Mesh, vocab_size: int) -> None:
     t = cfg.train
     validate_strategy(t.sharding, mesh)
     if t.step_kind not in STEP_KINDS:
-        raise ValueError(f"train.step_kind must be one of {STEP_KINDS}, got {t.step_kind!r}")
+        raise ValueError(f"train.step_kind must be one of {', '.join(STEP_KINDS)}, got {t.step_kind!r}")
     if t.step_kind == "shard_map":
         check_shard_map_mesh(mesh)
         if t.sharding != "data" or t.vocab_parallel:

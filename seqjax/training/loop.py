@@ -194,6 +194,7 @@ def train(
       TrainingStopped: SIGINT or SIGTERM arrived; the run stopped after a step and
         checkpointed it (`signals`).
     """
+    config_lib.check_choices(cfg)  # before any registry is looked up by a kind
     if not is_trained(cfg.model):
         return train_ngram(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)

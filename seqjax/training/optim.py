@@ -11,7 +11,7 @@ SCHEDULES = ("cosine", "linear", "constant")
 
 def validate(cfg: OptimConfig) -> None:
     if cfg.schedule not in SCHEDULES:
-        raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {cfg.schedule!r}")
+        raise ValueError(f"optim.schedule must be one of {', '.join(SCHEDULES)}, got {cfg.schedule!r}")
     if not cfg.learning_rate > 0:
         raise ValueError(f"optim.learning_rate must be > 0, got {cfg.learning_rate}")
     if cfg.warmup_steps < 0:

@@ -46,7 +46,8 @@ def pretrained_encoder(source: str, mesh: Mesh) -> tuple[dict[str, np.ndarray], 
         saved = config_lib.from_dict(json.load(f))
     if saved.model.kind not in ENCODER_KINDS:
         raise ValueError(
-            f"train.init_encoder_from={source!r} must be an encoder-only run (model.kind in {ENCODER_KINDS}), "
+            f"train.init_encoder_from={source!r} must be an encoder-only run "
+            f"(model.kind one of {', '.join(ENCODER_KINDS)}), "
             f"got model.kind={saved.model.kind!r}"
         )
     checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)

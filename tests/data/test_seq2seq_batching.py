@@ -118,3 +118,11 @@ def test_eval_batches_cover_every_example_once_including_long_ones():
             _check_row(batch, row, src[example], tgt[example])
             seen.append(int(example))
     assert sorted(seen) == list(range(len(src)))
+
+
+def test_eval_batches_of_long_examples_are_no_longer_than_the_model_reads():
+    src = [np.arange(3, 22, dtype=np.int32), np.arange(3, 6, dtype=np.int32)]  # 19 + </s>: 20 positions
+    tgt = [np.arange(3, 5, dtype=np.int32)] * 2
+    lengths = [batch["src"].shape[1] for batch, _ in seq2seq_eval_batches(src, tgt, 2, (4, 8), max_length=20)]
+    assert lengths == [4, 20]  # not 24, the multiple of 8 the model could not read
+    assert [batch["src"].shape[1] for batch, _ in seq2seq_eval_batches(src, tgt, 2, (4, 8))] == [4, 24]

@@ -3,9 +3,14 @@ round-trip their text, and bad input (killed or failed prepares, changed sources
 disk, undecodable bytes, empty splits, foreign directories) is refused clearly."""
 
 import errno
+import hashlib
 import json
 import os
 import random
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -131,6 +136,50 @@ def test_prepare_reuses_a_store_and_rebuilds_one_whose_source_changed(corpus):
     assert rebuilt.fingerprint != first.fingerprint and rebuilt.path == first.path
 
 
+@pytest.mark.parametrize("tokenizer", ["char", "word"])
+def test_the_manifest_records_each_sources_content_hash(tmp_path, tokenizer):
+    fingerprints = []
+    for name, text in (("a", b"a b c\n"), ("x", b"x y z\n")):
+        (tmp_path / "train.txt").write_bytes(text)
+        cfg = DataConfig(
+            kind="text", train=str(tmp_path / "train.txt"), tokenizer=tokenizer, store=str(tmp_path / name)
+        )
+        store = ensure_store(cfg, echo=lambda _: None, progress=False)
+        assert store.manifest["sources"][0]["sha256"] == hashlib.sha256(text).hexdigest()
+        fingerprints.append(store.fingerprint)
+    assert fingerprints[0] != fingerprints[1]
+
+
+def rewrite_keeping_mtime(path, text: bytes) -> None:
+    """`text` into `path`, its size and modification time as they were (as `cp -p` or `rsync -t` of
+    another version of the file leave them)."""
+    before = os.stat(path)
+    assert len(text) == before.st_size
+    with open(path, "wb") as file:
+        file.write(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_source_rewritten_with_its_mtime_kept_is_prepared_again(tmp_path):
+    (tmp_path / "train.txt").write_bytes(b"a b c\n")
+    cfg = DataConfig(kind="text", train=str(tmp_path / "train.txt"), tokenizer="word", store=str(tmp_path / "lm"))
+    first = ensure_store(cfg, echo=lambda _: None, progress=False)
+    rewrite_keeping_mtime(tmp_path / "train.txt", b"x y z\n")
+    messages = []
+    again = ensure_store(cfg, echo=messages.append, progress=False)
+    assert "content changed" in messages[0] and again.fingerprint != first.fingerprint
+    assert "x" in again.tokenizer().vocab.tokens and "a" not in again.tokenizer().vocab.tokens
+
+
+def test_a_resumed_run_refuses_a_source_rewritten_with_its_mtime_kept(tmp_path):
+    (tmp_path / "train.txt").write_bytes(b"a b c\n")
+    cfg = DataConfig(kind="text", train=str(tmp_path / "train.txt"), tokenizer="word", store=str(tmp_path / "lm"))
+    fingerprint = ensure_store(cfg, echo=lambda _: None, progress=False).fingerprint
+    rewrite_keeping_mtime(tmp_path / "train.txt", b"x y z\n")
+    with pytest.raises(ValueError, match="source file .*train.txt .its content changed.* changed since"):
+        ensure_store(cfg, expected=fingerprint, progress=False)
+
+
 def test_a_resumed_run_refuses_a_changed_source_naming_it(corpus):
     _, train, valid = corpus
     cfg = _lm(train, valid, tokenizer="word")
@@ -183,6 +232,32 @@ def test_a_half_written_temporary_store_is_never_used(corpus, tmp_path):
     (stale / "train.tokens.bin").write_bytes(b"\0" * 10)
     store = ensure_store(_lm(train, valid, store=str(stores / "lm")), progress=False)
     assert store.path == str(stores / "lm") and len(store.stream("train")) > 10
+
+
+def test_temporary_stores_of_killed_prepares_are_removed_and_live_ones_kept(corpus, tmp_path):
+    _, train, valid = corpus
+    stores, host = tmp_path / "stores", socket.gethostname()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid names a process that is gone
+    two_days_ago = time.time() - 2 * 24 * 3600
+    made = {
+        f".lm.tmp-{host}-{finished.pid}-k1ll3d00": False,
+        f".lm.tmp-{host}-{finished.pid}-k1ll3d00.old": False,
+        f".lm.tmp-{host}-{os.getppid()}-l1ve0000": True,  # a live process of this host
+        ".lm.tmp-elsewhere-12-fresh000": True,  # another host's, recently written
+        ".lm.tmp-elsewhere-12-stale000": False,  # another host's, untouched for two days
+        f".other.tmp-{host}-{finished.pid}-n0tm1ne0": True,  # another store's
+    }
+    for name in made:
+        (stores / name).mkdir(parents=True)
+        (stores / name / "train.tokens.bin").write_bytes(b"\0" * 10)
+        if "stale" in name:
+            for path in (stores / name / "train.tokens.bin", stores / name):
+                os.utime(path, (two_days_ago, two_days_ago))
+    messages = []
+    ensure_store(_lm(train, valid, store=str(stores / "lm")), echo=messages.append, progress=False)
+    assert sorted(os.listdir(stores)) == sorted(["lm", *(name for name, kept in made.items() if kept)])
+    assert sum("left by a prepare that was killed" in m for m in messages) == 3
 
 
 def test_a_directory_without_manifest_is_refused_and_an_old_format_rebuilt(corpus, tmp_path):

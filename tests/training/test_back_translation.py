@@ -5,10 +5,12 @@ import json
 
 import numpy as np
 import pytest
-from helpers import tiny
+from helpers import tiny, tiny_config
 
+from seqjax import config as config_lib
 from seqjax.cli import main
 from seqjax.training.back_translation import combine_pairs
+from seqjax.training.state import dump_json
 
 
 def test_real_pairs_come_upsampled_before_the_tagged_synthetic_pairs():
@@ -134,3 +136,53 @@ def test_backtranslate_options_are_checked(tmp_path, capsys):
     assert "need --train-workdir" in capsys.readouterr().err
     assert main([*base, "--train-workdir", str(tmp_path / "f"), "--set", "data.train=x"]) == 2
     assert "sets the forward run's data.kind, data.train" in capsys.readouterr().err
+
+
+def seq2seq_config_only(workdir):
+    """`workdir` holding a backward (en -> de) run's config and nothing else: what the checks of
+    `backtranslate`'s files see before any model is restored. The forward files are .de / .en."""
+    cfg = tiny_config("data.task=reverse", "model.kind=rnn_seq2seq")
+    dump_json(str(workdir / "config.json"), config_lib.to_dict(cfg))
+    return ["backtranslate", "--workdir", str(workdir)]
+
+
+def test_an_output_that_is_the_real_corpus_is_refused_and_the_corpus_kept(tmp_path, capsys):
+    (tmp_path / "mono.en").write_text("x y\n")
+    for side in ("en", "de"):
+        (tmp_path / f"real.{side}").write_text(f"real {side}\n")
+    same = str(tmp_path / "sub" / ".." / "real")  # another spelling of the real prefix
+    argv = [
+        *seq2seq_config_only(tmp_path),
+        "--monolingual",
+        str(tmp_path / "mono.en"),
+        "--real",
+        str(tmp_path / "real"),
+    ]
+    assert main([*argv, "--output", same]) == 2
+    assert "--output must name new files" in capsys.readouterr().err
+    assert [(tmp_path / f"real.{side}").read_text() for side in ("en", "de")] == ["real en\n", "real de\n"]
+
+
+@pytest.mark.parametrize("text", [b"", b" \n\n\t\n"])
+def test_an_empty_or_blank_monolingual_file_is_refused_and_nothing_written(tmp_path, capsys, text):
+    (tmp_path / "mono.en").write_bytes(text)
+    argv = [*seq2seq_config_only(tmp_path), "--monolingual", str(tmp_path / "mono.en"), "--output", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--monolingual must" in err and str(tmp_path / "mono.en") in err and len(err.splitlines()) == 1
+    assert not list(tmp_path.glob("o.*"))
+
+
+def test_an_undecodable_monolingual_file_names_its_line(tmp_path, capsys):
+    (tmp_path / "mono.en").write_bytes(b"fine\n\xff\n")
+    argv = [*seq2seq_config_only(tmp_path), "--monolingual", str(tmp_path / "mono.en"), "--output", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert f"undecodable bytes in '{tmp_path / 'mono.en'}' at line 2" in capsys.readouterr().err
+
+
+def test_a_relative_real_prefix_is_read_under_seqjax_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SEQJAX_DATA", str(tmp_path / "corpora"))
+    (tmp_path / "mono.en").write_text("x y\n")
+    argv = [*seq2seq_config_only(tmp_path), "--monolingual", str(tmp_path / "mono.en"), "--output", str(tmp_path / "o")]
+    assert main([*argv, "--real", "real"]) == 2
+    assert f"--real must be an existing file, got '{tmp_path / 'corpora' / 'real.de'}'" in capsys.readouterr().err

@@ -85,7 +85,21 @@ def expect_user_error(capsys, argv, message):
 
 
 def test_unknown_config_key_is_a_one_line_error(tmp_path, capsys):
-    expect_user_error(capsys, ["train", "--workdir", str(tmp_path / "r"), "--set", "model.widht=3"], "valid keys")
+    argv = ["train", "--workdir", str(tmp_path / "r"), "--set", "model.d_modle=3"]
+    expect_user_error(capsys, argv, "unknown config key 'model.d_modle'; did you mean model.d_model?")
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_unknown_model_kind_is_one_error_in_train_and_in_config(tmp_path, capsys):
+    errors = []
+    for argv in (["train", "--workdir", str(tmp_path / "r")], ["config"]):
+        assert main([*argv, "--set", "model.kind=lstm"]) == 2
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1] and len(errors[0].splitlines()) == 1
+    assert (
+        "model.kind must be one of rnn, " in errors[0]
+        and "did you mean model.kind=rnn with model.cell=lstm?" in errors[0]
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -251,6 +265,28 @@ def test_a_language_model_on_seq2seq_data_is_refused(tmp_path, capsys):
         ["train", "--workdir", str(tmp_path / "r"), "--set", "data.task=reverse", "model.kind=rnn"],
         "needs an encoder-decoder",
     )
+
+
+def test_evaluated_pairs_longer_than_the_model_reads_are_refused_before_training(tmp_path, capsys):
+    for split, lines in (("train", ["ab", "ba"] * 8), ("test", ["ab", "x" * 40])):
+        for side in ("en", "de"):
+            (tmp_path / f"{split}.{side}").write_text("\n".join(lines) + "\n")
+    corpus = ["data.kind=parallel", f"data.train={tmp_path / 'train'}", f"data.test={tmp_path / 'test'}"]
+    sizes = ["model.max_len=32", "data.buckets=8,16", "data.max_pair_len=15"]
+    argv = [
+        "train",
+        "--workdir",
+        str(tmp_path / "r"),
+        "--set",
+        *tiny(*corpus, "model.kind=transformer_seq2seq", *sizes),
+    ]
+    expect_user_error(
+        capsys,
+        argv,
+        "data.test has 1 pair(s) longer than model.max_len=32 positions (source + </s>, <s> + target; "
+        "the longest needs 41), which evaluation scores: raise model.max_len to 41 or leave them out of data.test",
+    )
+    assert not (tmp_path / "r").exists()  # refused before training, not after
 
 
 def test_seq2seq_train_eval_and_generate(tmp_path, capsys):

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from seqjax import config as config_lib
@@ -15,9 +17,49 @@ def test_override_converts_values_to_the_field_types():
     assert cfg.model.kind == "rnn"
 
 
-def test_unknown_key_error_lists_the_valid_keys():
-    with pytest.raises(ValueError, match=r"unknown config key 'train.stepz'.*train\.steps"):
+def test_unknown_key_error_suggests_the_close_key_without_listing_every_key():
+    with pytest.raises(ValueError, match=r"unknown config key 'train.stepz'; did you mean train\.steps\?") as error:
         config_lib.override(Config(), ["train.stepz=3"])
+    assert "data.kind" not in str(error.value)
+
+
+def test_unknown_key_error_suggests_the_same_name_in_another_section():
+    with pytest.raises(ValueError, match=r"unknown config key 'model.cutoffs'; did you mean head\.cutoffs\?"):
+        config_lib.override(Config(), ["model.cutoffs=10"])
+
+
+def test_an_unknown_kind_is_refused_naming_the_kinds_and_the_option_that_takes_it():
+    want = (
+        "model.kind must be one of rnn, rnn_vae, bilm, transformer, nnlm, ngram, rnn_seq2seq, attention_seq2seq, "
+        "transformer_seq2seq, transformer_encoder, electra, got 'lstm'; "
+        "did you mean model.kind=rnn with model.cell=lstm?"
+    )
+    with pytest.raises(ValueError) as error:
+        config_lib.override(Config(), ["model.kind=lstm"])
+    assert str(error.value) == want
+    values = config_lib.to_dict(Config())
+    values["model"]["kind"] = "lstm"
+    with pytest.raises(ValueError) as error:
+        config_lib.from_dict(values)
+    assert str(error.value) == want
+
+
+def test_a_misspelt_choice_is_refused_with_its_close_spelling():
+    with pytest.raises(ValueError, match=r"^data.tokenizer must be one of char, word, bpe, got 'words'; did you mean "):
+        config_lib.override(Config(), ["data.tokenizer=words"])
+
+
+def test_every_registry_of_names_is_keyed_by_the_configs_choices():
+    from seqjax.data.synthetic import SEQ2SEQ_TASKS
+    from seqjax.data.tokenizers import TOKENIZER_KINDS
+    from seqjax.models import MODEL_KINDS
+    from seqjax.objectives import OBJECTIVES
+
+    assert tuple(MODEL_KINDS) == config_lib.MODEL_KINDS
+    (kind,) = [f for f in dataclasses.fields(config_lib.ObjectiveConfig) if f.name == "kind"]
+    assert tuple(OBJECTIVES) == kind.metadata["choices"]
+    assert TOKENIZER_KINDS == config_lib.TOKENIZERS
+    assert config_lib.SYNTHETIC_TASKS == ("grammar", "oracle", *SEQ2SEQ_TASKS)
 
 
 @pytest.mark.parametrize(
@@ -83,6 +125,10 @@ def test_valid_keys_cover_every_field_of_every_section():
 def test_an_objective_option_refused_by_its_group_is_named_by_its_full_key():
     with pytest.raises(ValueError, match=r"^objective.scheduled_sampling.passes must be an int >= 2, got 1$"):
         config_lib.override(Config(), ["objective.kind=scheduled_sampling", "objective.scheduled_sampling.passes=1"])
+    values = config_lib.to_dict(Config())
+    values["objective"]["scheduled_sampling"]["passes"] = 1
+    with pytest.raises(ValueError, match=r"^objective.scheduled_sampling.passes must be an int >= 2, got 1$"):
+        config_lib.from_dict(values)
 
 
 def test_options_a_group_checks_together_can_be_set_together_in_any_order():

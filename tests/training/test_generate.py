@@ -91,12 +91,55 @@ def test_input_file_gives_one_output_line_per_input_line(word_run, tmp_path, cap
 
 
 def test_input_from_stdin_writes_to_stdout(word_run, monkeypatch, capsys):
-    monkeypatch.setattr("sys.stdin", io.StringIO("He said\n\nWe will\n"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"He said\n\nWe will\n")))
     assert main(["generate", "--workdir", str(word_run), "--max-len", "4", "--input", "-"]) == 0
     captured = capsys.readouterr()
     out = captured.out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[0].startswith("He said") and out[2].startswith("We will")
     assert "generate" in captured.err  # the progress bar
+
+
+def test_an_input_with_a_byte_order_mark_is_continued_without_it(word_run, tmp_path, capsys):
+    (tmp_path / "in.txt").write_bytes("\ufeffHe said\nWe will\n".encode())
+    generate = ["generate", "--workdir", str(word_run), "--max-len", "4", "--input", str(tmp_path / "in.txt")]
+    assert main(generate) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith("He said") and "\ufeff" not in "".join(out)
+
+
+def lm_config_only(workdir):
+    """`workdir` holding a language model run's config and nothing else: what the checks of
+    `generate`'s input see before any model is restored."""
+    dump_json(str(workdir / "config.json"), config_lib.to_dict(tiny_config()))
+    return str(workdir)
+
+
+def expect_one_line_error(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1 and "Errno" not in err
+
+
+def test_an_input_that_is_a_directory_is_refused(tmp_path, capsys):
+    generate = ["generate", "--workdir", lm_config_only(tmp_path), "--input", str(tmp_path)]
+    expect_one_line_error(capsys, generate, f"--input must be a file, got '{tmp_path}', which is a directory")
+
+
+def test_a_missing_input_file_is_named(tmp_path, capsys):
+    generate = ["generate", "--workdir", lm_config_only(tmp_path), "--input", str(tmp_path / "nope.txt")]
+    expect_one_line_error(capsys, generate, f"--input must be an existing file, got '{tmp_path / 'nope.txt'}'")
+
+
+def test_an_undecodable_input_names_its_file_and_line(tmp_path, capsys):
+    (tmp_path / "in.txt").write_bytes(b"fine\nbad \xff byte\n")
+    generate = ["generate", "--workdir", lm_config_only(tmp_path), "--input", str(tmp_path / "in.txt")]
+    expect_one_line_error(capsys, generate, f"undecodable bytes in '{tmp_path / 'in.txt'}' at line 2")
+
+
+def test_undecodable_standard_input_names_its_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"fine\n\xff\n")))
+    generate = ["generate", "--workdir", lm_config_only(tmp_path), "--input", "-"]
+    expect_one_line_error(capsys, generate, "undecodable bytes in '<stdin>' at line 2")
 
 
 def test_a_seq2seq_run_without_a_source_is_refused(tmp_path, capsys):

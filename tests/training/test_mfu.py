@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
+from seqjax.config import HEAD_KINDS as KINDS
 from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
 from seqjax.heads import build_head
-from seqjax.heads.build import KINDS
 from seqjax.training import mfu
 from seqjax.training.experiment import validate_train
 from seqjax.training.loop import train
