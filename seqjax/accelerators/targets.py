@@ -111,6 +111,9 @@ def use_target_compiler() -> None:
     from jax._src import xla_bridge
 
     os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+    # libtpu locks the machine's TPUs for one process; compiling for a topology touches none, and
+    # several processes may compile at once (a test run's workers).
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if xla_bridge.backends_are_initialized():
         if jax.default_backend() != "cpu":
             raise ValueError(f"compiling for a target needs JAX on the CPU, but it runs on {jax.default_backend()}")

@@ -1,0 +1,81 @@
+"""The compile matrix: four runs under the layouts a researcher launches, compiled for 8 x H100
+and a TPU v5e 2x2 (and two v5p slices) from this CPU. Each must compile, fit, and use the fused
+attention kernel wherever its mask lets it (and say why where it does not).
+
+Needs JAX's CUDA and TPU plugins (`pip install -e '.[gpu,tpu]'`); skipped without them. CI
+installs them after the test suite and runs this file.
+"""
+
+import importlib.util
+
+import pytest
+
+from seqjax import config as config_lib
+from seqjax.config import Config
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("libtpu") is None,
+    reason="needs seqjax[gpu] and seqjax[tpu] (JAX's CUDA and TPU plugins)",
+)
+
+RUNS = {
+    "default_lm": (),
+    # Llama's blocks with packed rows; heads 128 wide and rows of 128 tokens, the splash kernel's tiles.
+    "modern_lm": (
+        "model.d_model=512",
+        "model.num_heads=4",
+        "model.kv_heads=2",
+        "model.d_ff=1024",
+        "model.positions=rope",
+        "model.norm_type=rmsnorm",
+        "model.mlp=swiglu",
+        "model.bias=false",
+        "data.seq_len=128",
+        "data.packing=true",
+    ),
+    "transformer_seq2seq": ("data.task=reverse", "model.kind=transformer_seq2seq"),
+    "lstm_sampled": ("model.kind=rnn", "head.kind=sampled", "head.num_samples=32"),
+}
+LAYOUTS = {
+    "h100_data": ("h100:8", "train.sharding=data"),
+    "h100_fsdp": ("h100:8", "train.sharding=fsdp"),
+    "h100_fsdp_tensor": ("h100:8", "train.sharding=fsdp_tensor", "train.mesh=data:4,model:2"),
+    "v5e_fsdp": ("v5e:2x2", "train.sharding=fsdp"),
+}
+
+
+def compiled(run: str, target: str, *layout: str, slices: int = 1):
+    from seqjax.accelerators.report import compile_report
+    from seqjax.accelerators.targets import parse_target, use_target_compiler
+
+    use_target_compiler()
+    cfg = config_lib.override(Config(), ["train.precision=bfloat16", *RUNS[run], *layout])
+    return compile_report(cfg, parse_target(target, slices))
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("run", list(RUNS))
+def test_each_run_compiles_fits_and_uses_the_fused_kernel_where_its_mask_allows(run, layout):
+    target, *overrides = LAYOUTS[layout]
+    report = compiled(run, target, *overrides)
+    assert report["fits"], report["per_device_bytes"]
+    attention = report["attention"]
+    if run == "lstm_sampled":
+        assert attention["requested"] is None
+        return
+    fused = attention["resolved"] in ("cudnn", "splash")
+    expected = {"h100": "cudnn", "v5e": "splash" if run == "modern_lm" else "xla"}[target.split(":")[0]]
+    assert attention["resolved"] == expected  # auto, resolved for the target's devices
+    if fused and attention["fallback"] is None:
+        assert attention["fused_calls"] > 0, attention
+    else:
+        assert attention["fused_calls"] == 0
+    if run == "modern_lm" and target.startswith("h100"):  # packed rows: cuDNN takes no segment ids, said so
+        assert "segment ids" in attention["fallback"]
+
+
+def test_a_run_over_two_slices_all_reduces_its_gradients_across_them_and_gathers_within():
+    report = compiled("default_lm", "v5p:2x2x2", "train.sharding=fsdp", slices=2)
+    assert report["mesh"] == {"slice": 2, "data": 8, "model": 1}
+    assert "all-reduce" in report["dcn_collectives"]
+    assert "all-gather" in report["collectives"]  # FSDP's parameter gathers stay on the slice's ICI
