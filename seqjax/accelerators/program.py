@@ -9,9 +9,9 @@ collective is an instruction named for its kind (`all-reduce`, `all-gather`, `re
 its result's (an asynchronous all-gather's or permute's output, not its operand). A TPU program
 of several slices sends what crosses the data-center network as host transfers to the
 megascale runtime (`send` with `_xla_megascale_transfer_type`): those are the DCN collectives,
-counted apart (`dcn_collectives`). Instructions inside a loop body are counted once per
-appearance, so a scanned layer stack's collectives count once, not once per layer: the totals
-are a lower bound there, said as such where they are printed.
+counted apart (`dcn_collectives`). An instruction inside a loop counts as many times as the
+loop runs where the compiler knows its trip count (`known_trip_count`: a scanned layer stack,
+gradient accumulation), once where it does not.
 """
 
 from __future__ import annotations
@@ -37,20 +37,56 @@ def array_bytes(text: str) -> list[int]:
     return sizes
 
 
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_WHILE = re.compile(r"\bwhile\(.*?body=%?([\w.\-]+).*?known_trip_count\":\{\"n\":\"(\d+)\"")
+_CALLED = re.compile(r"(?:body|condition|to_apply|calls|branch_computations)=\{?%?([\w.\-]+)")
+
+
+def computations(hlo: str) -> dict[str, tuple[str, int]]:
+    """{name: (text, runs)} of the program's computations: how many times each runs per
+    execution, the entry's once, a loop body's its caller's times its known trip count."""
+    texts: dict[str, list[str]] = {}
+    entry, current = None, None
+    for line in hlo.splitlines():
+        opened = _COMPUTATION.match(line)
+        if opened and not line.startswith(" "):
+            current = opened.group(2)
+            texts[current] = []
+            if opened.group(1):
+                entry = current
+        elif current is not None:
+            texts[current].append(line)
+    if not texts:  # instructions without their computation (a fragment): one that runs once
+        return {"": (hlo, 1)}
+    bodies = {name: "\n".join(lines) for name, lines in texts.items()}
+    runs = {entry: 1} if entry is not None else {name: 1 for name in bodies}
+    pending = list(runs)
+    while pending:
+        name = pending.pop()
+        trips = {body: int(n) for body, n in _WHILE.findall(bodies.get(name, ""))}
+        for called in _CALLED.findall(bodies.get(name, "")):
+            if called in bodies and called not in runs:
+                runs[called] = runs[name] * trips.get(called, 1)
+                pending.append(called)
+    return {name: (bodies[name], runs.get(name, 1)) for name in bodies}
+
+
 def collectives(hlo: str) -> dict[str, dict[str, int]]:
-    """{kind: {"count", "bytes"}} of the program's collectives within a slice or host (result
-    bytes; `-start` halves counted for asynchronous ones, their `-done` halves not)."""
+    """{kind: {"count", "bytes"}} of the collectives one execution runs within a slice or host
+    (result bytes; `-start` halves counted for asynchronous ones, their `-done` halves not;
+    loop bodies times their known trip counts)."""
     found: dict[str, dict[str, int]] = {}
-    for result, op in _INSTRUCTION.findall(hlo):
-        kind = op.removesuffix("-start")
-        if kind not in COLLECTIVES:
-            continue
-        entry = found.setdefault(kind, {"count": 0, "bytes": 0})
-        entry["count"] += 1
-        sizes = array_bytes(result)
-        # An asynchronous all-gather's or permute's result holds its operand too: count the output.
-        partial = op.endswith("-start") and kind in ("all-gather", "collective-permute")
-        entry["bytes"] += max(sizes, default=0) if partial else sum(sizes)
+    for text, runs in computations(hlo).values():
+        for result, op in _INSTRUCTION.findall(text):
+            kind = op.removesuffix("-start")
+            if kind not in COLLECTIVES:
+                continue
+            entry = found.setdefault(kind, {"count": 0, "bytes": 0})
+            entry["count"] += runs
+            sizes = array_bytes(result)
+            # An asynchronous all-gather's or permute's result holds its operand too: count the output.
+            partial = op.endswith("-start") and kind in ("all-gather", "collective-permute")
+            entry["bytes"] += runs * (max(sizes, default=0) if partial else sum(sizes))
     return found
 
 
@@ -58,13 +94,14 @@ _DCN_SEND = re.compile(r"^\s*%?[\w.\-]+\s*=\s*\((.*?)\)\s+send\(.*?_xla_megascal
 
 
 def dcn_collectives(hlo: str) -> dict[str, dict[str, int]]:
-    """{kind: {"count", "bytes"}} of what crosses the data-center network between TPU slices:
-    each megascale send's kind (`ALL_REDUCE` as all-reduce, ...) and the bytes it sends."""
+    """{kind: {"count", "bytes"}} of what one execution sends across the data-center network
+    between TPU slices: each megascale send's kind (`ALL_REDUCE` as all-reduce, ...) and bytes."""
     found: dict[str, dict[str, int]] = {}
-    for result, kind in _DCN_SEND.findall(hlo):
-        entry = found.setdefault(kind.lower().replace("_", "-"), {"count": 0, "bytes": 0})
-        entry["count"] += 1
-        entry["bytes"] += next(iter(array_bytes(result)), 0)  # the data sent, before the count and token
+    for text, runs in computations(hlo).values():
+        for result, kind in _DCN_SEND.findall(text):
+            entry = found.setdefault(kind.lower().replace("_", "-"), {"count": 0, "bytes": 0})
+            entry["count"] += runs
+            entry["bytes"] += runs * next(iter(array_bytes(result)), 0)  # the data, before the count and token
     return found
 
 

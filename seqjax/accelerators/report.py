@@ -176,7 +176,7 @@ def describe(report: dict[str, Any]) -> str:
         if attention["fallback"]:
             lines.append(f"notice: {attention['fallback']}")
     kinds = ", ".join(f"{k} x{v['count']} {format_bytes(v['bytes'])}" for k, v in report["collectives"].items())
-    lines.append(f"collectives per train step (a loop body's once): {kinds or 'none'}")
+    lines.append(f"collectives per train step: {kinds or 'none'}")
     if report["dcn_collectives"]:
         across = ", ".join(
             f"{k} x{v['count']} {format_bytes(v['bytes'])}" for k, v in report["dcn_collectives"].items()

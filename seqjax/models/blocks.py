@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
 from seqjax.models.masks import SelfMask
+from seqjax.models.placement import rows_placement
 from seqjax.models.rows_matmul import rows_dot_general
 from seqjax.models.step_dense import apply_dense
 
@@ -111,6 +112,7 @@ class Block(nn.Module):
         memory, memory_mask: this block's `memory` of the encoder output and a bool mask
         broadcastable to [B, 1, T, S], for blocks built with cross=True. Returns [B, T, D] float32.
         """
+        x = rows_placement(x)
         y = self.self_attention(self._enter(self.self_norm, x), positions, mask)
         x = self._leave(self.self_norm, x, y, train)
         if self.cross:

@@ -52,6 +52,25 @@ def attention_spec(mesh, *arrays: jax.Array) -> P:
     return P(rows, None, heads, None)
 
 
+def rows_placement(x: jax.Array) -> jax.Array:
+    """Activations [B, ...] constrained to their rows split over the batch axes (the rest whole),
+    under a step's mesh; `x` itself otherwise.
+
+    With parameters split along their embedding axis (FSDP), propagation is free to split a
+    block's activations the same way and to move them between the two splits with all-to-alls
+    at every layer; pinned to the rows at each block's entry, only the parameters move."""
+    mesh = context_mesh()
+    if mesh is None:
+        return x
+    batch = tuple(axis for axis in BATCH_AXES if axis in mesh.axis_names and mesh.shape[axis] > 1)
+    parts = 1
+    for axis in batch:
+        parts *= mesh.shape[axis]
+    if not batch or x.shape[0] % parts:
+        return x
+    return jax.lax.with_sharding_constraint(x, P(batch))
+
+
 def same_placement(*arrays: jax.Array) -> tuple[jax.Array, ...]:
     """[B, T, heads, Dh] arrays constrained to one sharding (`attention_spec`), under a step's mesh.
 

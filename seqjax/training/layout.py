@@ -60,8 +60,8 @@ PARAMETER_AXES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     (r"(^|/)query/kernel$", ("embed", "heads", "head_dim")),
     (r"(^|/)query/bias$", ("heads", "head_dim")),
     (r"(^|/)out/kernel$", ("heads", "head_dim", "embed")),  # attention output [H, Dh, D]
-    (r"(^|/)ff_in/kernel$", ("embed", "mlp")),
-    (r"(^|/)ff_in/bias$", ("mlp",)),
+    (r"(^|/)ff_(in|gate)/kernel$", ("embed", "mlp")),  # SwiGLU's gate is split as its up projection
+    (r"(^|/)ff_(in|gate)/bias$", ("mlp",)),
     (r"(^|/)ff_out/kernel$", ("mlp", "embed")),
     (r"(^|/)(input|recurrent)_kernel$", ("embed", "gates")),  # RNN [D, gates·D]
     (r"(^|/)input_bias$", ("gates",)),
@@ -162,10 +162,18 @@ def path_name(path) -> str:
 
 
 def logical_axes(name: str, ndim: int) -> tuple[str | None, ...]:
-    """The logical axis of each dimension of the parameter at path `name`."""
+    """The logical axis of each dimension of the parameter at path `name`.
+
+    A layer stack scanned with `nn.scan` (model.scan_layers) holds each parameter with one more,
+    leading, axis: its layers. That axis is never split — each step of the scan reads one layer
+    whole, so a stack split along it would be gathered entire — and the rest is named as the
+    layer's own parameter is."""
     for pattern, axes in PARAMETER_AXES:
         if len(axes) == ndim and re.search(pattern, name):
             return axes
+    for pattern, axes in PARAMETER_AXES:
+        if len(axes) == ndim - 1 and re.search(pattern, name):
+            return (None, *axes)
     return ("other",) * ndim  # unknown parameters: only FSDP splits them, on any axis that divides
 
 

@@ -39,6 +39,27 @@ def test_sends_to_the_megascale_runtime_are_the_collectives_across_slices():
     }
 
 
+LOOP = """
+%body.1 (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %all-gather.7 = f32[64]{0} all-gather(%x), channel_id=7
+}
+%cond.1 (p: (s32[], f32[8])) -> pred[] {
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+ENTRY %main (a: f32[8]) -> f32[8] {
+  %w = (s32[], f32[8]) while(%t), condition=%cond.1, body=%body.1, backend_config={"known_trip_count":{"n":"24"}}
+  %all-reduce.1 = f32[8]{0} all-reduce(%a), channel_id=1
+}
+"""
+
+
+def test_a_collective_in_a_loop_body_counts_once_per_trip():
+    assert program.collectives(LOOP) == {
+        "all-gather": {"count": 24, "bytes": 24 * 64 * 4},
+        "all-reduce": {"count": 1, "bytes": 32},
+    }
+
+
 def test_fused_attention_calls_are_cudnn_custom_calls_and_splash_pallas_kernels():
     assert program.fused_attention_calls(HLO) == {"cudnn": 2, "splash": 1}
 
