@@ -13,6 +13,7 @@ sublayer, with the choices of `ModelConfig`:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -25,7 +26,11 @@ from seqjax.models.masks import SelfMask
 from seqjax.models.rows_matmul import rows_dot_general
 from seqjax.models.step_dense import apply_dense
 
-ACTIVATIONS = {"gelu": nn.gelu, "gelu_exact": functools.partial(nn.gelu, approximate=False), "relu": nn.relu}
+ACTIVATIONS: dict[str, Callable] = {
+    "gelu": nn.gelu,
+    "gelu_exact": functools.partial(nn.gelu, approximate=False),
+    "relu": nn.relu,
+}
 
 
 @jax.custom_vjp
