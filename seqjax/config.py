@@ -53,7 +53,17 @@ class DataConfig:
     )
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
     tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
-    tokenizer: str = option("char", "char | word | bpe", kinds=("text", "parallel"))
+    tokenizer: str = option(
+        "char",
+        "char | word | bpe (built from the train split) | pretrained (a run's own, as it is: data.tokenizer_from)",
+        kinds=("text", "parallel"),
+    )
+    tokenizer_from: str = option(
+        "",
+        "tokenizer=pretrained: the run directory (e.g. written by seqjax import-hf) whose tokenizer encodes the "
+        "corpus; such a corpus may leave data.train empty",
+        kinds=("text",),
+    )
     vocab_size: int = option(0, "upper bound on the vocabulary (0: no bound; bpe requires one)")
     min_count: int = option(1, "word tokenizer: rarer words become <unk>")
     seq_len: int = option(64, "LM: tokens per training row (concatenate-and-chunk)")
