@@ -84,11 +84,9 @@ def _word_parameters(
 ) -> dict:
     """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`, which get no
     gradient unless `learn_bias`; call from a compact method."""
+    weights = _word_table(module, "weights", module.vocab_size, features, embedding)  # drawn first, as ever
     biases = module.param("biases", nn.initializers.constant(initial_bias), (module.vocab_size,), jnp.float32)
-    return {
-        "weights": _word_table(module, "weights", module.vocab_size, features, embedding),
-        "biases": biases if learn_bias else jax.lax.stop_gradient(biases),
-    }
+    return {"weights": weights, "biases": biases if learn_bias else jax.lax.stop_gradient(biases)}
 
 
 class WordScores(nn.Module):
