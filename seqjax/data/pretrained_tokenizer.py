@@ -116,12 +116,6 @@ class PretrainedTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
 
-    def encode_block(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """A block of lines -> (ids [n] int64, tokens of each line [lines] int64), for `prepare`."""
-        encoded = self.encode_batch(lines)
-        lengths = np.array([len(ids) for ids in encoded], np.int64)
-        return np.fromiter((i for ids in encoded for i in ids), np.int64, int(lengths.sum())), lengths
-
     def decode(self, ids) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
         hf_ids = self.layout.hf_of[np.asarray(kept_ids(self.vocab, ids), np.int64)]

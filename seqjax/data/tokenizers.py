@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import hashlib
 import json
 import os
 import re
@@ -281,6 +282,16 @@ def _save(directory: str | os.PathLike, settings: dict, vocab: Vocabulary) -> No
     with open(os.path.join(directory, TOKENIZER_FILE), "w", encoding="utf-8") as file:
         json.dump(settings, file, ensure_ascii=False)
     vocab.save(os.path.join(directory, VOCAB_FILE))
+
+
+def tokenizer_fingerprint(directory: str | os.PathLike) -> str:
+    """sha256 over the files of a saved tokenizer directory, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(directory)):
+        digest.update(name.encode())
+        with open(os.path.join(directory, name), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
 
 
 def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:

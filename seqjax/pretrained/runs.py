@@ -19,12 +19,13 @@ import numpy as np
 
 from seqjax import config as config_lib
 from seqjax.config import Config
+from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.training import optim
 from seqjax.training.experiment import TOKENIZER_DIRS, saved_tokenizers
 from seqjax.training.layout import make_mesh
-from seqjax.training.state import Checkpointer, dump_json, fingerprint, init_state, state_shardings
+from seqjax.training.state import Checkpointer, dump_json, init_state, state_shardings
 
 
 def _parts(cfg: Config, vocab_size: int):
@@ -70,7 +71,7 @@ def write_run(workdir: str, cfg: Config, tokenizer: Any, params: dict[str, Any])
     meta = {
         "data_position": 0,
         "config": config_lib.to_dict(cfg),
-        "tokenizer": fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0])),
+        "tokenizer": tokenizer_fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0])),
         "store": None,
     }
     checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)

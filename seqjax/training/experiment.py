@@ -154,6 +154,14 @@ class Experiment:
             return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
         return LMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
 
+    def example_batch(self):
+        """What parameters' shapes are read from: the train split's first batch, or, for a
+        language model without a train split (an imported run), a batch of zeros [1, 2]."""
+        if "train" in self.data.splits:
+            return self.train_batches().batch(0)
+        zeros = np.zeros((1, 2), np.int32)
+        return {"inputs": zeros, "targets": zeros, "mask": np.ones((1, 2), np.float32)}
+
     def save_tokenizers(self, workdir: str) -> None:
         self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
         if self.is_seq2seq:

@@ -11,7 +11,6 @@ state carries: a checkpoint moves between meshes, strategies and process counts.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -52,6 +51,11 @@ RESUMABLE_CHANGES = {
     # Where the token store lies; its fingerprint, checked on resume, says what its ids mean.
     "data.store",
 }
+# Keys that may change when a run is only evaluated or decoded: any corpus may be read with the
+# run's tokenizer (its token store is checked to hold the run's vocabulary).
+EVALUATION_CHANGES = {"data.root", "data.train", "data.valid", "data.test"}
+# Model keys that change no parameter: a run may start from another's parameters across them.
+PARAMETER_FREE_MODEL_KEYS = ("dropout", "attention_kernel", "remat")
 # Keys the learning-rate schedule is computed from: a resume that changes them follows
 # another schedule than the steps already taken did, so it must be asked for
 # (`seqjax train --extend-schedule`).
@@ -180,16 +184,6 @@ def restore_state(
     shardings = state_shardings(shape, mesh, strategy)
     abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
     return checkpointer.restore(step, abstract)
-
-
-def fingerprint(directory: str) -> str:
-    """sha256 over the files of a saved tokenizer directory, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(os.listdir(directory)):
-        digest.update(name.encode())
-        with open(os.path.join(directory, name), "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], *, keys: set[str] | None = None) -> list[str]:
