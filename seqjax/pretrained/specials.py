@@ -75,9 +75,10 @@ def special_roles(directory: str, model: HfTokenizer, config: dict[str, Any]) ->
     missing = [r.upper() for r in ROLES if roles[r] is None]
     notes = []
     if shared:
-        notes.append(f"{', '.join(shared)} read EOS's row and are never predicted")
+        notes.append(f"{' and '.join(shared)} {'read' if len(shared) > 1 else 'reads'} EOS's row, never predicted")
     if missing:
-        notes.append(f"{', '.join(missing)} have no counterpart: ids of their own, never predicted")
+        own = "ids" if len(missing) > 1 else "an id"
+        notes.append(f"{' and '.join(missing)}: no counterpart, {own} of seqjax's own, never predicted")
     return roles, "special tokens: " + "; ".join(parts) + ("" if not notes else " (" + "; ".join(notes) + ")")
 
 
