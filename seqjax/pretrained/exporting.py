@@ -47,9 +47,11 @@ def _take(tree, index: int):
 
 def bpe_tokenizer_json(tokenizer: BpeTokenizer) -> bytes:
     """seqjax's byte-level BPE as a `tokenizer.json` whose ids are the run's: the BPE vocabulary
-    renumbered by the run's ids, the specials added at 0..3."""
+    renumbered by the run's ids, the specials at 0..3 (special added tokens, never merged)."""
     settings = json.loads(tokenizer.model.to_str())
-    settings["model"]["vocab"] = {piece: tokenizer.vocab.id(piece) for piece in settings["model"]["vocab"]}
+    vocab = {piece: tokenizer.vocab.id(piece) for piece in settings["model"]["vocab"]}
+    # In the model's vocabulary too: tokenizers numbers an added token it lacks after the model's.
+    settings["model"]["vocab"] = {token: i for i, token in enumerate(SPECIAL_TOKENS)} | vocab
     settings["added_tokens"] = [
         {
             "id": i,
