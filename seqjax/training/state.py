@@ -22,6 +22,7 @@ import optax
 import orbax.checkpoint as ocp
 from jax.sharding import Mesh
 
+from seqjax import config as config_lib
 from seqjax.contracts import Batch, Head, Model
 from seqjax.model_head import init_params
 from seqjax.training.layout import tree_shardings
@@ -189,14 +190,15 @@ def restore_state(
 def config_differences(saved: dict[str, Any], current: dict[str, Any], *, keys: set[str] | None = None) -> list[str]:
     """`name: checkpoint has A, now B` for each `section.key` whose value differs: among `keys`
     when given, else among those that may not differ on resume (neither `RESUMABLE_CHANGES`
-    nor `SCHEDULE_KEYS`)."""
+    nor `SCHEDULE_KEYS`). A key the saved config lacks (saved before the key existed) counts as
+    its default, under which that run was trained."""
+    saved = config_lib.to_dict(config_lib.from_dict(saved))
     out = []
     for section, fields in current.items():
         for key, value in fields.items():
             name = f"{section}.{key}"
             old = saved.get(section, {}).get(key)
-            if isinstance(value, tuple):
-                value = list(value)
+            value, old = (list(v) if isinstance(v, tuple) else v for v in (value, old))
             compared = name in keys if keys is not None else name not in RESUMABLE_CHANGES | SCHEDULE_KEYS
             if compared and old != value:
                 out.append(f"{name}: checkpoint has {old!r}, now {value!r}")
