@@ -1,15 +1,17 @@
-"""Greedy and beam decoding against Hugging Face `generate` in torch, and against the machine's bounds.
+"""Greedy and beam decoding of the same weights in seqjax and in Hugging Face `generate`, and against the bounds.
 
     python benchmarks/decode_anchor.py [--quick] [--repeats 5]
 
 Two Transformer LMs of one size (D = 512, 4 layers, 8 query heads, V = 10k, random weights):
-the classic block (learned positions, LayerNorm, GELU MLP of 2048, biases, full multi-head
-attention) against GPT-2 in `transformers`, and the modern block (RoPE, RMSNorm, SwiGLU of
-1365, no biases, 2 key/value heads) against Llama with the same shapes. Each decodes B = 32
-rows from BOS for 128 steps, greedily and with beam search (K = 4, no length penalty, no early
-stop: EOS is unreachable in seqjax and not set in `generate`), timed side by side (medians of
+GPT-2 in `transformers` (learned positions, LayerNorm, GELU MLP of 2048, biases, full
+multi-head attention) and Llama (RoPE, RMSNorm, SwiGLU of 1365, no biases, 2 key/value heads).
+Each is built in torch and its weights imported into seqjax through `seqjax.pretrained` (the
+mapping `seqjax import-hf` uses): the same model in both. Each decodes B = 32 rows from BOS for
+128 steps, greedily and with beam search (K = 4, no length penalty, no early stop: EOS is
+masked in seqjax's output layer and not set in `generate`), timed side by side (medians of
 interleaved repeats). seqjax decodes with its KV cache inside compiled `lax.while_loop`s, one
-per phase of a growing cache; `generate` with its KV cache in torch's eager loop.
+per phase of a growing cache; `generate` with its KV cache in torch's eager loop. Without
+torch, seqjax alone decodes a model of the same shapes from its own random weights.
 
 Bounds per step: the bytes a step must read (every weight once, float32, and the KV cache up
 to the mean position) over the memory bandwidth measured here (a sum over a 1 GiB array), and
@@ -40,6 +42,7 @@ from seqjax.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.model_head import init_decode_state, init_params, make_step_fn  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
+from seqjax.pretrained.importing import checked_checkpoint  # noqa: E402
 
 SPEED_TARGET = 1.2  # seqjax tokens/s over the torch anchor's
 BOUND_TARGET = 3.0  # a step's time over the larger of its two bounds
@@ -96,39 +99,8 @@ def shapes_of(quick: bool, modern: bool) -> Shapes:
     return Shapes(32, 128, 4, 10_000, 512, 4, 8, 2 if modern else 8, 1365 if modern else 2048, modern)
 
 
-def seqjax_calls(shapes: Shapes):
-    """{"greedy" | "beam K": blocking call} of seqjax's compiled KV-cache decoders."""
-    model = build_model(shapes.model_config(), shapes.vocab)
-    head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
-    example = {
-        "inputs": jnp.zeros((1, shapes.steps + 1), jnp.int32),
-        "targets": jnp.zeros((1, shapes.steps + 1), jnp.int32),
-    }
-    params = jax.jit(functools.partial(init_params, model, head))(jax.random.key(0), example)
-    params = {
-        "model": params["model"],
-        "head": dict(params["head"], biases=params["head"]["biases"].at[EOS_ID].set(-1e9)),
-    }
-    ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, max_len=shapes.steps)
-
-    @jax.jit
-    def greedy(params):
-        state = init_decode_state(model, params, shapes.batch, shapes.steps + 1)
-        return decoding.greedy(make_step_fn(model, head, params), state, **ids)[0]
-
-    @jax.jit
-    def beam(params):
-        state = init_decode_state(model, params, shapes.batch, shapes.steps + 1)
-        return decoding.beam_search(make_step_fn(model, head, params), state, beam_size=shapes.beam, **ids)[0]
-
-    return {
-        "greedy": lambda: jax.block_until_ready(greedy(params)),
-        f"beam {shapes.beam}": lambda: jax.block_until_ready(beam(params)),
-    }
-
-
-def torch_calls(shapes: Shapes):
-    """{"greedy" | "beam K": call} of `generate` on the matching Hugging Face model, or None."""
+def torch_model(shapes: Shapes):
+    """The Hugging Face model of `shapes` (random weights, eval mode), or None without torch."""
     try:
         import torch
         import transformers
@@ -147,19 +119,70 @@ def torch_calls(shapes: Shapes):
             max_position_embeddings=shapes.steps + 1,
             tie_word_embeddings=False,
         )
-        model = transformers.LlamaForCausalLM(config)
-    else:
-        config = transformers.GPT2Config(
-            vocab_size=shapes.vocab,
-            n_positions=shapes.steps + 1,
-            n_embd=shapes.d_model,
-            n_layer=shapes.layers,
-            n_head=shapes.heads,
-            n_inner=shapes.d_ff,
-            tie_word_embeddings=False,
-        )
-        model = transformers.GPT2LMHeadModel(config)
-    model.eval()
+        return transformers.LlamaForCausalLM(config).eval()
+    config = transformers.GPT2Config(
+        vocab_size=shapes.vocab,
+        n_positions=shapes.steps + 1,
+        n_embd=shapes.d_model,
+        n_layer=shapes.layers,
+        n_head=shapes.heads,
+        n_inner=shapes.d_ff,
+        tie_word_embeddings=False,
+    )
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def seqjax_model(shapes: Shapes, torch_twin):
+    """(config, parameters) of seqjax's model: `torch_twin`'s weights imported by `seqjax.pretrained`
+    (seqjax's ids are the HF rows), or seqjax's own random ones when there is no twin."""
+    if torch_twin is None:
+        cfg, head_cfg = shapes.model_config(), HeadConfig(kind="full")
+        model = build_model(cfg, shapes.vocab)
+        head = build_head(head_cfg, shapes.vocab, np.ones(shapes.vocab, np.int64))
+        example = {name: jnp.zeros((1, shapes.steps + 1), jnp.int32) for name in ("inputs", "targets")}
+        return cfg, head_cfg, jax.jit(functools.partial(init_params, model, head))(jax.random.key(0), example)
+    tensors = {name: value.detach().numpy() for name, value in torch_twin.state_dict().items()}
+    checkpoint = checked_checkpoint(torch_twin.config.to_dict(), tensors)
+    params = checkpoint.params()
+    params["head"]["biases"] = np.zeros(checkpoint.rows, np.float32)
+    return checkpoint.model, HeadConfig(kind="full", tied=checkpoint.tied, learn_bias=False), params
+
+
+def seqjax_calls(shapes: Shapes, torch_twin):
+    """{"greedy" | "beam K": blocking call} of seqjax's compiled KV-cache decoders."""
+    cfg, head_cfg, params = seqjax_model(shapes, torch_twin)
+    model = build_model(cfg, shapes.vocab)
+    head = build_head(head_cfg, shapes.vocab, np.ones(shapes.vocab, np.int64))
+    params = jax.device_put(
+        {
+            "model": params["model"],
+            "head": dict(params["head"], biases=jnp.asarray(params["head"]["biases"]).at[EOS_ID].set(-1e9)),
+        }
+    )
+    ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, max_len=shapes.steps)
+
+    @jax.jit
+    def greedy(params):
+        state = init_decode_state(model, params, shapes.batch, shapes.steps + 1)
+        return decoding.greedy(make_step_fn(model, head, params), state, **ids)[0]
+
+    @jax.jit
+    def beam(params):
+        state = init_decode_state(model, params, shapes.batch, shapes.steps + 1)
+        return decoding.beam_search(make_step_fn(model, head, params), state, beam_size=shapes.beam, **ids)[0]
+
+    return {
+        "greedy": lambda: jax.block_until_ready(greedy(params)),
+        f"beam {shapes.beam}": lambda: jax.block_until_ready(beam(params)),
+    }
+
+
+def torch_calls(shapes: Shapes, model):
+    """{"greedy" | "beam K": call} of `generate` on `model`, or None without one."""
+    if model is None:
+        return None
+    import torch
+
     start = torch.full((shapes.batch, 1), BOS_ID, dtype=torch.long)
     options = dict(
         max_new_tokens=shapes.steps,
@@ -204,7 +227,8 @@ def main(argv: list[str] | None = None) -> None:
         shapes = shapes_of(args.quick, modern)
         anchor = "Llama (transformers)" if modern else "GPT-2 (transformers)"
         name = "modern (RoPE, RMSNorm, SwiGLU, GQA 8/2)" if modern else "classic"
-        ours, theirs = seqjax_calls(shapes), torch_calls(shapes)
+        twin = torch_model(shapes)
+        ours, theirs = seqjax_calls(shapes, twin), torch_calls(shapes, twin)
         calls = {("seqjax", d): c for d, c in ours.items()} | {(anchor, d): c for d, c in (theirs or {}).items()}
         for call in calls.values():
             call()

@@ -1,5 +1,5 @@
-"""`seqjax train | prepare | eval | generate | backtranslate | config | compile | plot | bench`: the command
-line over the training package."""
+"""`seqjax train | prepare | eval | generate | backtranslate | import-hf | export-hf | config | compile | plot |
+bench`: the command line over the training package."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ DEFAULT_WORKDIR = "runs"
 
 
 def load_config(path: str | None) -> tuple[config_lib.Config, str]:
-    """The config from an experiment file's `get_config()` (no file: the defaults), and its name."""
+    """The config from an experiment file's `get_config()`, or a run's `config.json` (e.g. an
+    imported model's, to fine-tune it), and its name; no file: the defaults."""
     if path is None:
         return config_lib.Config(), "default"
     if not os.path.isfile(path):
         raise ValueError(f"--config file does not exist: {path}")
+    if path.endswith(".json"):
+        return run_config(os.path.dirname(path) or "."), os.path.basename(os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"--config file {path} is not a Python file")
@@ -57,7 +60,7 @@ def restored(workdir: str, overrides: list[str], splits: list[str] | None = None
     checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
     try:
         # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
-        step, tokenizers, _ = open_run(cfg, workdir, checkpointer, extend_schedule=True)
+        step, tokenizers, _ = open_run(cfg, workdir, checkpointer, extend_schedule=True, evaluating=True)
         if step is None:
             raise ValueError(f"--workdir {workdir} has no checkpoint yet")
         exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits)
@@ -329,6 +332,18 @@ def cmd_backtranslate(args) -> None:
         train(config_lib.override(cfg, [*corpus, *args.set]), args.train_workdir)
 
 
+def cmd_import_hf(args) -> None:
+    from seqjax.pretrained import import_checkpoint
+
+    import_checkpoint(args.checkpoint, args.workdir)
+
+
+def cmd_export_hf(args) -> None:
+    from seqjax.pretrained import export_run
+
+    export_run(args.workdir, args.output, dtype=args.dtype)
+
+
 def cmd_plot(args) -> None:
     from seqjax.training.plot import plot_runs
 
@@ -468,6 +483,23 @@ def parser() -> argparse.ArgumentParser:
     add_config_arguments(bt)
     add_decoding_arguments(bt)
     bt.set_defaults(func=cmd_backtranslate)
+    im = sub.add_parser(
+        "import-hf",
+        help="a Hugging Face GPT-2 or Llama checkpoint directory (config.json, safetensors weights, tokenizer.json) "
+        "as a run: generate, eval and train.init_from then work on it",
+    )
+    im.add_argument("checkpoint", metavar="CHECKPOINT_DIR")
+    im.add_argument("--workdir", required=True, help="the new run directory (missing or empty)")
+    im.set_defaults(func=cmd_import_hf)
+    ex = sub.add_parser(
+        "export-hf",
+        help="a run whose model has a Hugging Face twin (GPT-2, Llama) as a checkpoint directory that "
+        "transformers' AutoModelForCausalLM.from_pretrained loads",
+    )
+    ex.add_argument("--workdir", required=True)
+    ex.add_argument("--output", required=True, metavar="DIR", help="the new checkpoint directory (missing or empty)")
+    ex.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="of the written weights")
+    ex.set_defaults(func=cmd_export_hf)
     pl = sub.add_parser("plot", help="training loss, validation perplexity and tokens/s against steps")
     pl.add_argument("--workdir", nargs="+", required=True, metavar="DIR", help="one or more run directories")
     pl.add_argument("--output", metavar="FILE.png", help="default: metrics.png in the first run directory")

@@ -25,7 +25,7 @@ from seqjax.options import option
 # them to code (`seqjax.models.MODEL_KINDS`, `seqjax.heads.build`, ...) are keyed by these.
 DATA_KINDS = ("synthetic", "text", "parallel")
 SYNTHETIC_TASKS = ("grammar", "oracle", "copy", "reverse", "sort", "addition")
-TOKENIZERS = ("char", "word", "bpe")
+TOKENIZERS = ("char", "word", "bpe", "pretrained")
 MODEL_KINDS = (
     "rnn",
     "rnn_vae",
@@ -79,7 +79,18 @@ class DataConfig:
     )
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
     tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
-    tokenizer: str = option("char", " | ".join(TOKENIZERS), kinds=("text", "parallel"), choices=TOKENIZERS)
+    tokenizer: str = option(
+        "char",
+        "char | word | bpe (built from the train split) | pretrained (a run's own, as it is: data.tokenizer_from)",
+        kinds=("text", "parallel"),
+        choices=TOKENIZERS,
+    )
+    tokenizer_from: str = option(
+        "",
+        "tokenizer=pretrained: the run directory (e.g. written by seqjax import-hf) whose tokenizer encodes the "
+        "corpus; such a corpus may leave data.train empty",
+        kinds=("text",),
+    )
     vocab_size: int = option(0, "upper bound on the vocabulary (0: no bound; bpe requires one)")
     min_count: int = option(1, "word tokenizer: rarer words become <unk>")
     seq_len: int = option(64, "LM: tokens per training row (concatenate-and-chunk)")
@@ -126,9 +137,16 @@ class ModelConfig:
     max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=ATTENTION)
     norm: str = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
     norm_type: str = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)
+    norm_eps: float = option(1e-6, "epsilon added to the variance (mean square) inside each norm", kinds=ATTENTION)
+    scale_embeddings: bool = option(
+        True,
+        "token embeddings multiplied by √D on input (false: added as they are, as in GPT-2 and Llama)",
+        kinds=ATTENTION,
+    )
     mlp: str = option(
         "gelu",
-        "feed-forward: gelu (tanh approximation) | relu | swiglu (silu(x W_gate) · x W_up, each d_ff wide)",
+        "feed-forward: gelu (tanh approximation) | gelu_exact (erf) | relu | swiglu (silu(x W_gate) · x W_up, each "
+        "d_ff wide)",
         kinds=ATTENTION,
     )
     kv_heads: int = option(
@@ -180,6 +198,12 @@ class HeadConfig:
         0,
         "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)",
         kinds=("full",),
+    )
+    learn_bias: bool = option(
+        True,
+        "train the word biases (false: they stay where they start, e.g. an imported model's: 0, and far below "
+        "every score for the ids it has no token for)",
+        kinds=("full", *SAMPLING_HEADS),
     )
     z_loss: float = option(
         0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)

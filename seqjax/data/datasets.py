@@ -20,7 +20,7 @@ from seqjax.config import DATA_KINDS, SYNTHETIC_TASKS, TOKENIZERS, DataConfig
 from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
 from seqjax.data.readers import read_lines, read_parallel
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
-from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, Tokenizer, build_tokenizer
+from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE, Tokenizer, build_tokenizer, load_tokenizer
 from seqjax.data.vocab import EOS_ID
 
 SPLITS = ("train", "valid", "test")
@@ -128,6 +128,18 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
         ("seed", 0),
     ):
         _check_int(cfg, name, minimum)
+    if (cfg.tokenizer == "pretrained") != bool(cfg.tokenizer_from):
+        raise ValueError(
+            "data.tokenizer=pretrained and data.tokenizer_from (the run whose tokenizer encodes the corpus) go "
+            f"together, got data.tokenizer={cfg.tokenizer!r}, data.tokenizer_from={cfg.tokenizer_from!r}"
+        )
+    if cfg.tokenizer == "pretrained" and cfg.kind != "text":
+        raise ValueError(f"data.tokenizer=pretrained encodes a text corpus (data.kind=text), got {cfg.kind!r}")
+    if cfg.tokenizer == "pretrained" and not os.path.isdir(pretrained_tokenizer_dir(cfg)):
+        raise ValueError(
+            f"data.tokenizer_from={cfg.tokenizer_from!r} must be a run directory holding tokenizer/ (e.g. written by "
+            "seqjax import-hf)"
+        )
     if cfg.tokenizer == "bpe" and cfg.vocab_size < BPE_MIN_VOCAB_SIZE:
         raise ValueError(f"data.vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for the bpe tokenizer, got {cfg.vocab_size}")
     buckets = cfg.buckets
@@ -138,7 +150,7 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
     if cfg.kind == "synthetic" and cfg.task not in SYNTHETIC_TASKS:
         raise ValueError(f"data.task must be one of {', '.join(SYNTHETIC_TASKS)} for synthetic data, got {cfg.task!r}")
     if cfg.kind in ("text", "parallel"):
-        if not cfg.train:
+        if not cfg.train and cfg.tokenizer != "pretrained":
             raise ValueError(f"data.train must name the training {'file' if cfg.kind == 'text' else 'prefix'}, got ''")
         if cfg.kind == "parallel" and (not cfg.src or not cfg.tgt or cfg.src == cfg.tgt):
             raise ValueError(f"data.src and data.tgt must be two different suffixes, got {cfg.src!r}, {cfg.tgt!r}")
@@ -160,6 +172,17 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
                 if os.path.isabs(getattr(cfg, split)):
                     where = ""
                 raise ValueError(f"data.{split} must name existing files, missing {missing}{where}")
+
+
+def pretrained_tokenizer_dir(cfg: DataConfig) -> str:
+    """The tokenizer directory of data.tokenizer_from's run (a run's `tokenizer/`)."""
+    return os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")
+
+
+def has_corpus(cfg: DataConfig) -> bool:
+    """False for text encoded by a pretrained tokenizer with no split named: a run that holds a
+    model and its tokenizer only (an imported one), which decodes but reads no data."""
+    return cfg.kind != "text" or any(getattr(cfg, split) for split in SPLITS)
 
 
 def _encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
@@ -295,7 +318,8 @@ def load_data(
       cfg: `kind` synthetic (task grammar or oracle -> LMData; copy/reverse/sort/addition ->
         ParallelData, splits generated from (seed, split number), num_train / num_eval
         examples), text (a file per split) or parallel (a prefix per split with
-        `PREFIX.SRC` / `PREFIX.TGT`). Splits whose path is '' are left out (train is required).
+        `PREFIX.SRC` / `PREFIX.TGT`). Splits whose path is '' are left out (train is required
+        but with a pretrained tokenizer, which may also encode no split at all: no splits).
       tokenizers: None to build from the train split, else what `data.tokenizers` returned:
         a tokenizer (LM) or a (source, target) pair (parallel); for a stored corpus, they must
         be the store's.
@@ -336,4 +360,6 @@ def load_data(
         task = SEQ2SEQ_TASKS[cfg.task]
         pairs = {split: task(sizes[split], seeds[split]) for split in SPLITS}
         return _parallel_data(cfg, pairs, tokenizers)
+    if not has_corpus(cfg):
+        return LMData(tokenizers or load_tokenizer(pretrained_tokenizer_dir(cfg)), {}, {})
     return _stored_data(cfg, tokenizers, fingerprint, echo)

@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
-from seqjax.data.datasets import SPLITS, split_path, to_stderr, validate_data_config
+from seqjax.data.datasets import SPLITS, pretrained_tokenizer_dir, split_path, to_stderr, validate_data_config
 from seqjax.data.store import (
     FORMAT_VERSION,
     MANIFEST,
@@ -43,9 +43,9 @@ from seqjax.data.store import (
     token_dtype,
     tokenization_config,
 )
-from seqjax.data.stream_tokenizers import block_encoder, train_streaming
+from seqjax.data.stream_tokenizers import block_encoder, given_encoder, train_streaming
 from seqjax.data.streaming import ahead, read_blocks
-from seqjax.data.tokenizers import CharTokenizer
+from seqjax.data.tokenizers import CharTokenizer, load_tokenizer
 from seqjax.data.vocab import EOS_ID, UNK_ID
 from seqjax.data.word_index import count_words
 
@@ -69,6 +69,12 @@ def source_files(cfg: DataConfig) -> dict[str, dict[str, str]]:
                 {"": prefix} if cfg.kind == "text" else {s: f"{prefix}.{getattr(cfg, s)}" for s in ("src", "tgt")}
             )
     return files
+
+
+def provisional_ids(cfg: DataConfig, model: Any) -> bool:
+    """Whether `model` writes provisional ids that a table maps at the end (word, BPE), not its
+    own (char level, a pretrained tokenizer)."""
+    return cfg.tokenizer != "pretrained" and not isinstance(model, CharTokenizer)
 
 
 class _Sink:
@@ -146,20 +152,24 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
     stats = {path: os.stat(path) for path in paths}
     lm = cfg.kind == "text"
     trained: dict[str, Any] = {}
-    for side, path in files["train"].items():
-        trained[side], _ = train_streaming(
-            cfg.tokenizer, blocks(path), vocab_size=cfg.vocab_size, min_count=cfg.min_count
-        )
-    encoders = {side: block_encoder(model) for side, model in trained.items()}
+    if cfg.tokenizer == "pretrained":  # given whole: nothing trained, its ids final
+        trained[""] = load_tokenizer(pretrained_tokenizer_dir(cfg))
+        encoders = {"": given_encoder(trained[""])}
+    else:
+        for side, path in files["train"].items():
+            trained[side], _ = train_streaming(
+                cfg.tokenizer, blocks(path), vocab_size=cfg.vocab_size, min_count=cfg.min_count
+            )
+        encoders = {side: block_encoder(model) for side, model in trained.items()}
     # side -> (tokenizer, table from the written provisional ids to its ids; None: they are its ids)
     final: dict[str, tuple[Any, np.ndarray | None]] = {
-        side: (model, None) for side, model in trained.items() if isinstance(model, CharTokenizer)
+        side: (model, None) for side, model in trained.items() if not provisional_ids(cfg, model)
     }
     splits: dict[str, Any] = {}
     for split, sides in files.items():
         for side, path in sides.items():
             model = trained[side]
-            provisional = not isinstance(model, CharTokenizer)
+            provisional = provisional_ids(cfg, model)
             eos = (_EOS_MARK if provisional else EOS_ID) if lm else None
             sink = _Sink(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
             counts = np.zeros(0, np.int64)
@@ -240,7 +250,7 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     owner = f"{socket.gethostname()}-{os.getpid()}-"
     temporary = tempfile.mkdtemp(prefix=f"{_temporary_prefix(directory)}{owner}", dir=parent)
     total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
-    if cfg.tokenizer != "word":  # char counts, BPE trains in a first pass over the train files
+    if cfg.tokenizer in ("char", "bpe"):  # char counts, BPE trains in a first pass over the train files
         total += sum(os.path.getsize(p) for p in files["train"].values())
     try:
         with tqdm(

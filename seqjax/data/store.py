@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.tokenizers import Tokenizer, load_tokenizer
+from seqjax.data.tokenizers import Tokenizer, load_tokenizer, tokenizer_fingerprint
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -54,9 +54,14 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def tokenization_config(cfg: DataConfig, paths: dict[str, str]) -> dict[str, Any]:
-    """The keys of `cfg` that decide the ids, with each split's resolved absolute path."""
+    """The keys of `cfg` that decide the ids, with each split's resolved absolute path (and a
+    pretrained tokenizer's fingerprint)."""
     record: dict[str, Any] = {key: getattr(cfg, key) for key in TOKENIZATION_KEYS}
     record.update({split: os.path.abspath(path) for split, path in paths.items()})
+    if cfg.tokenizer == "pretrained":  # the tokenizer itself, wherever its run lies
+        record["tokenizer_fingerprint"] = tokenizer_fingerprint(
+            os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")
+        )
     return record
 
 

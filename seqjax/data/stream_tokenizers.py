@@ -29,7 +29,7 @@ from tokenizers import Tokenizer as HfTokenizer
 
 from seqjax.data import byte_level_pieces
 from seqjax.data.byte_level_pieces import PieceIndex
-from seqjax.data.tokenizers import BpeTokenizer, CharTokenizer, WordTokenizer
+from seqjax.data.tokenizers import BpeTokenizer, CharTokenizer, Tokenizer, WordTokenizer
 from seqjax.data.vocab import SPECIAL_TOKENS, UNK_ID, Vocabulary
 from seqjax.data.word_index import WordIndex, hash_block
 
@@ -157,6 +157,18 @@ def _char_encoder(vocab: Vocabulary) -> Callable[[list[str]], Encoded]:
         return _line_ends(np.where(cps == ord("\n"), -1, ids), -1)
 
     return encode
+
+
+def given_encoder(tokenizer: Tokenizer) -> BlockEncoder:
+    """Encodes blocks of lines with a whole tokenizer (data.tokenizer=pretrained), through its
+    `encode_batch`: its ids are final."""
+
+    def encode(lines: list[str]) -> Encoded:
+        encoded = tokenizer.encode_batch(lines)
+        lengths = np.array([len(ids) for ids in encoded], np.int64)
+        return np.fromiter((i for ids in encoded for i in ids), np.int64, int(lengths.sum())), lengths
+
+    return BlockEncoder(encode)
 
 
 def block_encoder(model: CharTokenizer | WordModel | BpeModel) -> BlockEncoder:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import hashlib
 import json
 import os
 import re
@@ -20,9 +21,10 @@ from typing import Any, Protocol
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocabulary
+from seqjax.data.pretrained_tokenizer import SETTINGS_KIND, PretrainedTokenizer
+from seqjax.data.vocab import SPECIAL_TOKENS, Vocabulary, kept_ids
 
-TOKENIZER_KINDS = ("char", "word", "bpe")
+TOKENIZER_KINDS = ("char", "word", "bpe", "pretrained")  # pretrained: loaded (`load_tokenizer`), never built
 TOKENIZER_FILE = "tokenizer.json"
 VOCAB_FILE = "vocab.json"
 # Byte-level BPE starts from all 256 bytes, so it needs room for them plus our specials.
@@ -88,17 +90,6 @@ def detokenize(tokens: Sequence[str]) -> str:
     return text
 
 
-def _kept_ids(vocab: Vocabulary, ids) -> list[int]:
-    """Ids up to the first `</s>`, without `<pad>` and `<s>`."""
-    kept = []
-    for id_ in vocab.check_ids(ids, "ids").reshape(-1).tolist():
-        if id_ == EOS_ID:
-            break
-        if id_ not in (PAD_ID, BOS_ID):
-            kept.append(id_)
-    return kept
-
-
 def _check_training_text(texts: Sequence[str]) -> None:
     if isinstance(texts, str):
         raise ValueError("texts must be a sequence of lines, got a single string")
@@ -139,13 +130,13 @@ class _SegmentingTokenizer(abc.ABC):
 
     def decode(self, ids) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
-        return self.join([self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)])
+        return self.join([self.vocab.tokens[id_] for id_ in kept_ids(self.vocab, ids)])
 
     def continue_text(self, prompt: str, ids) -> str:
         """`prompt` followed by the text of `ids` ([T] int, as `decode`), joined as one text.
 
         The prompt keeps its own words (a word outside the vocabulary stays itself)."""
-        return self.join(self.segment(prompt) + [self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)])
+        return self.join(self.segment(prompt) + [self.vocab.tokens[id_] for id_ in kept_ids(self.vocab, ids)])
 
     def words(self, text: str) -> int:
         return count_words(text)
@@ -252,13 +243,13 @@ class BpeTokenizer:
 
     def decode(self, ids) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
-        pieces = [self.vocab.tokens[id_] for id_ in _kept_ids(self.vocab, ids)]
+        pieces = [self.vocab.tokens[id_] for id_ in kept_ids(self.vocab, ids)]
         return self.model.decoder.decode(pieces) if pieces else ""
 
     def continue_text(self, prompt: str, ids) -> str:
         """`prompt` followed by the text of `ids` ([T] int, as `decode`), decoded together (a
         character whose bytes straddle the two comes out whole)."""
-        return self.decode([*self.encode(prompt), *_kept_ids(self.vocab, ids)])
+        return self.decode([*self.encode(prompt), *kept_ids(self.vocab, ids)])
 
     def words(self, text: str) -> int:
         return count_words(text)
@@ -278,7 +269,9 @@ def build_tokenizer(kind: str, texts: Sequence[str], *, vocab_size: int = 0, min
       min_count: char/word: rarer tokens become `<unk>`; bpe: rarer pairs are not merged.
     """
     if kind not in _CLASSES:
-        raise ValueError(f"tokenizer kind must be one of {', '.join(TOKENIZER_KINDS)}, got {kind!r}")
+        raise ValueError(
+            f"tokenizer kind must be one of {', '.join(_CLASSES)} (a pretrained one is loaded), got {kind!r}"
+        )
     if vocab_size < 0:
         raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
     if min_count < 1:
@@ -293,6 +286,16 @@ def _save(directory: str | os.PathLike, settings: dict, vocab: Vocabulary) -> No
     vocab.save(os.path.join(directory, VOCAB_FILE))
 
 
+def tokenizer_fingerprint(directory: str | os.PathLike) -> str:
+    """sha256 over the files of a saved tokenizer directory, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(directory)):
+        digest.update(name.encode())
+        with open(os.path.join(directory, name), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
 def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     """Restores a tokenizer written by its `save(directory)`."""
     paths = [os.path.join(directory, name) for name in (TOKENIZER_FILE, VOCAB_FILE)]
@@ -302,6 +305,8 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     with open(paths[0], encoding="utf-8") as file:
         settings = json.load(file)
     kind = settings.get("kind") if isinstance(settings, dict) else None
+    if kind == SETTINGS_KIND:
+        return PretrainedTokenizer.load(directory, settings)
     if kind not in _CLASSES:
         raise ValueError(f"tokenizer kind must be one of {', '.join(TOKENIZER_KINDS)}, got {kind!r} in {paths[0]}")
     vocab = Vocabulary.load(paths[1])

@@ -159,3 +159,15 @@ class Vocabulary:
 
     def __hash__(self) -> int:
         return hash(self.tokens)
+
+
+def kept_ids(vocab: Vocabulary, ids) -> list[int]:
+    """`ids` ([T] int, each checked to be in the vocabulary) up to the first `</s>`, without
+    `<pad>` and `<s>`: the ids whose text a tokenizer's `decode` writes."""
+    kept = []
+    for id_ in vocab.check_ids(ids, "ids").reshape(-1).tolist():
+        if id_ == EOS_ID:
+            break
+        if id_ not in (PAD_ID, BOS_ID):
+            kept.append(id_)
+    return kept

@@ -67,7 +67,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             raise ValueError(f"head.chunk_size must be >= 0 (0: chosen by shape), got {cfg.chunk_size}")
         if isinstance(cfg.z_loss, bool) or not 0.0 <= cfg.z_loss < float("inf"):
             raise ValueError(f"head.z_loss must be a finite float >= 0 (0: off), got {cfg.z_loss!r}")
-        return FullSoftmax(vocab_size, tied=cfg.tied, chunk_size=cfg.chunk_size, z_loss=cfg.z_loss)
+        return FullSoftmax(
+            vocab_size, tied=cfg.tied, learn_bias=cfg.learn_bias, chunk_size=cfg.chunk_size, z_loss=cfg.z_loss
+        )
     if cfg.kind in ("sampled", "nce", "negative"):
         return _sampling_head(cfg, vocab_size, counts, smoothed)
     if cfg.kind == "class":
@@ -105,7 +107,11 @@ def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothe
         samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))
         sampler = samplers.log_uniform(vocab_size)
     shared: dict[str, Any] = dict(
-        tied=cfg.tied, sampler=sampler, num_samples=cfg.num_samples, per_row_samples=cfg.per_row_samples
+        tied=cfg.tied,
+        learn_bias=cfg.learn_bias,
+        sampler=sampler,
+        num_samples=cfg.num_samples,
+        per_row_samples=cfg.per_row_samples,
     )
     if cfg.kind == "sampled":
         return SampledSoftmax(

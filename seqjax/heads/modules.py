@@ -80,19 +80,25 @@ def _word_table(module: nn.Module, name: str, rows: int, features: int, embeddin
     return jnp.asarray(embedding[:rows], jnp.float32)
 
 
-def _word_parameters(module: nn.Module, features: int, embedding, initial_bias: float = 0.0) -> dict:
-    """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`; call from a compact method."""
-    return {
-        "weights": _word_table(module, "weights", module.vocab_size, features, embedding),
-        "biases": module.param("biases", nn.initializers.constant(initial_bias), (module.vocab_size,), jnp.float32),
-    }
+def _word_parameters(
+    module: nn.Module, features: int, embedding, initial_bias: float = 0.0, learn_bias: bool = True
+) -> dict:
+    """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`, which get no
+    gradient unless `learn_bias`; call from a compact method."""
+    weights = _word_table(module, "weights", module.vocab_size, features, embedding)  # drawn first, as ever
+    biases = module.param("biases", nn.initializers.constant(initial_bias), (module.vocab_size,), jnp.float32)
+    return {"weights": weights, "biases": biases if learn_bias else jax.lax.stop_gradient(biases)}
 
 
 class WordScores(nn.Module):
-    """Heads that score words with one [V, D] table and [V] biases; exact log-probs over them."""
+    """Heads that score words with one [V, D] table and [V] biases; exact log-probs over them.
+
+    `learn_bias` false keeps the biases where they start (a zero gradient; a pretrained model
+    without output biases keeps its far-negative biases of the ids it has no token for)."""
 
     vocab_size: int
     tied: bool = False
+    learn_bias: bool = True
 
     def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
         """Output weights multiplied per trained target token: every word's row."""
@@ -104,7 +110,7 @@ class WordScores(nn.Module):
 
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
-        return _word_parameters(self, features, embedding, self.initial_bias())
+        return _word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
 
     def log_probs(self, hidden, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
@@ -213,7 +219,7 @@ class NCE(_SamplingHead):
 
     @nn.compact
     def parameters(self, features: int, embedding=None) -> dict:
-        params = _word_parameters(self, features, embedding, self.initial_bias())
+        params = _word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
         if self.learn_normalizer:
             init = nn.initializers.constant(self.log_normalizer)
             params["log_normalizer"] = self.param("log_normalizer", init, (), jnp.float32)

@@ -51,7 +51,7 @@ ENCODER_KINDS = ("transformer_encoder", "electra")  # encoder-only: no decode st
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")
-MLPS = ("gelu", "relu", "swiglu")
+MLPS = ("gelu", "gelu_exact", "relu", "swiglu")
 REMATS = ("none", "dots", "full")
 ATTENTION_SCORES = ("additive", "dot", "general")
 
@@ -113,6 +113,8 @@ def _check_transformer(cfg: ModelConfig) -> None:
             f"model.d_model / model.num_heads (the head width) must be even for rope positions, "
             f"got {cfg.d_model} / {cfg.num_heads}"
         )
+    if isinstance(cfg.norm_eps, bool) or not 0.0 < cfg.norm_eps < 1.0:
+        raise ValueError(f"model.norm_eps must be in (0, 1), got {cfg.norm_eps!r}")
     if isinstance(cfg.rope_base, bool) or not cfg.rope_base > 1.0:
         raise ValueError(f"model.rope_base must be > 1, got {cfg.rope_base!r}")
     if not isinstance(cfg.kv_heads, int) or isinstance(cfg.kv_heads, bool) or cfg.kv_heads < 0:

@@ -4,13 +4,16 @@ sublayer, with the choices of `ModelConfig`:
 - `norm`: "pre" normalizes each sublayer's input (x + f(N(x))), "post" the residual sum
   (N(x + f(x))), as in the original Transformer; `norm_type` makes N a LayerNorm or an
   RMSNorm (no centring, no bias).
-- `mlp`: gelu (tanh approximation) or relu between two dense layers, or SwiGLU,
+- `mlp`: gelu (tanh approximation, GPT-2's "gelu_new"), gelu_exact (erf) or relu between two
+  dense layers, or SwiGLU,
   silu(x W_gate) · (x W_up) W_down with gate and up each d_ff wide.
 - `bias`: whether the attention projections and the feed-forward layers have biases.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -24,7 +27,11 @@ from seqjax.models.placement import rows_placement
 from seqjax.models.rows_matmul import rows_dot_general
 from seqjax.models.step_dense import apply_dense
 
-ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
+ACTIVATIONS: dict[str, Callable] = {
+    "gelu": nn.gelu,
+    "gelu_exact": functools.partial(nn.gelu, approximate=False),
+    "relu": nn.relu,
+}
 
 
 @jax.custom_vjp
@@ -55,8 +62,10 @@ gated_silu.defvjp(_gated_silu_forward, _gated_silu_backward)
 
 
 def make_norm(cfg: ModelConfig, dtype: Any) -> nn.Module:
-    """A LayerNorm or an RMSNorm (`cfg.norm_type`), computing in `dtype` with float32 parameters."""
-    return nn.RMSNorm(dtype=dtype) if cfg.norm_type == "rmsnorm" else nn.LayerNorm(dtype=dtype)
+    """A LayerNorm or an RMSNorm (`cfg.norm_type`) with epsilon `cfg.norm_eps`, computing in
+    `dtype` with float32 parameters."""
+    kind = nn.RMSNorm if cfg.norm_type == "rmsnorm" else nn.LayerNorm
+    return kind(epsilon=cfg.norm_eps, dtype=dtype)
 
 
 class Block(nn.Module):

@@ -73,8 +73,8 @@ class EncoderDecoder(TokenModel):
 
 
 class PositionalInputs(nn.Module):
-    """Embeddings scaled by √D plus a position encoding (none for rope, which turns queries
-    and keys inside attention instead), then dropout."""
+    """Embeddings scaled by √D (unless `cfg.scale_embeddings` is false) plus a position encoding
+    (none for rope, which turns queries and keys inside attention instead), then dropout."""
 
     cfg: ModelConfig
 
@@ -87,7 +87,9 @@ class PositionalInputs(nn.Module):
 
     def __call__(self, embedded, positions, train: bool = False):
         """embedded: [B, T, D] lookups; positions: [B, T] or [T] int32 -> [B, T, D] float32."""
-        x = embedded.astype(jnp.float32) * jnp.sqrt(float(self.cfg.d_model))
+        x = embedded.astype(jnp.float32)
+        if self.cfg.scale_embeddings:
+            x = x * jnp.sqrt(float(self.cfg.d_model))
         if self.cfg.positions == "learned":
             x = x + self.position_embed(positions)
         elif self.cfg.positions == "sinusoidal":

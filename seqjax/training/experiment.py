@@ -214,7 +214,9 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     if mesh is not None and cfg.train.vocab_parallel:
         if cfg.head.z_loss:
             raise ValueError(f"head.z_loss is not computed by train.vocab_parallel's loss, got {cfg.head.z_loss}")
-        return VocabParallelSoftmax(vocab_size=vocab_size, tied=cfg.head.tied, mesh=mesh)
+        return VocabParallelSoftmax(
+            vocab_size=vocab_size, tied=cfg.head.tied, learn_bias=cfg.head.learn_bias, mesh=mesh
+        )
     return head
 
 

@@ -38,6 +38,9 @@ from seqjax import config_text
 from seqjax.config import Config
 from seqjax.contracts import Batch
 from seqjax.data.loader import Loader
+from seqjax.data.tokenizers import tokenizer_fingerprint
+from seqjax.heads import build_head
+from seqjax.model_head import init_params
 from seqjax.models import is_trained
 from seqjax.training import distributed, mfu, optim
 from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
@@ -55,12 +58,13 @@ from seqjax.training.ngram_baseline import train_ngram
 from seqjax.training.pretrained_encoder import with_pretrained_encoder
 from seqjax.training.signals import StopRequest, TrainingStopped
 from seqjax.training.state import (
+    EVALUATION_CHANGES,
+    PARAMETER_FREE_MODEL_KEYS,
     SCHEDULE_KEYS,
     Checkpointer,
     TrainState,
     config_differences,
     dump_json,
-    fingerprint,
     init_state,
     restore_state,
 )
@@ -72,11 +76,11 @@ class NonFiniteLoss(RuntimeError):
 
 
 def open_run(
-    cfg: Config, workdir: str, checkpointer: Checkpointer, *, extend_schedule: bool = False
+    cfg: Config, workdir: str, checkpointer: Checkpointer, *, extend_schedule: bool = False, evaluating: bool = False
 ) -> tuple[int | None, Any, list[str]]:
     """Checks that a run with checkpoints in `workdir` may go on under `cfg`: same config but
-    for `RESUMABLE_CHANGES`, same vocabulary, and the same learning-rate schedule
-    (`SCHEDULE_KEYS`) unless `extend_schedule`.
+    for `RESUMABLE_CHANGES` (and `EVALUATION_CHANGES` when only `evaluating`), same vocabulary,
+    and the same learning-rate schedule (`SCHEDULE_KEYS`) unless `extend_schedule`.
 
     Returns the step to resume from, the run's saved tokenizers (None, None: a fresh run) and
     the schedule keys that changed ("key: checkpoint has A, now B").
@@ -87,6 +91,7 @@ def open_run(
     meta = checkpointer.restore_meta(latest)
     current = config_lib.to_dict(cfg)
     diffs = config_differences(meta["config"], current)
+    diffs = [d for d in diffs if not (evaluating and d.split(":")[0] in EVALUATION_CHANGES)]
     if diffs:
         raise ValueError(f"config does not match the checkpoint in {workdir}: {'; '.join(diffs)}")
     schedule = config_differences(meta["config"], current, keys=SCHEDULE_KEYS)
@@ -97,35 +102,39 @@ def open_run(
             "to go on from that step under the new schedule"
         )
     saved = os.path.join(workdir, TOKENIZER_DIRS[0])
-    if not os.path.isdir(saved) or fingerprint(saved) != meta["tokenizer"]:
+    if not os.path.isdir(saved) or tokenizer_fingerprint(saved) != meta["tokenizer"]:
         raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
     return latest, saved_tokenizers(workdir), schedule
 
 
 def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch):
-    """The latest parameters of the run in `source`, which must share data, model and head,
-    placed on `mesh` under this run's train.sharding."""
+    """The latest parameters of the run in `source`, placed on `mesh` under this run's
+    train.sharding. The source must have the same vocabularies and model (but for
+    `PARAMETER_FREE_MODEL_KEYS`); its output head's parameters are taken where this run's head
+    has the same ones (the full softmax, sampled softmax and NCE share [V, D] word vectors and
+    [V] biases), and refused otherwise. The data may differ: fine-tuning reads a new corpus."""
     path = os.path.join(source, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"train.init_from={source!r} holds no run (no config.json)")
     with open(path) as f:
         saved = config_lib.from_dict(json.load(f))
-    for section in ("data", "model", "head"):
-        if getattr(saved, section) != getattr(exp.cfg, section):
-            raise ValueError(f"train.init_from={source!r} has a different {section} config: {getattr(saved, section)}")
-    source_vocab = saved_tokenizers(source)
-    source_vocab = source_vocab[1] if isinstance(source_vocab, tuple) else source_vocab
-    if source_vocab is None or source_vocab.vocab.to_json() != exp.tokenizer.vocab.to_json():
+    free = {key: getattr(exp.cfg.model, key) for key in PARAMETER_FREE_MODEL_KEYS}
+    if dataclasses.replace(saved.model, **free) != exp.cfg.model:
+        raise ValueError(f"train.init_from={source!r} has a different model config: {saved.model}")
+    source_vocab, vocab = saved_tokenizers(source), exp.data.tokenizers
+    pairs = zip(*(v if isinstance(v, tuple) else (v,) for v in (source_vocab, vocab))) if source_vocab else []
+    if source_vocab is None or any(a.vocab.to_json() != b.vocab.to_json() for a, b in pairs):
         raise ValueError(f"train.init_from={source!r} has a different vocabulary")
+    source_head = build_head(saved.head, exp.tokenizer.vocab.size, np.asarray(exp.tokenizer.vocab.counts))
     checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)
     try:
         step = checkpointer.latest_step()
         if step is None:
             raise ValueError(f"train.init_from={source!r} has no checkpoint")
-        # The source's own optimizer: its checkpoint holds that optimizer's state.
+        # The source's own optimizer and head: its checkpoint holds their state.
         source_optimizer = optim.make_optimizer(saved.optim, saved.train.steps)
         state, _ = restore_state(
-            dataclasses.replace(exp, cfg=saved),
+            dataclasses.replace(exp, cfg=saved, head=source_head),
             checkpointer,
             step,
             source_optimizer,
@@ -135,6 +144,14 @@ def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: B
         )
     finally:
         checkpointer.close()
+    own = jax.eval_shape(lambda: init_params(exp.model, exp.head, jax.random.key(0), example_batch))["head"]
+    shapes = [jax.tree.map(lambda x: tuple(x.shape), tree) for tree in (state.params["head"], own)]
+    if shapes[0] != shapes[1]:
+        raise ValueError(
+            f"train.init_from={source!r}: head.kind={exp.cfg.head.kind} (tied={exp.cfg.head.tied}) cannot start from "
+            f"the source's head.kind={saved.head.kind} (tied={saved.head.tied}): its parameters {shapes[1]} are not "
+            f"the source's {shapes[0]}"
+        )
     return state.params
 
 
@@ -254,7 +271,7 @@ def train(
             memory = memory_report(train_step, state, abstract_batch)
             echo(describe_batch(batch_layout))
             echo(describe_memory(memory))
-            tokenizer_print = fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
+            tokenizer_print = tokenizer_fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
             if main:
                 logger = RunLogger(workdir)
                 dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})

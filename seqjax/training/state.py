@@ -11,7 +11,6 @@ state carries: a checkpoint moves between meshes, strategies and process counts.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ import optax
 import orbax.checkpoint as ocp
 from jax.sharding import Mesh
 
+from seqjax import config as config_lib
 from seqjax.contracts import Batch, Head, Model
 from seqjax.model_head import init_params
 from seqjax.training.layout import tree_shardings
@@ -52,6 +52,11 @@ RESUMABLE_CHANGES = {
     # Where the token store lies; its fingerprint, checked on resume, says what its ids mean.
     "data.store",
 }
+# Keys that may change when a run is only evaluated or decoded: any corpus may be read with the
+# run's tokenizer (its token store is checked to hold the run's vocabulary).
+EVALUATION_CHANGES = {"data.root", "data.train", "data.valid", "data.test"}
+# Model keys that change no parameter: a run may start from another's parameters across them.
+PARAMETER_FREE_MODEL_KEYS = ("dropout", "attention_kernel", "remat")
 # Keys the learning-rate schedule is computed from: a resume that changes them follows
 # another schedule than the steps already taken did, so it must be asked for
 # (`seqjax train --extend-schedule`).
@@ -204,27 +209,18 @@ def restore_state(
     return checkpointer.restore(step, abstract)
 
 
-def fingerprint(directory: str) -> str:
-    """sha256 over the files of a saved tokenizer directory, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(os.listdir(directory)):
-        digest.update(name.encode())
-        with open(os.path.join(directory, name), "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()
-
-
 def config_differences(saved: dict[str, Any], current: dict[str, Any], *, keys: set[str] | None = None) -> list[str]:
     """`name: checkpoint has A, now B` for each `section.key` whose value differs: among `keys`
     when given, else among those that may not differ on resume (neither `RESUMABLE_CHANGES`
-    nor `SCHEDULE_KEYS`)."""
+    nor `SCHEDULE_KEYS`). A key the saved config lacks (saved before the key existed) counts as
+    its default, under which that run was trained."""
+    saved = config_lib.to_dict(config_lib.from_dict(saved))
     out = []
     for section, fields in current.items():
         for key, value in fields.items():
             name = f"{section}.{key}"
             old = saved.get(section, {}).get(key)
-            if isinstance(value, tuple):
-                value = list(value)
+            value, old = (list(v) if isinstance(v, tuple) else v for v in (value, old))
             compared = name in keys if keys is not None else name not in RESUMABLE_CHANGES | SCHEDULE_KEYS
             if compared and old != value:
                 out.append(f"{name}: checkpoint has {old!r}, now {value!r}")

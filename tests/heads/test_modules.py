@@ -140,6 +140,15 @@ def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
     assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
 
 
+@pytest.mark.parametrize("kind", ["full", "sampled"])
+def test_biases_that_are_not_learned_get_no_gradient_while_the_word_vectors_do(kind):
+    head = build_head(dataclasses.replace(BASE, kind=kind, learn_bias=False), VOCAB, COUNTS)
+    hidden, targets, key, mask, _ = inputs()
+    variables = head.init({"params": key}, hidden, targets, key, mask, None, method="loss")
+    grads = jax.grad(lambda v: head.apply(v, hidden, targets, key, mask, method="loss")[0])(variables)["params"]
+    assert float(jnp.abs(grads["biases"]).max()) == 0.0 and float(jnp.abs(grads["weights"]).max()) > 0.0
+
+
 def test_head_config_is_selectable_from_cli_overrides():
     config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10,25", "head.div_value=2"])
     head = build_head(config.head, VOCAB, COUNTS)

@@ -45,7 +45,7 @@ def test_an_unknown_kind_is_refused_naming_the_kinds_and_the_option_that_takes_i
 
 
 def test_a_misspelt_choice_is_refused_with_its_close_spelling():
-    with pytest.raises(ValueError, match=r"^data.tokenizer must be one of char, word, bpe, got 'words'; did you mean "):
+    with pytest.raises(ValueError, match=r"^data.tokenizer must be one of char, word, bpe, pretrained, got 'words'; did you mean "):
         config_lib.override(Config(), ["data.tokenizer=words"])
 
 
@@ -154,3 +154,13 @@ def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
     values["objective"][old.split(".")[1]] = 4
     with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
         config_lib.from_dict(values)
+
+
+def test_a_checkpoint_config_saved_before_a_key_existed_compares_as_that_keys_default():
+    from seqjax.training.state import config_differences
+
+    saved = config_lib.to_dict(Config())
+    del saved["model"]["norm_eps"], saved["model"]["scale_embeddings"], saved["head"]["learn_bias"]
+    assert config_differences(saved, config_lib.to_dict(Config())) == []
+    saved["model"]["d_model"] = 64
+    assert config_differences(saved, config_lib.to_dict(Config())) == ["model.d_model: checkpoint has 64, now 128"]

@@ -1,0 +1,183 @@
+"""Writes the pretrained-checkpoint fixtures of tests/pretrained/fixtures from `transformers`.
+
+    python benchmarks/hf_fixtures.py [--output tests/pretrained/fixtures]
+
+Needs torch and transformers (`pip install -e '.[bench]'`); the tests that read the fixtures
+need neither. Builds tiny random models (D = 32, 2 layers, 4 heads, d_ff 64) over a byte-level
+BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (safetensors):
+
+- gpt2: GPT-2, tied output layer, float32, one file; `<|endoftext|>` is BOS, EOS and UNK.
+- gpt2_untied: GPT-2 with its own `lm_head`, float32.
+- llama_gqa: Llama, 4 query and 2 key/value heads, untied, float32, sharded (an index and
+  several shards, by a tiny max_shard_size); `<unk>`, `<s>`, `</s>` at ids 0, 1, 2.
+- llama_bf16: Llama, as many key/value heads as query heads, tied, weights in bfloat16.
+
+Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
+logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
+as seqjax holds them) and its greedy `generate` output after a prompt of 4 tokens (16 new
+tokens, no early stop). Last, each checkpoint is imported into seqjax, exported back with
+`seqjax export-hf`, loaded with `AutoModelForCausalLM.from_pretrained`, and its logits compared;
+the outcome is written to `export_check.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+LINES = [
+    "the cat sat on the mat.",
+    "a dog ran in the park, and the cat watched it.",
+    "sequence models read tokens one at a time.",
+    "pretrained weights in, fine-tuned weights out!",
+    "jax compiles the whole decoding loop.",
+]
+SHAPES = dict(d_model=32, layers=2, heads=4, d_ff=64, positions=64)
+NEW_TOKENS = 16
+
+
+def train_tokenizer(specials: list[str]):
+    """A byte-level BPE `tokenizers.Tokenizer` of about 300 pieces with `specials` first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(LINES, trainer)
+    return tokenizer
+
+
+def build(name: str):
+    """(model, fast tokenizer, weight dtype, save options) of fixture `name`."""
+    import torch
+    import transformers
+
+    torch.manual_seed(sum(map(ord, name)))
+    s = SHAPES
+    if name.startswith("gpt2"):
+        tokenizer = train_tokenizer(["<|endoftext|>"])
+        special = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+        end = tokenizer.token_to_id("<|endoftext|>")
+        config = transformers.GPT2Config(
+            vocab_size=tokenizer.get_vocab_size(),
+            n_positions=s["positions"],
+            n_embd=s["d_model"],
+            n_layer=s["layers"],
+            n_head=s["heads"],
+            n_inner=s["d_ff"],
+            bos_token_id=end,
+            eos_token_id=end,
+            tie_word_embeddings=name == "gpt2",
+        )
+        model = transformers.GPT2LMHeadModel(config)
+    else:
+        tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"])
+        special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+        config = transformers.LlamaConfig(
+            vocab_size=tokenizer.get_vocab_size(),
+            hidden_size=s["d_model"],
+            intermediate_size=s["d_ff"],
+            num_hidden_layers=s["layers"],
+            num_attention_heads=s["heads"],
+            num_key_value_heads=2 if name == "llama_gqa" else s["heads"],
+            max_position_embeddings=s["positions"],
+            rms_norm_eps=1e-5,
+            rope_theta=500.0,
+            bos_token_id=1,
+            eos_token_id=2,
+            tie_word_embeddings=name == "llama_bf16",
+        )
+        model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # random weights of a useful size: transformers' init makes near-uniform outputs
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.3 if parameter.ndim > 1 else 0.1)
+    dtype = torch.bfloat16 if name.endswith("bf16") else torch.float32
+    model = model.to(dtype).to(torch.float32).eval()  # the bf16 model's weights, exactly, computing in float32
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **special)
+    options = {"max_shard_size": "40KB"} if name == "llama_gqa" else {}
+    return model, fast, dtype, options
+
+
+def record(name: str, output: str) -> None:
+    import torch
+
+    model, tokenizer, dtype, options = build(name)
+    directory = os.path.join(output, name)
+    shutil.rmtree(directory, ignore_errors=True)
+    saved = model.to(dtype)
+    saved.save_pretrained(directory, safe_serialization=True, **options)
+    tokenizer.save_pretrained(directory)
+    rows = model.config.vocab_size
+    inputs = np.random.default_rng(0).integers(0, rows, (2, 12))
+    model = model.to(torch.float32)
+    with torch.no_grad():
+        logits = model(torch.tensor(inputs)).logits.numpy()
+        generated = model.generate(
+            torch.tensor(inputs[:1, :4]),
+            attention_mask=torch.ones((1, 4), dtype=torch.long),
+            max_new_tokens=NEW_TOKENS,
+            min_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )[0, 4:].numpy()
+    np.savez(os.path.join(directory, "expected.npz"), inputs=inputs, logits=logits.astype(np.float32), greedy=generated)
+    print(f"{name}: {sum(p.numel() for p in model.parameters()):,} parameters, saved {sorted(os.listdir(directory))}")
+
+
+def export_check(name: str, output: str) -> dict:
+    """Imports fixture `name` into seqjax, exports it back, loads the export in transformers and
+    compares its logits with the recorded ones."""
+    import torch
+    import transformers
+
+    from seqjax.pretrained import export_run, import_checkpoint
+
+    expected = np.load(os.path.join(output, name, "expected.npz"))
+    with tempfile.TemporaryDirectory() as scratch:
+        run, exported = os.path.join(scratch, "run"), os.path.join(scratch, "hf")
+        import_checkpoint(os.path.join(output, name), run)
+        export_run(run, exported)
+        model = transformers.AutoModelForCausalLM.from_pretrained(exported, dtype=torch.float32).eval()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+        with torch.no_grad():
+            logits = model(torch.tensor(expected["inputs"])).logits.numpy()
+    difference = float(np.abs(logits - expected["logits"]).max())
+    return {
+        "loaded_by": f"transformers {transformers.__version__} AutoModelForCausalLM.from_pretrained",
+        "class": type(model).__name__,
+        "tokenizer_class": type(tokenizer).__name__,
+        "max_abs_logit_difference": difference,
+        "equal_to_1e-4": difference <= 1e-4,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "pretrained", "fixtures"
+    )
+    parser.add_argument("--output", default=default)
+    args = parser.parse_args(argv)
+    names = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
+    for name in names:
+        record(name, args.output)
+    checks = {name: export_check(name, args.output) for name in names}
+    with open(os.path.join(args.output, "export_check.json"), "w") as file:
+        json.dump(checks, file, indent=2)
+    print(json.dumps(checks, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""What the pretrained tests share: the fixtures' place and names, and seqjax's logits and greedy
+tokens of an imported run, in the checkpoint's own ids."""
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seqjax.heads import build_head
+from seqjax.models import build_model
+from seqjax.pretrained.runs import read_run
+from seqjax.training.generation import DecodeOptions, decode_prompts
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+GREEDY = DecodeOptions()
+NAMES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
+
+
+def expected(name: str) -> dict[str, np.ndarray]:
+    """The fixture's recorded inputs [2, 12], transformers' logits [2, 12, R] and greedy tokens [16]."""
+    return dict(np.load(FIXTURES / name / "expected.npz"))
+
+
+def loaded(workdir):
+    """(model, head, params, layout) of the run in `workdir`."""
+    cfg, tokenizer, params, _ = read_run(str(workdir))
+    size = tokenizer.vocab.size
+    return build_model(cfg.model, size), build_head(cfg.head, size, np.zeros(size)), params, tokenizer.layout
+
+
+def seqjax_logits(workdir, inputs: np.ndarray) -> np.ndarray:
+    """The scores h·w + b [B, T, R] of the run for HF ids `inputs` [B, T], in HF row order."""
+    model, _, params, layout = loaded(workdir)
+    hidden = model.apply({"params": params["model"]}, jnp.asarray(layout.seqjax_of[inputs], jnp.int32))
+    table = params["model"]["embed"]["embedding"] if "weights" not in params["head"] else params["head"]["weights"]
+    return (np.asarray(hidden) @ table.T + params["head"]["biases"])[..., layout.seqjax_of]
+
+
+def seqjax_greedy(workdir, prompt: np.ndarray, steps: int, options=GREEDY) -> np.ndarray:
+    """HF ids [steps] the run decodes after the HF ids `prompt` [P] (greedy by default)."""
+    model, head, params, layout = loaded(workdir)
+    prompts = jnp.asarray(layout.seqjax_of[prompt][None], jnp.int32)
+    tokens, _ = decode_prompts(model, head, params, jax.random.key(0), prompts, max_len=steps, options=options)
+    return layout.hf_of[np.asarray(tokens[0])]
