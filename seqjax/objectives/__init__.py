@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from seqjax.objective_config import ObjectiveConfig
 from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.electra import Electra
 from seqjax.objectives.gradient_penalty import GradientPenalty
@@ -25,7 +26,6 @@ from seqjax.objectives.scheduled_sampling import ScheduledSampling
 from seqjax.objectives.schedules import exponential_decay, inverse_sigmoid_decay, linear_decay
 from seqjax.objectives.teacher_forcing import TeacherForcing
 from seqjax.objectives.vae import VAE
-from seqjax.options import option
 
 OBJECTIVES = {
     "teacher_forcing": TeacherForcing,
@@ -42,25 +42,6 @@ OBJECTIVES = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class ObjectiveConfig:
-    """The objective of a run: `kind`, and each objective's options as a group named for it
-    (`objective.scheduled_sampling.k`), of which only `kind`'s is used."""
-
-    kind: str = option("teacher_forcing", " | ".join(OBJECTIVES), choices=tuple(OBJECTIVES))
-    teacher_forcing: TeacherForcing = TeacherForcing()
-    scheduled_sampling: ScheduledSampling = ScheduledSampling()
-    random_replacement: RandomReplacement = RandomReplacement()
-    gradient_penalty: GradientPenalty = GradientPenalty()
-    reinforce: Reinforce = Reinforce()
-    mixer: Mixer = Mixer()
-    minimum_risk: MinimumRisk = MinimumRisk()
-    vae: VAE = VAE()
-    bidirectional_lm: BidirectionalLM = BidirectionalLM()
-    masked_lm: MaskedLM = MaskedLM()
-    electra: Electra = Electra()
-
-
 def build_objective(cfg: ObjectiveConfig):
     """`cfg.kind`'s objective, its options already checked when `cfg` was built.
 
@@ -69,7 +50,11 @@ def build_objective(cfg: ObjectiveConfig):
     """
     if cfg.kind not in OBJECTIVES:
         raise ValueError(f"objective.kind must be one of {', '.join(OBJECTIVES)}, got {cfg.kind!r}")
-    return getattr(cfg, cfg.kind)
+    options = getattr(cfg, cfg.kind)
+    objective = OBJECTIVES[cfg.kind]
+    if isinstance(options, objective):
+        return options
+    return objective(**{field.name: getattr(options, field.name) for field in dataclasses.fields(options)})
 
 
 __all__ = [

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from seqjax.contracts import Head, Model, Params
 from seqjax.model_head import head_loss, hidden_states, token_nll
+from seqjax.objective_config import BidirectionalLMOptions
 
 
 def backward_inputs(targets: jax.Array, mask: jax.Array, boundary_id: int) -> jax.Array:
@@ -61,7 +62,7 @@ def direction_nlls(model: Model, head: Head, params: Params, batch, *, boundary_
 
 
 @dataclasses.dataclass(frozen=True)
-class BidirectionalLM:
+class BidirectionalLM(BidirectionalLMOptions):
     """ELMo's joint objective: (forward LM loss + backward LM loss) / 2, each the head's
     masked mean over the row's targets. It has no options and does not change over training."""
 

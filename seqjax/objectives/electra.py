@@ -17,9 +17,8 @@ import jax.numpy as jnp
 import optax
 
 from seqjax.model_head import head_loss, token_log_probs
-from seqjax.objectives.checks import check_number
+from seqjax.objective_config import ElectraOptions
 from seqjax.objectives.masked_lm import encoded, mask_tokens
-from seqjax.options import option
 
 
 def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array) -> jax.Array:
@@ -29,18 +28,9 @@ def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array)
 
 
 @dataclasses.dataclass(frozen=True)
-class Electra:
+class Electra(ElectraOptions):
     """ELECTRA: generator MLM loss + discriminator_weight · the mean over valid positions of
     the discriminator's binary cross-entropy. The options do not change over training."""
-
-    rate: float = option(0.15, "probability that a valid token is masked for the generator")
-    discriminator_weight: float = option(50.0, "λ, the weight of the replaced-token detection loss")
-    temperature: float = option(1.0, "temperature of the generator's samples")
-
-    def __post_init__(self):
-        check_number("rate", self.rate, 0.0, 1.0, open_low=True)
-        check_number("discriminator_weight", self.discriminator_weight, 0.0)
-        check_number("temperature", self.temperature, 0.0, open_low=True)
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -10,8 +10,7 @@ import jax.numpy as jnp
 
 from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
-from seqjax.objectives.checks import check_number
-from seqjax.options import option
+from seqjax.objective_config import GradientPenaltyOptions
 
 
 def embedding_gradient(
@@ -31,7 +30,7 @@ def embedding_gradient(
 
 
 @dataclasses.dataclass(frozen=True)
-class GradientPenalty:
+class GradientPenalty(GradientPenaltyOptions):
     """Embedding gradient penalty (Su 2020): loss = CE + λ·‖∂CE/∂e‖², e the decoder input
     embeddings, λ = `penalty`.
 
@@ -42,11 +41,6 @@ class GradientPenalty:
     loss. The penalty is differentiated through a nested `jax.grad`; λ does not change over
     training.
     """
-
-    penalty: float = option(0.5, "λ of λ·||∂CE/∂(input embeddings)||²")
-
-    def __post_init__(self):
-        check_number("penalty", self.penalty, 0.0)
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -17,9 +17,7 @@ import jax.numpy as jnp
 from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.decoding import most_probable
 from seqjax.model_head import init_decode_state, token_log_probs
-from seqjax.objectives.checks import check_one_of
-
-FEEDS = ("argmax", "sample")
+from seqjax.objective_config import FEEDS, check_one_of
 
 Select = Callable[[jax.Array, jax.Array], jax.Array]
 

@@ -7,10 +7,11 @@ import dataclasses
 import jax
 
 from seqjax.model_head import head_loss, hidden_states
+from seqjax.objective_config import TeacherForcingOptions
 
 
 @dataclasses.dataclass(frozen=True)
-class TeacherForcing:
+class TeacherForcing(TeacherForcingOptions):
     """Maximum likelihood on gold prefixes: position t is fed the gold token t − 1 and judged
     on the gold token t, −(1/N) Σ_t mask_t · log p(y_t | y_<t), as the head computes it.
     It has no options and does not change over training."""

@@ -1,8 +1,7 @@
 """Builds everything an experiment needs from its config, validating on the host first.
 
 `build_experiment(cfg, mesh)` reads the data and builds the model, the output head for the
-run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective, and
-attaches the synthetic task's own report (`seqjax.training.task_reports`), if it has one.
+run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from seqjax.config import ATTENTION, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.data.batching import pair_positions
-from seqjax.data.datasets import to_stderr
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
+from seqjax.data.sources import to_stderr
 from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
@@ -30,7 +29,6 @@ from seqjax.models import (
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     build_model,
-    generates,
     is_seq2seq,
     readable_length,
     resolved_kernel,
@@ -39,7 +37,6 @@ from seqjax.models.attention import kernel_fallback
 from seqjax.objectives import build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
-from seqjax.training.task_reports import TaskReport, task_report
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
@@ -114,18 +111,13 @@ def validate_packing(cfg: Config) -> None:
 
 @dataclasses.dataclass
 class Experiment:
-    """The data, model, head and objective of one run, built and checked from a Config.
-
-    task_report: the synthetic task's own measure of a trained model,
-      `report(exp, params, echo=...) -> dict`, or None when the data has none.
-    """
+    """The data, model, head and objective of one run, built and checked from a Config."""
 
     cfg: Config
     data: LMData | ParallelData
     model: Model
     head: Head
     objective: Objective
-    task_report: TaskReport | None = None
 
     @property
     def is_seq2seq(self) -> bool:
@@ -250,8 +242,7 @@ def build_experiment(
     vocab = data.tokenizer.vocab
     src_vocab_size = data.src_tokenizer.vocab.size if isinstance(data, ParallelData) else None
     model, head, objective = build_parts(cfg, vocab.size, np.asarray(vocab.counts), mesh, src_vocab_size)
-    report = task_report(cfg.data) if generates(cfg.model) else None  # the tasks' reports judge samples
-    return Experiment(cfg, data, model, head, objective, report)
+    return Experiment(cfg, data, model, head, objective)
 
 
 def attention_fallback(cfg: Config, platform: str) -> str | None:
