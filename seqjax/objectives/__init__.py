@@ -13,7 +13,9 @@ work with any head.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
+from seqjax.contracts import EvalSums, Model
 from seqjax.objective_config import ObjectiveConfig
 from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.electra import Electra
@@ -40,6 +42,19 @@ OBJECTIVES = {
     "masked_lm": MaskedLM,
     "electra": Electra,
 }
+
+
+# Objectives that feed only gold tokens (class fact `feeds_gold_only`): packed rows' segments stay
+# independent under them.
+GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if getattr(cls, "feeds_gold_only", False))
+
+
+def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
+    """How the model is scored in evaluation when its exact target NLL is not the measure: the
+    `eval_sums` of the one objective that trains it (the model's class fact `objective`), or
+    None (the eval step sums the head's exact NLL of the targets)."""
+    kind = getattr(model, "objective", None)
+    return None if kind is None else getattr(OBJECTIVES[kind](), "eval_sums", None)
 
 
 def build_objective(cfg: ObjectiveConfig):
@@ -72,6 +87,7 @@ __all__ = [
     "TeacherForcing",
     "VAE",
     "build_objective",
+    "eval_sums_of",
     "exponential_decay",
     "inverse_sigmoid_decay",
     "linear_decay",

@@ -16,9 +16,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, token_log_probs
 from seqjax.objective_config import ElectraOptions
-from seqjax.objectives.masked_lm import encoded, mask_tokens
+from seqjax.objectives.masked_lm import encoded, mask_tokens, masked_nll
 
 
 def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array) -> jax.Array:
@@ -31,6 +32,14 @@ def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array)
 class Electra(ElectraOptions):
     """ELECTRA: generator MLM loss + discriminator_weight · the mean over valid positions of
     the discriminator's binary cross-entropy. The options do not change over training."""
+
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The generator scored as a masked LM (`masked_nll` through its `generator`), as
+        `MaskedLM.eval_sums`."""
+        sums = masked_nll(model, head, params, batch, key, ids=ids, method="generator")
+        return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

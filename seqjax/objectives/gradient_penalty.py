@@ -4,6 +4,7 @@ penalizes, `embedding_gradient`."""
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,8 @@ class GradientPenalty(GradientPenaltyOptions):
     loss. The penalty is differentiated through a nested `jax.grad`; λ does not change over
     training.
     """
+
+    feeds_gold_only: ClassVar[bool] = True  # a packed row's segments stay independent under it
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

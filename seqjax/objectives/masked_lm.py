@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 from seqjax.objective_config import MaskedLMOptions
 
@@ -90,6 +90,14 @@ def masked_nll(
 class MaskedLM(MaskedLMOptions):
     """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
     positions of the corrupted row. The rates do not change over training."""
+
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The masked-token NLL (`masked_nll`): (Σ NLL at EVAL_RATE of the valid positions shown
+        as [MASK], their count, {"positions": valid positions})."""
+        sums = masked_nll(model, head, params, batch, key, ids=ids)
+        return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

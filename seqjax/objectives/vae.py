@@ -17,7 +17,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Head, Model, Params
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 from seqjax.objective_config import KL_SCHEDULES, VAEOptions, check_one_of
 
@@ -122,6 +122,15 @@ class VAE(VAEOptions):
     def weight(self, step) -> jax.Array:
         """β at `step`: [] float32."""
         return kl_weight(self.schedule, step, beta=self.beta, anneal_steps=self.anneal_steps, sharpness=self.sharpness)
+
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The bound (`negative_elbo`): Σ −ELBO (reconstruction NLL + KL), target tokens, and
+        {"kl": Σ KL, "rows": rows with tokens}; the perplexities are upper bounds."""
+        del ids
+        terms = negative_elbo(model, head, params, batch, key)
+        return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

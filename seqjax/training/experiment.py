@@ -26,6 +26,7 @@ from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import (
     MODEL_OBJECTIVES,
+    PRETRAINED_ENCODER_KINDS,
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     build_model,
@@ -34,7 +35,7 @@ from seqjax.models import (
     resolved_kernel,
 )
 from seqjax.models.attention import kernel_fallback
-from seqjax.objectives import build_objective
+from seqjax.objectives import GOLD_FEEDING, build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
 
@@ -62,9 +63,9 @@ def validate_train(cfg: Config) -> None:
         raise ValueError(
             f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
         )
-    if t.init_encoder_from and cfg.model.kind != "transformer_seq2seq":
+    if t.init_encoder_from and cfg.model.kind not in PRETRAINED_ENCODER_KINDS:
         raise ValueError(
-            "train.init_encoder_from starts the encoder of a transformer_seq2seq run, "
+            f"train.init_encoder_from starts the encoder of a {' or '.join(PRETRAINED_ENCODER_KINDS)} run, "
             f"got model.kind={cfg.model.kind!r}"
         )
     if cfg.data.max_tokens and (cfg.data.packing or not is_seq2seq(cfg.model)):
@@ -90,10 +91,6 @@ def validate_model_objective(cfg: Config) -> None:
         )
 
 
-# Objectives that feed only gold tokens: a packed row's segments stay independent under them.
-PACKING_OBJECTIVES = ("teacher_forcing", "gradient_penalty")
-
-
 def validate_packing(cfg: Config) -> None:
     """Packed rows need a model that reads segment ids and an objective that feeds gold tokens
     (one feeding its own predictions would carry a segment's last prediction into the next)."""
@@ -102,10 +99,10 @@ def validate_packing(cfg: Config) -> None:
             f"data.packing needs a Transformer (model.kind in {', '.join(TRANSFORMER_KINDS)}), which keeps "
             f"attention within a segment; got model.kind={cfg.model.kind!r}"
         )
-    if cfg.objective.kind not in PACKING_OBJECTIVES:
+    if cfg.objective.kind not in GOLD_FEEDING:
         raise ValueError(
             f"data.packing needs an objective feeding gold tokens only (objective.kind in "
-            f"{', '.join(PACKING_OBJECTIVES)}), got {cfg.objective.kind!r}"
+            f"{', '.join(GOLD_FEEDING)}), got {cfg.objective.kind!r}"
         )
 
 
