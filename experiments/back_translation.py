@@ -33,7 +33,7 @@ from pretrained_encoders import seconds, test_scores  # noqa: E402
 from sweeps import publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
-from seqjax.data.datasets import split_path  # noqa: E402
+from seqjax.data.sources import split_path  # noqa: E402
 from seqjax.training.back_translation import back_translate, combine_pairs, read_pairs, write_corpus  # noqa: E402
 from seqjax.training.generation import DecodeOptions  # noqa: E402
 

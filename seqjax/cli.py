@@ -138,21 +138,23 @@ def eval_of_model(args):
     seq2seq split (BLEU, ROUGE) and gives the synthetic task's own measure, if any."""
     from seqjax.training.generation import translate
     from seqjax.training.steps import batch_scorer, make_eval_step
+    from seqjax.training.task_reports import task_report
 
     options = decode_options(args)
     exp, state, mesh = restored(args.workdir, args.set, [args.split])
 
     def extra(split: str) -> dict:
         result = {"generation": translate(exp, state.params, split, options=options)} if exp.is_seq2seq else {}
-        if exp.task_report is not None:
-            result[exp.cfg.data.task] = exp.task_report(exp, state.params)
+        report = task_report(exp.cfg)
+        if report is not None:
+            result[exp.cfg.data.task] = report(exp, state.params)
         return result
 
     return exp.cfg, exp.data, batch_scorer(make_eval_step(exp.model, exp.head, mesh), state.params, mesh), extra
 
 
 def cmd_eval(args) -> None:
-    from seqjax.data.datasets import splits_of
+    from seqjax.data.sources import splits_of
     from seqjax.training.evaluation import describe_metrics, evaluate
 
     splits = splits_of(config_lib.override(run_config(args.workdir), args.set).data)
@@ -276,8 +278,8 @@ def cmd_generate(args) -> None:
 def cmd_backtranslate(args) -> None:
     """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
     forward run trained on them."""
-    from seqjax.data.datasets import SPLITS, data_path, split_path
     from seqjax.data.readers import read_parallel
+    from seqjax.data.sources import SPLITS, data_path, split_path
     from seqjax.models import is_seq2seq
     from seqjax.training.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
 

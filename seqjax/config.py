@@ -18,7 +18,7 @@ import types
 import typing
 from typing import Any
 
-from seqjax.objectives import ObjectiveConfig
+from seqjax.objective_config import ObjectiveConfig
 from seqjax.options import option
 
 # The names each `kind` (and the other named choices below) may take; the registries that map

@@ -26,6 +26,8 @@ import numpy as np
 
 Params = Any  # a pytree of arrays: {"model": ..., "head": ...} for the glue's functions
 Batch = Mapping[str, jax.Array]  # inputs/targets [B, T] int32, mask [B, T] float32 (+ src, src_mask [B, S])
+# What an evaluation step sums over a batch: (NLL [] float32, tokens [] float32, {name: further sum []}).
+EvalSums = tuple[jax.Array, jax.Array, dict[str, jax.Array]]
 State = TypeVar("State")  # a decode state: any pytree whose leaves have the batch B as leading axis
 # (`SharedByBeams` marks the parts a beam search's beams share, `GrowsWithSteps` the parts laid
 # out along the positions)
@@ -213,6 +215,11 @@ class Objective(Protocol):
     update being computed (schedules read it); ids (keyword-only) the vocabulary's special
     ids. Returns a scalar float32 loss to minimize and a dict of scalar float32 metrics (at
     least "tokens", the number of target tokens the loss averages over).
+
+    An objective whose model is scored otherwise than by the exact NLL of the targets (a bound,
+    masked positions, a second direction) also has `eval_sums(model, head, params, batch, key,
+    *, ids) -> EvalSums`, which the eval step asks for (`seqjax.objectives.eval_sums_of`);
+    without it the eval step sums the head's exact NLL of the targets.
     """
 
     def __call__(

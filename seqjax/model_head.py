@@ -140,11 +140,16 @@ def init_decode_state(model: Model, params: Params, batch_size: int, max_len: in
     )
 
 
+def decode_step(model: Model, params: Params, state: Any, token: jax.Array) -> tuple[jax.Array, Any]:
+    """One step of the decode-step contract: token [B] int32 -> (hidden [B, D] float32, state)."""
+    return model.apply({"params": params["model"]}, state, token, method="decode_step")
+
+
 def prefill(model: Model, params: Params, state, prefix: jax.Array):
     """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state."""
 
     def feed(state, tokens):
-        _, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
+        _, state = decode_step(model, params, state, tokens)
         return state, None
 
     state, _ = jax.lax.scan(feed, state, prefix.T)
@@ -156,7 +161,7 @@ def make_step_fn(model: Model, head: Head, params: Params) -> StepFn:
     embedding = tied_embedding(model, head, params)
 
     def step_fn(state, tokens):
-        hidden, state = model.apply({"params": params["model"]}, state, tokens, method="decode_step")
+        hidden, state = decode_step(model, params, state, tokens)
         log_probs = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
         return log_probs, state
 

@@ -5,8 +5,9 @@ reaches a jitted function.
 """
 
 from seqjax.data.batching import LMBatches, Seq2SeqBatches, lm_eval_batches, seq2seq_eval_batches
-from seqjax.data.datasets import LMData, ParallelData, holds_pairs, load_data, validate_data_config
+from seqjax.data.datasets import LMData, ParallelData, load_data
 from seqjax.data.readers import read_lines, read_parallel
+from seqjax.data.sources import holds_pairs, validate_data_config
 from seqjax.data.synthetic import (
     SEQ2SEQ_TASKS,
     addition_task,

@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
-from seqjax.data.datasets import SPLITS, pretrained_tokenizer_dir, split_path, to_stderr, validate_data_config
+from seqjax.data.sources import SPLITS, pretrained_tokenizer_dir, split_path, to_stderr, validate_data_config
 from seqjax.data.store import (
     FORMAT_VERSION,
     MANIFEST,

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data.vocab import SPECIAL_TOKENS, Vocabulary, kept_ids
+from seqjax.data.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
 
 ROLES = ("pad", "bos", "eos", "unk")  # seqjax's ids 0..3, in that order (vocab.SPECIAL_TOKENS)
 HOME_ORDER = ("eos", "bos", "unk", "pad")  # which role a token playing several is predicted as
@@ -133,8 +133,6 @@ class PretrainedTokenizer:
         return {"kind": SETTINGS_KIND, "rows": self.layout.rows, "roles": dict(self.layout.roles)}
 
     def save(self, directory: str | os.PathLike) -> None:
-        from seqjax.data.tokenizers import TOKENIZER_FILE, VOCAB_FILE
-
         os.makedirs(directory, exist_ok=True)
         for name, content in self.files.items():
             with open(os.path.join(directory, HF_PREFIX + name), "wb") as file:

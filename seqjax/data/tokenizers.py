@@ -22,11 +22,9 @@ from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from seqjax.data.pretrained_tokenizer import SETTINGS_KIND, PretrainedTokenizer
-from seqjax.data.vocab import SPECIAL_TOKENS, Vocabulary, kept_ids
+from seqjax.data.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
 
 TOKENIZER_KINDS = ("char", "word", "bpe", "pretrained")  # pretrained: loaded (`load_tokenizer`), never built
-TOKENIZER_FILE = "tokenizer.json"
-VOCAB_FILE = "vocab.json"
 # Byte-level BPE starts from all 256 bytes, so it needs room for them plus our specials.
 BPE_MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)
 # A word is letters/digits with inner apostrophes ("don't", "o'er"); any other

@@ -21,6 +21,10 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = SPECIAL_IDS.pad, SPECIAL_IDS.bos, SPECIAL_IDS.e
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # the strings of ids 0..3, in that order
 
 
+TOKENIZER_FILE = "tokenizer.json"  # a saved tokenizer's settings, in its directory
+VOCAB_FILE = "vocab.json"  # its vocabulary
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Vocabulary:
     """Token strings and their training counts; the id of a token is its position.

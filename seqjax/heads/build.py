@@ -24,6 +24,9 @@ from seqjax.heads.modules import (
 )
 from seqjax.heads.tree import balanced_tree, huffman_tree
 
+# Heads whose loss `train.vocab_parallel` splits over the model axis (`vocab_parallel.py`).
+VOCAB_PARALLEL_HEADS = ("full",)
+
 
 def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
     """Returns the Flax head module for `cfg` (see `seqjax.heads.modules` for its contract).

@@ -47,6 +47,8 @@ MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as clas
 MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if getattr(cls, "objective", None)}
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
 TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
+# the encoder-decoders whose encoder `train.init_encoder_from` starts from an encoder-only run
+PRETRAINED_ENCODER_KINDS = tuple(k for k, cls in MODEL_KINDS.items() if getattr(cls, "takes_pretrained_encoder", False))
 ENCODER_KINDS = ("transformer_encoder", "electra")  # encoder-only: no decode step
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")

@@ -34,6 +34,15 @@ ACTIVATIONS: dict[str, Callable] = {
 }
 
 
+def block_matmul_weights(cfg: ModelConfig, cross: bool = False) -> int:
+    """The weights a token multiplies in one block: each attention's query and output projections
+    (D² each) and its K key/value heads' (2·D·K·Dh), and the feed-forward kernels."""
+    head_dim = cfg.d_model // cfg.num_heads
+    attention = 2 * cfg.d_model**2 + 2 * cfg.d_model * (cfg.kv_heads or cfg.num_heads) * head_dim
+    mlp = (3 if cfg.mlp == "swiglu" else 2) * cfg.d_model * cfg.d_ff
+    return (2 if cross else 1) * attention + mlp
+
+
 @jax.custom_vjp
 def gated_silu(gate, up):
     """silu(gate) · up, elementwise (SwiGLU's gate), any shape and float dtype.

@@ -40,6 +40,18 @@ class TokenModel(nn.Module):
     has_encoder: ClassVar[bool] = False
     recurrent: ClassVar[bool] = False
 
+    @classmethod
+    def matmul_weights(cls, cfg: ModelConfig) -> int | None:
+        """N: the weights a trained target token multiplies in the model, the head's apart (the
+        FLOPs that MFU counts, `seqjax.training.mfu`); None for a model that does not count them."""
+        return None
+
+    @classmethod
+    def attention_flops(cls, cfg: ModelConfig, seq_len: int) -> int:
+        """Forward and backward FLOPs per target token of attention's scores and values over
+        rows of seq_len tokens (12·L·D·T per attention of L layers)."""
+        return 0
+
     def embed(self, tokens):
         """tokens: [B, T] int32 -> [B, T, D] float32, the (target) lookup `embedded` may replace."""
         return self.token_embed(tokens)

@@ -107,6 +107,11 @@ class RNNLM(TokenModel):
     recurrent: ClassVar[bool] = True
     dtype: Any = jnp.float32
 
+    @classmethod
+    def matmul_weights(cls, cfg: ModelConfig) -> int | None:
+        """Each layer's input and recurrent kernels, [D, G·D] each for a cell of G gates."""
+        return cfg.layers * GATES[cfg.cell] * 2 * cfg.d_model**2
+
     def setup(self):
         d = self.cfg.d_model
         self.token_embed = token_embedding(self.vocab_size, d, "embed")

@@ -12,10 +12,13 @@ target token its own target prefix and the source segment with the same id.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 
+from seqjax.config import ModelConfig
 from seqjax.contracts import SharedByBeams
-from seqjax.models.blocks import make_norm
+from seqjax.models.blocks import block_matmul_weights, make_norm
 from seqjax.models.checks import check_decode_size, check_packing, check_source, check_tokens
 from seqjax.models.embeddings import EncoderDecoder, PositionalInputs
 from seqjax.models.masks import padding_mask, segment_mask, self_mask
@@ -30,6 +33,18 @@ class TransformerSeq2Seq(EncoderDecoder):
     (`stack.block_memories`, [.., K, S, Dh] keys and values), "src_mask": [B, S] bool,
     "positions": [B] int32}.
     """
+
+    takes_pretrained_encoder: ClassVar[bool] = True  # its encoder's blocks are an encoder-only run's
+
+    @classmethod
+    def matmul_weights(cls, cfg: ModelConfig) -> int | None:
+        """Per target token, the source as long as the target (both padded to one bucket)."""
+        return cfg.layers * (block_matmul_weights(cfg) + block_matmul_weights(cfg, cross=True))
+
+    @classmethod
+    def attention_flops(cls, cfg: ModelConfig, seq_len: int) -> int:
+        """Encoder self-, decoder self- and cross-attention."""
+        return 3 * 12 * cfg.layers * cfg.d_model * seq_len
 
     def setup(self):
         self.setup_embeddings()

@@ -15,7 +15,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from seqjax.models.blocks import make_norm
+from seqjax.config import ModelConfig
+from seqjax.models.blocks import block_matmul_weights, make_norm
 from seqjax.models.checks import check_decode_size, check_packing
 from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
 from seqjax.models.masks import self_mask
@@ -31,6 +32,14 @@ class TransformerLM(TokenModel):
     """
 
     dtype: Any = jnp.float32
+
+    @classmethod
+    def matmul_weights(cls, cfg: ModelConfig) -> int | None:
+        return cfg.layers * block_matmul_weights(cfg)
+
+    @classmethod
+    def attention_flops(cls, cfg: ModelConfig, seq_len: int) -> int:
+        return 12 * cfg.layers * cfg.d_model * seq_len
 
     def setup(self):
         self.token_embed = token_embedding(self.vocab_size, self.cfg.d_model, "embed")

@@ -53,6 +53,11 @@ class RNNVAE(TokenModel):
     objective: ClassVar[str] = "vae"  # the objective that trains the posterior with the decoder
     dtype: Any = jnp.float32
 
+    @property
+    def latent_size(self) -> int:
+        """Z, the dimensions of z (what a decode from the prior draws)."""
+        return self.cfg.latent_size
+
     def setup(self):
         d, z, cell = self.cfg.d_model, self.cfg.latent_size, self.cfg.cell
         self.token_embed = token_embedding(self.vocab_size, d, "embed")

@@ -13,7 +13,10 @@ work with any head.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
+from seqjax.contracts import EvalSums, Model
+from seqjax.objective_config import ObjectiveConfig
 from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.electra import Electra
 from seqjax.objectives.gradient_penalty import GradientPenalty
@@ -25,7 +28,6 @@ from seqjax.objectives.scheduled_sampling import ScheduledSampling
 from seqjax.objectives.schedules import exponential_decay, inverse_sigmoid_decay, linear_decay
 from seqjax.objectives.teacher_forcing import TeacherForcing
 from seqjax.objectives.vae import VAE
-from seqjax.options import option
 
 OBJECTIVES = {
     "teacher_forcing": TeacherForcing,
@@ -42,23 +44,17 @@ OBJECTIVES = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class ObjectiveConfig:
-    """The objective of a run: `kind`, and each objective's options as a group named for it
-    (`objective.scheduled_sampling.k`), of which only `kind`'s is used."""
+# Objectives that feed only gold tokens (class fact `feeds_gold_only`): packed rows' segments stay
+# independent under them.
+GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if getattr(cls, "feeds_gold_only", False))
 
-    kind: str = option("teacher_forcing", " | ".join(OBJECTIVES), choices=tuple(OBJECTIVES))
-    teacher_forcing: TeacherForcing = TeacherForcing()
-    scheduled_sampling: ScheduledSampling = ScheduledSampling()
-    random_replacement: RandomReplacement = RandomReplacement()
-    gradient_penalty: GradientPenalty = GradientPenalty()
-    reinforce: Reinforce = Reinforce()
-    mixer: Mixer = Mixer()
-    minimum_risk: MinimumRisk = MinimumRisk()
-    vae: VAE = VAE()
-    bidirectional_lm: BidirectionalLM = BidirectionalLM()
-    masked_lm: MaskedLM = MaskedLM()
-    electra: Electra = Electra()
+
+def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
+    """How the model is scored in evaluation when its exact target NLL is not the measure: the
+    `eval_sums` of the one objective that trains it (the model's class fact `objective`), or
+    None (the eval step sums the head's exact NLL of the targets)."""
+    kind = getattr(model, "objective", None)
+    return None if kind is None else getattr(OBJECTIVES[kind](), "eval_sums", None)
 
 
 def build_objective(cfg: ObjectiveConfig):
@@ -69,7 +65,11 @@ def build_objective(cfg: ObjectiveConfig):
     """
     if cfg.kind not in OBJECTIVES:
         raise ValueError(f"objective.kind must be one of {', '.join(OBJECTIVES)}, got {cfg.kind!r}")
-    return getattr(cfg, cfg.kind)
+    options = getattr(cfg, cfg.kind)
+    objective = OBJECTIVES[cfg.kind]
+    if isinstance(options, objective):
+        return options
+    return objective(**{field.name: getattr(options, field.name) for field in dataclasses.fields(options)})
 
 
 __all__ = [
@@ -87,6 +87,7 @@ __all__ = [
     "TeacherForcing",
     "VAE",
     "build_objective",
+    "eval_sums_of",
     "exponential_decay",
     "inverse_sigmoid_decay",
     "linear_decay",

@@ -15,8 +15,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Head, Model, Params
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
+from seqjax.objective_config import BidirectionalLMOptions
 
 
 def backward_inputs(targets: jax.Array, mask: jax.Array, boundary_id: int) -> jax.Array:
@@ -61,9 +62,18 @@ def direction_nlls(model: Model, head: Head, params: Params, batch, *, boundary_
 
 
 @dataclasses.dataclass(frozen=True)
-class BidirectionalLM:
+class BidirectionalLM(BidirectionalLMOptions):
     """ELMo's joint objective: (forward LM loss + backward LM loss) / 2, each the head's
     masked mean over the row's targets. It has no options and does not change over training."""
+
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The forward LM's exact NLL as any LM's, and the backward LM's beside it:
+        (Σ forward NLL, target tokens, {"backward_nll": Σ backward NLL})."""
+        del key
+        nlls = direction_nlls(model, head, params, batch, boundary_id=ids.eos)
+        return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, token_log_probs
-from seqjax.objectives.checks import check_number
-from seqjax.objectives.masked_lm import encoded, mask_tokens
-from seqjax.options import option
+from seqjax.objective_config import ElectraOptions
+from seqjax.objectives.masked_lm import encoded, mask_tokens, masked_nll
 
 
 def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array) -> jax.Array:
@@ -29,18 +29,17 @@ def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array)
 
 
 @dataclasses.dataclass(frozen=True)
-class Electra:
+class Electra(ElectraOptions):
     """ELECTRA: generator MLM loss + discriminator_weight · the mean over valid positions of
     the discriminator's binary cross-entropy. The options do not change over training."""
 
-    rate: float = option(0.15, "probability that a valid token is masked for the generator")
-    discriminator_weight: float = option(50.0, "λ, the weight of the replaced-token detection loss")
-    temperature: float = option(1.0, "temperature of the generator's samples")
-
-    def __post_init__(self):
-        check_number("rate", self.rate, 0.0, 1.0, open_low=True)
-        check_number("discriminator_weight", self.discriminator_weight, 0.0)
-        check_number("temperature", self.temperature, 0.0, open_low=True)
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The generator scored as a masked LM (`masked_nll` through its `generator`), as
+        `MaskedLM.eval_sums`."""
+        sums = masked_nll(model, head, params, batch, key, ids=ids, method="generator")
+        return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -4,14 +4,14 @@ penalizes, `embedding_gradient`."""
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
-from seqjax.objectives.checks import check_number
-from seqjax.options import option
+from seqjax.objective_config import GradientPenaltyOptions
 
 
 def embedding_gradient(
@@ -31,7 +31,7 @@ def embedding_gradient(
 
 
 @dataclasses.dataclass(frozen=True)
-class GradientPenalty:
+class GradientPenalty(GradientPenaltyOptions):
     """Embedding gradient penalty (Su 2020): loss = CE + λ·‖∂CE/∂e‖², e the decoder input
     embeddings, λ = `penalty`.
 
@@ -43,10 +43,7 @@ class GradientPenalty:
     training.
     """
 
-    penalty: float = option(0.5, "λ of λ·||∂CE/∂(input embeddings)||²")
-
-    def __post_init__(self):
-        check_number("penalty", self.penalty, 0.0)
+    feeds_gold_only: ClassVar[bool] = True  # a packed row's segments stay independent under it
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

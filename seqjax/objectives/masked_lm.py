@@ -15,10 +15,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
-from seqjax.objectives.checks import check_number
-from seqjax.options import option
+from seqjax.objective_config import MaskedLMOptions
 
 EVAL_RATE = 0.15  # positions scored by the masked-token perplexity, all shown as [MASK]
 
@@ -87,23 +86,18 @@ def masked_nll(
     return {"nll": (nll * selected).sum(), "masked": selected.sum().astype(jnp.float32), "positions": valid.sum()}
 
 
-def check_masking(rate: float, mask_prob: float, random_prob: float) -> None:
-    check_number("rate", rate, 0.0, 1.0, open_low=True)
-    check_number("mask_prob", mask_prob, 0.0, 1.0)
-    check_number("random_prob", random_prob, 0.0, 1.0 - mask_prob)
-
-
 @dataclasses.dataclass(frozen=True)
-class MaskedLM:
+class MaskedLM(MaskedLMOptions):
     """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
     positions of the corrupted row. The rates do not change over training."""
 
-    rate: float = option(0.15, "probability that a valid token is selected (predicted)")
-    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]")
-    random_prob: float = option(0.1, "probability that a selected token is shown as a random word (else itself)")
-
-    def __post_init__(self):
-        check_masking(self.rate, self.mask_prob, self.random_prob)
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The masked-token NLL (`masked_nll`): (Σ NLL at EVAL_RATE of the valid positions shown
+        as [MASK], their count, {"positions": valid positions})."""
+        sums = masked_nll(model, head, params, batch, key, ids=ids)
+        return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from seqjax import decoding
 from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
 from seqjax.model_head import init_decode_state, make_step_fn
-from seqjax.objectives.checks import check_int, check_number, check_one_of
+from seqjax.objective_config import MinimumRiskOptions
 from seqjax.objectives.reinforce import mix_with_mle
 from seqjax.objectives.rollout import choose, rollout
 from seqjax.objectives.sequences import (
@@ -24,9 +24,6 @@ from seqjax.objectives.sequences import (
     truncate,
     valid_rows,
 )
-from seqjax.options import option
-
-SEARCHES = ("sample", "beam")
 
 
 def draw_candidates(
@@ -87,7 +84,7 @@ def expected_risk(log_probs: jax.Array, costs: jax.Array, available: jax.Array, 
 
 
 @dataclasses.dataclass(frozen=True)
-class MinimumRisk:
+class MinimumRisk(MinimumRiskOptions):
     """Minimum-risk training (Shen et al. 2016): minimize the expected cost over candidates.
 
     For each source, n = `num_candidates` candidates come from the model (ancestral samples,
@@ -101,17 +98,6 @@ class MinimumRisk:
     drawn without gradients; log p(y) is scored by a teacher-forced pass without dropout.
     `mle_weight` w mixes in teacher forcing: loss = w·teacher forcing + (1 − w)·risk.
     """
-
-    num_candidates: int = option(8, "n, candidates per source")
-    search: str = option("sample", "how candidates are found: sample (ancestral) | beam (the n best)")
-    alpha: float = option(5e-3, "Q ∝ p^alpha on the candidates")
-    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·risk")
-
-    def __post_init__(self):
-        check_int("num_candidates", self.num_candidates, 1)
-        check_one_of("search", self.search, SEARCHES)
-        check_number("alpha", self.alpha, 0.0, open_low=True)
-        check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

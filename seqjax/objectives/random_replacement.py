@@ -10,10 +10,7 @@ import jax.numpy as jnp
 
 from seqjax.contracts import Batch, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
-from seqjax.objectives.checks import check_number, check_one_of
-from seqjax.options import option
-
-POOLS = ("target", "vocab")
+from seqjax.objective_config import RandomReplacementOptions
 
 
 def replace_inputs(
@@ -62,7 +59,7 @@ def replace_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomReplacement:
+class RandomReplacement(RandomReplacementOptions):
     """Random replacement of decoder inputs (Su 2020): teacher forcing on noisy prefixes.
 
     A row is chosen with probability `sequence_rate`; in a chosen row each decoder input after
@@ -72,15 +69,6 @@ class RandomReplacement:
     model learns to predict the right next token after a prefix that contains mistakes. The
     rates do not change over training.
     """
-
-    sequence_rate: float = option(0.5, "probability that a row gets replacements")
-    token_rate: float = option(0.3, "probability that a decoder input of a chosen row (after the first) is replaced")
-    pool: str = option("target", "replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)")
-
-    def __post_init__(self):
-        check_number("sequence_rate", self.sequence_rate, 0.0, 1.0)
-        check_number("token_rate", self.token_rate, 0.0, 1.0)
-        check_one_of("pool", self.pool, POOLS)
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

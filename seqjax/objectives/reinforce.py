@@ -9,13 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
-from seqjax.objectives.checks import check_int, check_number, check_one_of
+from seqjax.objective_config import MixerOptions, ReinforceOptions
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
 from seqjax.objectives.teacher_forcing import TeacherForcing
-from seqjax.options import option
-
-BASELINES = ("self_critical", "mean", "none")
 
 
 def leave_one_out_mean(rewards: jax.Array) -> jax.Array:
@@ -132,7 +129,7 @@ def mix_with_mle(model, head, params, batch, key, step, loss, metrics, mle_weigh
 
 
 @dataclasses.dataclass(frozen=True)
-class Reinforce:
+class Reinforce(ReinforceOptions):
     """REINFORCE with a sentence-BLEU reward (Williams 1992; Ranzato et al. 2016).
 
     For each source (batch row) K = `num_samples` sequences are sampled from the model, each
@@ -152,17 +149,6 @@ class Reinforce:
     `mle_weight` w mixes the result with teacher forcing, for RL started from an MLE
     checkpoint: loss = w·teacher forcing + (1 − w)·surrogate.
     """
-
-    num_samples: int = option(4, "K, sequences sampled per source")
-    baseline: str = option("self_critical", "self_critical | mean (of the other samples) | none")
-    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·sequence loss")
-
-    def __post_init__(self):
-        check_int("num_samples", self.num_samples, 1)
-        check_one_of("baseline", self.baseline, BASELINES)
-        if self.baseline == "mean" and self.num_samples < 2:
-            raise ValueError(f"num_samples must be >= 2 for the mean-of-the-others baseline, got {self.num_samples}")
-        check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:
@@ -186,7 +172,7 @@ class Reinforce:
 
 
 @dataclasses.dataclass(frozen=True)
-class Mixer(Reinforce):
+class Mixer(Reinforce, MixerOptions):
     """MIXER (Ranzato et al. 2016): cross-entropy on the first L − Δ target tokens of a row
     (L its length), REINFORCE (as `Reinforce`) on the last Δ, with Δ growing over training:
 
@@ -197,16 +183,6 @@ class Mixer(Reinforce):
     baseline from the decoder state; MIXER here takes `Reinforce`'s baselines
     (self-critical: the greedy continuation of the prefix).
     """
-
-    delta_start: int = option(2, "Δ at step 0: the last Δ target tokens of a row are REINFORCE's")
-    delta_growth: int = option(2, "Δ grows by this every delta_every steps")
-    delta_every: int = option(1000, "steps between growths of Δ")
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("delta_start", self.delta_start, 1)
-        check_int("delta_growth", self.delta_growth, 0)
-        check_int("delta_every", self.delta_every, 1)
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

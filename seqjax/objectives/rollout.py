@@ -16,10 +16,8 @@ import jax.numpy as jnp
 
 from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.decoding import most_probable
-from seqjax.model_head import init_decode_state, token_log_probs
-from seqjax.objectives.checks import check_one_of
-
-FEEDS = ("argmax", "sample")
+from seqjax.model_head import decode_step, init_decode_state, token_log_probs
+from seqjax.objective_config import FEEDS, check_one_of
 
 Select = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -74,7 +72,7 @@ def rollout(
         state, previous = carry
         t, gold_t, inputs_t = xs
         token = jnp.where(gold_t | (t == 0), inputs_t, previous)
-        hidden, state = model.apply({"params": params["model"]}, state, token, method="decode_step")
+        hidden, state = decode_step(model, params, state, token)
         log_probs = token_log_probs(model, head, frozen, jax.lax.stop_gradient(hidden))
         chosen = select(log_probs, jax.random.fold_in(key, t))
         return (state, chosen), (hidden, token, chosen)

@@ -15,13 +15,9 @@ from seqjax.model_head import (
     hidden_states,
     token_log_probs,
 )
-from seqjax.objectives.checks import check_int, check_one_of
-from seqjax.objectives.rollout import FEEDS, choose, rollout
-from seqjax.objectives.schedules import SCHEDULES, check_schedule, gold_probability
-from seqjax.options import option
-
-MODES = ("auto", "scan", "parallel")
-PARALLEL_FEEDS = (*FEEDS, "soft")
+from seqjax.objective_config import ScheduledSamplingOptions
+from seqjax.objectives.rollout import choose, rollout
+from seqjax.objectives.schedules import gold_probability
 
 
 def resolve_mode(model: Model, mode: str, feed: str) -> str:
@@ -87,7 +83,7 @@ def parallel_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class ScheduledSampling:
+class ScheduledSampling(ScheduledSamplingOptions):
     """Scheduled sampling (Bengio et al. 2015): feed the gold token with probability ε, else the
     model's own prediction, with ε = schedule(step) decaying over training (schedules.py):
 
@@ -110,25 +106,6 @@ class ScheduledSampling:
     The loss is the head's training loss on gold targets; the coin flips are the same in
     every pass.
     """
-
-    schedule: str = option("inverse_sigmoid", "decay of ε, the probability of feeding gold: " + " | ".join(SCHEDULES))
-    k: float = option(200.0, "linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1")
-    c: float = option(1e-4, "linear: decrease of ε per step")
-    eps_min: float = option(0.0, "linear: floor of ε")
-    feed: str = option("argmax", "the model's own token: argmax | sample | soft (parallel mode: expected embedding)")
-    mode: str = option("auto", "scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens")
-    passes: int = option(2, "parallel: model passes, the last one gets the loss")
-    first_pass_grad: bool = option(False, "parallel with soft feed: backpropagate through the earlier passes")
-
-    def __post_init__(self):
-        check_schedule(self.schedule, k=self.k, c=self.c, eps_min=self.eps_min)
-        check_one_of("mode", self.mode, MODES)
-        check_one_of("feed", self.feed, PARALLEL_FEEDS)
-        if self.feed == "soft" and self.mode == "scan":
-            raise ValueError("feed must be argmax or sample for mode=scan (the decode step takes tokens), got 'soft'")
-        check_int("passes", self.passes, 2)
-        if self.first_pass_grad and self.feed != "soft":
-            raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={self.feed!r}")
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 
 from seqjax.model_head import head_loss, hidden_states
+from seqjax.objective_config import TeacherForcingOptions
 
 
 @dataclasses.dataclass(frozen=True)
-class TeacherForcing:
+class TeacherForcing(TeacherForcingOptions):
     """Maximum likelihood on gold prefixes: position t is fed the gold token t − 1 and judged
     on the gold token t, −(1/N) Σ_t mask_t · log p(y_t | y_<t), as the head computes it.
     It has no options and does not change over training."""
+
+    feeds_gold_only: ClassVar[bool] = True  # a packed row's segments stay independent under it
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

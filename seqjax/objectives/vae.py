@@ -17,12 +17,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Head, Model, Params
+from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
-from seqjax.objectives.checks import check_int, check_number, check_one_of
-from seqjax.options import option
-
-SCHEDULES = ("linear", "sigmoid", "constant")
+from seqjax.objective_config import KL_SCHEDULES, VAEOptions, check_one_of
 
 
 def gaussian_kl(mean: jax.Array, log_variance: jax.Array) -> jax.Array:
@@ -51,7 +48,7 @@ def kl_weight(schedule: str, step, *, beta: float, anneal_steps: int, sharpness:
     curve rescaled to be exactly 0 at step 0 and β from anneal_steps on (Bowman et al.'s
     shape); constant: β at every step.
     """
-    check_one_of("schedule", schedule, SCHEDULES)
+    check_one_of("schedule", schedule, KL_SCHEDULES)
     if schedule == "constant":
         return jnp.float32(beta)
     progress = jnp.minimum(jnp.asarray(step, jnp.float32) / anneal_steps, 1.0)
@@ -117,29 +114,23 @@ def negative_elbo(model: Model, head: Head, params: Params, batch, key: jax.Arra
 
 
 @dataclasses.dataclass(frozen=True)
-class VAE:
+class VAE(VAEOptions):
     """The VAE LM objective (model.kind=rnn_vae): the head's reconstruction loss of the
     targets given z ~ q(z | targets) plus β · KL / tokens, so that at β = 1 without free bits
     the loss is the negative ELBO per target token."""
 
-    beta: float = option(1.0, "the KL weight β reached at the end of annealing")
-    schedule: str = option("linear", "KL annealing: linear | sigmoid (β from 0 at step 0) | constant (β throughout)")
-    anneal_steps: int = option(1000, "updates over which β rises from 0 to beta (linear, sigmoid)")
-    sharpness: float = option(10.0, "sigmoid: slope k of σ(k (step / anneal_steps − ½))")
-    word_dropout: float = option(0.0, "probability that a decoder input (after the first) is replaced by <unk>")
-    free_bits: float = option(0.0, "λ nats per latent dimension: batch-mean KL below it is not penalized")
-
-    def __post_init__(self):
-        check_number("beta", self.beta, 0.0)
-        check_one_of("schedule", self.schedule, SCHEDULES)
-        check_int("anneal_steps", self.anneal_steps, 1)
-        check_number("sharpness", self.sharpness, 0.0, open_low=True)
-        check_number("word_dropout", self.word_dropout, 0.0, 1.0)
-        check_number("free_bits", self.free_bits, 0.0)
-
     def weight(self, step) -> jax.Array:
         """β at `step`: [] float32."""
         return kl_weight(self.schedule, step, beta=self.beta, anneal_steps=self.anneal_steps, sharpness=self.sharpness)
+
+    def eval_sums(
+        self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
+    ) -> EvalSums:
+        """The bound (`negative_elbo`): Σ −ELBO (reconstruction NLL + KL), target tokens, and
+        {"kl": Σ KL, "rows": rows with tokens}; the perplexities are upper bounds."""
+        del ids
+        terms = negative_elbo(model, head, params, batch, key)
+        return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
 
     def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
         """Returns:

@@ -25,6 +25,7 @@ from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2
 from seqjax.data.packing import packed_lm_eval_batches
 from seqjax.models import generates, readable_length
 from seqjax.training.generation import lm_samples, translate
+from seqjax.training.task_reports import task_report
 
 if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
@@ -102,10 +103,11 @@ def describe_metrics(result: dict[str, float]) -> str:
 def generation_report(exp: Experiment, params, *, echo: Callable[[str], None] = print) -> dict:
     """Prints and returns a few generated samples with the task's quality measure: BLEU and
     ROUGE for seq2seq; for a language model the synthetic task's own report
-    (`exp.task_report`), if it has one, printed before the samples."""
+    (`task_reports.task_report`), if it has one, printed before the samples."""
     if exp.cfg.train.num_printed_samples == 0 or not generates(exp.cfg.model):
         return {}
     if exp.is_seq2seq:
         return translate(exp, params, "valid" if "valid" in exp.data.splits else "train", echo=echo)
-    measure = exp.task_report(exp, params, echo=echo) if exp.task_report is not None else {}
+    report = task_report(exp.cfg)
+    measure = report(exp, params, echo=echo) if report is not None else {}
     return {**lm_samples(exp, params, echo=echo), **measure}

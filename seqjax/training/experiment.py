@@ -1,8 +1,7 @@
 """Builds everything an experiment needs from its config, validating on the host first.
 
 `build_experiment(cfg, mesh)` reads the data and builds the model, the output head for the
-run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective, and
-attaches the synthetic task's own report (`seqjax.training.task_reports`), if it has one.
+run's layout (the vocabulary-parallel one when train.vocab_parallel) and the objective.
 """
 
 from __future__ import annotations
@@ -20,26 +19,25 @@ from seqjax.config import ATTENTION, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective
 from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
 from seqjax.data.batching import pair_positions
-from seqjax.data.datasets import to_stderr
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
+from seqjax.data.sources import to_stderr
 from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import (
     MODEL_OBJECTIVES,
+    PRETRAINED_ENCODER_KINDS,
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     build_model,
-    generates,
     is_seq2seq,
     readable_length,
     resolved_kernel,
 )
 from seqjax.models.attention import kernel_fallback
-from seqjax.objectives import build_objective
+from seqjax.objectives import GOLD_FEEDING, build_objective
 from seqjax.training import optim
 from seqjax.training.layout import validate_layout
-from seqjax.training.task_reports import TaskReport, task_report
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
@@ -65,9 +63,9 @@ def validate_train(cfg: Config) -> None:
         raise ValueError(
             f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
         )
-    if t.init_encoder_from and cfg.model.kind != "transformer_seq2seq":
+    if t.init_encoder_from and cfg.model.kind not in PRETRAINED_ENCODER_KINDS:
         raise ValueError(
-            "train.init_encoder_from starts the encoder of a transformer_seq2seq run, "
+            f"train.init_encoder_from starts the encoder of a {' or '.join(PRETRAINED_ENCODER_KINDS)} run, "
             f"got model.kind={cfg.model.kind!r}"
         )
     if cfg.data.max_tokens and (cfg.data.packing or not is_seq2seq(cfg.model)):
@@ -93,10 +91,6 @@ def validate_model_objective(cfg: Config) -> None:
         )
 
 
-# Objectives that feed only gold tokens: a packed row's segments stay independent under them.
-PACKING_OBJECTIVES = ("teacher_forcing", "gradient_penalty")
-
-
 def validate_packing(cfg: Config) -> None:
     """Packed rows need a model that reads segment ids and an objective that feeds gold tokens
     (one feeding its own predictions would carry a segment's last prediction into the next)."""
@@ -105,27 +99,22 @@ def validate_packing(cfg: Config) -> None:
             f"data.packing needs a Transformer (model.kind in {', '.join(TRANSFORMER_KINDS)}), which keeps "
             f"attention within a segment; got model.kind={cfg.model.kind!r}"
         )
-    if cfg.objective.kind not in PACKING_OBJECTIVES:
+    if cfg.objective.kind not in GOLD_FEEDING:
         raise ValueError(
             f"data.packing needs an objective feeding gold tokens only (objective.kind in "
-            f"{', '.join(PACKING_OBJECTIVES)}), got {cfg.objective.kind!r}"
+            f"{', '.join(GOLD_FEEDING)}), got {cfg.objective.kind!r}"
         )
 
 
 @dataclasses.dataclass
 class Experiment:
-    """The data, model, head and objective of one run, built and checked from a Config.
-
-    task_report: the synthetic task's own measure of a trained model,
-      `report(exp, params, echo=...) -> dict`, or None when the data has none.
-    """
+    """The data, model, head and objective of one run, built and checked from a Config."""
 
     cfg: Config
     data: LMData | ParallelData
     model: Model
     head: Head
     objective: Objective
-    task_report: TaskReport | None = None
 
     @property
     def is_seq2seq(self) -> bool:
@@ -252,8 +241,7 @@ def build_experiment(
     vocab = data.tokenizer.vocab
     src_vocab_size = data.src_tokenizer.vocab.size if isinstance(data, ParallelData) else None
     model, head, objective = build_parts(cfg, vocab.size, np.asarray(vocab.counts), mesh, src_vocab_size)
-    report = task_report(cfg.data) if generates(cfg.model) else None  # the tasks' reports judge samples
-    return Experiment(cfg, data, model, head, objective, report)
+    return Experiment(cfg, data, model, head, objective)
 
 
 def attention_fallback(cfg: Config, platform: str) -> str | None:

@@ -116,7 +116,7 @@ def decode_prompts(model, head, params, key, prompts, batch=None, *, max_len: in
     num, length = prompts.shape
     if getattr(model, "latent", False) and (batch is None or "latent" not in batch):
         key, latent_key = jax.random.split(key)
-        batch = {"latent": jax.random.normal(latent_key, (num, model.cfg.latent_size), jnp.float32)}
+        batch = {"latent": jax.random.normal(latent_key, (num, model.latent_size), jnp.float32)}
     state = prefill(model, params, init_decode_state(model, params, num, length + max_len, batch), prompts[:, :-1])
     return run_decoder(make_step_fn(model, head, params), state, key, prompts[:, -1], max_len=max_len, options=options)
 

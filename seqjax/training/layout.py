@@ -44,6 +44,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from seqjax.config import Config
+from seqjax.heads.build import VOCAB_PARALLEL_HEADS
 
 AXES = ("slice", "data", "model")
 BATCH_AXES = ("slice", "data")  # the batch's rows are split over both
@@ -272,8 +273,9 @@ def validate_layout(cfg: Config, mesh: Mesh, vocab_size: int) -> None:
                 f"train.vocab_parallel=false, got sharding={t.sharding!r}, vocab_parallel={t.vocab_parallel}"
             )
     if t.vocab_parallel:
-        if cfg.head.kind != "full":
-            raise ValueError(f"train.vocab_parallel needs head.kind=full, got {cfg.head.kind!r}")
+        if cfg.head.kind not in VOCAB_PARALLEL_HEADS:
+            needed = " or ".join(f"head.kind={kind}" for kind in VOCAB_PARALLEL_HEADS)
+            raise ValueError(f"train.vocab_parallel needs {needed}, got {cfg.head.kind!r}")
         if t.sharding not in ("tensor", "fsdp_tensor"):
             raise ValueError(
                 f"train.vocab_parallel splits the vocabulary over the model axis: it needs train.sharding "

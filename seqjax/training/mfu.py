@@ -29,7 +29,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from seqjax.config import Config, ModelConfig
+from seqjax.config import Config
+from seqjax.models import MODEL_KINDS, is_trained
 
 # bf16 dense peak TFLOP/s per device, by a substring of jax's device_kind.
 KNOWN_PEAKS_TFLOPS = {
@@ -40,47 +41,19 @@ KNOWN_PEAKS_TFLOPS = {
     "TPU v5 lite": 197.0,
     "TPU v5e": 197.0,
 }
-RNN_GATES = {"lstm": 4, "gru": 3, "elman": 1}
-
-
-def _attention_weights(cfg: ModelConfig) -> int:
-    """Query and output projections (D² each) and the K key/value heads' (2·D·K·Dh)."""
-    head_dim = cfg.d_model // cfg.num_heads
-    kv_heads = cfg.kv_heads or cfg.num_heads
-    return 2 * cfg.d_model**2 + 2 * cfg.d_model * kv_heads * head_dim
-
-
-def _mlp_weights(cfg: ModelConfig) -> int:
-    return (3 if cfg.mlp == "swiglu" else 2) * cfg.d_model * cfg.d_ff
-
-
-def matmul_weights(cfg: ModelConfig, head_weights: float) -> float | None:
-    """N: the weights multiplied per target token, the head's `head_weights` included; None for
-    a kind this count does not cover (nnlm, the RNN encoder–decoders, the n-gram)."""
-    if cfg.kind == "transformer":
-        return cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg)) + head_weights
-    if cfg.kind == "transformer_seq2seq":
-        encoder = cfg.layers * (_attention_weights(cfg) + _mlp_weights(cfg))
-        decoder = cfg.layers * (2 * _attention_weights(cfg) + _mlp_weights(cfg))
-        return encoder + decoder + head_weights
-    if cfg.kind == "rnn":
-        return cfg.layers * RNN_GATES[cfg.cell] * 2 * cfg.d_model**2 + head_weights
-    return None
 
 
 def train_flops_per_token(cfg: Config, head_weights: float, seq_len: int) -> float | None:
-    """6·N + 12·L·H·Q·T FLOPs per target token of a train step on rows of seq_len tokens
-    (attention three times over for an encoder–decoder), the head reading `head_weights` per
-    token (its `matmul_weights`); None where N is not counted."""
-    weights = matmul_weights(cfg.model, head_weights)
+    """6·N + attention FLOPs per target token of a train step on rows of seq_len tokens, N the
+    model's `matmul_weights` plus the head's `head_weights` (its `matmul_weights`) and the
+    attention's as the model counts it (`attention_flops`); None where the model does not count N."""
+    if not is_trained(cfg.model):
+        return None
+    model = MODEL_KINDS[cfg.model.kind]
+    weights = model.matmul_weights(cfg.model)
     if weights is None:
         return None
-    attention = 0
-    if cfg.model.kind == "transformer":
-        attention = 12 * cfg.model.layers * cfg.model.d_model * seq_len
-    elif cfg.model.kind == "transformer_seq2seq":
-        attention = 3 * 12 * cfg.model.layers * cfg.model.d_model * seq_len
-    return 6.0 * weights + attention
+    return 6.0 * (weights + head_weights) + model.attention_flops(cfg.model, seq_len)
 
 
 def known_peak_tflops(device_kind: str) -> float | None:

@@ -31,7 +31,7 @@ import numpy as np
 
 from seqjax import config as config_lib
 from seqjax import config_text
-from seqjax.config import Config
+from seqjax.config import Config, HeadConfig, ObjectiveConfig
 from seqjax.contracts import SPECIAL_IDS, Batch
 from seqjax.data import LMData, holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram
@@ -55,9 +55,9 @@ def validate_ngram_config(cfg: Config) -> None:
     context = cfg.model.context
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise ValueError(f"model.context must be an int >= 0 (the n-gram order - 1) for {kind}, got {context!r}")
-    if cfg.head.kind != "full":
+    if cfg.head.kind != HeadConfig.kind:  # the default, which nothing reads
         raise ValueError(f"head.kind={cfg.head.kind!r} does not apply to {kind}: it has no output layer")
-    if cfg.objective.kind != "teacher_forcing":
+    if cfg.objective.kind != ObjectiveConfig.kind:
         raise ValueError(f"objective.kind={cfg.objective.kind!r} does not apply to {kind}: it is counted, not trained")
     t = cfg.train
     if t.init_from:

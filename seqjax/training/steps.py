@@ -28,9 +28,7 @@ from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.models.placement import under_mesh
-from seqjax.objectives.bidirectional import direction_nlls
-from seqjax.objectives.masked_lm import masked_nll
-from seqjax.objectives.vae import negative_elbo
+from seqjax.objectives import eval_sums_of
 from seqjax.training.layout import BATCH_AXES, batch_sharding, batch_shards, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
 
@@ -228,28 +226,18 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     token count), both [] float32. The NLL is the head's `target_log_probs`, so the step holds
     [B·T, block] scores, never [B·T, V] (`seqjax.model_head.token_nll`).
 
-    A latent-variable model (`model.latent`) is scored by its bound instead: (Σ −ELBO =
-    reconstruction NLL + KL, token count, {"kl": Σ KL, "rows": rows with tokens}), one z ~ q
-    per row from a fixed key (`seqjax.objectives.vae.negative_elbo`), so the perplexity is an
-    upper bound. The BiLM's forward LM is scored as any LM's and its backward LM beside it
-    ({"backward_nll": Σ backward NLL}, `seqjax.objectives.bidirectional.direction_nlls`). An
-    encoder (`model.generates` False) is scored on masked tokens: (Σ NLL at 15% of the valid
-    positions shown as [MASK] from a fixed key, their count, {"positions": valid positions});
-    ELECTRA's generator is the masked LM scored (`seqjax.objectives.masked_lm.masked_nll`).
+    A model that one objective alone trains is scored as that objective says
+    (`Objective.eval_sums`, found by `seqjax.objectives.eval_sums_of`), from a fixed key:
+    (Σ NLL, token count, {further sums}), e.g. the VAE LM's bound, the BiLM's backward NLL
+    beside the forward one, an encoder's masked-token NLL.
     The parameters keep whatever placement they have (any strategy); the batch is split over `data`.
     """
 
+    own_sums = eval_sums_of(model)
+
     def eval_step(params, batch: Batch):
-        if not getattr(model, "generates", True):  # an encoder: the masked-token NLL
-            method = "generator" if getattr(model, "objective", None) == "electra" else "__call__"
-            sums = masked_nll(model, head, params, batch, jax.random.key(0), ids=SPECIAL_IDS, method=method)
-            return sums["nll"], sums["masked"], {"positions": sums["positions"]}
-        if getattr(model, "objective", None) == "bidirectional_lm":
-            nlls = direction_nlls(model, head, params, batch, boundary_id=SPECIAL_IDS.eos)
-            return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}
-        if getattr(model, "latent", False):
-            terms = negative_elbo(model, head, params, batch, jax.random.key(0))
-            return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
+        if own_sums is not None:
+            return own_sums(model, head, params, batch, jax.random.key(0), ids=SPECIAL_IDS)
         hidden = hidden_states(model, params, batch, jax.random.key(0), train=False)
         nll = token_nll(model, head, params, hidden, batch["targets"])
         return (nll * batch["mask"]).sum(), batch["mask"].sum()

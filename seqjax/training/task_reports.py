@@ -4,8 +4,8 @@ A task whose data comes from a known source can judge what the model generates: 
 sentence of the grammar task is checkable, and the oracle task's generator is an LSTM whose
 likelihood of the model's samples is computable. `TASK_REPORTS` maps such a task to its
 `report(exp, params, *, echo) -> dict`, which prints one line and returns its numbers;
-`build_experiment` attaches the one for its data as `Experiment.task_report` (None for any
-other data); the end-of-run report (`evaluation.generation_report`) and `seqjax eval` print it.
+`task_report(cfg)` finds the one of a run (None for any other data, or a model that does not
+generate); the end-of-run report (`evaluation.generation_report`) and `seqjax eval` print it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from seqjax.config import DataConfig
+from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import is_grammatical
 from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
+from seqjax.models import generates
 from seqjax.training.generation import DecodeOptions, decode, sample_texts
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ def oracle_report(
 TASK_REPORTS: dict[str, TaskReport] = {"grammar": grammar_report, "oracle": oracle_report}
 
 
-def task_report(cfg: DataConfig) -> TaskReport | None:
-    """The report of the synthetic task `cfg` names, None for other data."""
-    return TASK_REPORTS.get(cfg.task) if cfg.kind == "synthetic" else None
+def task_report(cfg: Config) -> TaskReport | None:
+    """The report of the synthetic task `cfg.data` names, None for other data and for a model
+    without a decode step (the reports judge samples)."""
+    if cfg.data.kind != "synthetic" or not generates(cfg.model):
+        return None
+    return TASK_REPORTS.get(cfg.data.task)

@@ -94,7 +94,10 @@ def test_parallel_train_pairs_longer_than_max_pair_len_are_dropped_but_eval_pair
     [
         ({"kind": "audio"}, "^data.kind must be one of synthetic, text, parallel, got 'audio'$"),
         ({"task": "translate"}, "^data.task must be one of grammar, oracle, copy, reverse, sort, addition for"),
-        ({"tokenizer": "sentencepiece"}, "^data.tokenizer must be one of char, word, bpe, pretrained, got 'sentencepiece'$"),
+        (
+            {"tokenizer": "sentencepiece"},
+            "^data.tokenizer must be one of char, word, bpe, pretrained, got 'sentencepiece'$",
+        ),
         ({"num_train": 0}, "data.num_train must be an int >= 1"),
         ({"seq_len": 0}, "data.seq_len must be an int >= 1"),
         ({"vocab_size": -1}, "data.vocab_size must be an int >= 0"),

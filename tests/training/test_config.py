@@ -45,7 +45,9 @@ def test_an_unknown_kind_is_refused_naming_the_kinds_and_the_option_that_takes_i
 
 
 def test_a_misspelt_choice_is_refused_with_its_close_spelling():
-    with pytest.raises(ValueError, match=r"^data.tokenizer must be one of char, word, bpe, pretrained, got 'words'; did you mean "):
+    with pytest.raises(
+        ValueError, match=r"^data.tokenizer must be one of char, word, bpe, pretrained, got 'words'; did you mean "
+    ):
         config_lib.override(Config(), ["data.tokenizer=words"])
 
 

@@ -1,0 +1,128 @@
+"""Where a `DataConfig`'s corpus is and whether it is usable: its splits, their paths, the
+config's checks, and where messages about the data go. Below both the readers of a corpus
+(`datasets.py`) and the preparer of its token store (`prepare.py`), which share these.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from seqjax.config import DATA_KINDS, SYNTHETIC_TASKS, TOKENIZERS, DataConfig
+from seqjax.data.synthetic import SEQ2SEQ_TASKS
+from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE
+
+SPLITS = ("train", "valid", "test")
+
+
+def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
+    value = getattr(cfg, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"data.{name} must be an int >= {minimum}, got {value!r}")
+
+
+DATA_ROOT_VARIABLE = "SEQJAX_DATA"
+
+
+def data_path(cfg: DataConfig, path: str) -> str:
+    """`path` (a corpus file or prefix) under data.root when relative (data.root '' falls back
+    to $SEQJAX_DATA, then to the working directory)."""
+    root = cfg.root or os.environ.get(DATA_ROOT_VARIABLE, "")
+    return os.path.join(os.path.expanduser(root), path) if path and root else path
+
+
+def split_path(cfg: DataConfig, split: str) -> str:
+    """The file (text) or prefix (parallel) of `split`: data.<split>, as `data_path`."""
+    return data_path(cfg, getattr(cfg, split))
+
+
+def holds_pairs(cfg: DataConfig) -> bool:
+    """True for sentence-pair data (parallel corpora, the synthetic seq2seq tasks), which
+    needs an encoder-decoder; False for a language-model stream."""
+    return cfg.kind == "parallel" or (cfg.kind == "synthetic" and cfg.task in SEQ2SEQ_TASKS)
+
+
+def splits_of(cfg: DataConfig) -> list[str]:
+    """The splits `cfg` has: every one for synthetic data, else those with a path."""
+    return [split for split in SPLITS if cfg.kind == "synthetic" or getattr(cfg, split)]
+
+
+def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> None:
+    """Checks every field `load_data` uses, and that the files of `splits` exist, with the value
+    and the rule in each message."""
+    if cfg.kind not in DATA_KINDS:
+        raise ValueError(f"data.kind must be one of {', '.join(DATA_KINDS)}, got {cfg.kind!r}")
+    if cfg.tokenizer not in TOKENIZERS:
+        raise ValueError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, got {cfg.tokenizer!r}")
+    for name, minimum in (
+        ("vocab_size", 0),
+        ("min_count", 1),
+        ("seq_len", 1),
+        ("max_pair_len", 1),
+        ("num_train", 1),
+        ("num_eval", 1),
+        ("seed", 0),
+    ):
+        _check_int(cfg, name, minimum)
+    if (cfg.tokenizer == "pretrained") != bool(cfg.tokenizer_from):
+        raise ValueError(
+            "data.tokenizer=pretrained and data.tokenizer_from (the run whose tokenizer encodes the corpus) go "
+            f"together, got data.tokenizer={cfg.tokenizer!r}, data.tokenizer_from={cfg.tokenizer_from!r}"
+        )
+    if cfg.tokenizer == "pretrained" and cfg.kind != "text":
+        raise ValueError(f"data.tokenizer=pretrained encodes a text corpus (data.kind=text), got {cfg.kind!r}")
+    if cfg.tokenizer == "pretrained" and not os.path.isdir(pretrained_tokenizer_dir(cfg)):
+        raise ValueError(
+            f"data.tokenizer_from={cfg.tokenizer_from!r} must be a run directory holding tokenizer/ (e.g. written by "
+            "seqjax import-hf)"
+        )
+    if cfg.tokenizer == "bpe" and cfg.vocab_size < BPE_MIN_VOCAB_SIZE:
+        raise ValueError(f"data.vocab_size must be >= {BPE_MIN_VOCAB_SIZE} for the bpe tokenizer, got {cfg.vocab_size}")
+    buckets = cfg.buckets
+    if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets):
+        raise ValueError(f"data.buckets must be a non-empty tuple of ints >= 2, got {buckets}")
+    if any(a >= b for a, b in zip(buckets, buckets[1:])):
+        raise ValueError(f"data.buckets must be strictly increasing, got {buckets}")
+    if cfg.kind == "synthetic" and cfg.task not in SYNTHETIC_TASKS:
+        raise ValueError(f"data.task must be one of {', '.join(SYNTHETIC_TASKS)} for synthetic data, got {cfg.task!r}")
+    if cfg.kind in ("text", "parallel"):
+        if not cfg.train and cfg.tokenizer != "pretrained":
+            raise ValueError(f"data.train must name the training {'file' if cfg.kind == 'text' else 'prefix'}, got ''")
+        if cfg.kind == "parallel" and (not cfg.src or not cfg.tgt or cfg.src == cfg.tgt):
+            raise ValueError(f"data.src and data.tgt must be two different suffixes, got {cfg.src!r}, {cfg.tgt!r}")
+        for split in splits:
+            prefix = split_path(cfg, split)
+            paths = [prefix] if cfg.kind == "text" else [f"{prefix}.{cfg.src}", f"{prefix}.{cfg.tgt}"]
+            if not prefix:
+                continue
+            if cfg.kind == "text" and os.path.isdir(prefix):
+                raise ValueError(f"data.{split} must name a file, got {prefix!r}, which is a directory")
+            missing = [p for p in paths if not os.path.isfile(p)]
+            if missing and cfg.kind == "parallel" and os.path.isdir(prefix):
+                raise ValueError(
+                    f"data.{split} must be a prefix PREFIX of the files PREFIX.{cfg.src} and PREFIX.{cfg.tgt}, "
+                    f"got {prefix!r}, which is a directory (looked for {missing})"
+                )
+            if missing:
+                where = f" (relative paths are read under data.root, else ${DATA_ROOT_VARIABLE}, else the working dir)"
+                if os.path.isabs(getattr(cfg, split)):
+                    where = ""
+                raise ValueError(f"data.{split} must name existing files, missing {missing}{where}")
+
+
+def pretrained_tokenizer_dir(cfg: DataConfig) -> str:
+    """The tokenizer directory of data.tokenizer_from's run (a run's `tokenizer/`)."""
+    return os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")
+
+
+def has_corpus(cfg: DataConfig) -> bool:
+    """False for text encoded by a pretrained tokenizer with no split named: a run that holds a
+    model and its tokenizer only (an imported one), which decodes but reads no data."""
+    return cfg.kind != "text" or any(getattr(cfg, split) for split in SPLITS)
+
+
+def to_stderr(message: str) -> None:
+    """Where messages about the data (a store being prepared) go by default: not stdout, which
+    `seqjax generate --input -` writes its output to."""
+    print(message, file=sys.stderr)
