@@ -1,0 +1,197 @@
+"""Sizing table: Llama-shaped LMs of 125M, 1B and 8B parameters and an LSTM LM over 800k words
+with each softmax head, compiled for 8 x H100, a TPU v5p 4x4x4 and two of them, on this CPU.
+
+    python benchmarks/targets.py [--rows NAME,...] [--render]
+
+Each row is `seqjax compile`'s report (`seqjax.accelerators.report.compile_report`): the run's
+exact train step built from abstract state on the target's devices. Every row puts the same
+work on each device (8 rows of 2,048 tokens for the Transformers, 32 of 64 for the LSTM), so a
+larger target is a larger global batch. Figures: peak memory per device against what a run may
+use, the roofline estimate of step time and MFU (an upper bound, not a measurement), and the
+bytes each device sends per step within its host or slice and across slices. Rows are appended
+to benchmarks/results/targets.json as they compile (a long run can be stopped and resumed:
+done rows are kept), and the table is written to benchmarks/results/targets.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+from seqjax.accelerators.targets import parse_target, use_target_compiler
+
+use_target_compiler()  # before anything starts a JAX backend
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import RESULTS, markdown_table, write_result  # noqa: E402
+
+from seqjax import config as config_lib  # noqa: E402
+from seqjax.accelerators.report import compile_report  # noqa: E402
+from seqjax.config import Config  # noqa: E402
+
+LLAMA = (
+    "model.positions=rope",
+    "model.norm_type=rmsnorm",
+    "model.mlp=swiglu",
+    "model.bias=false",
+    "model.scan_layers=true",
+    "model.remat=full",
+    "model.max_len=2048",
+    "data.seq_len=2048",
+    "train.precision=bfloat16",
+)
+MODELS = {  # (overrides, vocabulary, rows per device)
+    "125M": (
+        ("model.d_model=768", "model.layers=12", "model.num_heads=12", "model.kv_heads=4", "model.d_ff=2048"),
+        32000,
+    ),
+    "1B": (
+        ("model.d_model=2048", "model.layers=24", "model.num_heads=16", "model.kv_heads=8", "model.d_ff=5632"),
+        32000,
+    ),
+    "8B": (
+        ("model.d_model=4096", "model.layers=32", "model.num_heads=32", "model.kv_heads=8", "model.d_ff=14336"),
+        128256,
+    ),
+}
+LSTM = ("model.kind=rnn", "model.cell=lstm", "model.d_model=1024", "model.layers=1", "data.seq_len=64")
+LSTM_VOCAB = 800_000
+HEADS = {
+    "full": ("head.kind=full",),
+    "sampled": ("head.kind=sampled", "head.num_samples=8192"),
+    "nce": ("head.kind=nce", "head.num_samples=8192"),
+    "negative": ("head.kind=negative", "head.num_samples=8192"),
+    "class": ("head.kind=class",),
+    "tree": ("head.kind=tree", "head.tree=huffman"),
+    "adaptive": ("head.kind=adaptive", "head.cutoffs=20000,200000"),
+}
+TARGETS = {"h100:8": ("h100:8", 1), "v5p:4x4x4": ("v5p:4x4x4", 1), "2 x v5p:4x4x4": ("v5p:4x4x4", 2)}
+TENSOR_MESH = {"h100:8": "data:2,model:4", "v5p:4x4x4": "data:-1,model:4", "2 x v5p:4x4x4": "data:-1,model:4"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    model: str
+    target: str
+    strategy: str
+    overrides: tuple[str, ...]
+    vocab: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} | {self.target} | {self.strategy}"
+
+
+def rows() -> list[Row]:
+    found = []
+    for target in TARGETS:
+        count = parse_target(*TARGETS[target]).count
+        for model, (overrides, vocab) in MODELS.items():
+            strategies = ("data", "fsdp") if model == "125M" else ("fsdp", "fsdp_tensor")
+            for strategy in strategies:
+                layout = [f"train.sharding={strategy}", f"train.batch_size={8 * count}"]
+                if strategy == "fsdp_tensor":
+                    layout.append(f"train.mesh={TENSOR_MESH[target]}")
+                found.append(Row(model, target, strategy, (*LLAMA, *overrides, *layout), vocab))
+        if target != "2 x v5p:4x4x4":
+            for head, choice in HEADS.items():
+                layout = ("train.sharding=fsdp", f"train.batch_size={32 * count}", "train.precision=bfloat16")
+                found.append(Row(f"LSTM 800k, {head}", target, "fsdp", (*LSTM, *choice, *layout), LSTM_VOCAB))
+    return found
+
+
+def measure(row: Row) -> dict:
+    cfg = config_lib.override(Config(), list(row.overrides))
+    start = time.perf_counter()
+    try:
+        report = compile_report(cfg, parse_target(*TARGETS[row.target]), row.vocab)
+    except Exception as err:  # a row that does not compile is a finding, recorded as such
+        return {"row": row.name, "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
+    return {"row": row.name, "compile_seconds": time.perf_counter() - start, **report}
+
+
+def gib(count: float) -> str:
+    return f"{count / 2**30:.1f}"
+
+
+def render(results: list[dict]) -> str:
+    header = ["model", "target", "strategy", "fits", "peak GiB / usable", "step ms (est.)", "MFU (est.)"]
+    header += ["ICI+NVLink GiB/step", "DCN GiB/step", "fused attn", "compile s"]
+    table = []
+    for r in results:
+        model, target, strategy = r["row"].split(" | ")
+        if "error" in r:
+            table.append([model, target, strategy, "does not compile", r["error"], "", "", "", "", "", ""])
+            continue
+        link = sum(v["bytes"] for v in r["collectives"].values())
+        dcn = sum(v["bytes"] for v in r["dcn_collectives"].values())
+        mfu = r["predicted_mfu"]
+        attention = r["attention"]
+        table.append(
+            [
+                model,
+                target,
+                strategy,
+                "yes" if r["fits"] else "**no**",
+                f"{gib(r['per_device_bytes']['peak'])} / {gib(r['usable_memory_bytes'])}",
+                f"{r['predicted_step_seconds'] * 1e3:,.0f}",
+                "" if mfu is None else f"{mfu:.0%}",
+                gib(link),
+                gib(dcn) if r["slices"] > 1 else "",
+                "" if attention["resolved"] is None else f"{attention['resolved']} x{attention['fused_calls']}",
+                f"{r['compile_seconds']:.0f}",
+            ]
+        )
+    return markdown_table(header, table)
+
+
+NOTES = """
+How to read it:
+
+- **peak GiB / usable**: the compiled train step's peak per device (parameters, optimizer state,
+  batch, activations kept for the backward pass, gradients, collective buffers) against what a
+  run may use: on a GPU the 75% of its memory JAX's allocator takes by default
+  (`XLA_PYTHON_CLIENT_MEM_FRACTION`), on a TPU the whole HBM.
+- **step ms, MFU (est.)**: the roofline of `docs/scaling.md` — model FLOPs at the dense bf16
+  peak or bytes at the memory bandwidth, whichever is slower, plus the collectives' bytes over the
+  links with no overlap. Kernels never run at the roofline: a measured MFU is lower.
+- **ICI+NVLink / DCN GiB per step**: what one device sends per step, loop bodies counted once
+  per layer; DCN only for the two-slice target, where the gradients are all-reduced across slices
+  and everything else stays within a slice.
+- **fused attn**: the attention kernel `auto` resolved to on the target and its calls in the
+  train step (a scanned stack's body holds one forward, one backward and, under full remat, one
+  recomputed forward).
+- Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
+  target of more devices trains on a larger batch; compare per-device figures across targets.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", help="comma list of row numbers (0-based) to compile; default all")
+    parser.add_argument("--render", action="store_true", help="only write the table from the saved rows")
+    args = parser.parse_args()
+    path = os.path.join(RESULTS, "targets.json")
+    saved = json.load(open(path)) if os.path.isfile(path) else []
+    done = {r["row"] for r in saved}
+    todo = rows() if args.rows is None else [rows()[int(i)] for i in args.rows.split(",")]
+    if not args.render:
+        for row in todo:
+            if row.name in done:
+                continue
+            print(f"compiling {row.name}", flush=True)
+            saved.append(measure(row))
+            with open(path, "w") as f:
+                json.dump(saved, f, indent=1)
+    order = {row.name: i for i, row in enumerate(rows())}
+    saved.sort(key=lambda r: order.get(r["row"], len(order)))
+    body = render(saved) + "\n" + NOTES
+    print("wrote", write_result("targets", "Sizing runs for accelerators: compiled on a CPU, estimated", body))
+
+
+if __name__ == "__main__":
+    main()
