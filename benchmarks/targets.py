@@ -127,6 +127,10 @@ def render(results: list[dict]) -> str:
         if "error" in r:
             table.append([model, target, strategy, "does not compile", r["error"], "", "", "", "", "", ""])
             continue
+        if "compiler_message" in r:  # refused by the compiler for the device's memory
+            peak = f"≥ {gib(r['per_device_bytes']['peak'])} / {gib(r['usable_memory_bytes'])}"
+            table.append([model, target, strategy, "**no**", peak, "", "", "", "", "", f"{r['compile_seconds']:.0f}"])
+            continue
         link = sum(v["bytes"] for v in r["collectives"].values())
         dcn = sum(v["bytes"] for v in r["dcn_collectives"].values())
         mfu = r["predicted_mfu"]

@@ -11,12 +11,14 @@ size with Zipfian counts (what the tree heads are built from) and no data read a
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.errors import JaxRuntimeError
 from jax.sharding import Mesh
 
 from seqjax import decoding
@@ -84,13 +86,34 @@ def abstract_batch(cfg: Config, mesh: Mesh) -> dict[str, jax.ShapeDtypeStruct]:
 
 
 def compile_train(parts: Parts, mesh: Mesh, batch) -> tuple[Any, Any]:
-    """The run's train step compiled for `mesh`, and the abstract state it takes."""
+    """The run's train step compiled for `mesh` (None with the compiler's message where the
+    compiler itself finds it does not fit the device's memory, as a TPU's does), and the
+    abstract state it takes."""
     cfg = parts.cfg
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
     state = abstract_state(parts.model, parts.head, optimizer, batch, mesh, cfg.train.sharding)
     step: Any = build_train_step(parts, optimizer, schedule, mesh, state)  # a jitted function: it lowers
-    return step.lower(state, batch).compile(), state
+    try:
+        return step.lower(state, batch).compile(), state
+    except JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        return OutOfMemory(str(err).splitlines()[0]), state
+
+
+@dataclasses.dataclass(frozen=True)
+class OutOfMemory:
+    """A step the compiler refused for the device's memory, with its message."""
+
+    message: str
+
+    def temporaries(self) -> int | None:
+        """The temporaries' bytes the message names ("... temporaries (32.87G) exceeds ..."), or None."""
+        found = re.search(r"temporaries \(([0-9.]+)([KMGT])\)", self.message)
+        if found is None:
+            return None
+        return int(float(found.group(1)) * 1024 ** " KMGT".index(found.group(2)))
 
 
 def compile_eval(parts: Parts, mesh: Mesh, params, batch) -> Any:
@@ -129,7 +152,8 @@ def compiled_programs(
 
     Returns:
       {"mesh", "parts", "state" (abstract), "batch" (abstract), "train", "eval", "decode"
-      (compiled programs; decode None for an encoder)}.
+      (compiled programs; decode None for an encoder; train an `OutOfMemory`, and the others None,
+      where the compiler refused the train step for the device's memory)}.
     """
     slices = len({getattr(device, "slice_index", 0) for device in devices})
     if slices > 1 and "slice" not in cfg.train.mesh:  # the batch over the slices, the rest within each
@@ -139,6 +163,16 @@ def compiled_programs(
     batch = abstract_batch(cfg, mesh)
     echo("compiling the train step")
     train, state = compile_train(parts, mesh, batch)
+    if isinstance(train, OutOfMemory):
+        return {
+            "mesh": mesh,
+            "parts": parts,
+            "state": state,
+            "batch": batch,
+            "train": train,
+            "eval": None,
+            "decode": None,
+        }
     echo("compiling the eval step")
     evaluation = compile_eval(parts, mesh, state.params, batch)
     echo("compiling the decode step")

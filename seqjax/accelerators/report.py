@@ -23,7 +23,7 @@ from typing import Any
 
 from seqjax import config as config_lib
 from seqjax.accelerators import program
-from seqjax.accelerators.abstract_run import compiled_programs
+from seqjax.accelerators.abstract_run import OutOfMemory, compiled_programs
 from seqjax.accelerators.targets import Target, target_devices
 from seqjax.config import Config
 from seqjax.models import resolved_kernel
@@ -83,6 +83,8 @@ def compile_report(
     JSON of `seqjax compile --json`)."""
     built = compiled_programs(cfg, target_devices(target), vocab_size, echo=echo)
     parts, state, batch = built["parts"], built["state"], built["batch"]
+    if isinstance(built["train"], OutOfMemory):
+        return out_of_memory_report(target, built, built["train"])
     programs = {name: built[name] for name in ("train", "eval", "decode") if built[name] is not None}
     texts = {name: compiled.as_text() for name, compiled in programs.items()}
     memory = {name: program.memory(compiled) for name, compiled in programs.items()}
@@ -138,6 +140,34 @@ def compile_report(
     }
 
 
+def out_of_memory_report(target: Target, built: dict[str, Any], refusal: OutOfMemory) -> dict[str, Any]:
+    """The report of a train step the compiler refused for the device's memory: the state's bytes
+    per device, the temporaries the compiler asked for, and its message."""
+    state = built["state"]
+    parameters, optimizer = per_device_bytes(state.params), per_device_bytes(state.opt_state)
+    temporaries = refusal.temporaries()
+    peak = parameters + optimizer + (temporaries or 0)
+    return {
+        "target": target.name,
+        "slices": target.slices,
+        "devices": target.count,
+        "device": target.chip.name,
+        "mesh": {str(k): int(v) for k, v in built["mesh"].shape.items()},
+        "sharding": built["parts"].cfg.train.sharding,
+        "fits": False,
+        "compiler_message": refusal.message,
+        "per_device_bytes": {
+            "parameters": parameters,
+            "optimizer_state": optimizer,
+            "temporaries": temporaries,
+            "peak": peak,
+        },
+        "device_memory_bytes": target.chip.memory_bytes,
+        "usable_memory_bytes": usable_memory(target),
+        "margin_bytes": usable_memory(target) - peak,
+    }
+
+
 def problems(report: dict[str, Any]) -> list[str]:
     """What makes `seqjax compile` exit non-zero: a run that does not fit, a fused kernel asked
     for by name that the program does not contain."""
@@ -147,8 +177,8 @@ def problems(report: dict[str, Any]) -> list[str]:
             f"does not fit: {format_bytes(report['per_device_bytes']['peak'])} per device against "
             f"{format_bytes(report['usable_memory_bytes'])} usable"
         )
-    attention = report["attention"]
-    if attention["requested"] in FUSED and attention["fused_calls"] == 0:
+    attention = report.get("attention")
+    if attention and attention["requested"] in FUSED and attention["fused_calls"] == 0:
         why = attention["fallback"] or "the compiled program has no fused attention call"
         found.append(f"model.attention_kernel={attention['requested']} is not the kernel compiled: {why}")
     return found
@@ -158,6 +188,17 @@ def describe(report: dict[str, Any]) -> str:
     """The report as the lines `seqjax compile` prints."""
     b = report["per_device_bytes"]
     verdict = "fits" if report["fits"] else "DOES NOT FIT"
+    if "compiler_message" in report:
+        temporaries = "?" if b["temporaries"] is None else format_bytes(b["temporaries"])
+        return "\n".join(
+            [
+                f"target {report['devices']} x {report['device']} ({report['target']}), mesh {report['mesh']}, "
+                f"sharding {report['sharding']}",
+                f"memory per device: parameters {format_bytes(b['parameters'])}, optimizer state "
+                f"{format_bytes(b['optimizer_state'])}, step temporaries {temporaries}: {verdict} "
+                f"(the compiler: {report['compiler_message']})",
+            ]
+        )
     lines = [
         f"target {report['devices']} x {report['device']} ({report['target']}"
         + (f", {report['slices']} slices" if report["slices"] > 1 else "")

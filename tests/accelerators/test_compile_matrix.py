@@ -79,3 +79,21 @@ def test_a_run_over_two_slices_all_reduces_its_gradients_across_them_and_gathers
     assert report["mesh"] == {"slice": 2, "data": 8, "model": 1}
     assert "all-reduce" in report["dcn_collectives"]
     assert "all-gather" in report["collectives"]  # FSDP's parameter gathers stay on the slice's ICI
+
+
+def test_a_run_that_does_not_fit_exits_non_zero_with_its_memory_per_device(capsys):
+    from seqjax.cli import main
+
+    big = ["model.d_model=4096", "model.layers=8", "model.num_heads=32", "model.d_ff=16384", "train.sharding=data"]
+    code = main(["compile", "--target", "v5e:2x2", "--vocab-size", "32000", "--set", *big, "model.scan_layers=true"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "DOES NOT FIT" in captured.out and "optimizer state" in captured.out
+    assert "seqjax: does not fit:" in captured.err
+
+
+def test_a_mesh_that_does_not_match_the_target_names_sizes_that_would(capsys):
+    from seqjax.cli import main
+
+    assert main(["compile", "--target", "h100:8", "--set", "train.mesh=data:3"]) == 2
+    assert "needs 3 devices, but 8 are available: e.g. data:8,model:1" in capsys.readouterr().err

@@ -51,3 +51,10 @@ def test_each_gpu_description_names_its_card_and_memory():
         text = targets.gpu_description(kind)
         assert f"device_memory_size: {targets.CHIPS[kind].memory_bytes}" in text
         assert "cuda_compute_capability" in text
+
+
+def test_seqjax_compile_with_an_unknown_target_lists_the_known_ones(capsys):
+    from seqjax.cli import main
+
+    assert main(["compile", "--target", "b300:8"]) == 2
+    assert "unknown target 'b300:8': known kinds are h100, h200, a100" in capsys.readouterr().err
