@@ -8,7 +8,7 @@ import pytest
 from helpers import tiny_config
 
 from seqjax.accelerators.abstract_run import batch_spec, compiled_programs, zipf_counts
-from seqjax.training.experiment import build_experiment
+from seqjax.training.experiment import attention_fallback, build_experiment
 
 CASES = {
     "lm": (),
@@ -53,3 +53,25 @@ def test_an_encoder_has_no_decode_step():
 def test_zipf_counts_fall_with_rank():
     counts = zipf_counts(100)
     assert counts[0] == 10**9 and np.all(np.diff(counts) <= 0) and counts[-1] >= 1
+
+
+@pytest.mark.parametrize(
+    "platform, overrides, notice",
+    [
+        ("gpu", ("data.packing=true",), "takes no segment ids: packed rows (data.packing) attend on XLA"),
+        ("gpu", ("model.window=4", "model.dilation=2"), "the cudnn kernel has no dilated window"),
+        ("gpu", (), None),
+        (
+            "tpu",
+            ("model.d_model=256", "model.num_heads=2"),
+            "tiles rows by 128 tokens: rows of 16 tokens attend on XLA",
+        ),
+        ("tpu", ("model.d_model=256", "model.num_heads=2", "data.seq_len=128", "data.packing=true"), None),
+        ("cpu", ("data.packing=true",), None),
+        ("gpu", ("model.kind=rnn",), None),
+    ],
+)
+def test_a_fused_kernel_that_leaves_attention_to_xla_says_why(platform, overrides, notice):
+    cfg = tiny_config("train.precision=bfloat16", *overrides)
+    got = attention_fallback(cfg, platform)
+    assert got is None if notice is None else notice in got
