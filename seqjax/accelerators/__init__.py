@@ -1,0 +1,3 @@
+"""Compiling runs for accelerators this machine does not have: GPU and TPU targets (`targets`),
+a run's steps built from abstract state on their devices (`abstract_run`), what the compiled
+programs hold (`program`), and `seqjax compile`'s answer (`report`)."""
