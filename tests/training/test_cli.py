@@ -6,7 +6,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from helpers import tiny
+from helpers import split_nll, tiny
 
 from seqjax import config as config_lib
 from seqjax import decoding
@@ -70,6 +70,10 @@ def test_eval_of_the_valid_split_reproduces_the_runs_summary(trained_run, capsys
     for name, value in summary.items():
         assert result["valid"][name] == pytest.approx(value, rel=1e-6), name
     assert "grammatical" in result["grammar"]  # the task's own report
+    exp, params = checkpoint_params(trained_run, 4)
+    total, tokens = split_nll(exp, params, "valid")  # no eval batching, no `evaluate`
+    assert result["valid"]["tokens"] == tokens
+    assert result["valid"]["nll"] == pytest.approx(total / tokens, rel=1e-6)
 
 
 def test_generate_continues_the_prompt(trained_run, capsys):

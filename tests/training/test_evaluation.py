@@ -1,11 +1,12 @@
-"""Exact evaluation: the eval step's NLL sum against a numpy computation from the head's log-probabilities."""
+"""Exact evaluation: the eval step's NLL sum and `evaluate`'s perplexities against numpy computations from the
+head's log-probabilities."""
 
 import jax
 import numpy as np
-from helpers import tiny_config
+from helpers import split_nll, tiny_config
 
 from seqjax.training import optim
-from seqjax.training.evaluation import eval_batches
+from seqjax.training.evaluation import eval_batches, evaluate
 from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import init_state
@@ -31,3 +32,23 @@ def test_the_eval_step_sums_the_nll_of_the_unmasked_targets_under_the_heads_log_
     expected = -np.sum(log_probs[np.arange(mask.size), batch["targets"].reshape(-1)] * mask)
     assert float(tokens) == mask.sum()
     np.testing.assert_allclose(float(nll_sum), expected, rtol=1e-6)
+
+
+def test_evaluate_weights_every_token_of_the_split_alike_across_batches_of_unequal_size():
+    exp = build_experiment(tiny_config())
+    cfg = exp.cfg
+    # A last batch with fewer tokens than the others: a mean of the batches' means differs.
+    assert len(exp.data.splits["valid"]) % (cfg.train.batch_size * cfg.data.seq_len) != 0
+    mesh = make_mesh("data:1", jax.devices()[:1])
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    first = next(eval_batches(cfg, exp.data, "valid"))
+    params = jax.device_get(init_state(exp.model, exp.head, optimizer, 0, first, mesh).params)
+    step = make_eval_step(exp.model, exp.head, mesh)
+
+    result = evaluate(cfg, exp.data, "valid", lambda batch: step(params, batch))
+
+    total, tokens = split_nll(exp, params, "valid")
+    assert result["tokens"] == tokens
+    np.testing.assert_allclose(result["nll"], total / tokens, rtol=1e-6)
+    np.testing.assert_allclose(result["token_perplexity"], np.exp(total / tokens), rtol=1e-6)
+    np.testing.assert_allclose(result["word_perplexity"], np.exp(total / exp.data.words["valid"]), rtol=1e-5)
