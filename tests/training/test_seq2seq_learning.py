@@ -36,7 +36,7 @@ COMMON = [
 FULLY_OPTIMIZED = {"xla_backend_optimization_level": 3}
 SETTINGS = {
     "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=500", "optim.learning_rate=1e-2"],
-    "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=150", "optim.learning_rate=2e-2"],
+    "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=100", "optim.learning_rate=2e-2"],
     "transformer_seq2seq": [
         "model.d_model=64",
         "model.layers=2",
