@@ -4,7 +4,8 @@ Three panels against the optimizer step: the training loss (the objective's, per
 token), the validation per-token perplexity (log scale when it spans a factor > 3), and training throughput in target
 tokens per second. Each run is one colour, named in the legend by its directory. A resumed
 run may log a step twice (it re-ran the steps after its last checkpoint): the later record
-wins. Matplotlib draws with its file-only Agg backend, so no display is needed.
+wins. The figure is a bare `Figure`, outside pyplot: it needs no display and no closing, and
+`savefig` renders the PNG with Agg.
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ import json
 import os
 from collections import defaultdict
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from matplotlib import ticker  # noqa: E402
+from matplotlib import ticker
+from matplotlib.figure import Figure
 
 # (split, metric, panel title, y label, log scale)
 PANELS = (
@@ -53,9 +51,16 @@ def run_labels(workdirs: list[str]) -> list[str]:
 def plot_runs(workdirs: list[str], output: str | None = None) -> str:
     """Draws the runs' curves into a PNG (default `metrics.png` in the first run directory);
     returns its path."""
-    curves = [read_curves(w) for w in workdirs]
     output = output or os.path.join(workdirs[0], "metrics.png")
-    figure, axes = plt.subplots(1, len(PANELS), figsize=(5.2 * len(PANELS), 4.2), constrained_layout=True)
+    draw_runs(workdirs).savefig(output, dpi=110)
+    return output
+
+
+def draw_runs(workdirs: list[str]) -> Figure:
+    """The runs' curves: one axes per panel of `PANELS` in order, one line per run with data in each."""
+    curves = [read_curves(w) for w in workdirs]
+    figure = Figure(figsize=(5.2 * len(PANELS), 4.2), layout="constrained")
+    axes = figure.subplots(1, len(PANELS))
     handles = []
     for run, label in zip(curves, run_labels(workdirs)):
         colour = None
@@ -79,6 +84,4 @@ def plot_runs(workdirs: list[str], output: str | None = None) -> str:
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(plain)
     figure.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 4) or 1)
-    figure.savefig(output, dpi=110)
-    plt.close(figure)
-    return output
+    return figure

@@ -21,7 +21,8 @@ from seqjax.data import prepare as prepare_lib
 from seqjax.data.datasets import _encode_stream
 from seqjax.data.prepare import ensure_store
 from seqjax.data.store import FORMAT_VERSION, MANIFEST, token_dtype
-from seqjax.data.streaming import read_blocks
+from seqjax.data.streaming import BLOCK_BYTES, read_blocks
+from seqjax.data.vocab import EOS_ID
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "über", "naïve", "run", "3.5", "—"]
 
@@ -100,6 +101,18 @@ def test_stored_pairs_give_the_in_memory_batches(corpus, tokenizer, vocab_size):
     for index in range(in_memory.batches_per_epoch + 2):
         for key, value in in_memory.batch(index).items():
             np.testing.assert_array_equal(stored.batch(index)[key], value)
+
+
+def test_offsets_index_every_line_of_a_corpus_several_read_blocks_long(tmp_path):
+    rng = np.random.default_rng(0)
+    words = np.array(WORDS)
+    lines = [" ".join(words[rng.integers(0, len(words), rng.integers(0, 12))]) for _ in range(110_000)]
+    train = _write(tmp_path / "train.txt", lines)
+    assert os.path.getsize(train) > 2 * BLOCK_BYTES  # three blocks: offsets must carry over two boundaries
+    store = ensure_store(DataConfig(kind="text", train=train, tokenizer="word"), echo=lambda _: None, progress=False)
+    expected = [ids + [EOS_ID] for ids in store.tokenizer().encode_batch(lines)]
+    np.testing.assert_array_equal(store.array("train.offsets"), np.cumsum([0] + [len(ids) for ids in expected]))
+    np.testing.assert_array_equal(store.stream("train"), np.concatenate(expected))
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "bpe"])

@@ -56,6 +56,17 @@ def test_top_p_keeps_the_smallest_most_probable_set_reaching_p(seed, kept, fract
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("p, kept", [(0.5, [1]), (0.75, [1, 4]), (0.875, [1, 4, 2])])
+def test_top_p_drops_the_token_whose_mass_above_equals_p_exactly(p, kept):
+    # Powers of two: the masses above each rank (0, 0.5, 0.75, 0.875, 0.9375) are exact in
+    # float32, so p meets one of them exactly; a token is kept only when the mass above it is < p.
+    probs = np.array([0.0625, 0.5, 0.125, 0.0625, 0.25])
+    result = np.exp(np.asarray(truncate_top_p(log_probs_rows([probs]), p)))
+    expected = np.zeros(5)
+    expected[kept] = probs[kept] / p
+    np.testing.assert_allclose(result[0], expected, rtol=1e-6, atol=1e-7)
+
+
 def test_top_p_keeps_the_most_probable_token_even_for_tiny_p():
     result = np.exp(np.asarray(truncate_top_p(log_probs_rows([PROBS]), 1e-6)))
     np.testing.assert_allclose(result[0], np.eye(6)[1], atol=1e-7)

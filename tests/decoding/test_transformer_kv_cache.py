@@ -1,7 +1,8 @@
 """Decoding a Transformer LM through its KV cache gives what re-running the full model on each prefix gives,
 in one loop over the whole cache (8 slots) and in phases over a growing one (40 slots: the decoders
 hold it cut to 21 slots for the first 20 steps, then grow it; EOS is masked there so that every row
-runs through both phases)."""
+runs through both phases), with as many key/value heads as query heads, or fewer (grouped-query and
+multi-query attention)."""
 
 import jax
 import jax.numpy as jnp
@@ -14,19 +15,34 @@ from seqjax.models import build_model
 
 VOCAB, BATCH, BOS, EOS = 11, 3, 1, 2
 CACHE_LENS = {"one_loop": 8, "phases": 40}
+# (num_heads, kv_heads): 0 is one key/value head per query head.
+HEADS = {"multi_head": (2, 0), "grouped_query": (4, 2), "multi_query": (4, 1)}
+# Cutting and growing the cache does not depend on the heads: each head layout runs in one of the two.
+CASES = [("one_loop", "multi_head"), ("one_loop", "grouped_query"), ("phases", "multi_query")]
 
 
-@pytest.fixture(scope="module", params=list(CACHE_LENS))
+@pytest.fixture(scope="module", params=CASES, ids="-".join)
 def transformer(request):
     """(cached, recomputing) step functions and states, and max_len; the prompt token takes
     the first cache slot."""
-    cache_len = CACHE_LENS[request.param]
-    cfg = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=2, d_ff=32, dropout=0.0, max_len=cache_len)
+    loop, heads = request.param
+    cache_len = CACHE_LENS[loop]
+    num_heads, kv_heads = HEADS[heads]
+    cfg = ModelConfig(
+        kind="transformer",
+        d_model=16,
+        layers=2,
+        num_heads=num_heads,
+        kv_heads=kv_heads,
+        d_ff=32,
+        dropout=0.0,
+        max_len=cache_len,
+    )
     model = build_model(cfg, VOCAB)
     variables = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, cache_len), jnp.int32))
     # A random output layer, scaled so that the next-token distributions are far from uniform.
     output = 3.0 * jax.random.normal(jax.random.key(1), (VOCAB, cfg.d_model))
-    eos_bias = jnp.zeros(VOCAB).at[EOS].set(-1e9 if request.param == "phases" else 0.0)
+    eos_bias = jnp.zeros(VOCAB).at[EOS].set(-1e9 if loop == "phases" else 0.0)
 
     def log_probs(hidden):
         return jax.nn.log_softmax(hidden @ output.T + eos_bias, axis=-1)

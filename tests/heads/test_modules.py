@@ -196,14 +196,38 @@ def test_log_uniform_proposal_rejects_a_vocabulary_that_is_not_frequency_sorted(
     build_head(dataclasses.replace(BASE, kind="sampled", proposal="unigram"), VOCAB, unsorted)
 
 
-def test_per_row_sampling_head_draws_independent_samples_for_each_row():
+def test_per_row_sampling_head_draws_each_row_its_own_samples_from_the_proposal():
+    cfg = dataclasses.replace(BASE, kind="sampled", per_row_samples=True)
+    head, variables, _, _, _ = init_and_apply(cfg)
+    _, targets, _, _, _ = inputs()
+    keys = jax.random.split(jax.random.key(5), 2000)
+    ids = np.asarray(jax.jit(jax.vmap(lambda k: head.apply(variables, k, targets, method="draw")[0].ids))(keys))
+    assert ids.shape == (len(keys), ROWS, BASE.num_samples)
+    assert all(len({tuple(row) for row in draw}) == ROWS for draw in ids[:10])  # no two rows share a draw
+    # Each row's ids over the keys: K draws per key from q (repeats included), a chi-square test per row.
+    expected = len(keys) * BASE.num_samples * np.exp(np.asarray(head.proposal.log_probs, np.float64))
+    for row in range(ROWS):
+        observed = np.bincount(ids[:, row].ravel(), minlength=VOCAB)
+        assert np.sum((observed - expected) ** 2 / expected) < 72.05, row  # chi-square(39) upper 0.1% point
+
+
+def test_per_row_sampling_head_loss_is_the_sampled_softmax_over_each_rows_own_samples():
     cfg = dataclasses.replace(BASE, kind="sampled", per_row_samples=True)
     head, variables, loss, _, _ = init_and_apply(cfg)
     hidden, targets, key, mask, _ = inputs()
-    drawn, _ = head.apply(variables, key, targets, method="draw")
-    assert drawn.ids.shape == (ROWS, BASE.num_samples)
-    assert len({tuple(row) for row in np.asarray(drawn.ids)}) > 1
-    assert np.isfinite(loss)
+    ids = np.asarray(head.apply(variables, key, targets, method="draw")[0].ids)  # [N, K]
+    targets, mask = np.asarray(targets), np.asarray(mask)
+    params = variables["params"]
+    scores = np.asarray(hidden, np.float64) @ np.asarray(params["weights"]).T + np.asarray(params["biases"])
+    q = np.exp(np.asarray(head.proposal.log_probs, np.float64))
+    log_count = np.log(1 - (1 - q) ** BASE.num_samples)  # an id among K draws, repeats dropped
+    rows = np.arange(ROWS)
+    target = scores[rows, targets] - log_count[targets]
+    samples = np.take_along_axis(scores, ids, axis=1) - log_count[ids]
+    repeat = np.array([[ids[r, k] in ids[r, :k] for k in range(ids.shape[1])] for r in rows])
+    samples[repeat | (ids == targets[:, None])] = -np.inf  # repeats and accidental hits score nothing
+    per_row = np.log(np.exp(target) + np.exp(samples).sum(axis=1)) - target
+    np.testing.assert_allclose(loss, np.sum(per_row * mask) / np.sum(mask), rtol=1e-5)
 
 
 def test_adaptive_head_bias_is_a_trained_head_parameter_only_when_asked():

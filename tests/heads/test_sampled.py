@@ -42,6 +42,21 @@ def test_sampled_softmax_equals_full_softmax_when_samples_cover_vocab():
     np.testing.assert_allclose(losses, full_softmax_loss(hidden, weights, biases, targets), rtol=1e-5)
 
 
+def test_sampled_softmax_equals_the_corrected_softmax_equation_with_varying_log_expected_counts():
+    hidden, weights, biases, _ = random_problem(12)
+    targets = np.array([0, 2, 3, 5, 7, 8], np.int32)  # none among the samples: no accidental hits
+    samples = np.array([1, 4, 6, 9], np.int32)
+    sample_log_counts = np.log([0.3, 0.8, 1.7, 2.4])
+    target_log_counts = np.log([0.2, 0.5, 0.9, 1.4, 2.0, 3.1])  # distinct and non-zero
+    scores = hidden.astype(np.float64) @ weights.T + biases
+    # Softmax over the corrected scores s(c) − log(K q(c)) of the target and the K samples.
+    target = scores[np.arange(len(targets)), targets] - target_log_counts
+    negatives = scores[:, samples] - sample_log_counts
+    expected = np.log(np.exp(target) + np.exp(negatives).sum(axis=1)) - target
+    got = sampled_softmax_loss(hidden, weights, biases, targets, samples, sample_log_counts, target_log_counts)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
 def test_sampled_softmax_gradient_converges_to_full_softmax_gradient_as_k_grows():
     # With replacement and the true class kept among the samples, Σ_k exp(s_k) / (K q_k) is an
     # unbiased estimate of the partition function, so the gradient is consistent in K.

@@ -44,6 +44,11 @@ class Prepared:
         self.variables = random_variables(self.model, self.tokens)
         self.forward = jax.jit(lambda v, tokens, mask: self.model.apply(v, tokens, mask=mask))
 
+    @functools.cached_property
+    def initialized(self):
+        """The variables of the model's own `init` (key 0)."""
+        return jax.jit(self.model.init)(jax.random.key(0), self.tokens)
+
     def hidden(self, tokens, mask=ALL_VALID):
         return self.forward(self.variables, tokens, mask)
 
@@ -149,10 +154,30 @@ def test_bfloat16_model_multiplies_bfloat16_operands_and_returns_float32_hidden(
 
 
 @pytest.mark.parametrize("prepared", REPRESENTATIVE, indirect=True)
-def test_init_creates_float32_params_and_finite_hidden(prepared):
-    variables = jax.jit(prepared.model.init)(jax.random.key(0), prepared.tokens)
-    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
-    assert np.isfinite(prepared.forward(variables, prepared.tokens, ALL_VALID)).all()
+def test_init_creates_float32_params_and_embedding_rows_of_about_unit_norm(prepared):
+    params = prepared.initialized["params"]
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(params))
+    table = np.asarray(params["embed"]["embedding"])  # [V, D] drawn from N(0, 1/D)
+    assert np.mean(np.sum(table**2, axis=1)) == pytest.approx(1.0, abs=0.3)
+
+
+@pytest.mark.parametrize("prepared", ["lstm_residual"], indirect=True)
+def test_lstm_init_opens_the_forget_gate_and_draws_orthogonal_recurrent_kernels(prepared):
+    width = CONFIGS["lstm_residual"].d_model
+    for layer in ("rnn_layers_0", "rnn_layers_1"):
+        params = prepared.initialized["params"][layer]
+        # Gates in blocks of `width`: input, forget, cell, output; only the forget gate's bias is 1.
+        np.testing.assert_array_equal(params["input_bias"], np.repeat([0.0, 1.0, 0.0, 0.0], width))
+        kernel = np.asarray(params["recurrent_kernel"])  # [H, 4H], orthonormal rows
+        np.testing.assert_allclose(kernel @ kernel.T, np.eye(width), atol=1e-5)
+
+
+@pytest.mark.parametrize("prepared", ["transformer"], indirect=True)
+def test_transformer_init_gives_layer_normalized_hidden(prepared):
+    # The final LayerNorm starts with scale 1 and bias 0: each position's hidden has mean 0, variance 1.
+    hidden = np.asarray(prepared.forward(prepared.initialized, prepared.tokens, ALL_VALID), np.float64)
+    np.testing.assert_allclose(hidden.mean(axis=-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(hidden.var(axis=-1), 1.0, rtol=1e-3)
 
 
 @pytest.mark.parametrize("prepared", REPRESENTATIVE, indirect=True)

@@ -16,6 +16,7 @@ import pytest
 
 from seqjax import config as config_lib
 from seqjax.config import Config
+from seqjax.contracts import SPECIAL_IDS
 from seqjax.training import optim
 from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import batch_sharding, make_mesh
@@ -72,19 +73,27 @@ def initial_state(setup: tuple[str, ...]):
     ],
     ids=["scheduled_sampling", "random_replacement", "gradient_penalty", "reinforce", "mixer", "minimum_risk"],
 )
-def test_objective_takes_a_finite_step_in_the_train_step(setup, objective, metric):
+def test_the_train_step_takes_the_objectives_loss_at_its_key_and_step(setup, objective, metric):
     exp = build_experiment(config_lib.override(Config(), TINY + setup + objective))
     shared, batch, mesh = initial_state(tuple(setup))
-    state = jax.tree.map(jnp.copy, shared)  # the step donates its input state
     optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
     schedule = optim.learning_rate_schedule(exp.cfg.optim, exp.cfg.train.steps)
+    state = jax.tree.map(jnp.copy, shared)  # the step donates its input state
     step = make_train_step(exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
-    state, metrics = step(state, jax.device_put(batch, batch_sharding(mesh)))
+
+    _, metrics = step(state, jax.device_put(batch, batch_sharding(mesh)))
+
+    # The reference: the objective called directly at step 0 with the step's key, fold_in(key, step).
+    direct = jax.jit(
+        lambda params: exp.objective(
+            exp.model, exp.head, params, batch, jax.random.fold_in(shared.key, 0), jnp.int32(0), ids=SPECIAL_IDS
+        )
+    )
+    loss, aux = jax.device_get(direct(shared.params))
     metrics = jax.device_get(metrics)
-    assert metric in metrics and all(np.isfinite(float(v)) for v in metrics.values())
-    assert float(metrics["grad_norm"]) > 0
-    after = jax.tree.leaves(state.params)
-    assert any(not np.array_equal(a, np.asarray(b)) for a, b in zip(jax.tree.leaves(shared.params), after))
+    assert metric in aux and float(metrics["grad_norm"]) > 0
+    for name, value in dict(aux, loss=loss).items():
+        np.testing.assert_allclose(metrics[name], value, rtol=1e-5, atol=1e-7, err_msg=name)
 
 
 def test_build_objective_reports_bad_options_with_the_config_field():

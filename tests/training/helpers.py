@@ -5,6 +5,7 @@ import numpy as np
 
 from seqjax import config as config_lib
 from seqjax.config import Config
+from seqjax.data.vocab import EOS_ID, PAD_ID
 
 TINY = [
     "data.num_train=400",
@@ -60,3 +61,15 @@ def assert_trains_alike(got, want, *, learning_rate: float, steps: int) -> None:
             np.testing.assert_allclose(x[1], y[1], atol=steps * learning_rate, err_msg=name)
             x, y = x[[0, 2]], y[[0, 2]]
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-2 * learning_rate, err_msg=name)
+
+
+def split_nll(exp, params, split: str) -> tuple[float, int]:
+    """Σ −log p of every token of the LM split `split` under `params`, and their count: the head's
+    log-probs on the stream read in consecutive chunks of data.seq_len, each token predicted from
+    the ones before it in its chunk, the first chunk's context `</s>`; all chunks in one batch."""
+    stream, seq_len = np.asarray(exp.data.splits[split], np.int32), exp.cfg.data.seq_len
+    chunks = -(-len(stream) // seq_len)
+    inputs = np.concatenate([[EOS_ID], stream[:-1], np.full(chunks * seq_len - len(stream), PAD_ID)])
+    hidden = exp.model.apply({"params": params["model"]}, inputs.reshape(chunks, seq_len), train=False)
+    log_probs = exp.head.apply({"params": params["head"]}, hidden.reshape(-1, hidden.shape[-1]), method="log_probs")
+    return float(-np.sum(np.asarray(log_probs, np.float64)[np.arange(len(stream)), stream])), len(stream)

@@ -6,7 +6,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from helpers import tiny
+from helpers import split_nll, tiny
 
 from seqjax import config as config_lib
 from seqjax import decoding
@@ -49,8 +49,9 @@ def test_train_writes_the_run_directory(trained_run, capsys):
 
 
 def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsys):
-    assert train(tmp_path) == 0
-    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny("train.steps=6")]) == 0
+    quiet = "train.num_printed_samples=0"  # no samples to generate: this run is about its steps
+    assert train(tmp_path, quiet) == 0
+    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny("train.steps=6", quiet)]) == 0
     out = capsys.readouterr().out
     assert "resuming" in out and "at step 4" in out
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -70,6 +71,10 @@ def test_eval_of_the_valid_split_reproduces_the_runs_summary(trained_run, capsys
     for name, value in summary.items():
         assert result["valid"][name] == pytest.approx(value, rel=1e-6), name
     assert "grammatical" in result["grammar"]  # the task's own report
+    exp, params = checkpoint_params(trained_run, 4)
+    total, tokens = split_nll(exp, params, "valid")  # no eval batching, no `evaluate`
+    assert result["valid"]["tokens"] == tokens
+    assert result["valid"]["nll"] == pytest.approx(total / tokens, rel=1e-6)
 
 
 def test_generate_continues_the_prompt(trained_run, capsys):
@@ -149,11 +154,13 @@ def test_resume_with_a_different_model_is_refused_and_the_run_is_untouched(train
 
 
 def test_resume_with_a_changed_vocabulary_is_refused(tmp_path, capsys):
-    assert train(tmp_path) == 0
+    assert train(tmp_path, "train.num_printed_samples=0") == 0
     vocab_files = sorted((tmp_path / "tokenizer").iterdir())
     vocab_files[-1].write_text(vocab_files[-1].read_text().replace("e", "E", 1))
     before = listing(tmp_path)
-    expect_user_error(capsys, ["train", "--workdir", str(tmp_path), "--set", *tiny()], "vocabulary")
+    expect_user_error(
+        capsys, ["train", "--workdir", str(tmp_path), "--set", *tiny("train.num_printed_samples=0")], "vocabulary"
+    )
     assert listing(tmp_path) == before
 
 

@@ -1,28 +1,37 @@
-"""Exact evaluation: the eval step's NLL sum against a numpy computation from the head's log-probabilities."""
+"""Exact evaluation: the eval step's NLL sum and `evaluate`'s perplexities against numpy computations from the
+head's log-probabilities."""
 
 import jax
 import numpy as np
-from helpers import tiny_config
+import pytest
+from helpers import split_nll, tiny_config
 
 from seqjax.training import optim
-from seqjax.training.evaluation import eval_batches
+from seqjax.training.evaluation import eval_batches, evaluate
 from seqjax.training.experiment import build_experiment
 from seqjax.training.layout import batch_sharding, make_mesh
 from seqjax.training.state import init_state
 from seqjax.training.steps import make_eval_step
 
 
-def test_the_eval_step_sums_the_nll_of_the_unmasked_targets_under_the_heads_log_probs():
+@pytest.fixture(scope="module")
+def initialized():
+    """A tiny LM experiment, its initial parameters on the host, and its eval step over 8 devices."""
     exp = build_experiment(tiny_config())
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    first = next(eval_batches(exp.cfg, exp.data, "valid"))
+    state = init_state(exp.model, exp.head, optimizer, 0, first, make_mesh("data:1", jax.devices()[:1]))
     mesh = make_mesh("data:8", jax.devices()[:8])
+    return exp, jax.device_get(state.params), make_eval_step(exp.model, exp.head, mesh), mesh
+
+
+def test_the_eval_step_sums_the_nll_of_the_unmasked_targets_under_the_heads_log_probs(initialized):
+    exp, params, step, mesh = initialized
     *_, batch = eval_batches(exp.cfg, exp.data, "valid")  # the last batch: padded, mask 0 after the split's end
     mask = batch["mask"].reshape(-1)
     assert 0 < mask.sum() < mask.size
-    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
-    state = init_state(exp.model, exp.head, optimizer, 0, batch, make_mesh("data:1", jax.devices()[:1]))
-    params = jax.device_get(state.params)
 
-    nll_sum, tokens = make_eval_step(exp.model, exp.head, mesh)(params, jax.device_put(batch, batch_sharding(mesh)))
+    nll_sum, tokens = step(params, jax.device_put(batch, batch_sharding(mesh)))
 
     assert not exp.head.tied
     hidden = exp.model.apply({"params": params["model"]}, batch["inputs"], train=False)
@@ -31,3 +40,18 @@ def test_the_eval_step_sums_the_nll_of_the_unmasked_targets_under_the_heads_log_
     expected = -np.sum(log_probs[np.arange(mask.size), batch["targets"].reshape(-1)] * mask)
     assert float(tokens) == mask.sum()
     np.testing.assert_allclose(float(nll_sum), expected, rtol=1e-6)
+
+
+def test_evaluate_weights_every_token_of_the_split_alike_across_batches_of_unequal_size(initialized):
+    exp, params, step, mesh = initialized
+    cfg = exp.cfg
+    # A last batch with fewer tokens than the others: a mean of the batches' means differs.
+    assert len(exp.data.splits["valid"]) % (cfg.train.batch_size * cfg.data.seq_len) != 0
+
+    result = evaluate(cfg, exp.data, "valid", lambda batch: step(params, jax.device_put(batch, batch_sharding(mesh))))
+
+    total, tokens = split_nll(exp, params, "valid")
+    assert result["tokens"] == tokens
+    np.testing.assert_allclose(result["nll"], total / tokens, rtol=1e-6)
+    np.testing.assert_allclose(result["token_perplexity"], np.exp(total / tokens), rtol=1e-6)
+    np.testing.assert_allclose(result["word_perplexity"], np.exp(total / exp.data.words["valid"]), rtol=1e-5)

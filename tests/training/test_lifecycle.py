@@ -17,6 +17,8 @@ from seqjax.cli import main
 from seqjax.data import load_data
 from seqjax.training.signals import SYNC_EVERY, StopRequest
 
+# Runs about their steps and schedules, with no samples to generate at their end.
+QUIET = "train.num_printed_samples=0"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 300
 # Every step logged, so that the losses of two runs compare step by step; no checkpoint but
@@ -142,28 +144,28 @@ def test_the_first_signal_is_recorded_and_a_second_takes_the_handler_from_before
 
 
 def test_a_resume_that_changes_the_schedule_is_refused_naming_both_values(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny()]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET)]) == 0
     for change, message in [
         ("train.steps=6", "train.steps: checkpoint has 4, now 6"),
         ("optim.learning_rate=0.001", "optim.learning_rate: checkpoint has 0.003, now 0.001"),
     ]:
         capsys.readouterr()
-        assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(change)]) == 2
+        assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET, change)]) == 2
         err = capsys.readouterr().err
         assert message in err and "--extend-schedule" in err and "Traceback" not in err
     assert [r["step"] for r in train_records(tmp_path)] == [2, 4]
 
 
 def test_extend_schedule_goes_on_under_the_new_schedule_and_says_so(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny()]) == 0
-    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny("train.steps=6")]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET)]) == 0
+    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny(QUIET, "train.steps=6")]) == 0
     out = capsys.readouterr().out
     assert "--extend-schedule: going on from step 4 under the new learning-rate schedule" in out
     assert "train.steps: checkpoint has 4, now 6" in out
     assert [r["step"] for r in train_records(tmp_path)] == [2, 4, 6]
     assert json.loads((tmp_path / "config.json").read_text())["train"]["steps"] == 6
     # The run is now one of 6 steps: the same command resumes (nothing left to do) without the flag.
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("train.steps=6")]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET, "train.steps=6")]) == 0
 
 
 def test_training_pairs_dropped_for_length_are_printed_per_split_and_saved(tmp_path, capsys):

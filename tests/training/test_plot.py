@@ -1,11 +1,13 @@
 """`seqjax plot`: a PNG of the training curves of one or several runs, from metrics.jsonl."""
 
 import json
+import struct
 
+import numpy as np
 import pytest
 
 from seqjax.cli import main
-from seqjax.training.plot import read_curves, run_labels
+from seqjax.training.plot import draw_runs, read_curves, run_labels
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -44,7 +46,28 @@ def test_plot_writes_a_png_of_several_runs(tmp_path, capsys):
     assert main(["plot", "--workdir", *map(str, runs), "--output", str(output)]) == 0
     assert str(output) in capsys.readouterr().out
     data = output.read_bytes()
-    assert data[:8] == PNG_SIGNATURE and len(data) > 20_000
+    assert data[:8] == PNG_SIGNATURE
+    assert struct.unpack(">II", data[16:24]) == (1716, 462)  # width, height: three 5.2 x 4.2 inch panels at 110 dpi
+
+
+def test_the_figure_draws_each_runs_metrics_in_titled_panels_under_a_legend_of_the_runs(tmp_path):
+    runs = [fake_run(tmp_path / "a", 60), fake_run(tmp_path / "b", 40, scale=1.5)]
+    figure = draw_runs([str(r) for r in runs])
+    titles = ["training loss", "validation perplexity", "throughput"]
+    assert [ax.get_title() for ax in figure.axes] == titles
+    assert [ax.get_ylabel() for ax in figure.axes] == ["loss (nats/token)", "per-token perplexity", "target tokens / s"]
+    assert [ax.get_yscale() for ax in figure.axes] == ["linear", "log", "linear"]  # perplexity spans 0.83 to 7.5
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == ["a", "b"]
+    for index, (label, scale, steps) in enumerate([("a", 1.0, 60), ("b", 1.5, 40)]):
+        train, valid = np.arange(1, steps + 1), np.arange(10, steps + 1, 10)
+        expected = [(train, scale * 4 / train**0.5), (valid, scale * 50 / valid), (train, 1000.0 + train)]
+        lines = [ax.get_lines()[index] for ax in figure.axes]
+        assert {line.get_label() for line in lines} == {label}
+        assert len({line.get_color() for line in lines}) == 1  # one colour per run across the panels
+        for line, (x, y) in zip(lines, expected):
+            np.testing.assert_array_equal(line.get_xdata(), x)
+            np.testing.assert_allclose(line.get_ydata(), y, rtol=1e-12)
+    assert figure.axes[0].get_lines()[0].get_color() != figure.axes[0].get_lines()[1].get_color()
 
 
 def test_plot_defaults_to_metrics_png_in_the_first_run(tmp_path):

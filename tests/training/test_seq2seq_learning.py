@@ -35,16 +35,16 @@ COMMON = [
 # second more of compilation (200 of the RNN's steps: 2.8 s in place of 7.5).
 FULLY_OPTIMIZED = {"xla_backend_optimization_level": 3}
 SETTINGS = {
-    "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=800", "optim.learning_rate=1e-2"],
-    "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=300", "optim.learning_rate=1e-2"],
+    "rnn_seq2seq": ["model.d_model=128", "model.layers=1", "train.steps=500", "optim.learning_rate=1e-2"],
+    "attention_seq2seq": ["model.d_model=64", "model.layers=1", "train.steps=100", "optim.learning_rate=2e-2"],
     "transformer_seq2seq": [
         "model.d_model=64",
         "model.layers=2",
         "model.num_heads=4",
         "model.d_ff=128",
         "model.max_len=16",
-        "train.steps=400",
-        "optim.learning_rate=3e-3",
+        "train.steps=200",
+        "optim.learning_rate=5e-3",
     ],
 }
 
