@@ -46,7 +46,7 @@ OBJECTIVES = {
 
 # Objectives that feed only gold tokens (class fact `feeds_gold_only`): packed rows' segments stay
 # independent under them.
-GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if getattr(cls, "feeds_gold_only", False))
+GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if cls.feeds_gold_only)
 
 
 def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:

@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
 from seqjax.objective_config import BidirectionalLMOptions
 
@@ -62,7 +62,7 @@ def direction_nlls(model: Model, head: Head, params: Params, batch, *, boundary_
 
 
 @dataclasses.dataclass(frozen=True)
-class BidirectionalLM(BidirectionalLMOptions):
+class BidirectionalLM(BidirectionalLMOptions, Objective):
     """ELMo's joint objective: (forward LM loss + backward LM loss) / 2, each the head's
     masked mean over the row's targets. It has no options and does not change over training."""
 
@@ -75,7 +75,17 @@ class BidirectionalLM(BidirectionalLMOptions):
         nlls = direction_nlls(model, head, params, batch, boundary_id=ids.eos)
         return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, the mean of the two directions' head losses.
         metrics: dict of [] float32: the forward head's aux, "forward_loss", "backward_loss".

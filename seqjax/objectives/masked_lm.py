@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 from seqjax.objective_config import MaskedLMOptions
 
@@ -87,7 +87,7 @@ def masked_nll(
 
 
 @dataclasses.dataclass(frozen=True)
-class MaskedLM(MaskedLMOptions):
+class MaskedLM(MaskedLMOptions, Objective):
     """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
     positions of the corrupted row. The rates do not change over training."""
 
@@ -99,7 +99,17 @@ class MaskedLM(MaskedLMOptions):
         sums = masked_nll(model, head, params, batch, key, ids=ids)
         return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, the head's mean loss over the selected positions.
         metrics: dict of [] float32: the head's aux ("tokens" = selected positions), "selected"

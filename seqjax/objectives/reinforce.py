@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.objective_config import MixerOptions, ReinforceOptions
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
@@ -129,7 +129,7 @@ def mix_with_mle(model, head, params, batch, key, step, loss, metrics, mle_weigh
 
 
 @dataclasses.dataclass(frozen=True)
-class Reinforce(ReinforceOptions):
+class Reinforce(ReinforceOptions, Objective):
     """REINFORCE with a sentence-BLEU reward (Williams 1992; Ranzato et al. 2016).
 
     For each source (batch row) K = `num_samples` sequences are sampled from the model, each
@@ -150,7 +150,17 @@ class Reinforce(ReinforceOptions):
     checkpoint: loss = w·teacher forcing + (1 − w)·surrogate.
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, w·teacher forcing + (1 − w)·surrogate (w = mle_weight).
         metrics: dict of [] float32: "reward", "baseline", "sample_length" (means over real
@@ -184,7 +194,17 @@ class Mixer(Reinforce, MixerOptions):
     (self-critical: the greedy continuation of the prefix).
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, as `Reinforce`'s.
         metrics: dict of [] float32: those of `Reinforce` and "delta" (Δ at this step).

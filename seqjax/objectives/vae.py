@@ -17,7 +17,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 from seqjax.objective_config import KL_SCHEDULES, VAEOptions, check_one_of
 
@@ -114,7 +114,7 @@ def negative_elbo(model: Model, head: Head, params: Params, batch, key: jax.Arra
 
 
 @dataclasses.dataclass(frozen=True)
-class VAE(VAEOptions):
+class VAE(VAEOptions, Objective):
     """The VAE LM objective (model.kind=rnn_vae): the head's reconstruction loss of the
     targets given z ~ q(z | targets) plus β · KL / tokens, so that at β = 1 without free bits
     the loss is the negative ELBO per target token."""
@@ -132,7 +132,17 @@ class VAE(VAEOptions):
         terms = negative_elbo(model, head, params, batch, key)
         return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, reconstruction (the head's masked mean) + β · KL paid / tokens.
         metrics: dict of [] float32: the head's aux, "reconstruction", "kl" (exact, nats per
