@@ -5,7 +5,7 @@ of `model.kind` and `head.kind`, their `--help` and `seqjax config` text, and wh
 to which kinds (an option of the family "recurrent" applies to every kind that reads it). The
 code registries (`seqjax.models.MODEL_KINDS`, `seqjax.heads.build.HEAD_BUILDERS`) map each name
 to its class or builder; a test keeps them equal to these names. A kind added at run time
-(`seqjax.models.register_model`, `seqjax.heads.register_head`) joins a table here, so that
+(`seqjax.models.register_model`, `seqjax.heads.build.register_head`) joins a table here, so that
 validation, the config text and the builders all see it.
 """
 

@@ -10,7 +10,7 @@ Pure functions (import one without the rest): `full_softmax_loss`, `sampled_soft
 
 from seqjax.heads import samplers
 from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
-from seqjax.heads.build import build_head, register_head
+from seqjax.heads.build import build_head
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss, frequency_classes
 from seqjax.heads.full import full_softmax_loss
 from seqjax.heads.modules import (
@@ -48,7 +48,6 @@ __all__ = [
     "adaptive_softmax_loss",
     "balanced_tree",
     "build_head",
-    "register_head",
     "class_log_probs",
     "class_softmax_loss",
     "frequency_classes",
