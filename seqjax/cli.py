@@ -8,9 +8,16 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from seqjax import config as config_lib
 from seqjax import config_text
+
+if TYPE_CHECKING:
+    from seqjax.training.generation import DecodeOptions
+
+T = TypeVar("T")
 
 DEFAULT_WORKDIR = "runs"
 
@@ -39,7 +46,7 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     return cfg, os.path.splitext(os.path.basename(path))[0]
 
 
-def cmd_train(args) -> None:
+def cmd_train(args: argparse.Namespace) -> None:
     from seqjax.training.loop import train
 
     cfg, name = load_config(args.config)
@@ -47,7 +54,7 @@ def cmd_train(args) -> None:
     train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name), extend_schedule=args.extend_schedule)
 
 
-def cmd_prepare(args) -> None:
+def cmd_prepare(args: argparse.Namespace) -> None:
     from seqjax.data.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
@@ -63,12 +70,12 @@ def cmd_prepare(args) -> None:
     print(f"token store {store.path}: {counts}; vocabulary {vocabulary}; fingerprint {store.fingerprint[:12]}")
 
 
-def cmd_config(args) -> None:
+def cmd_config(args: argparse.Namespace) -> None:
     cfg, _ = load_config(args.config)
     print(config_text.to_toml(config_lib.override(cfg, args.set)), end="")
 
 
-def decode_options(args):
+def decode_options(args: argparse.Namespace) -> DecodeOptions:
     from seqjax.training.generation import DecodeOptions
 
     sample = args.sample or args.temperature is not None or args.top_k is not None or args.top_p is not None
@@ -82,7 +89,7 @@ def decode_options(args):
     )
 
 
-def cmd_eval(args) -> None:
+def cmd_eval(args: argparse.Namespace) -> None:
     from seqjax.data.sources import splits_of
     from seqjax.training.evaluation import describe_metrics, evaluate
     from seqjax.training.run import Run
@@ -108,7 +115,7 @@ def read_input(path: str, flag: str) -> list[str]:
     return readers.read_lines(path, name=flag)
 
 
-def with_progress(total: int, run):
+def with_progress(total: int, run: Callable[[Callable[[int], object]], T]) -> T:
     """run(progress) under a progress bar of `total` lines on stderr."""
     from tqdm import tqdm
 
@@ -116,7 +123,7 @@ def with_progress(total: int, run):
         return run(bar.update)
 
 
-def interpolate(args, options) -> None:
+def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
     """`seqjax generate --interpolate FIRST SECOND`: sentences decoded between two latents."""
     from seqjax.training.interpolation import interpolate_texts
     from seqjax.training.run import Run
@@ -134,7 +141,7 @@ def interpolate(args, options) -> None:
         print(f"  {fraction:.2f}: {text}")
 
 
-def cmd_generate(args) -> None:
+def cmd_generate(args: argparse.Namespace) -> None:
     from seqjax.models import generates, is_seq2seq
     from seqjax.training.generation import continuations, continue_lines, translate_lines
     from seqjax.training.run import Run
@@ -196,7 +203,7 @@ def cmd_generate(args) -> None:
             f.write(text)
 
 
-def cmd_backtranslate(args) -> None:
+def cmd_backtranslate(args: argparse.Namespace) -> None:
     """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
     forward run trained on them."""
     from seqjax.data.readers import read_parallel
@@ -259,19 +266,19 @@ def cmd_backtranslate(args) -> None:
         train(config_lib.override(cfg, [*corpus, *args.set]), args.train_workdir)
 
 
-def cmd_import_hf(args) -> None:
+def cmd_import_hf(args: argparse.Namespace) -> None:
     from seqjax.pretrained import import_checkpoint
 
     import_checkpoint(args.checkpoint, args.workdir)
 
 
-def cmd_export_hf(args) -> None:
+def cmd_export_hf(args: argparse.Namespace) -> None:
     from seqjax.pretrained import export_run
 
     export_run(args.workdir, args.output, dtype=args.dtype)
 
 
-def cmd_plot(args) -> None:
+def cmd_plot(args: argparse.Namespace) -> None:
     from seqjax.training.plot import plot_runs
 
     print(f"wrote {plot_runs(args.workdir, args.output)}")
@@ -292,7 +299,7 @@ def benchmarks_folder(start: str) -> str:
     return os.path.join(folder, "benchmarks")
 
 
-def cmd_bench(args) -> None:
+def cmd_bench(args: argparse.Namespace) -> None:
     import runpy
 
     root = benchmarks_folder(os.getcwd())
@@ -304,7 +311,7 @@ def cmd_bench(args) -> None:
     runpy.run_path(path, run_name="__main__")
 
 
-def cmd_compile(args) -> int:
+def cmd_compile(args: argparse.Namespace) -> int:
     from seqjax.accelerators.targets import parse_target, use_target_compiler
 
     target = parse_target(args.target, args.slices)

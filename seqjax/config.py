@@ -277,7 +277,7 @@ class Config:
     train: TrainConfig = TrainConfig()
 
 
-def _field_types(cls) -> dict[str, Any]:
+def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from seqjax.contracts import EvalSums, Model
+from seqjax.contracts import EvalSums, Model, Objective
 from seqjax.objective_config import ObjectiveConfig
 from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.electra import Electra
@@ -29,7 +29,7 @@ from seqjax.objectives.schedules import exponential_decay, inverse_sigmoid_decay
 from seqjax.objectives.teacher_forcing import TeacherForcing
 from seqjax.objectives.vae import VAE
 
-OBJECTIVES = {
+OBJECTIVES: dict[str, type[Objective]] = {
     "teacher_forcing": TeacherForcing,
     "scheduled_sampling": ScheduledSampling,
     "random_replacement": RandomReplacement,
@@ -57,7 +57,7 @@ def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
     return None if kind is None else getattr(OBJECTIVES[kind](), "eval_sums", None)
 
 
-def build_objective(cfg: ObjectiveConfig):
+def build_objective(cfg: ObjectiveConfig) -> Objective:
     """`cfg.kind`'s objective, its options already checked when `cfg` was built.
 
     Raises:

@@ -32,7 +32,9 @@ def backward_inputs(targets: jax.Array, mask: jax.Array, boundary_id: int) -> ja
     return jnp.where(next_valid, following, boundary_id)
 
 
-def backward_hidden(model: Model, params: Params, batch, key: jax.Array, *, train: bool, boundary_id: int):
+def backward_hidden(
+    model: Model, params: Params, batch: Batch, key: jax.Array, *, train: bool, boundary_id: int
+) -> jax.Array:
     """The backward LM's hidden states [B, T, D] float32 for the batch's targets (row t predicts target t)."""
     mask = batch["mask"] > 0
     return model.apply(
@@ -45,7 +47,7 @@ def backward_hidden(model: Model, params: Params, batch, key: jax.Array, *, trai
     )
 
 
-def direction_nlls(model: Model, head: Head, params: Params, batch, *, boundary_id: int) -> dict[str, jax.Array]:
+def direction_nlls(model: Model, head: Head, params: Params, batch: Batch, *, boundary_id: int) -> dict[str, jax.Array]:
     """Exact sums over the unmasked targets, [] float32 each: "forward" and "backward" NLL
     (the head's exact log-probabilities, no dropout) and "tokens"."""
     key = jax.random.key(0)

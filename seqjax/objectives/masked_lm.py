@@ -53,7 +53,16 @@ def mask_tokens(
     return jnp.where(selected, replacement, tokens), selected
 
 
-def encoded(model: Model, params: Params, tokens, valid, key, *, train: bool, method: str = "__call__"):
+def encoded(
+    model: Model,
+    params: Params,
+    tokens: jax.Array,
+    valid: jax.Array,
+    key: jax.Array,
+    *,
+    train: bool,
+    method: str = "__call__",
+) -> jax.Array:
     """The encoder's (or, method="generator", ELECTRA's generator's) hidden states [B, T, D]
     float32 for tokens [B, T] int32 with valid [B, T] bool keys."""
     return model.apply(
@@ -62,8 +71,8 @@ def encoded(model: Model, params: Params, tokens, valid, key, *, train: bool, me
 
 
 def masked_nll(
-    model: Model, head: Head, params: Params, batch, key: jax.Array, *, ids: SpecialIds, method: str = "__call__"
-):
+    model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds, method: str = "__call__"
+) -> dict[str, jax.Array]:
     """The exact masked-token NLL of a batch: EVAL_RATE of the valid targets, drawn from
     `key`, shown as [MASK] and scored with the head's exact log-probabilities (no dropout).
 

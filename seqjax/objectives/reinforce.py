@@ -118,7 +118,19 @@ def prefix_reinforce_loss(
     return loss, metrics
 
 
-def mix_with_mle(model, head, params, batch, key, step, loss, metrics, mle_weight, *, ids: SpecialIds):
+def mix_with_mle(
+    model: Model,
+    head: Head,
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    step: jax.Array,
+    loss: jax.Array,
+    metrics: dict[str, jax.Array],
+    mle_weight: float,
+    *,
+    ids: SpecialIds,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """w·teacher forcing + (1 − w)·loss for w = mle_weight (no teacher-forced pass when w = 0),
     with the batch's target tokens added to the metrics."""
     metrics = dict(metrics, tokens=batch["mask"].sum())
