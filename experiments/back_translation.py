@@ -65,12 +65,13 @@ def split_corpus(corpus: str, mono_lines: int) -> tuple[str, str]:
 
 def synthetic_corpus(backward: str, parallel: str, mono: str, prefix: str, options: DecodeOptions) -> str:
     """Back-translates `mono` with the run in `backward` and writes real + tagged synthetic pairs."""
-    from seqjax.cli import restored
+    from seqjax.training.run import Run
 
     if not os.path.isfile(prefix + ".de"):
         with open(mono, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f]
-        exp, state, _ = restored(backward, [])
+        restored = Run.open(backward).restore()
+        exp, state = restored.exp, restored.state
         start = time.perf_counter()
         synthetic = back_translate(exp, state.params, lines, options)
         took = time.perf_counter() - start

@@ -11,8 +11,8 @@ time per setting.
 import argparse
 import time
 
-from seqjax.cli import restored
 from seqjax.training.generation import DecodeOptions, translate
+from seqjax.training.run import Run
 
 
 def main() -> None:
@@ -22,7 +22,8 @@ def main() -> None:
     parser.add_argument("--beams", default="2,3,4,8")
     parser.add_argument("--penalties", default="0,0.6,1.0")
     args = parser.parse_args()
-    exp, state, _ = restored(args.workdir, ["train.num_printed_samples=0"])
+    restored = Run.open(args.workdir, ["train.num_printed_samples=0"]).restore()
+    exp, state = restored.exp, restored.state
     if not exp.is_seq2seq:
         raise ValueError(f"{args.workdir} holds a language model; the grid needs an encoder–decoder")
     settings = [DecodeOptions()] + [

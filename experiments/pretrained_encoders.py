@@ -70,12 +70,13 @@ def finetuning_config(steps: int, encoder: str) -> Config:
 
 def test_scores(run_dir: str) -> dict:
     """Greedy test BLEU / ROUGE-L with copy-the-source, and test perplexity, cached in scores.json."""
-    from seqjax.cli import restored
     from seqjax.training.generation import DecodeOptions, translate
+    from seqjax.training.run import Run
 
     path = os.path.join(run_dir, "scores.json")
     if not os.path.isfile(path):
-        exp, state, _ = restored(run_dir, [])
+        restored = Run.open(run_dir).restore()
+        exp, state = restored.exp, restored.state
         report = translate(exp, state.params, "test", options=DecodeOptions(), echo=lambda _: None)
         with open(os.path.join(run_dir, "summary.json")) as f:
             perplexity = json.load(f)["test"]["token_perplexity"]

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from seqjax import config as config_lib
 from seqjax.config import Config
+from seqjax.training.run import read_config
 
 
 def finished_summary(run_dir: str, cfg: Config) -> dict | None:
@@ -19,11 +19,9 @@ def finished_summary(run_dir: str, cfg: Config) -> dict | None:
       ValueError: `run_dir` holds a run of another config (resuming or reusing it would
         mix two experiments).
     """
-    config_path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(config_path):
+    if not os.path.isfile(os.path.join(run_dir, "config.json")):
         return None
-    with open(config_path) as f:
-        saved = config_lib.from_dict(json.load(f))
+    saved = read_config(run_dir)
     if saved != cfg:
         raise ValueError(f"{run_dir} holds a run of another config; choose another --workdir or remove it")
     summary_path = os.path.join(run_dir, "summary.json")

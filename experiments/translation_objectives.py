@@ -28,9 +28,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
-from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
 from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
+from seqjax.training.run import read_config  # noqa: E402
 
 CHECKPOINTS = {
     "transformer": os.path.join("runs", "gettext_transformer"),
@@ -86,8 +86,8 @@ def run_config(base: Config, checkpoint: str, name: str, seed: int, steps: int) 
 
 def decoded(run_dir: str, beams: tuple[int, ...]) -> dict[str, dict]:
     """Test BLEU and ROUGE-L of the run in `run_dir` per beam width, cached in its decoding.json."""
-    from seqjax.cli import restored
     from seqjax.training.generation import DecodeOptions, translate
+    from seqjax.training.run import Run
 
     path = os.path.join(run_dir, "decoding.json")
     reports = {}
@@ -96,7 +96,8 @@ def decoded(run_dir: str, beams: tuple[int, ...]) -> dict[str, dict]:
             reports = json.load(f)
     missing = [b for b in beams if str(b) not in reports]
     if missing:
-        exp, state, _ = restored(run_dir, ["train.num_printed_samples=0"])
+        restored = Run.open(run_dir, ["train.num_printed_samples=0"]).restore()
+        exp, state = restored.exp, restored.state
         for beam in missing:
             start = time.perf_counter()
             report = translate(exp, state.params, "test", options=DecodeOptions(beam=beam), echo=lambda _: None)
@@ -113,8 +114,7 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
     results: dict[str, dict[str, list[dict]]] = {}
     for model in models:
         checkpoint = CHECKPOINTS[model]
-        with open(os.path.join(checkpoint, "config.json")) as f:
-            base = config_lib.from_dict(json.load(f))
+        base = read_config(checkpoint)
         rows = results.setdefault(model, {})
         rows["checkpoint (no fine-tuning)"] = [with_perplexity(decoded(checkpoint, BEAMS), checkpoint)]
         for seed in seeds:

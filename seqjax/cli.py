@@ -8,9 +8,16 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from seqjax import config as config_lib
 from seqjax import config_text
+
+if TYPE_CHECKING:
+    from seqjax.training.generation import DecodeOptions
+
+T = TypeVar("T")
 
 DEFAULT_WORKDIR = "runs"
 
@@ -23,7 +30,9 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     if not os.path.isfile(path):
         raise ValueError(f"--config file does not exist: {path}")
     if path.endswith(".json"):
-        return run_config(os.path.dirname(path) or "."), os.path.basename(os.path.dirname(os.path.abspath(path)))
+        from seqjax.training.run import read_config
+
+        return read_config(os.path.dirname(path) or "."), os.path.basename(os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"--config file {path} is not a Python file")
@@ -37,49 +46,7 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     return cfg, os.path.splitext(os.path.basename(path))[0]
 
 
-def run_config(workdir: str) -> config_lib.Config:
-    path = os.path.join(workdir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"--workdir {workdir} holds no run (no config.json)")
-    with open(path) as f:
-        return config_lib.from_dict(json.load(f))
-
-
-def restored(workdir: str, overrides: list[str], splits: list[str] | None = None):
-    """The experiment and trained parameters of the run in `workdir` (latest checkpoint), with
-    the mesh they sit on. The head is the plain one whatever the run's layout: decoding and
-    evaluation need every word's probability. `splits`: the data splits read (`load_data`), none
-    to decode; None: every one."""
-    from seqjax.training import optim
-    from seqjax.training.experiment import build_experiment
-    from seqjax.training.layout import make_mesh
-    from seqjax.training.loop import open_run
-    from seqjax.training.state import Checkpointer, restore_state
-
-    cfg = config_lib.override(run_config(workdir), overrides)
-    checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
-    try:
-        # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
-        step, tokenizers, _ = open_run(cfg, workdir, checkpointer, extend_schedule=True, evaluating=True)
-        if step is None:
-            raise ValueError(f"--workdir {workdir} has no checkpoint yet")
-        exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits)
-        mesh = make_mesh(cfg.train.mesh)
-        optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-        state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.example_batch())
-    finally:
-        checkpointer.close()
-    return exp, state, mesh
-
-
-def is_counted(workdir: str) -> bool:
-    """Whether `workdir` holds a counted run (the n-gram), which has counts, not parameters."""
-    from seqjax.models import is_trained
-
-    return not is_trained(run_config(workdir).model)
-
-
-def cmd_train(args) -> None:
+def cmd_train(args: argparse.Namespace) -> None:
     from seqjax.training.loop import train
 
     cfg, name = load_config(args.config)
@@ -87,7 +54,7 @@ def cmd_train(args) -> None:
     train(cfg, args.workdir or os.path.join(DEFAULT_WORKDIR, name), extend_schedule=args.extend_schedule)
 
 
-def cmd_prepare(args) -> None:
+def cmd_prepare(args: argparse.Namespace) -> None:
     from seqjax.data.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
@@ -103,12 +70,12 @@ def cmd_prepare(args) -> None:
     print(f"token store {store.path}: {counts}; vocabulary {vocabulary}; fingerprint {store.fingerprint[:12]}")
 
 
-def cmd_config(args) -> None:
+def cmd_config(args: argparse.Namespace) -> None:
     cfg, _ = load_config(args.config)
     print(config_text.to_toml(config_lib.override(cfg, args.set)), end="")
 
 
-def decode_options(args):
+def decode_options(args: argparse.Namespace) -> DecodeOptions:
     from seqjax.training.generation import DecodeOptions
 
     sample = args.sample or args.temperature is not None or args.top_k is not None or args.top_p is not None
@@ -122,64 +89,20 @@ def decode_options(args):
     )
 
 
-def eval_of_counts(args):
-    """(config, data, scorer, extra) of the n-gram run in --workdir; it has no extra measures."""
-    from seqjax.data import load_data
-    from seqjax.training.experiment import saved_tokenizers
-    from seqjax.training.ngram_baseline import ngram_scorer, saved_counts
-
-    cfg = config_lib.override(run_config(args.workdir), args.set)
-    data = load_data(cfg.data, saved_tokenizers(args.workdir), splits=[args.split])
-    return cfg, data, ngram_scorer(saved_counts(args.workdir)), lambda split: {}
-
-
-def eval_of_model(args):
-    """(config, data, scorer, extra) of the trained run in --workdir; extra(split) decodes a
-    seq2seq split (BLEU, ROUGE) and gives the synthetic task's own measure, if any."""
-    from seqjax.training.generation import translate
-    from seqjax.training.steps import batch_scorer, make_eval_step
-    from seqjax.training.task_reports import task_report
-
-    options = decode_options(args)
-    exp, state, mesh = restored(args.workdir, args.set, [args.split])
-
-    def extra(split: str) -> dict:
-        result = {"generation": translate(exp, state.params, split, options=options)} if exp.is_seq2seq else {}
-        report = task_report(exp.cfg)
-        if report is not None:
-            result[exp.cfg.data.task] = report(exp, state.params)
-        return result
-
-    return exp.cfg, exp.data, batch_scorer(make_eval_step(exp.model, exp.head, mesh), state.params, mesh), extra
-
-
-def cmd_eval(args) -> None:
+def cmd_eval(args: argparse.Namespace) -> None:
     from seqjax.data.sources import splits_of
     from seqjax.training.evaluation import describe_metrics, evaluate
+    from seqjax.training.run import Run
 
-    splits = splits_of(config_lib.override(run_config(args.workdir), args.set).data)
+    run = Run.open(args.workdir, args.set)
+    splits = splits_of(run.cfg.data)
     if args.split not in splits:
         raise ValueError(f"--split must be one of {', '.join(splits)}, got {args.split!r}")
-    cfg, data, scorer, extra = (eval_of_counts if is_counted(args.workdir) else eval_of_model)(args)
-    result = {args.split: evaluate(cfg, data, args.split, scorer)}
+    evaluation = run.evaluation(args.split, decode_options(args))
+    result = {args.split: evaluate(run.cfg, evaluation.data, args.split, evaluation.scorer)}
     print(f"{args.split}: {describe_metrics(result[args.split])}")
-    result.update(extra(args.split))
+    result.update(evaluation.extra(args.split))
     print(json.dumps(result, indent=2))
-
-
-def lm_decoder(workdir: str, overrides: list[str], options):
-    """(tokenizer, `generation.DecodeFn`, batch size) of the language model in `workdir`,
-    trained or counted."""
-    if is_counted(workdir):
-        from seqjax.training.experiment import saved_tokenizers
-        from seqjax.training.ngram_baseline import ngram_decoder, saved_counts
-
-        cfg = config_lib.override(run_config(workdir), overrides)
-        return saved_tokenizers(workdir), ngram_decoder(saved_counts(workdir), options), cfg.train.batch_size
-    from seqjax.training.generation import model_decoder
-
-    exp, state, _ = restored(workdir, overrides, [])
-    return exp.tokenizer, model_decoder(exp, state.params, options), exp.cfg.train.batch_size
 
 
 def read_input(path: str, flag: str) -> list[str]:
@@ -192,7 +115,7 @@ def read_input(path: str, flag: str) -> list[str]:
     return readers.read_lines(path, name=flag)
 
 
-def with_progress(total: int, run):
+def with_progress(total: int, run: Callable[[Callable[[int], object]], T]) -> T:
     """run(progress) under a progress bar of `total` lines on stderr."""
     from tqdm import tqdm
 
@@ -200,15 +123,17 @@ def with_progress(total: int, run):
         return run(bar.update)
 
 
-def interpolate(args, options) -> None:
+def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
     """`seqjax generate --interpolate FIRST SECOND`: sentences decoded between two latents."""
     from seqjax.training.interpolation import interpolate_texts
+    from seqjax.training.run import Run
 
     if args.prompt is not None or args.input is not None:
         raise ValueError("--interpolate decodes from latents alone: it takes neither --prompt nor --input")
     if args.points < 2:
         raise ValueError(f"--points must be >= 2 (both sentences' own points are included), got {args.points}")
-    exp, state, _ = restored(args.workdir, args.set, [])
+    restored = Run.open(args.workdir, args.set).restore([])
+    exp, state = restored.exp, restored.state
     first, second = args.interpolate
     for fraction, text in interpolate_texts(
         exp, state.params, first, second, num=args.points, max_len=args.max_len, options=options, seed=args.seed
@@ -216,9 +141,10 @@ def interpolate(args, options) -> None:
         print(f"  {fraction:.2f}: {text}")
 
 
-def cmd_generate(args) -> None:
+def cmd_generate(args: argparse.Namespace) -> None:
     from seqjax.models import generates, is_seq2seq
     from seqjax.training.generation import continuations, continue_lines, translate_lines
+    from seqjax.training.run import Run
 
     options = decode_options(args)
     if args.max_len < 1 or args.num < 1:
@@ -228,12 +154,13 @@ def cmd_generate(args) -> None:
         return
     if args.input is not None and (args.prompt is not None or args.num != 1):
         raise ValueError("--input writes one line per input line: it takes neither --prompt nor --num")
-    if not generates(run_config(args.workdir).model):
+    run = Run.open(args.workdir, args.set)
+    if not generates(run.cfg.model):
         raise ValueError(
-            f"--workdir {args.workdir} holds an encoder (model.kind={run_config(args.workdir).model.kind}), "
+            f"--workdir {args.workdir} holds an encoder (model.kind={run.cfg.model.kind}), "
             "which has no decode step: nothing to generate"
         )
-    seq2seq = is_seq2seq(run_config(args.workdir).model)
+    seq2seq = is_seq2seq(run.cfg.model)
     if seq2seq and args.prompt is None and args.input is None:
         raise ValueError(
             f"--workdir {args.workdir} is a sequence-to-sequence run: give the source to translate with "
@@ -241,7 +168,8 @@ def cmd_generate(args) -> None:
         )
     lines = None if args.input is None else read_input(args.input, "--input")
     if seq2seq:
-        exp, state, _ = restored(args.workdir, args.set, [])
+        restored = run.restore([])
+        exp, state = restored.exp, restored.state
         if lines is None:
             print(f"{args.prompt} -> {translate_lines(exp, state.params, [args.prompt], options)[0]}")
             return
@@ -249,7 +177,7 @@ def cmd_generate(args) -> None:
             len(lines), lambda progress: translate_lines(exp, state.params, lines, options, progress)
         )
     else:
-        tokenizer, decode_fn, batch_size = lm_decoder(args.workdir, args.set, options)
+        tokenizer, decode_fn, batch_size = run.lm_decoder(options)
         if lines is None:
             prompt = args.prompt or ""
             for text in continuations(tokenizer, decode_fn, prompt, num=args.num, max_len=args.max_len, seed=args.seed):
@@ -275,13 +203,14 @@ def cmd_generate(args) -> None:
             f.write(text)
 
 
-def cmd_backtranslate(args) -> None:
+def cmd_backtranslate(args: argparse.Namespace) -> None:
     """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
     forward run trained on them."""
     from seqjax.data.readers import read_parallel
     from seqjax.data.sources import SPLITS, data_path, split_path
     from seqjax.models import is_seq2seq
     from seqjax.training.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
+    from seqjax.training.run import Run
 
     options = decode_options(args)
     if args.upsample < 0:
@@ -293,7 +222,8 @@ def cmd_backtranslate(args) -> None:
         raise ValueError(
             f"--set {owned[0]}: backtranslate sets the forward run's data.kind, data.train, data.src and data.tgt"
         )
-    backward = run_config(args.workdir)
+    run = Run.open(args.workdir)
+    backward = run.cfg
     if not is_seq2seq(backward.model):
         raise ValueError(
             f"--workdir {args.workdir} must hold an encoder-decoder run, got model.kind={backward.model.kind}"
@@ -313,8 +243,10 @@ def cmd_backtranslate(args) -> None:
             f"--monolingual must hold some non-blank line to back-translate, got {len(lines)} blank line(s) "
             f"in {args.monolingual!r}"
         )
-    exp, state, _ = restored(args.workdir, [], [])
-    synthetic = with_progress(len(lines), lambda progress: back_translate(exp, state.params, lines, options, progress))
+    restored = run.restore([])
+    synthetic = with_progress(
+        len(lines), lambda progress: back_translate(restored.exp, restored.state.params, lines, options, progress)
+    )
     pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
     paths = write_corpus(args.output, src, tgt, pairs)
     print(
@@ -334,28 +266,43 @@ def cmd_backtranslate(args) -> None:
         train(config_lib.override(cfg, [*corpus, *args.set]), args.train_workdir)
 
 
-def cmd_import_hf(args) -> None:
+def cmd_import_hf(args: argparse.Namespace) -> None:
     from seqjax.pretrained import import_checkpoint
 
     import_checkpoint(args.checkpoint, args.workdir)
 
 
-def cmd_export_hf(args) -> None:
+def cmd_export_hf(args: argparse.Namespace) -> None:
     from seqjax.pretrained import export_run
 
     export_run(args.workdir, args.output, dtype=args.dtype)
 
 
-def cmd_plot(args) -> None:
+def cmd_plot(args: argparse.Namespace) -> None:
     from seqjax.training.plot import plot_runs
 
     print(f"wrote {plot_runs(args.workdir, args.output)}")
 
 
-def cmd_bench(args) -> None:
+def benchmarks_folder(start: str) -> str:
+    """The `benchmarks/` folder of the repository that holds `start`: the nearest one in `start` or a
+    folder above it. Raises ValueError when there is none."""
+    folder = os.path.abspath(start)
+    while not os.path.isdir(os.path.join(folder, "benchmarks")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            raise ValueError(
+                f"seqjax bench runs a repository's benchmarks/, but neither {os.path.abspath(start)} nor a folder "
+                "above it holds one: run it from inside the seqjax repository"
+            )
+        folder = parent
+    return os.path.join(folder, "benchmarks")
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
     import runpy
 
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    root = benchmarks_folder(os.getcwd())
     path = os.path.join(root, f"{args.name}.py")
     if not os.path.isfile(path):
         available = sorted(f[:-3] for f in os.listdir(root) if f.endswith(".py"))
@@ -364,7 +311,7 @@ def cmd_bench(args) -> None:
     runpy.run_path(path, run_name="__main__")
 
 
-def cmd_compile(args) -> int:
+def cmd_compile(args: argparse.Namespace) -> int:
     from seqjax.accelerators.targets import parse_target, use_target_compiler
 
     target = parse_target(args.target, args.slices)

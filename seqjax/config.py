@@ -18,38 +18,32 @@ import types
 import typing
 from typing import Any
 
+from seqjax.kinds import HEADS, MODELS
 from seqjax.objective_config import ObjectiveConfig
 from seqjax.options import option
 
-# The names each `kind` (and the other named choices below) may take; the registries that map
-# them to code (`seqjax.models.MODEL_KINDS`, `seqjax.heads.build`, ...) are keyed by these.
+# The names each named choice may take; the registries that map them to code
+# (`seqjax.data.tokenizers.TOKENIZER_KINDS`, ...) are keyed by these.
 DATA_KINDS = ("synthetic", "text", "parallel")
 SYNTHETIC_TASKS = ("grammar", "oracle", "copy", "reverse", "sort", "addition")
 TOKENIZERS = ("char", "word", "bpe", "pretrained")
-MODEL_KINDS = (
-    "rnn",
-    "rnn_vae",
-    "bilm",
-    "transformer",
-    "nnlm",
-    "ngram",
-    "rnn_seq2seq",
-    "attention_seq2seq",
-    "transformer_seq2seq",
-    "transformer_encoder",
-    "electra",
-)
 CELLS = ("lstm", "gru", "elman")
-HEAD_KINDS = ("full", "sampled", "nce", "negative", "class", "tree", "adaptive")
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("huffman", "balanced")
-RECURRENT = ("rnn", "rnn_vae", "bilm", "rnn_seq2seq", "attention_seq2seq")
-TRANSFORMERS = ("transformer", "transformer_seq2seq")
-ENCODERS = ("transformer_encoder", "electra")  # encoder-only, masked-LM pre-training
-ATTENTION = (*TRANSFORMERS, *ENCODERS)  # models built of the Transformer blocks
-RNN_ENCODERS = ("rnn_seq2seq", "attention_seq2seq")
-NEURAL = tuple(kind for kind in MODEL_KINDS if kind != "ngram")
-SAMPLING_HEADS = ("sampled", "nce", "negative")
+# The model and head kinds, and the families of them that read a group of options, are declared in
+# `seqjax.kinds`; these are live views of those tables.
+MODEL_KINDS = MODELS
+HEAD_KINDS = HEADS
+NEURAL = MODEL_KINDS.reading("neural")
+RECURRENT = MODEL_KINDS.reading("recurrent")
+RNN_ENCODERS = MODEL_KINDS.reading("rnn_encoder")
+ATTENTION = MODEL_KINDS.reading("attention")  # models built of the Transformer blocks
+TRANSFORMERS = MODEL_KINDS.reading("causal_attention")
+ENCODERS = MODEL_KINDS.reading("encoder_only")  # encoder-only, masked-LM pre-training
+CONTEXT = MODEL_KINDS.reading("context")
+TIED_HEADS = HEAD_KINDS.reading("tied")
+BIASED_HEADS = HEAD_KINDS.reading("word_bias")
+SAMPLING_HEADS = HEAD_KINDS.reading("sampling")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +112,7 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    kind: str = option("transformer", " | ".join(MODEL_KINDS), choices=MODEL_KINDS)
+    kind: str = option("transformer", "", choices=MODEL_KINDS)
     d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
     layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
     dropout: float = option(0.1, "dropout rate in training", kinds=NEURAL)
@@ -182,17 +176,17 @@ class ModelConfig:
     generator_layers: int = option(
         1, "electra: blocks of the generator (the discriminator has model.layers)", kinds=("electra",)
     )
-    context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=("nnlm", "ngram"))
+    context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
     direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))
 
 
 @dataclasses.dataclass(frozen=True)
 class HeadConfig:
-    kind: str = option("full", " | ".join(HEAD_KINDS), choices=HEAD_KINDS)
+    kind: str = option("full", "", choices=HEAD_KINDS)
     tied: bool = option(
         False,
         "share the output word vectors with the (target) input embedding",
-        kinds=("full", *SAMPLING_HEADS, "class", "adaptive"),
+        kinds=TIED_HEADS,
     )
     chunk_size: int = option(
         0,
@@ -203,7 +197,7 @@ class HeadConfig:
         True,
         "train the word biases (false: they stay where they start, e.g. an imported model's: 0, and far below "
         "every score for the ids it has no token for)",
-        kinds=("full", *SAMPLING_HEADS),
+        kinds=BIASED_HEADS,
     )
     z_loss: float = option(
         0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)
@@ -283,7 +277,7 @@ class Config:
     train: TrainConfig = TrainConfig()
 
 
-def _field_types(cls) -> dict[str, Any]:
+def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
@@ -397,9 +391,9 @@ def _choice_hint(node: Any, prefix: str, name: str, value: str, choices: tuple[s
     if close or name != "kind":
         return _did_you_mean([f"{prefix}{name}={c}" for c in close])
     for field in dataclasses.fields(node):
-        kinds = field.metadata.get("kinds", ())
-        if value in field.metadata.get("choices", ()) and kinds:
-            return _did_you_mean([f"{prefix}kind={kinds[0]} with {prefix}{field.name}={value}"])
+        applies_to = tuple(field.metadata.get("kinds", ()))
+        if value in field.metadata.get("choices", ()) and applies_to:
+            return _did_you_mean([f"{prefix}kind={applies_to[0]} with {prefix}{field.name}={value}"])
     return ""
 
 

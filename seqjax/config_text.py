@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from seqjax.config import Config, from_dict, inapplicable
+from seqjax.options import describe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +47,7 @@ def groups(config: Any, default: Any, prefix: str = "") -> Iterator[tuple[str, l
         if dataclasses.is_dataclass(value):
             nested.append((f"{prefix}{field.name}", value, fallback))
         else:
-            doc = field.metadata.get("doc", "")
-            entries.append(Entry(f"{prefix}{field.name}", hints[field.name], value, fallback, doc))
+            entries.append(Entry(f"{prefix}{field.name}", hints[field.name], value, fallback, describe(field)))
     if entries:
         yield prefix.rstrip("."), entries
     for name, value, fallback in nested:

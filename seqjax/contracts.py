@@ -1,7 +1,8 @@
 """The contracts between the parts: what a model, a head, an objective and a decoder promise.
 
 Every model works with every head, objective and decoder because each side speaks only
-through these interfaces (`typing.Protocol`s, checked structurally, never inherited):
+through these interfaces (`typing.Protocol`s, checked structurally, never inherited; the
+objective's is a base class each objective subclasses):
 
 - a **model** (a Flax Linen module used through `init`/`apply`) maps tokens to hidden
   states [B, T, D] and has a decode step;
@@ -17,9 +18,10 @@ as arguments rather than importing them.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import jax
 import numpy as np
@@ -206,9 +208,10 @@ class GrowsWithSteps:
         return GrowsWithSteps(jax.tree.map(resize, self.value), self.axis)
 
 
-class Objective(Protocol):
+class Objective(abc.ABC):
     """A training objective: a frozen dataclass whose fields are its options, validated when
-    it is built (`seqjax.objectives`).
+    it is built (`seqjax.objectives`). Unlike the other contracts it is a base class, which
+    each objective subclasses, so that the type checker holds every `__call__` to this one.
 
     Called as objective(model, head, params, batch, key, step, *, ids) -> (loss, metrics):
     params {"model": ..., "head": ...}; batch as `Batch`; key a PRNG key; step [] int32, the
@@ -222,6 +225,10 @@ class Objective(Protocol):
     without it the eval step sums the head's exact NLL of the targets.
     """
 
+    # Whether it feeds the model only gold tokens, so that a packed row's segments stay independent.
+    feeds_gold_only: ClassVar[bool] = False
+
+    @abc.abstractmethod
     def __call__(
         self,
         model: Model,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -107,11 +108,11 @@ def _extend(seqs: jax.Array, flat_index: jax.Array, vocab_size: int, t: jax.Arra
     return parents.at[:, :, t].set(flat_index % vocab_size)
 
 
-def _shared(node) -> bool:
+def _shared(node: Any) -> bool:
     return isinstance(node, SharedByBeams)
 
 
-def _per_beam(node, change, beam_size: int | None = None):
+def _per_beam(node: Any, change: Callable[[Any], Any], beam_size: int | None = None) -> Any:
     """change(leaf) for a per-row leaf; a shared node is only grown (given beam_size) for the beams."""
     if _shared(node):
         return node if beam_size is None else node.for_beams(beam_size)

@@ -38,7 +38,7 @@ def phase_ends(max_len: int) -> tuple[int, ...]:
     return tuple(ends)
 
 
-def _growing(node) -> bool:
+def _growing(node: Any) -> bool:
     return isinstance(node, GrowsWithSteps)
 
 
@@ -77,7 +77,12 @@ def _resized(state: Any, capacity: int, new_capacity: int) -> Any:
 
 
 def phased_while_loop(
-    keep_going: Callable[[tuple], jax.Array], step: Callable[[tuple], tuple], carry: tuple, *, capacity, max_len: int
+    keep_going: Callable[[tuple], jax.Array],
+    step: Callable[[tuple], tuple],
+    carry: tuple,
+    *,
+    capacity: int | None,
+    max_len: int,
 ) -> tuple:
     """`lax.while_loop(keep_going, step, carry)` run in phases.
 

@@ -1,15 +1,20 @@
-"""`build_head`: the head a `HeadConfig` names, with its host-built structures, validated once."""
+"""`build_head`: the head a `HeadConfig` names, with its host-built structures, validated once.
+
+`HEAD_BUILDERS` maps each `head.kind` (named in `seqjax.kinds.HEADS`) to its builder;
+`register_head` adds a kind to both."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
 import numpy as np
 from jax.typing import ArrayLike
 
-from seqjax.config import HEAD_KINDS, PROPOSALS, TREES, HeadConfig
+from seqjax import kinds
+from seqjax.config import PROPOSALS, TREES, HeadConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, samplers
 from seqjax.heads.classes import frequency_classes
@@ -26,6 +31,10 @@ from seqjax.heads.tree import balanced_tree, huffman_tree
 
 # Heads whose loss `train.vocab_parallel` splits over the model axis (`vocab_parallel.py`).
 VOCAB_PARALLEL_HEADS = ("full",)
+
+# A head kind's builder: (its config, V, the [V] training counts) -> the head module; it checks the
+# options of its kind on the host.
+HeadBuilder = Callable[[HeadConfig, int, np.ndarray], nn.Module]
 
 
 def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
@@ -46,14 +55,14 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
 
     Example:
       >>> import numpy as np
-      >>> from seqjax.config import HEAD_KINDS, PROPOSALS, TREES, HeadConfig
+      >>> from seqjax.config import HeadConfig
       >>> from seqjax.heads import build_head
       >>> head = build_head(HeadConfig(kind="adaptive", cutoffs=(10,), head_bias=True), 30, np.arange(30, 0, -1))
       >>> type(head).__name__, head.cutoffs, head.head_bias
       ('AdaptiveSoftmax', (10,), True)
     """
-    if cfg.kind not in HEAD_KINDS:
-        raise ValueError(f"head.kind must be one of {', '.join(HEAD_KINDS)}, got {cfg.kind!r}")
+    if cfg.kind not in HEAD_BUILDERS:
+        raise ValueError(f"head.kind must be one of {', '.join(HEAD_BUILDERS)}, got {cfg.kind!r}")
     vocab_size = checks.require_positive_int("vocab_size", vocab_size)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
@@ -63,39 +72,58 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             f"counts must be [vocab_size={vocab_size}] non-negative numbers, got shape {counts.shape} "
             f"with minimum {counts.min() if counts.size else None}"
         )
-    smoothed = counts.astype(np.float64) + 1.0
+    return HEAD_BUILDERS[cfg.kind](cfg, vocab_size, counts)
 
-    if cfg.kind == "full":
-        if cfg.chunk_size < 0:
-            raise ValueError(f"head.chunk_size must be >= 0 (0: chosen by shape), got {cfg.chunk_size}")
-        if isinstance(cfg.z_loss, bool) or not 0.0 <= cfg.z_loss < float("inf"):
-            raise ValueError(f"head.z_loss must be a finite float >= 0 (0: off), got {cfg.z_loss!r}")
-        return FullSoftmax(
-            vocab_size, tied=cfg.tied, learn_bias=cfg.learn_bias, chunk_size=cfg.chunk_size, z_loss=cfg.z_loss
+
+def register_head(kind: str, builder: HeadBuilder, families: tuple[str, ...] = ()) -> None:
+    """Adds `head.kind=kind`, built by `builder` and reading the `families` of options
+    (`seqjax.kinds`), to validation, the config text and `build_head` at once. Raises ValueError
+    for a name already taken."""
+    kinds.HEADS.add(kind, families)
+    HEAD_BUILDERS[kind] = builder
+
+
+def _smoothed(counts: np.ndarray) -> np.ndarray:
+    return counts.astype(np.float64) + 1.0
+
+
+def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+    if cfg.chunk_size < 0:
+        raise ValueError(f"head.chunk_size must be >= 0 (0: chosen by shape), got {cfg.chunk_size}")
+    if isinstance(cfg.z_loss, bool) or not 0.0 <= cfg.z_loss < float("inf"):
+        raise ValueError(f"head.z_loss must be a finite float >= 0 (0: off), got {cfg.z_loss!r}")
+    return FullSoftmax(
+        vocab_size, tied=cfg.tied, learn_bias=cfg.learn_bias, chunk_size=cfg.chunk_size, z_loss=cfg.z_loss
+    )
+
+
+def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+    num_classes = cfg.num_classes or math.ceil(math.sqrt(vocab_size))
+    if not 0 < num_classes <= vocab_size:
+        raise ValueError(
+            f"head.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), got {cfg.num_classes}"
         )
-    if cfg.kind in ("sampled", "nce", "negative"):
-        return _sampling_head(cfg, vocab_size, counts, smoothed)
-    if cfg.kind == "class":
-        num_classes = cfg.num_classes or math.ceil(math.sqrt(vocab_size))
-        if not 0 < num_classes <= vocab_size:
-            raise ValueError(
-                f"head.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), got {cfg.num_classes}"
-            )
-        return ClassSoftmax(vocab_size, classes=frequency_classes(smoothed, num_classes), tied=cfg.tied)
-    if cfg.kind == "tree":
-        if cfg.tied:
-            raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
-        if cfg.tree not in TREES:
-            raise ValueError(f"head.tree must be one of {', '.join(TREES)}, got {cfg.tree!r}")
-        built = huffman_tree(smoothed) if cfg.tree == "huffman" else balanced_tree(vocab_size)
-        return HierarchicalSoftmax(vocab_size, tree=built)
+    return ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
+
+
+def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+    if cfg.tied:
+        raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
+    if cfg.tree not in TREES:
+        raise ValueError(f"head.tree must be one of {', '.join(TREES)}, got {cfg.tree!r}")
+    built = huffman_tree(_smoothed(counts)) if cfg.tree == "huffman" else balanced_tree(vocab_size)
+    return HierarchicalSoftmax(vocab_size, tree=built)
+
+
+def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     cutoffs = checks.require_cutoffs("head.cutoffs", cfg.cutoffs, vocab_size)
     if not cfg.div_value >= 1.0:
         raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
     return AdaptiveSoftmax(vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied, head_bias=cfg.head_bias)
 
 
-def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothed: np.ndarray):
+def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> dict[str, Any]:
+    """The options every sampling head takes: its proposal, K and how it is drawn, checked."""
     if not 0 < cfg.num_samples < vocab_size:
         raise ValueError(f"head.num_samples must be in (0, vocab_size={vocab_size}), got {cfg.num_samples}")
     if cfg.proposal not in PROPOSALS:
@@ -105,27 +133,46 @@ def _sampling_head(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, smoothe
     elif cfg.proposal == "unigram":
         if isinstance(cfg.power, bool) or not 0.0 <= cfg.power < math.inf:
             raise ValueError(f"head.power must be a finite number >= 0, got {cfg.power!r}")
-        sampler = samplers.unigram(smoothed, power=cfg.power)
+        sampler = samplers.unigram(_smoothed(counts), power=cfg.power)
     else:
         samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))
         sampler = samplers.log_uniform(vocab_size)
-    shared: dict[str, Any] = dict(
+    return dict(
         tied=cfg.tied,
         learn_bias=cfg.learn_bias,
         sampler=sampler,
         num_samples=cfg.num_samples,
         per_row_samples=cfg.per_row_samples,
     )
-    if cfg.kind == "sampled":
-        return SampledSoftmax(
-            vocab_size, unique=cfg.unique, remove_accidental_hits=cfg.remove_accidental_hits, **shared
-        )
-    if cfg.kind == "nce":
-        return NCE(
-            vocab_size,
-            unique=cfg.unique,
-            log_normalizer=cfg.log_normalizer,
-            learn_normalizer=cfg.learn_normalizer,
-            **shared,
-        )
-    return NegativeSampling(vocab_size, **shared)
+
+
+def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+    shared = _sampling_options(cfg, vocab_size, counts)
+    return SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=cfg.remove_accidental_hits, **shared)
+
+
+def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+    shared = _sampling_options(cfg, vocab_size, counts)
+    return NCE(
+        vocab_size,
+        unique=cfg.unique,
+        log_normalizer=cfg.log_normalizer,
+        learn_normalizer=cfg.learn_normalizer,
+        **shared,
+    )
+
+
+def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+    return NegativeSampling(vocab_size, **_sampling_options(cfg, vocab_size, counts))
+
+
+# head.kind (named in `seqjax.kinds.HEADS`) -> its builder
+HEAD_BUILDERS: dict[str, HeadBuilder] = {
+    "full": _full,
+    "sampled": _sampled,
+    "nce": _nce,
+    "negative": _negative,
+    "class": _class,
+    "tree": _tree,
+    "adaptive": _adaptive,
+}

@@ -12,7 +12,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 
-def _check_count(name: str, count) -> None:
+def _check_count(name: str, count: ArrayLike) -> None:
     if not isinstance(count, jax.core.Tracer) and np.any(np.asarray(count) < 0):
         raise ValueError(f"{name} must be >= 0, got {count}")
 

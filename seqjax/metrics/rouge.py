@@ -43,7 +43,7 @@ def _f_measure(overlap, hyp_count, ref_count):
     return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
 
 
-def _check_order(n) -> None:
+def _check_order(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"n must be a positive int, got {n!r}")
 

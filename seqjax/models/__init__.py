@@ -1,7 +1,8 @@
 """Models: Flax Linen modules mapping tokens to hidden states [B, T, D], used via init/apply.
 
-`MODEL_KINDS` is the one registry of `model.kind`s. `build_model(cfg, vocab_size)` validates
-the config on the host and returns the module. Every neural model follows
+`MODEL_KINDS` maps each `model.kind` (named in `seqjax.kinds.MODELS`) to its class;
+`register_model` adds a kind to both. `build_model(cfg, vocab_size)` validates the config on
+the host and returns the module. Every neural model follows
 `seqjax.contracts.Model` (`embed`, `target_embedding`, `init_decode_state`, `decode_step`,
 `has_encoder`, `recurrent`); encoder-decoders (`is_seq2seq(cfg)`) also take `src`/`src_mask`
 in `apply` and in `init_decode_state`. The n-gram baseline (`ngram.KneserNeyLM`) is counted
@@ -17,7 +18,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax.config import ATTENTION, CELLS, ModelConfig
+from seqjax import kinds
+from seqjax.config import ATTENTION, CELLS, ENCODERS, RECURRENT, RNN_ENCODERS, TRANSFORMERS, ModelConfig
 from seqjax.models.attention import KERNELS, resolve_kernel
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
@@ -30,7 +32,7 @@ from seqjax.models.seq2seq_transformer import TransformerSeq2Seq
 from seqjax.models.transformer import TransformerLM
 from seqjax.models.vae import RNNVAE
 
-MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as class facts)
+MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent, ... as class facts)
     "rnn": RNNLM,
     "rnn_vae": RNNVAE,
     "bilm": BiLM,
@@ -46,16 +48,24 @@ MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent as clas
 # kind -> the one objective that trains it, for models whose parts only that objective reaches
 MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if getattr(cls, "objective", None)}
 SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
-TRANSFORMER_KINDS = ("transformer", "transformer_seq2seq")
+TRANSFORMER_KINDS = TRANSFORMERS  # causal self-attention: sliding windows, packed segments
 # the encoder-decoders whose encoder `train.init_encoder_from` starts from an encoder-only run
 PRETRAINED_ENCODER_KINDS = tuple(k for k, cls in MODEL_KINDS.items() if getattr(cls, "takes_pretrained_encoder", False))
-ENCODER_KINDS = ("transformer_encoder", "electra")  # encoder-only: no decode step
+ENCODER_KINDS = ENCODERS  # encoder-only: no decode step
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "gelu_exact", "relu", "swiglu")
 REMATS = ("none", "dots", "full")
 ATTENTION_SCORES = ("additive", "dot", "general")
+
+
+def register_model(kind: str, model: type, families: tuple[str, ...] = ()) -> None:
+    """Adds `model.kind=kind`, built as `model(cfg, vocab_size[, src_vocab_size], dtype=dtype)` and
+    reading the `families` of options (`seqjax.kinds`), to validation, the config text and
+    `build_model` at once. Raises ValueError for a name already taken."""
+    kinds.MODELS.add(kind, families)
+    MODEL_KINDS[kind] = model
 
 
 def is_seq2seq(cfg: ModelConfig) -> bool:
@@ -161,9 +171,9 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
     _check_positive("model.layers", cfg.layers)
     if isinstance(cfg.dropout, bool) or not 0.0 <= cfg.dropout < 1.0:
         raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout!r}")
-    if MODEL_KINDS[cfg.kind].recurrent:
+    if cfg.kind in RECURRENT:
         _check_one_of("model.cell", cfg.cell, CELLS)
-    if cfg.kind in TRANSFORMER_KINDS + ENCODER_KINDS:
+    if cfg.kind in ATTENTION:
         _check_transformer(cfg)
     if cfg.kind == "electra":
         _check_positive("model.generator_layers", cfg.generator_layers)
@@ -173,7 +183,7 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
         _check_positive("model.latent_size", cfg.latent_size)
     if cfg.kind == "attention_seq2seq":
         _check_one_of("model.attention", cfg.attention, ATTENTION_SCORES)
-    if cfg.kind in ("rnn_seq2seq", "attention_seq2seq") and cfg.bidirectional and cfg.d_model % 2:
+    if cfg.kind in RNN_ENCODERS and cfg.bidirectional and cfg.d_model % 2:
         raise ValueError(
             f"model.d_model must be even for a bidirectional encoder (D/2 per direction), got {cfg.d_model}"
         )
@@ -199,7 +209,7 @@ def build_model(
         raise ValueError(
             f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.ngram.fit), not built"
         )
-    if cfg.kind in TRANSFORMER_KINDS + ENCODER_KINDS:
+    if cfg.kind in ATTENTION:
         kernel = resolved_kernel(cfg, dtype, platform or jax.default_backend())
         cfg = dataclasses.replace(cfg, attention_kernel=kernel)
     if is_seq2seq(cfg):
@@ -223,6 +233,7 @@ __all__ = [
     "MODEL_OBJECTIVES",
     "build_model",
     "generates",
+    "register_model",
     "is_latent",
     "is_seq2seq",
     "is_trained",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from seqjax.contracts import EvalSums, Model
+from seqjax.contracts import EvalSums, Model, Objective
 from seqjax.objective_config import ObjectiveConfig
 from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.electra import Electra
@@ -29,7 +29,7 @@ from seqjax.objectives.schedules import exponential_decay, inverse_sigmoid_decay
 from seqjax.objectives.teacher_forcing import TeacherForcing
 from seqjax.objectives.vae import VAE
 
-OBJECTIVES = {
+OBJECTIVES: dict[str, type[Objective]] = {
     "teacher_forcing": TeacherForcing,
     "scheduled_sampling": ScheduledSampling,
     "random_replacement": RandomReplacement,
@@ -46,7 +46,7 @@ OBJECTIVES = {
 
 # Objectives that feed only gold tokens (class fact `feeds_gold_only`): packed rows' segments stay
 # independent under them.
-GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if getattr(cls, "feeds_gold_only", False))
+GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if cls.feeds_gold_only)
 
 
 def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
@@ -57,7 +57,7 @@ def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
     return None if kind is None else getattr(OBJECTIVES[kind](), "eval_sums", None)
 
 
-def build_objective(cfg: ObjectiveConfig):
+def build_objective(cfg: ObjectiveConfig) -> Objective:
     """`cfg.kind`'s objective, its options already checked when `cfg` was built.
 
     Raises:

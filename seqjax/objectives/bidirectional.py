@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
 from seqjax.objective_config import BidirectionalLMOptions
 
@@ -32,7 +32,9 @@ def backward_inputs(targets: jax.Array, mask: jax.Array, boundary_id: int) -> ja
     return jnp.where(next_valid, following, boundary_id)
 
 
-def backward_hidden(model: Model, params: Params, batch, key: jax.Array, *, train: bool, boundary_id: int):
+def backward_hidden(
+    model: Model, params: Params, batch: Batch, key: jax.Array, *, train: bool, boundary_id: int
+) -> jax.Array:
     """The backward LM's hidden states [B, T, D] float32 for the batch's targets (row t predicts target t)."""
     mask = batch["mask"] > 0
     return model.apply(
@@ -45,7 +47,7 @@ def backward_hidden(model: Model, params: Params, batch, key: jax.Array, *, trai
     )
 
 
-def direction_nlls(model: Model, head: Head, params: Params, batch, *, boundary_id: int) -> dict[str, jax.Array]:
+def direction_nlls(model: Model, head: Head, params: Params, batch: Batch, *, boundary_id: int) -> dict[str, jax.Array]:
     """Exact sums over the unmasked targets, [] float32 each: "forward" and "backward" NLL
     (the head's exact log-probabilities, no dropout) and "tokens"."""
     key = jax.random.key(0)
@@ -62,7 +64,7 @@ def direction_nlls(model: Model, head: Head, params: Params, batch, *, boundary_
 
 
 @dataclasses.dataclass(frozen=True)
-class BidirectionalLM(BidirectionalLMOptions):
+class BidirectionalLM(BidirectionalLMOptions, Objective):
     """ELMo's joint objective: (forward LM loss + backward LM loss) / 2, each the head's
     masked mean over the row's targets. It has no options and does not change over training."""
 
@@ -75,7 +77,17 @@ class BidirectionalLM(BidirectionalLMOptions):
         nlls = direction_nlls(model, head, params, batch, boundary_id=ids.eos)
         return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, the mean of the two directions' head losses.
         metrics: dict of [] float32: the forward head's aux, "forward_loss", "backward_loss".

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_log_probs
 from seqjax.objective_config import ElectraOptions
 from seqjax.objectives.masked_lm import encoded, mask_tokens, masked_nll
@@ -29,7 +29,7 @@ def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array)
 
 
 @dataclasses.dataclass(frozen=True)
-class Electra(ElectraOptions):
+class Electra(ElectraOptions, Objective):
     """ELECTRA: generator MLM loss + discriminator_weight · the mean over valid positions of
     the discriminator's binary cross-entropy. The options do not change over training."""
 
@@ -41,7 +41,17 @@ class Electra(ElectraOptions):
         sums = masked_nll(model, head, params, batch, key, ids=ids, method="generator")
         return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, generator loss + λ · discriminator loss.
         metrics: dict of [] float32: the head's aux, "generator_loss", "discriminator_loss",

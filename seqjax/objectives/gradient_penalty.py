@@ -9,7 +9,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params
+from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
 from seqjax.objective_config import GradientPenaltyOptions
 
@@ -31,7 +31,7 @@ def embedding_gradient(
 
 
 @dataclasses.dataclass(frozen=True)
-class GradientPenalty(GradientPenaltyOptions):
+class GradientPenalty(GradientPenaltyOptions, Objective):
     """Embedding gradient penalty (Su 2020): loss = CE + λ·‖∂CE/∂e‖², e the decoder input
     embeddings, λ = `penalty`.
 
@@ -45,7 +45,17 @@ class GradientPenalty(GradientPenaltyOptions):
 
     feeds_gold_only: ClassVar[bool] = True  # a packed row's segments stay independent under it
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, CE + λ·‖∂CE/∂e‖².
         metrics: dict of [] float32: the head's aux, "cross_entropy" and "grad_norm_sq"

@@ -15,7 +15,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 from seqjax.objective_config import MaskedLMOptions
 
@@ -53,7 +53,16 @@ def mask_tokens(
     return jnp.where(selected, replacement, tokens), selected
 
 
-def encoded(model: Model, params: Params, tokens, valid, key, *, train: bool, method: str = "__call__"):
+def encoded(
+    model: Model,
+    params: Params,
+    tokens: jax.Array,
+    valid: jax.Array,
+    key: jax.Array,
+    *,
+    train: bool,
+    method: str = "__call__",
+) -> jax.Array:
     """The encoder's (or, method="generator", ELECTRA's generator's) hidden states [B, T, D]
     float32 for tokens [B, T] int32 with valid [B, T] bool keys."""
     return model.apply(
@@ -62,8 +71,8 @@ def encoded(model: Model, params: Params, tokens, valid, key, *, train: bool, me
 
 
 def masked_nll(
-    model: Model, head: Head, params: Params, batch, key: jax.Array, *, ids: SpecialIds, method: str = "__call__"
-):
+    model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds, method: str = "__call__"
+) -> dict[str, jax.Array]:
     """The exact masked-token NLL of a batch: EVAL_RATE of the valid targets, drawn from
     `key`, shown as [MASK] and scored with the head's exact log-probabilities (no dropout).
 
@@ -87,7 +96,7 @@ def masked_nll(
 
 
 @dataclasses.dataclass(frozen=True)
-class MaskedLM(MaskedLMOptions):
+class MaskedLM(MaskedLMOptions, Objective):
     """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
     positions of the corrupted row. The rates do not change over training."""
 
@@ -99,7 +108,17 @@ class MaskedLM(MaskedLMOptions):
         sums = masked_nll(model, head, params, batch, key, ids=ids)
         return sums["nll"], sums["masked"], {"positions": sums["positions"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, the head's mean loss over the selected positions.
         metrics: dict of [] float32: the head's aux ("tokens" = selected positions), "selected"

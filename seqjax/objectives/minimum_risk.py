@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax import decoding
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.objective_config import MinimumRiskOptions
 from seqjax.objectives.reinforce import mix_with_mle
@@ -84,7 +84,7 @@ def expected_risk(log_probs: jax.Array, costs: jax.Array, available: jax.Array, 
 
 
 @dataclasses.dataclass(frozen=True)
-class MinimumRisk(MinimumRiskOptions):
+class MinimumRisk(MinimumRiskOptions, Objective):
     """Minimum-risk training (Shen et al. 2016): minimize the expected cost over candidates.
 
     For each source, n = `num_candidates` candidates come from the model (ancestral samples,
@@ -99,7 +99,17 @@ class MinimumRisk(MinimumRiskOptions):
     `mle_weight` w mixes in teacher forcing: loss = w·teacher forcing + (1 − w)·risk.
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, w·teacher forcing + (1 − w)·mean risk (w = mle_weight).
         metrics: dict of [] float32: "risk", "reward" (mean BLEU / 100 of the distinct

@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 from seqjax.objective_config import RandomReplacementOptions
 
@@ -59,7 +59,7 @@ def replace_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomReplacement(RandomReplacementOptions):
+class RandomReplacement(RandomReplacementOptions, Objective):
     """Random replacement of decoder inputs (Su 2020): teacher forcing on noisy prefixes.
 
     A row is chosen with probability `sequence_rate`; in a chosen row each decoder input after
@@ -70,7 +70,17 @@ class RandomReplacement(RandomReplacementOptions):
     rates do not change over training.
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, the head's masked mean loss on gold labels after the noisy inputs.
         metrics: dict of [] float32: the head's aux and "replaced" (replaced / replaceable

@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.objective_config import MixerOptions, ReinforceOptions
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
@@ -118,7 +118,19 @@ def prefix_reinforce_loss(
     return loss, metrics
 
 
-def mix_with_mle(model, head, params, batch, key, step, loss, metrics, mle_weight, *, ids: SpecialIds):
+def mix_with_mle(
+    model: Model,
+    head: Head,
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    step: jax.Array,
+    loss: jax.Array,
+    metrics: dict[str, jax.Array],
+    mle_weight: float,
+    *,
+    ids: SpecialIds,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """w·teacher forcing + (1 − w)·loss for w = mle_weight (no teacher-forced pass when w = 0),
     with the batch's target tokens added to the metrics."""
     metrics = dict(metrics, tokens=batch["mask"].sum())
@@ -129,7 +141,7 @@ def mix_with_mle(model, head, params, batch, key, step, loss, metrics, mle_weigh
 
 
 @dataclasses.dataclass(frozen=True)
-class Reinforce(ReinforceOptions):
+class Reinforce(ReinforceOptions, Objective):
     """REINFORCE with a sentence-BLEU reward (Williams 1992; Ranzato et al. 2016).
 
     For each source (batch row) K = `num_samples` sequences are sampled from the model, each
@@ -150,7 +162,17 @@ class Reinforce(ReinforceOptions):
     checkpoint: loss = w·teacher forcing + (1 − w)·surrogate.
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, w·teacher forcing + (1 − w)·surrogate (w = mle_weight).
         metrics: dict of [] float32: "reward", "baseline", "sample_length" (means over real
@@ -184,7 +206,17 @@ class Mixer(Reinforce, MixerOptions):
     (self-critical: the greedy continuation of the prefix).
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, as `Reinforce`'s.
         metrics: dict of [] float32: those of `Reinforce` and "delta" (Δ at this step).

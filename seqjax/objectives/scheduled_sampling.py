@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params
+from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import (
     embed_tokens,
     head_loss,
@@ -83,7 +83,7 @@ def parallel_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class ScheduledSampling(ScheduledSamplingOptions):
+class ScheduledSampling(ScheduledSamplingOptions, Objective):
     """Scheduled sampling (Bengio et al. 2015): feed the gold token with probability ε, else the
     model's own prediction, with ε = schedule(step) decaying over training (schedules.py):
 
@@ -107,7 +107,17 @@ class ScheduledSampling(ScheduledSamplingOptions):
     every pass.
     """
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, the head's masked mean loss on gold targets.
         metrics: dict of [] float32: the head's aux, "epsilon" (ε at this step) and

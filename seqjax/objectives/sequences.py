@@ -8,6 +8,8 @@ the token that follows the decoder inputs' start token and the candidate's posit
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -79,6 +81,6 @@ def start_step_fn(step_fn):
     return wrapped
 
 
-def start_state(decoder_state, start: jax.Array):
+def start_state(decoder_state: Any, start: jax.Array) -> dict[str, Any]:
     """The `start_step_fn` state for a decoder state and start tokens [B] int32."""
     return {"decoder": decoder_state, "start": start, "started": jnp.zeros(start.shape, bool)}

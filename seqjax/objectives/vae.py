@@ -17,7 +17,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, EvalSums, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 from seqjax.objective_config import KL_SCHEDULES, VAEOptions, check_one_of
 
@@ -40,7 +40,7 @@ def reparameterize(mean: jax.Array, log_variance: jax.Array, key: jax.Array) -> 
     return mean + jnp.exp(0.5 * log_variance) * noise
 
 
-def kl_weight(schedule: str, step, *, beta: float, anneal_steps: int, sharpness: float) -> jax.Array:
+def kl_weight(schedule: str, step: jax.Array, *, beta: float, anneal_steps: int, sharpness: float) -> jax.Array:
     """β at `step` (a Python int or a traced int32 scalar). Returns [] float32.
 
     linear: β · min(1, step / anneal_steps); sigmoid: β · (σ(k (s − ½)) − σ(−k/2)) /
@@ -80,25 +80,27 @@ def free_bits_kl(kl: jax.Array, rows: jax.Array, free_bits: float) -> jax.Array:
     return rows * jnp.maximum(free_bits, kl.sum(axis=0) / rows).sum()
 
 
-def posterior(model: Model, params: Params, batch) -> tuple[jax.Array, jax.Array]:
+def posterior(model: Model, params: Params, batch: Batch) -> tuple[jax.Array, jax.Array]:
     """q(z | x) of each row's targets (the sentence the decoder reconstructs), padding
     masked: (mean, log_variance), each [B, Z] float32."""
     return model.apply({"params": params["model"]}, batch["targets"], batch["mask"] > 0, method="encode")
 
 
-def decoder_hidden(model: Model, params: Params, inputs, latent, key, *, train: bool) -> jax.Array:
+def decoder_hidden(
+    model: Model, params: Params, inputs: jax.Array, latent: jax.Array, key: jax.Array, *, train: bool
+) -> jax.Array:
     """The decoder's teacher-forced hidden states [B, T, D] float32 given z = latent [B, Z]."""
     return model.apply({"params": params["model"]}, inputs, latent, train=train, rngs={"dropout": key}, method="decode")
 
 
-def _row_kl(mean, log_variance, batch) -> tuple[jax.Array, jax.Array]:
+def _row_kl(mean: jax.Array, log_variance: jax.Array, batch: Batch) -> tuple[jax.Array, jax.Array]:
     """KL [B, Z] float32, zero on rows without tokens (the padding of an eval split), and the
     count of rows with tokens [] float32."""
     holds = batch["mask"].sum(axis=1) > 0
     return gaussian_kl(mean, log_variance) * holds[:, None], holds.sum().astype(jnp.float32)
 
 
-def negative_elbo(model: Model, head: Head, params: Params, batch, key: jax.Array) -> dict[str, jax.Array]:
+def negative_elbo(model: Model, head: Head, params: Params, batch: Batch, key: jax.Array) -> dict[str, jax.Array]:
     """The batch's −ELBO from one sample z ~ q per row (drawn from `key`), with the head's
     exact log-probabilities and the closed-form KL; no dropout, no word dropout.
 
@@ -114,12 +116,12 @@ def negative_elbo(model: Model, head: Head, params: Params, batch, key: jax.Arra
 
 
 @dataclasses.dataclass(frozen=True)
-class VAE(VAEOptions):
+class VAE(VAEOptions, Objective):
     """The VAE LM objective (model.kind=rnn_vae): the head's reconstruction loss of the
     targets given z ~ q(z | targets) plus β · KL / tokens, so that at β = 1 without free bits
     the loss is the negative ELBO per target token."""
 
-    def weight(self, step) -> jax.Array:
+    def weight(self, step: jax.Array) -> jax.Array:
         """β at `step`: [] float32."""
         return kl_weight(self.schedule, step, beta=self.beta, anneal_steps=self.anneal_steps, sharpness=self.sharpness)
 
@@ -132,7 +134,17 @@ class VAE(VAEOptions):
         terms = negative_elbo(model, head, params, batch, key)
         return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
 
-    def __call__(self, model, head, params, batch, key, step, *, ids):  # `contracts.Objective`
+    def __call__(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Returns:
         loss: [] float32, reconstruction (the head's masked mean) + β · KL paid / tokens.
         metrics: dict of [] float32: the head's aux, "reconstruction", "kl" (exact, nats per

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from seqjax.contracts import Params
 from seqjax.training.generation import DecodeOptions, Progress, translate_lines
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def back_translate(
-    exp: Experiment, params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
+    exp: Experiment, params: Params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
 ) -> list[str]:
     """The backward run's translation of each monolingual line (a blank line stays blank): the
     synthetic sources of the forward direction, line-aligned with `lines`."""

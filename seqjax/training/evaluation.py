@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from seqjax.config import Config
+from seqjax.contracts import Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
 from seqjax.models import generates, readable_length
@@ -100,7 +101,7 @@ def describe_metrics(result: dict[str, float]) -> str:
     return line
 
 
-def generation_report(exp: Experiment, params, *, echo: Callable[[str], None] = print) -> dict:
+def generation_report(exp: Experiment, params: Params, *, echo: Callable[[str], None] = print) -> dict:
     """Prints and returns a few generated samples with the task's quality measure: BLEU and
     ROUGE for seq2seq; for a language model the synthetic task's own report
     (`task_reports.task_report`), if it has one, printed before the samples."""

@@ -17,7 +17,16 @@ from jax.sharding import Mesh
 
 from seqjax.config import ATTENTION, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective
-from seqjax.data import LMBatches, LMData, ParallelData, Seq2SeqBatches, holds_pairs, load_data, load_tokenizer
+from seqjax.data import (
+    LMBatches,
+    LMData,
+    ParallelData,
+    Seq2SeqBatches,
+    Tokenizer,
+    holds_pairs,
+    load_data,
+    load_tokenizer,
+)
 from seqjax.data.batching import pair_positions
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.sources import to_stderr
@@ -41,6 +50,10 @@ from seqjax.training.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
+
+# A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
+# None (built from the data).
+Tokenizers = Tokenizer | tuple[Tokenizer, Tokenizer] | None
 
 
 def validate_train(cfg: Config) -> None:
@@ -168,7 +181,7 @@ class Experiment:
             self.pairs.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
 
 
-def saved_tokenizers(workdir: str):
+def saved_tokenizers(workdir: str) -> Tokenizers:
     """The tokenizers saved in a run directory, as `load_data` takes them, or None."""
     paths = [os.path.join(workdir, name) for name in TOKENIZER_DIRS]
     if not os.path.isdir(paths[0]):
@@ -212,7 +225,7 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
 def build_experiment(
     cfg: Config,
     mesh: Mesh | None = None,
-    tokenizers=None,
+    tokenizers: Tokenizers = None,
     *,
     fingerprint: str | None = None,
     echo: Callable[[str], None] = to_stderr,

@@ -15,14 +15,14 @@ import collections
 import dataclasses
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from seqjax import decoding
-from seqjax.contracts import SPECIAL_IDS
+from seqjax.contracts import SPECIAL_IDS, Params, StepFn
 from seqjax.data import Tokenizer, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
@@ -70,7 +70,9 @@ def _best_beam(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
     return best, lengths.astype(jnp.int32)
 
 
-def run_decoder(step_fn, state, key, last, *, max_len: int, options: DecodeOptions):
+def run_decoder(
+    step_fn: StepFn, state: Any, key: jax.Array, last: jax.Array, *, max_len: int, options: DecodeOptions
+) -> tuple[jax.Array, jax.Array]:
     """Decodes after prompts whose tokens but the last are already in `state`.
 
     Args:
@@ -102,7 +104,9 @@ def run_decoder(step_fn, state, key, last, *, max_len: int, options: DecodeOptio
 
 
 @partial(jax.jit, static_argnames=("model", "head", "max_len", "options"))
-def decode_prompts(model, head, params, key, prompts, batch=None, *, max_len: int, options: DecodeOptions):
+def decode_prompts(
+    model, head, params: Params, key: jax.Array, prompts, batch=None, *, max_len: int, options: DecodeOptions
+):
     """Decodes after each row's prompt, for an encoder batch (`batch`'s source) or an LM.
 
     Args:
@@ -121,7 +125,9 @@ def decode_prompts(model, head, params, key, prompts, batch=None, *, max_len: in
     return run_decoder(make_step_fn(model, head, params), state, key, prompts[:, -1], max_len=max_len, options=options)
 
 
-def decode(model, head, params, key, batch=None, *, prompt, num, max_len, options: DecodeOptions):
+def decode(
+    model, head, params: Params, key: jax.Array, batch=None, *, prompt, num, max_len: int, options: DecodeOptions
+):
     """Decodes `num` rows after one `prompt` (ids; its last one is fed first), for an encoder batch or an LM.
 
     Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
@@ -130,10 +136,10 @@ def decode(model, head, params, key, batch=None, *, prompt, num, max_len, option
     return decode_prompts(model, head, params, key, prompts, batch, max_len=max_len, options=options)
 
 
-def model_decoder(exp: Experiment, params, options: DecodeOptions) -> DecodeFn:
+def model_decoder(exp: Experiment, params: Params, options: DecodeOptions) -> DecodeFn:
     """The `DecodeFn` of a trained language model."""
 
-    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int):
+    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int) -> tuple[np.ndarray, np.ndarray]:
         tokens = decode_prompts(
             exp.model, exp.head, params, key, jnp.asarray(prompts), max_len=max_len, options=options
         )
@@ -195,7 +201,7 @@ def continue_lines(
 
 def sample_texts(
     exp: Experiment,
-    params,
+    params: Params,
     *,
     prompt: str = "",
     num: int,
@@ -210,9 +216,9 @@ def sample_texts(
 
 def lm_samples(
     exp: Experiment,
-    params,
+    params: Params,
     *,
-    echo=print,
+    echo: Callable[[str], None] = print,
     prompt: str = "",
     num: int | None = None,
     seed: int = 0,
@@ -227,7 +233,11 @@ def lm_samples(
 
 
 def translate_texts(
-    exp: Experiment, params, sources: Sequence[np.ndarray], options: DecodeOptions, progress: Progress | None = None
+    exp: Experiment,
+    params: Params,
+    sources: Sequence[np.ndarray],
+    options: DecodeOptions,
+    progress: Progress | None = None,
 ) -> list[str]:
     """Decodes source id arrays with a seq2seq model, bucketed by length as evaluation is;
     returns one detokenized hypothesis each."""
@@ -262,7 +272,7 @@ def translate_texts(
 
 
 def translate_lines(
-    exp: Experiment, params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
+    exp: Experiment, params: Params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
 ) -> list[str]:
     """The translation of each non-blank line, one line each; blank lines stay blank, and so do
     lines of more than model.max_len source tokens for a model with positions up to it (a
@@ -281,7 +291,14 @@ def translate_lines(
     return outputs
 
 
-def translate(exp: Experiment, params, split: str, *, echo=print, options: DecodeOptions = DecodeOptions()) -> dict:
+def translate(
+    exp: Experiment,
+    params: Params,
+    split: str,
+    *,
+    echo: Callable[[str], None] = print,
+    options: DecodeOptions = DecodeOptions(),
+) -> dict:
     """Decodes `split`; returns exact match, sacrebleu BLEU and ROUGE, next to copy-the-source."""
     src, _ = exp.pairs.splits[split]
     hypotheses = translate_texts(exp, params, src, options)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seqjax.contracts import SPECIAL_IDS
+from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.models import is_latent
 from seqjax.models.vae import interpolate_latents
 from seqjax.training.generation import DecodeOptions, decode_prompts, one_line
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from seqjax.training.experiment import Experiment
 
 
-def posterior_means(exp: Experiment, params, texts: list[str]) -> jax.Array:
+def posterior_means(exp: Experiment, params: Params, texts: list[str]) -> jax.Array:
     """The posterior mean of q(z | x) [N, Z] float32 for each text, read as a line of the
     training stream reads: its tokens then `</s>`."""
     rows = [(*exp.tokenizer.encode(text), SPECIAL_IDS.eos) for text in texts]
@@ -33,7 +33,7 @@ def posterior_means(exp: Experiment, params, texts: list[str]) -> jax.Array:
 
 def interpolate_texts(
     exp: Experiment,
-    params,
+    params: Params,
     first: str,
     second: str,
     *,

@@ -42,6 +42,7 @@ import numpy as np
 from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from jax.typing import DTypeLike
 
 from seqjax.config import Config
 from seqjax.heads.build import VOCAB_PARALLEL_HEADS
@@ -151,7 +152,7 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
 # --- where each state leaf goes -----------------------------------------------------------
 
 
-def path_name(path) -> str:
+def path_name(path: Sequence[Any]) -> str:
     """A pytree key path as `a/b/c` (dict keys, attribute names and sequence indices)."""
     parts = []
     for key in path:
@@ -187,7 +188,7 @@ def _candidates(strategy: str, logical: str | None) -> list[str]:
     return axes
 
 
-def partition_spec(name: str, shape: tuple[int, ...], dtype, strategy: str, mesh: Mesh) -> P:
+def partition_spec(name: str, shape: tuple[int, ...], dtype: DTypeLike, strategy: str, mesh: Mesh) -> P:
     """The PartitionSpec of one state leaf under `strategy` on `mesh`.
 
     Raises:

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from seqjax import config as config_lib
 from seqjax import config_text
 from seqjax.config import Config
-from seqjax.contracts import Batch
+from seqjax.contracts import Batch, Params
 from seqjax.data.loader import Loader
 from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
@@ -107,7 +107,7 @@ def open_run(
     return latest, saved_tokenizers(workdir), schedule
 
 
-def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch):
+def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch) -> Params:
     """The latest parameters of the run in `source`, placed on `mesh` under this run's
     train.sharding. The source must have the same vocabularies and model (but for
     `PARAMETER_FREE_MODEL_KEYS`); its output head's parameters are taken where this run's head

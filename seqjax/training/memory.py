@@ -26,7 +26,7 @@ def per_device_bytes(tree: Any) -> int:
     return total
 
 
-def memory_report(train_step, state: TrainState, batch: dict[str, jax.ShapeDtypeStruct]) -> dict[str, int]:
+def memory_report(train_step: Any, state: TrainState, batch: dict[str, jax.ShapeDtypeStruct]) -> dict[str, int]:
     """Compiles `train_step` for (state, batch) and returns per-device bytes.
 
     The compiled program lands in jit's cache, so the first real step does not compile again.

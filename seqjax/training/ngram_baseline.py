@@ -193,7 +193,7 @@ def ngram_decoder(model: ngram.KneserNeyLM, options: DecodeOptions) -> DecodeFn:
 
     program = jax.jit(partial(run_decoder, step_fn), static_argnames=("max_len", "options"))
 
-    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int):
+    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int) -> tuple[np.ndarray, np.ndarray]:
         before = prompts[:, :-1][:, max(prompts.shape[1] - 1 - width, 0) :]
         history = np.full((len(prompts), width), -1, np.int32)
         history[:, width - before.shape[1] :] = before

@@ -59,7 +59,7 @@ class StopRequest:
             self._previous = {s: signal.signal(s, self._receive) for s in SIGNALS}
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._restore()
 
     def _receive(self, signum: int, frame: FrameType | None) -> None:

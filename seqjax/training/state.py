@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import flax.struct
@@ -84,7 +85,9 @@ def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data")
     return tree_shardings(state_shape, mesh, strategy)
 
 
-def _initializer(model: Model, head: Head, optimizer: optax.GradientTransformation, batch: Batch):
+def _initializer(
+    model: Model, head: Head, optimizer: optax.GradientTransformation, batch: Batch
+) -> Callable[[jax.Array], TrainState]:
     """init(key) -> the fresh TrainState, for one example batch's shapes."""
     batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
 

@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from seqjax.config import Config
-from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective
+from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective, Params
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.models.placement import under_mesh
 from seqjax.objectives import eval_sums_of
@@ -51,7 +51,7 @@ def weighted_loss_and_grads(
     model: Model,
     head: Head,
     objective: Objective,
-    params,
+    params: Params,
     batch: Batch,
     key: jax.Array,
     step: jax.Array,
@@ -59,7 +59,7 @@ def weighted_loss_and_grads(
     accum_steps: int,
     total_tokens: jax.Array,
     microbatch_sharding: NamedSharding | None = None,
-):
+) -> tuple[jax.Array, dict[str, jax.Array], Params]:
     """Σ over `accum_steps` microbatches of share · (loss, metrics, grads), share = tokens / total.
 
     With `total_tokens` the batch's own token count this is the update of the whole batch
@@ -92,7 +92,14 @@ def weighted_loss_and_grads(
     return totals
 
 
-def apply_update(optimizer, schedule, state: TrainState, loss, metrics, grads):
+def apply_update(
+    optimizer: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    state: TrainState,
+    loss: jax.Array,
+    metrics: dict[str, jax.Array],
+    grads: Params,
+) -> tuple[TrainState, dict[str, jax.Array]]:
     """The optimizer update and the step's metrics (loss, grad_norm, learning_rate added)."""
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -100,7 +107,7 @@ def apply_update(optimizer, schedule, state: TrainState, loss, metrics, grads):
     return TrainState(state.step + 1, params, opt_state, state.key), metrics
 
 
-def _placed(step, state_shape: TrainState, mesh: Mesh, strategy: str) -> TrainStep:
+def _placed(step: TrainStep, state_shape: TrainState, mesh: Mesh, strategy: str) -> TrainStep:
     """`step` jitted with the state kept under `strategy`, the batch split over `data`, the
     metrics replicated, and the incoming state donated."""
     shardings = state_shardings(state_shape, mesh, strategy)
@@ -131,7 +138,7 @@ def make_train_step(
     `strategy` (see `seqjax.training.layout`); the batch is split over `data`.
     """
 
-    def train_step(state: TrainState, batch: Batch):
+    def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
         key = jax.random.fold_in(state.key, state.step)
         tokens = batch["mask"].sum()
         # Microbatches stay on the devices that hold their rows when the rows divide evenly.
@@ -171,7 +178,7 @@ def make_shard_map_train_step(
     """
     check_shard_map_mesh(mesh)
 
-    def device_step(state: TrainState, batch: Batch):
+    def device_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
         key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), lax.axis_index(BATCH_AXES))
         tokens = lax.psum(batch["mask"].sum(), BATCH_AXES)
         part = weighted_loss_and_grads(
@@ -235,7 +242,7 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
 
     own_sums = eval_sums_of(model)
 
-    def eval_step(params, batch: Batch):
+    def eval_step(params: Params, batch: Batch) -> tuple[Any, ...]:
         if own_sums is not None:
             return own_sums(model, head, params, batch, jax.random.key(0), ids=SPECIAL_IDS)
         hidden = hidden_states(model, params, batch, jax.random.key(0), train=False)
@@ -247,7 +254,7 @@ def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:
     )
 
 
-def batch_scorer(eval_step: EvalStep, params, mesh: Mesh) -> Callable[[Batch], tuple[Any, ...]]:
+def batch_scorer(eval_step: EvalStep, params: Params, mesh: Mesh) -> Callable[[Batch], tuple[Any, ...]]:
     """score(host batch) -> (nll_sum, tokens[, further sums]) of `params`: what `evaluation.evaluate` takes."""
     sharding = batch_sharding(mesh)
     return lambda batch: eval_step(params, jax.device_put(batch, sharding))

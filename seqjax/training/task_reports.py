@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from seqjax.config import Config
-from seqjax.contracts import SPECIAL_IDS
+from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data import is_grammatical
 from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.models import generates
@@ -30,7 +30,7 @@ TaskReport = Callable[..., dict]  # report(exp, params, *, echo=print) -> dict
 
 
 def grammar_report(
-    exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 256, seed: int = 0
+    exp: Experiment, params: Params, *, echo: Callable[[str], None] = print, num: int = 256, seed: int = 0
 ) -> dict:
     """The fraction of `num` sampled sentences (train.printed_sample_len tokens at most) that
     the grammar accepts, as "grammatical"."""
@@ -42,7 +42,7 @@ def grammar_report(
 
 
 def oracle_report(
-    exp: Experiment, params, *, echo: Callable[[str], None] = print, num: int = 1000, seed: int = 0
+    exp: Experiment, params: Params, *, echo: Callable[[str], None] = print, num: int = 1000, seed: int = 0
 ) -> dict:
     """The oracle's NLL of `num` sequences sampled from the model (SeqGAN's measure).
 

@@ -54,10 +54,8 @@ def test_a_misspelt_choice_is_refused_with_its_close_spelling():
 def test_every_registry_of_names_is_keyed_by_the_configs_choices():
     from seqjax.data.synthetic import SEQ2SEQ_TASKS
     from seqjax.data.tokenizers import TOKENIZER_KINDS
-    from seqjax.models import MODEL_KINDS
     from seqjax.objectives import OBJECTIVES
 
-    assert tuple(MODEL_KINDS) == config_lib.MODEL_KINDS
     (kind,) = [f for f in dataclasses.fields(config_lib.ObjectiveConfig) if f.name == "kind"]
     assert tuple(OBJECTIVES) == kind.metadata["choices"]
     assert TOKENIZER_KINDS == config_lib.TOKENIZERS

@@ -53,11 +53,11 @@ def test_electra_run_logs_both_losses(tmp_path):
 
 @pytest.mark.slow
 def test_the_pretrained_encoder_replaces_the_encoder_and_the_shared_words_source_embeddings(mlm_run):
-    from seqjax.cli import restored
     from seqjax.model_head import init_params
     from seqjax.training.experiment import build_experiment
     from seqjax.training.layout import make_mesh
     from seqjax.training.pretrained_encoder import with_pretrained_encoder
+    from seqjax.training.run import Run
 
     seq2seq = ["model.kind=transformer_seq2seq", "data.task=reverse", "data.buckets=24", "data.max_pair_len=20"]
     exp = build_experiment(tiny_config(*seq2seq))
@@ -66,7 +66,8 @@ def test_the_pretrained_encoder_replaces_the_encoder_and_the_shared_words_source
     mesh = make_mesh("data:1", jax.devices()[:1])
     got = with_pretrained_encoder(exp, fresh, str(mlm_run), mesh, echo=said.append)["model"]
     assert said == [f"encoder initialized from {mlm_run}: 14 weights, 10 of 20 source words' embeddings"]
-    pre_exp, pre, _ = restored(str(mlm_run), [])
+    restored = Run.open(str(mlm_run)).restore()
+    pre_exp, pre = restored.exp, restored.state
     want = pre.params["model"]
     for name, renamed in (("blocks_0", "encoder_blocks_0"), ("final_norm", "encoder_norm")):
         for a, b in zip(jax.tree.leaves(got[renamed]), jax.tree.leaves(want["encoder"][name]), strict=True):

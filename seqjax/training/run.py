@@ -1,0 +1,159 @@
+"""A saved run: what a run directory holds, read back.
+
+`Run.open(workdir, overrides)` reads the run's `config.json` (with `--set` style overrides on
+top); from it come the run's tokenizers, its data under those tokenizers (the corpus's token
+store), its latest parameters (`restore`), a decoder of a language model (`lm_decoder`) and its
+evaluation (`evaluation`). A trained run is restored from its latest checkpoint; a counted run
+(the n-gram baseline) from its counts. The command line, the experiments and anything else that
+loads a run go through here.
+
+The modules that build and restore a run import JAX and the data pipeline; they are imported
+where they are used, so that reading a run's config stays as quick as the command line's start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from seqjax import config as config_lib
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+    from seqjax.data import LMData, ParallelData
+    from seqjax.training.experiment import Experiment
+    from seqjax.training.generation import DecodeFn, DecodeOptions
+    from seqjax.training.state import TrainState
+
+
+def read_config(workdir: str) -> config_lib.Config:
+    """The config saved in `workdir`. Raises ValueError when it holds no run."""
+    path = os.path.join(workdir, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--workdir {workdir} holds no run (no config.json)")
+    with open(path) as f:
+        return config_lib.from_dict(json.load(f))
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """A trained run's experiment (config, data, model, head, objective), its latest parameters
+    (in `state`) and the mesh they sit on."""
+
+    exp: Experiment
+    state: TrainState
+    mesh: Mesh
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """What evaluating one split of a run needs: the run's data, `scorer(batch) -> sums` of its
+    batches (`seqjax.training.evaluation.evaluate`), and `extra(split) -> dict`, the measures
+    beyond perplexity (a seq2seq run's BLEU and ROUGE, a synthetic task's own measure)."""
+
+    data: LMData | ParallelData
+    scorer: Callable[..., Any]
+    extra: Callable[[str], dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The run in `workdir`, with `cfg` its saved config under the overrides it was opened with."""
+
+    workdir: str
+    cfg: config_lib.Config
+
+    @classmethod
+    def open(cls, workdir: str, overrides: Sequence[str] = ()) -> Run:
+        """Raises ValueError when `workdir` holds no run or an override is refused."""
+        return cls(workdir, config_lib.override(read_config(workdir), list(overrides)))
+
+    @property
+    def counted(self) -> bool:
+        """Whether the run is counted (the n-gram), holding counts, not parameters."""
+        from seqjax.models import is_trained
+
+        return not is_trained(self.cfg.model)
+
+    def tokenizers(self) -> Any:
+        """The saved tokenizers, as `seqjax.data.load_data` takes them (a pair for seq2seq), or None."""
+        from seqjax.training.experiment import saved_tokenizers
+
+        return saved_tokenizers(self.workdir)
+
+    def data(self, splits: Sequence[str] | None = None) -> LMData | ParallelData:
+        """The run's data under its own tokenizers, read from the corpus's token store; only
+        `splits` (None: every one)."""
+        from seqjax.data import load_data
+
+        return load_data(self.cfg.data, self.tokenizers(), splits=splits)
+
+    def restore(self, splits: Sequence[str] | None = None) -> Restored:
+        """The experiment and the latest parameters of a trained run, with the mesh they sit on.
+        The head is the plain one whatever the run's layout: decoding and evaluation need every
+        word's probability. `splits`: the data splits read, none to decode; None: every one.
+
+        Raises ValueError when the run has no checkpoint yet."""
+        from seqjax.training import optim
+        from seqjax.training.experiment import build_experiment
+        from seqjax.training.layout import make_mesh
+        from seqjax.training.loop import open_run
+        from seqjax.training.state import Checkpointer, restore_state
+
+        cfg = self.cfg
+        checkpointer = Checkpointer.of_run(self.workdir, cfg.train.keep_checkpoints)
+        try:
+            # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
+            step, tokenizers, _ = open_run(cfg, self.workdir, checkpointer, extend_schedule=True, evaluating=True)
+            if step is None:
+                raise ValueError(f"--workdir {self.workdir} has no checkpoint yet")
+            exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits)
+            mesh = make_mesh(cfg.train.mesh)
+            optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+            state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.example_batch())
+        finally:
+            checkpointer.close()
+        return Restored(exp, state, mesh)
+
+    def lm_decoder(self, options: DecodeOptions) -> tuple[Any, DecodeFn, int]:
+        """(tokenizer, decode function, batch size) of the language model, trained or counted."""
+        from seqjax.training.generation import model_decoder
+        from seqjax.training.ngram_baseline import ngram_decoder, saved_counts
+
+        if self.counted:
+            return self.tokenizers(), ngram_decoder(saved_counts(self.workdir), options), self.cfg.train.batch_size
+        restored = self.restore([])
+        return (
+            restored.exp.tokenizer,
+            model_decoder(restored.exp, restored.state.params, options),
+            self.cfg.train.batch_size,
+        )
+
+    def evaluation(self, split: str, options: DecodeOptions) -> Evaluation:
+        """The data, scorer and extra measures of `split`; `options` decode a seq2seq split."""
+        if self.counted:
+            from seqjax.training.ngram_baseline import ngram_scorer, saved_counts
+
+            return Evaluation(self.data([split]), ngram_scorer(saved_counts(self.workdir)), lambda split: {})
+        from seqjax.training.generation import translate
+        from seqjax.training.steps import batch_scorer, make_eval_step
+        from seqjax.training.task_reports import task_report
+
+        restored = self.restore([split])
+        exp, params = restored.exp, restored.state.params
+
+        def extra(split: str) -> dict[str, Any]:
+            result: dict[str, Any] = (
+                {"generation": translate(exp, params, split, options=options)} if exp.is_seq2seq else {}
+            )
+            report = task_report(exp.cfg)
+            if report is not None:
+                result[exp.cfg.data.task] = report(exp, params)
+            return result
+
+        scorer = batch_scorer(make_eval_step(exp.model, exp.head, restored.mesh), params, restored.mesh)
+        return Evaluation(exp.data, scorer, extra)
