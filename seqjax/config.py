@@ -240,7 +240,7 @@ class TrainConfig:
     batch_size: int = option(32, "global batch, rows")
     seed: int = option(0, "seed of initialization, dropout, sampling and batch order")
     precision: str = option("float32", "float32 | bfloat16 (matmuls; parameters and softmax stay float32)")
-    mesh: str = option("data:-1", "axis sizes, -1 takes the remaining devices; axes: data, model")
+    mesh: str = option("data:-1", "axis sizes, -1 takes the remaining devices; axes: slice (TPU slices), data, model")
     sharding: str = option("data", "data | fsdp | tensor | fsdp_tensor (docs/scaling.md)")
     step_kind: str = option("jit", "jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)")
     vocab_parallel: bool = option(False, "full-softmax loss with the vocabulary split over the model axis")

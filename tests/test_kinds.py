@@ -77,3 +77,12 @@ def test_a_head_kind_registered_once_is_listed_by_seqjax_config(dummy_head, caps
 def test_a_head_kind_registered_once_is_built(dummy_head):
     head = build.build_head(HeadConfig(kind="dummy", tied=True), 5, np.ones(5))
     assert head == _Dummy(5, True)
+
+
+def test_the_objective_kinds_are_exactly_the_option_groups_of_the_objective_config():
+    import dataclasses
+
+    from seqjax.objective_config import OBJECTIVE_KINDS, ObjectiveConfig
+
+    groups = tuple(field.name for field in dataclasses.fields(ObjectiveConfig) if field.name != "kind")
+    assert groups == OBJECTIVE_KINDS
