@@ -26,7 +26,7 @@ from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.models import generates, is_seq2seq
-from seqjax.models.placement import under_mesh
+from seqjax.placement import under_mesh
 from seqjax.training import optim
 from seqjax.training.experiment import build_experiment, build_parts
 from seqjax.training.layout import batch_sharding, make_mesh

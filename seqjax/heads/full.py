@@ -31,6 +31,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
+from seqjax.placement import gathered
 
 MATERIALIZE_LIMIT = 2**25  # N·V logits (128 MiB of float32) up to which the default materializes them
 DEFAULT_CHUNK = 4096  # words per block beyond it (measured best of 2k/4k/8k at V = 30k-100k)
@@ -114,6 +115,7 @@ def _block_starts(vocab_size: int, block: int):
 
 def _forward(hidden, weights, biases, targets, block, z_loss):
     """Returns per-row losses (z-loss included) and row log-normalizers [N]."""
+    weights, biases = gathered(weights), gathered(biases)  # once, not one whole table per block
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
 
@@ -151,30 +153,32 @@ def _blocked_loss_fwd(hidden, weights, biases, targets, block, z_loss):
 
 def _blocked_loss_bwd(block, z_loss, residuals, loss_grads):
     hidden, weights, biases, targets, log_normalizer = residuals
+    weights, biases = gathered(weights), gathered(biases)
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
     # d (z · log Z²) / d logit_nv = 2 z log Z_n p_nv: the softmax part's weight grows by it.
     softmax_grads = loss_grads * (1.0 + 2.0 * z_loss * log_normalizer)
 
     # d loss_n / d logit_nv = p_nv - [v = t_n]; the softmax part is done block by block here,
-    # the one-hot part as a gather/scatter of N rows below, never as an [N, V] matrix.
-    def block_grads(carry, start, size):
-        hidden_grad, weights_grad, biases_grad = carry
+    # the one-hot part as a gather/scatter of N rows below, never as an [N, V] matrix. Each
+    # block's weight and bias gradients are the scan's outputs, stacked into the table's
+    # gradient after it: written into a [V, D] carry instead, a table split over devices (FSDP)
+    # was gathered whole at every block to take one block's update.
+    def block_grads(hidden_grad, start, size):
         logits = _block_logits(hidden, weights, biases, start, size)
         probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
-        weights_grad = lax.dynamic_update_slice_in_dim(weights_grad, probs.T @ hidden, start, 0)
-        biases_grad = lax.dynamic_update_slice_in_dim(biases_grad, probs.sum(axis=0), start, 0)
-        return hidden_grad, weights_grad, biases_grad
+        return hidden_grad, (probs.T @ hidden, probs.sum(axis=0))
 
-    def step(carry, start):
-        return block_grads(carry, start, block), None
+    def step(hidden_grad, start):
+        return block_grads(hidden_grad, start, block)
 
-    carry = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
-    carry, _ = lax.scan(step, carry, starts)
+    hidden_grad, (weight_blocks, bias_blocks) = lax.scan(step, jnp.zeros_like(hidden), starts)
+    weights_grad, biases_grad = weight_blocks.reshape(-1, weights.shape[1]), bias_blocks.reshape(-1)
     if remainder_start is not None:
-        carry = block_grads(carry, remainder_start, remainder)
-    hidden_grad, weights_grad, biases_grad = carry
+        hidden_grad, (weight_rest, bias_rest) = block_grads(hidden_grad, remainder_start, remainder)
+        weights_grad = jnp.concatenate([weights_grad, weight_rest])
+        biases_grad = jnp.concatenate([biases_grad, bias_rest])
     hidden_grad = hidden_grad - loss_grads[:, None] * weights[targets]
     weights_grad = weights_grad.at[targets].add(-loss_grads[:, None] * hidden)
     biases_grad = biases_grad.at[targets].add(-loss_grads)

@@ -35,10 +35,10 @@ from jax import lax
 from seqjax.config import ModelConfig
 from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import SelfMask
-from seqjax.models.placement import same_placement
 from seqjax.models.splash_attention import BLOCK as SPLASH_BLOCK
 from seqjax.models.splash_attention import splash_attention, splash_expresses
 from seqjax.models.step_dense import apply_dense
+from seqjax.placement import same_placement
 
 KERNELS = ("auto", "xla", "cudnn", "splash")
 

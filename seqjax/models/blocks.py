@@ -23,9 +23,9 @@ import jax.numpy as jnp
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
 from seqjax.models.masks import SelfMask
-from seqjax.models.placement import rows_placement
 from seqjax.models.rows_matmul import rows_dot_general
 from seqjax.models.step_dense import apply_dense
+from seqjax.placement import rows_placement
 
 ACTIVATIONS: dict[str, Callable] = {
     "gelu": nn.gelu,

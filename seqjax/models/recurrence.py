@@ -17,6 +17,7 @@ from jax import lax
 
 from seqjax.models.cells import UPDATES, matmul
 from seqjax.models.rows_matmul import row_major_transpose
+from seqjax.placement import gathered
 
 
 def _masked_update(cell, carry, gates_x, recurrent, bias, valid):
@@ -28,6 +29,7 @@ def _masked_update(cell, carry, gates_x, recurrent, bias, valid):
 
 def _forward(cell, dtype, reverse, gates_x, valid, carry, kernel, bias):
     """Returns (outputs [T, B, H], final carry, (carries before each step, h W_hh per step))."""
+    kernel = gathered(kernel)  # once, not at every step
 
     def body(carry, inputs):
         gates_t, valid_t = inputs
@@ -67,6 +69,7 @@ def _recurrence_fwd(cell, dtype, reverse, gates_x, valid, carry, kernel, bias):
 def _recurrence_bwd(cell, dtype, reverse, residuals, cotangents):
     gates_x, valid, previous, recurrent, kernel, bias = residuals
     d_outputs, d_final = cotangents
+    kernel = gathered(kernel)
 
     def body(state, inputs):
         d_carry, d_bias = state

@@ -27,8 +27,8 @@ from jax.sharding import PartitionSpec as P
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective, Params
 from seqjax.model_head import hidden_states, token_nll
-from seqjax.models.placement import under_mesh
 from seqjax.objectives import eval_sums_of
+from seqjax.placement import under_mesh
 from seqjax.training.layout import BATCH_AXES, batch_sharding, batch_shards, check_shard_map_mesh, replicated
 from seqjax.training.state import TrainState, state_shardings
 

@@ -97,3 +97,16 @@ def test_a_mesh_that_does_not_match_the_target_names_sizes_that_would(capsys):
 
     assert main(["compile", "--target", "h100:8", "--set", "train.mesh=data:3"]) == 2
     assert "needs 3 devices, but 8 are available: e.g. data:8,model:1" in capsys.readouterr().err
+
+
+def test_the_blocked_full_softmax_under_fsdp_gathers_its_table_once_not_at_every_block():
+    from seqjax.accelerators.report import compile_report
+    from seqjax.accelerators.targets import parse_target, use_target_compiler
+
+    use_target_compiler()
+    vocab, width = 65536, 256  # 16 blocks of 4,096 words
+    overrides = ["model.kind=rnn", f"model.d_model={width}", "train.sharding=fsdp", "train.precision=bfloat16"]
+    report = compile_report(config_lib.override(Config(), overrides), parse_target("h100:8"), vocab)
+    table = vocab * width * 4
+    gathered = report["collectives"]["all-gather"]["bytes"]
+    assert gathered < 4 * table  # the table and its gradient's pass, not 16 blocks x 2 passes of it
