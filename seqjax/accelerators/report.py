@@ -43,11 +43,6 @@ def usable_memory(target: Target) -> int:
     return int(target.chip.memory_bytes * fraction)
 
 
-def _tokens(cfg: Config, batch) -> int:
-    rows, length = batch["mask"].shape
-    return rows * length
-
-
 def roofline(
     target: Target, flops: float, bytes_moved: float, link_bytes: float, dcn_bytes: float = 0.0
 ) -> dict[str, float]:
@@ -98,23 +93,20 @@ def compile_report(
 
     head_weights = parts.head.matmul_weights(cfg.model.d_model, parts.counts)
     per_token = train_flops_per_token(cfg, head_weights, batch["mask"].shape[1])
-    tokens = _tokens(cfg, batch)
+    rows, length = batch["mask"].shape
+    tokens = rows * length
     model_flops = None if per_token is None else per_token * tokens
     cost = program.compiler_cost(programs["train"])
     compiler_flops = None if cost is None else cost["flops"] * target.count
-    moved = cost["bytes_accessed"] if cost is not None else train_memory["arguments"] + train_memory["outputs"]
-    if cost is None:
-        moved += train_memory["temporaries"]
+    if cost is None:  # the GPU compiler counts no bytes: each buffer read or written once at least
+        moved = float(train_memory["arguments"] + train_memory["outputs"] + train_memory["temporaries"])
+    else:
+        moved = cost["bytes_accessed"]
     flops = model_flops if model_flops is not None else compiler_flops
     estimate = None if flops is None else roofline(target, flops, moved, collective_bytes, dcn_bytes)
     calls = {name: program.fused_attention_calls(text) for name, text in texts.items()}
     return {
-        "target": target.name,
-        "slices": target.slices,
-        "devices": target.count,
-        "device": target.chip.name,
-        "mesh": {str(k): int(v) for k, v in built["mesh"].shape.items()},
-        "sharding": cfg.train.sharding,
+        **_placement(target, built, peak),
         "fits": peak <= usable,
         "per_device_bytes": {
             "parameters": per_device_bytes(state.params),
@@ -123,9 +115,6 @@ def compile_report(
             "peak": peak,
         },
         "per_step_program_bytes": memory,
-        "device_memory_bytes": target.chip.memory_bytes,
-        "usable_memory_bytes": usable,
-        "margin_bytes": usable - peak,
         "attention": attention_report(cfg, calls, target.chip.platform),
         "collectives": collectives,
         "dcn_collectives": dcn,
@@ -148,12 +137,7 @@ def out_of_memory_report(target: Target, built: dict[str, Any], refusal: OutOfMe
     temporaries = refusal.temporaries()
     peak = parameters + optimizer + (temporaries or 0)
     return {
-        "target": target.name,
-        "slices": target.slices,
-        "devices": target.count,
-        "device": target.chip.name,
-        "mesh": {str(k): int(v) for k, v in built["mesh"].shape.items()},
-        "sharding": built["parts"].cfg.train.sharding,
+        **_placement(target, built, peak),
         "fits": False,
         "compiler_message": refusal.message,
         "per_device_bytes": {
@@ -162,6 +146,18 @@ def out_of_memory_report(target: Target, built: dict[str, Any], refusal: OutOfMe
             "temporaries": temporaries,
             "peak": peak,
         },
+    }
+
+
+def _placement(target: Target, built: dict[str, Any], peak: int) -> dict[str, Any]:
+    """The report's target, mesh and memory keys."""
+    return {
+        "target": target.name,
+        "slices": target.slices,
+        "devices": target.count,
+        "device": target.chip.name,
+        "mesh": {str(k): int(v) for k, v in built["mesh"].shape.items()},
+        "sharding": built["parts"].cfg.train.sharding,
         "device_memory_bytes": target.chip.memory_bytes,
         "usable_memory_bytes": usable_memory(target),
         "margin_bytes": usable_memory(target) - peak,
