@@ -178,11 +178,14 @@ How to read it:
 - **fused attn**: the attention kernel `auto` resolved to on the target and its calls in the
   train step (a scanned stack's body holds one forward, one backward and, under full remat, one
   recomputed forward).
-- **commit**: the code a row was compiled at. `< 8bb6a82` rows were compiled before the full
-  softmax gathered its table once rather than at every vocabulary block under FSDP (and an LSTM
-  its recurrent kernel once rather than at every step); the GPU compiler had gathered inside the
-  loops, the TPU compiler less so (the 800k-word LSTM with the full head on a v5p 4x4x4: 11.2 GiB
-  of ICI per step before, 7.7 after; on 8 x H100: 1,791 before, 8.6 after).
+- **commit**: the code a row was compiled at. Every row here is at or after 8bb6a82, where
+  under FSDP the full softmax gathers its table once rather than at every vocabulary block (and an
+  LSTM its recurrent kernel once rather than at every step). Before it, the GPU compiler gathered
+  inside those loops, the TPU compiler less so: the 800k-word LSTM with the full head sent 1,791
+  GiB per step on 8 x H100 (8.6 after) and 11.2 GiB on a v5p 4x4x4 (7.7 after); the 8B LM under
+  fsdp 242 GiB on 8 x H100 (61 after).
+- The class head still gathers its table inside its per-class loops on a GPU (8 TiB per step for
+  800k words on 8 x H100): a row to fix, not a figure to plan with.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """
