@@ -10,6 +10,10 @@ each step reads it as it reads W. Measured on the same CPU, the same loop: 25–
 at 8–32 rows, 4–10% at 64 to 128 (a beam of 4 over 32 rows), 3% for one row; more rows keep
 the plain product.
 
+On CPU only: GPU and TPU matmuls read a transposed operand natively, and there XLA does not
+hoist the barrier-held transpose out of the loop (compiled on an NVIDIA H200, the transposed
+kernel was made inside the decode loop, at every step), so elsewhere the plain product runs.
+
 Only where the kernel is the same array at every step: a scanned stack's decode step slices
 each layer's kernel from the stacked one inside its layer loop, where a transposed copy would
 be made again at every step, so it keeps the plain product.
@@ -27,7 +31,7 @@ FEW_ROWS = 128
 
 
 def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
-    """`dense(x)` for a decode step, as (Wᵀ xᵀ)ᵀ when x has at most FEW_ROWS rows.
+    """`dense(x)` for a decode step, as (Wᵀ xᵀ)ᵀ on CPU when x has at most FEW_ROWS rows.
 
     Args:
       dense: a bound `nn.Dense`, or an `nn.DenseGeneral` over x's trailing axes (axis -1 or
@@ -41,7 +45,7 @@ def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
     features = dense.features if isinstance(dense.features, tuple) else (dense.features,)
     leading, contracted = x.shape[:-inputs], x.shape[-inputs:]
     rows = math.prod(leading)
-    if rows > FEW_ROWS:
+    if rows > FEW_ROWS or jax.default_backend() != "cpu":
         return dense(x)
     params = dense.variables["params"]
     x, kernel, bias = nn.dtypes.promote_dtype(x, params["kernel"], params.get("bias"), dtype=dense.dtype)

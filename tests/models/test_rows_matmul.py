@@ -51,6 +51,7 @@ def test_row_major_transpose_is_the_transpose():
     np.testing.assert_array_equal(row_major_transpose(x), x.T)
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="a property of the CPU compiler's program")
 def test_weight_gradient_compiles_without_a_leading_axis_contracted():
     x, kernel, _ = operands(256, 64, 128)
     hlo = jax.jit(jax.grad(lambda k: rows_matmul(x, k).sum())).lower(kernel).compile().as_text()
