@@ -201,18 +201,24 @@ def publish(name: str, quick: bool, title: str, body: str) -> None:
     print("wrote", write_result(f"{name}_quick" if quick else name, title, body))
 
 
-def write_result(name: str, title: str, body: str) -> str:
+def write_result(name: str, title: str, body: str, measured_on: dict[str, str] | None = None) -> str:
+    """Writes benchmarks/results/NAME.md: the title, the machine, the load, then `body`.
+
+    measured_on: the machine record (`machine()`) of another machine that took the figures (a
+    lent GPU's), written instead of this one's, without this machine's load.
+    """
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.md")
-    info = machine()
+    info = measured_on or machine()
     with open(path, "w") as f:
         f.write(f"# {title}\n\n")
         f.write("Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + "\n\n")
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        f.write(
-            f"Load average (1, 5, 15 min) when written: {load} — the benchmark itself keeps both cores busy (≈ 2); "
-            "well above that means other work shared the machine and absolute figures "
-            "(not the side-by-side ratios) are depressed.\n\n"
-        )
+        if measured_on is None:
+            load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+            f.write(
+                f"Load average (1, 5, 15 min) when written: {load} — the benchmark itself keeps both cores busy (≈ 2); "
+                "well above that means other work shared the machine and absolute figures "
+                "(not the side-by-side ratios) are depressed.\n\n"
+            )
         f.write(body.rstrip() + "\n")
     return path

@@ -29,36 +29,12 @@ use_target_compiler()  # before anything starts a JAX backend
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import RESULTS, markdown_table, write_result  # noqa: E402
+from llama_shapes import LLAMA, MODELS  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.accelerators.report import compile_report  # noqa: E402
 from seqjax.config import Config  # noqa: E402
 
-LLAMA = (
-    "model.positions=rope",
-    "model.norm_type=rmsnorm",
-    "model.mlp=swiglu",
-    "model.bias=false",
-    "model.scan_layers=true",
-    "model.remat=full",
-    "model.max_len=2048",
-    "data.seq_len=2048",
-    "train.precision=bfloat16",
-)
-MODELS = {  # (overrides, vocabulary, rows per device)
-    "125M": (
-        ("model.d_model=768", "model.layers=12", "model.num_heads=12", "model.kv_heads=4", "model.d_ff=2048"),
-        32000,
-    ),
-    "1B": (
-        ("model.d_model=2048", "model.layers=24", "model.num_heads=16", "model.kv_heads=8", "model.d_ff=5632"),
-        32000,
-    ),
-    "8B": (
-        ("model.d_model=4096", "model.layers=32", "model.num_heads=32", "model.kv_heads=8", "model.d_ff=14336"),
-        128256,
-    ),
-}
 LSTM = ("model.kind=rnn", "model.cell=lstm", "model.d_model=1024", "model.layers=1", "data.seq_len=64")
 LSTM_VOCAB = 800_000
 HEADS = {
