@@ -40,6 +40,16 @@ def context_mesh():
     return mesh
 
 
+def compute_platform() -> str:
+    """ "cpu" | "gpu" | "tpu": the platform of the devices the step being traced runs on — its
+    mesh's (so a program compiled on a CPU for a GPU target is the GPU's program), else JAX's
+    default backend."""
+    mesh = jax.sharding.get_abstract_mesh()
+    device = None if mesh.empty else getattr(mesh, "abstract_device", None)
+    platform = jax.default_backend() if device is None else device.platform
+    return "gpu" if platform in ("cuda", "rocm") else platform
+
+
 def attention_spec(mesh: AbstractMesh, *arrays: jax.Array) -> P:
     """One PartitionSpec for [B, T, heads, Dh] arrays: the batch over the mesh's batch axes
     (where they divide it), the heads over `model` where it divides every array's heads, the

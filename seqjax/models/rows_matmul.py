@@ -26,11 +26,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from seqjax.placement import compute_platform
+
 
 def row_major_transpose(x: jax.Array) -> jax.Array:
     """xᵀ [D, N] of x [N, D]; on CPU a row-major copy that XLA keeps (not folded into the
     product that reads it), elsewhere the plain transpose."""
-    return lax.optimization_barrier(x.T) if jax.default_backend() == "cpu" else x.T
+    return lax.optimization_barrier(x.T) if compute_platform() == "cpu" else x.T
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))

@@ -27,6 +27,8 @@ import flax.linen as nn
 import jax
 from jax import lax
 
+from seqjax.placement import compute_platform
+
 FEW_ROWS = 128
 
 
@@ -45,7 +47,7 @@ def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
     features = dense.features if isinstance(dense.features, tuple) else (dense.features,)
     leading, contracted = x.shape[:-inputs], x.shape[-inputs:]
     rows = math.prod(leading)
-    if rows > FEW_ROWS or jax.default_backend() != "cpu":
+    if rows > FEW_ROWS or compute_platform() != "cpu":
         return dense(x)
     params = dense.variables["params"]
     x, kernel, bias = nn.dtypes.promote_dtype(x, params["kernel"], params.get("bias"), dtype=dense.dtype)

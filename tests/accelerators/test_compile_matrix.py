@@ -110,3 +110,24 @@ def test_the_blocked_full_softmax_under_fsdp_gathers_its_table_once_not_at_every
     table = vocab * width * 4
     gathered = report["collectives"]["all-gather"]["bytes"]
     assert gathered < 4 * table  # the table and its gradient's pass, not 16 blocks x 2 passes of it
+
+
+@pytest.mark.parametrize("target", ["h100:1", "v5e:2x2"])
+def test_a_program_compiled_here_for_an_accelerator_has_none_of_the_cpu_only_forms(target):
+    import jax
+    import jax.numpy as jnp
+    from jaxpr_tools import equations
+
+    from seqjax.accelerators.targets import parse_target, target_devices, use_target_compiler
+    from seqjax.models.rows_matmul import row_major_transpose
+    from seqjax.placement import under_mesh
+    from seqjax.training.layout import make_mesh
+
+    use_target_compiler()
+
+    def barriers(devices):
+        traced = under_mesh(row_major_transpose, make_mesh("data:-1", devices))
+        return list(equations(jax.make_jaxpr(traced)(jnp.ones((4, 3))).jaxpr, "optimization_barrier"))
+
+    assert barriers(jax.devices()[:1])  # on this CPU, the row-major copy
+    assert not barriers(target_devices(parse_target(target)))

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from seqjax.models import step_dense as step_dense_module
 from seqjax.models.step_dense import FEW_ROWS, step_dense
 from tests.jaxpr_tools import equations
 
@@ -55,7 +56,7 @@ def test_step_dense_equals_the_layer(name, leading):
 
 @pytest.mark.parametrize("rows, transposed", [(FEW_ROWS, True), (FEW_ROWS + 1, False)])
 def test_only_few_rows_take_the_transposed_form(rows, transposed, monkeypatch):
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(step_dense_module, "compute_platform", lambda: "cpu")
     model, variables, x = _setup("dense", (rows,))
     jaxpr = jax.make_jaxpr(lambda v, x: model.apply(v, x, step=True))(variables, x).jaxpr
     assert bool(list(equations(jaxpr, "optimization_barrier"))) == transposed
@@ -63,7 +64,7 @@ def test_only_few_rows_take_the_transposed_form(rows, transposed, monkeypatch):
 
 @pytest.mark.parametrize("platform", ["gpu", "tpu"])
 def test_on_a_gpu_or_tpu_a_step_keeps_the_plain_product(platform, monkeypatch):
-    monkeypatch.setattr(jax, "default_backend", lambda: platform)
+    monkeypatch.setattr(step_dense_module, "compute_platform", lambda: platform)
     model, variables, x = _setup("dense", (8,))
     jaxpr = jax.make_jaxpr(lambda v, x: model.apply(v, x, step=True))(variables, x).jaxpr
     assert not list(equations(jaxpr, "optimization_barrier"))
