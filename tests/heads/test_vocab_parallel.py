@@ -7,7 +7,7 @@ from jaxpr_tools import equations, sub_jaxprs
 
 from seqjax.heads import FullSoftmax
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax, vocab_parallel_softmax_loss
-from seqjax.training.layout import make_mesh
+from seqjax.training.core.layout import make_mesh
 
 
 def mesh_of(spec):
