@@ -17,11 +17,11 @@ from seqjax.config import HeadConfig, ModelConfig, OptimConfig
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.objectives import TeacherForcing
-from seqjax.training.layout import make_mesh
-from seqjax.training.mfu import matmul_tflops
-from seqjax.training.optim import learning_rate_schedule, make_optimizer
-from seqjax.training.state import init_state
-from seqjax.training.steps import make_train_step
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.core.mfu import matmul_tflops
+from seqjax.training.core.optim import learning_rate_schedule, make_optimizer
+from seqjax.training.core.state import init_state
+from seqjax.training.core.steps import make_train_step
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 

@@ -29,10 +29,10 @@ from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
-from seqjax.training.layout import make_mesh  # noqa: E402
-from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
-from seqjax.training.state import init_state  # noqa: E402
-from seqjax.training.steps import make_train_step  # noqa: E402
+from seqjax.training.core.layout import make_mesh  # noqa: E402
+from seqjax.training.core.optim import learning_rate_schedule, make_optimizer  # noqa: E402
+from seqjax.training.core.state import init_state  # noqa: E402
+from seqjax.training.core.steps import make_train_step  # noqa: E402
 
 BATCH, TIME, VOCAB = 8, 64, 1000
 MODEL = ModelConfig(

@@ -38,7 +38,7 @@ from common import (  # noqa: E402
 )
 
 from seqjax.config import Config, ModelConfig  # noqa: E402
-from seqjax.training.mfu import train_flops_per_token as transformer_flops_per_token  # noqa: E402
+from seqjax.training.core.mfu import train_flops_per_token as transformer_flops_per_token  # noqa: E402
 
 V = 10_000
 QUICK_V = 1_000
@@ -64,7 +64,7 @@ def quick_shape(name: str) -> dict:
 
 def train_flops_per_token(name: str, cfg: ModelConfig, t: int, vocab: int = V) -> float:
     """Matmul FLOPs per token of forward + backward (3x the forward's 2 per multiply-add); the
-    Transformers' is PaLM's count (`seqjax.training.mfu`), attention scores and values included."""
+    Transformers' is PaLM's count (`seqjax.training.core.mfu`), attention scores and values included."""
     if cfg.kind == "transformer":
         return transformer_flops_per_token(Config(model=cfg), cfg.d_model * vocab, t)
     gates = {"lstm": 4, "gru": 3, "elman": 1}[name]

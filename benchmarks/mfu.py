@@ -37,7 +37,7 @@ from common import (  # noqa: E402
 )
 
 from seqjax.config import ModelConfig  # noqa: E402
-from seqjax.training.experiment import PRECISIONS  # noqa: E402
+from seqjax.training.core.experiment import PRECISIONS  # noqa: E402
 
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.

@@ -38,11 +38,11 @@ from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config  # noqa: E402
 from seqjax.objectives import build_objective  # noqa: E402
 from seqjax.objectives.scheduled_sampling import resolve_mode  # noqa: E402
-from seqjax.training import optim  # noqa: E402
-from seqjax.training.experiment import Experiment, build_experiment  # noqa: E402
-from seqjax.training.layout import make_mesh  # noqa: E402
-from seqjax.training.state import init_state  # noqa: E402
-from seqjax.training.steps import build_train_step  # noqa: E402
+from seqjax.training.core import optim  # noqa: E402
+from seqjax.training.core.experiment import Experiment, build_experiment  # noqa: E402
+from seqjax.training.core.layout import make_mesh  # noqa: E402
+from seqjax.training.core.state import init_state  # noqa: E402
+from seqjax.training.core.steps import build_train_step  # noqa: E402
 
 # Dropout off: scheduled sampling's scan and the sequence-level samplers run the decode step,
 # which never drops out; with dropout on, teacher forcing would do work the others skip.

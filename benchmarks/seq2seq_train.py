@@ -47,10 +47,10 @@ from seqjax.models import build_model  # noqa: E402
 from seqjax.models.cells import GATES  # noqa: E402
 from seqjax.models.embeddings import sinusoidal_positions  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
-from seqjax.training.layout import make_mesh  # noqa: E402
-from seqjax.training.optim import learning_rate_schedule, make_optimizer  # noqa: E402
-from seqjax.training.state import init_state  # noqa: E402
-from seqjax.training.steps import make_train_step  # noqa: E402
+from seqjax.training.core.layout import make_mesh  # noqa: E402
+from seqjax.training.core.optim import learning_rate_schedule, make_optimizer  # noqa: E402
+from seqjax.training.core.state import init_state  # noqa: E402
+from seqjax.training.core.steps import make_train_step  # noqa: E402
 
 # Both sides take these; constant rate so that no step of the timed window differs.
 OPTIM = OptimConfig(warmup_steps=0, schedule="constant")

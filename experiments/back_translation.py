@@ -34,8 +34,8 @@ from sweeps import publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
 from seqjax.data.sources import split_path  # noqa: E402
-from seqjax.training.back_translation import back_translate, combine_pairs, read_pairs, write_corpus  # noqa: E402
-from seqjax.training.generation import DecodeOptions  # noqa: E402
+from seqjax.training.features.back_translation import back_translate, combine_pairs, read_pairs, write_corpus  # noqa: E402
+from seqjax.training.features.generation import DecodeOptions  # noqa: E402
 
 TAG = "<bt>"
 
@@ -65,7 +65,7 @@ def split_corpus(corpus: str, mono_lines: int) -> tuple[str, str]:
 
 def synthetic_corpus(backward: str, parallel: str, mono: str, prefix: str, options: DecodeOptions) -> str:
     """Back-translates `mono` with the run in `backward` and writes real + tagged synthetic pairs."""
-    from seqjax.training.run import Run
+    from seqjax.training.saved.run import Run
 
     if not os.path.isfile(prefix + ".de"):
         with open(mono, encoding="utf-8") as f:

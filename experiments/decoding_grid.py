@@ -11,8 +11,8 @@ time per setting.
 import argparse
 import time
 
-from seqjax.training.generation import DecodeOptions, translate
-from seqjax.training.run import Run
+from seqjax.training.features.generation import DecodeOptions, translate
+from seqjax.training.saved.run import Run
 
 
 def main() -> None:

@@ -70,8 +70,8 @@ def finetuning_config(steps: int, encoder: str) -> Config:
 
 def test_scores(run_dir: str) -> dict:
     """Greedy test BLEU / ROUGE-L with copy-the-source, and test perplexity, cached in scores.json."""
-    from seqjax.training.generation import DecodeOptions, translate
-    from seqjax.training.run import Run
+    from seqjax.training.features.generation import DecodeOptions, translate
+    from seqjax.training.saved.run import Run
 
     path = os.path.join(run_dir, "scores.json")
     if not os.path.isfile(path):

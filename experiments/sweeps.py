@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from seqjax.config import Config
-from seqjax.training.run import read_config
+from seqjax.training.saved.run import read_config
 
 
 def finished_summary(run_dir: str, cfg: Config) -> dict | None:

@@ -30,7 +30,7 @@ from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained
 
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
 from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
-from seqjax.training.run import read_config  # noqa: E402
+from seqjax.training.saved.run import read_config  # noqa: E402
 
 CHECKPOINTS = {
     "transformer": os.path.join("runs", "gettext_transformer"),
@@ -86,8 +86,8 @@ def run_config(base: Config, checkpoint: str, name: str, seed: int, steps: int) 
 
 def decoded(run_dir: str, beams: tuple[int, ...]) -> dict[str, dict]:
     """Test BLEU and ROUGE-L of the run in `run_dir` per beam width, cached in its decoding.json."""
-    from seqjax.training.generation import DecodeOptions, translate
-    from seqjax.training.run import Run
+    from seqjax.training.features.generation import DecodeOptions, translate
+    from seqjax.training.saved.run import Run
 
     path = os.path.join(run_dir, "decoding.json")
     reports = {}

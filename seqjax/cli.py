@@ -15,7 +15,7 @@ from seqjax import config as config_lib
 from seqjax import config_text
 
 if TYPE_CHECKING:
-    from seqjax.training.generation import DecodeOptions
+    from seqjax.training.features.generation import DecodeOptions
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     if not os.path.isfile(path):
         raise ValueError(f"--config file does not exist: {path}")
     if path.endswith(".json"):
-        from seqjax.training.run import read_config
+        from seqjax.training.saved.run import read_config
 
         return read_config(os.path.dirname(path) or "."), os.path.basename(os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
@@ -76,7 +76,7 @@ def cmd_config(args: argparse.Namespace) -> None:
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    from seqjax.training.generation import DecodeOptions
+    from seqjax.training.features.generation import DecodeOptions
 
     sample = args.sample or args.temperature is not None or args.top_k is not None or args.top_p is not None
     return DecodeOptions(
@@ -91,8 +91,8 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     from seqjax.data.sources import splits_of
-    from seqjax.training.evaluation import describe_metrics, evaluate
-    from seqjax.training.run import Run
+    from seqjax.training.features.evaluation import describe_metrics, evaluate
+    from seqjax.training.saved.run import Run
 
     run = Run.open(args.workdir, args.set)
     splits = splits_of(run.cfg.data)
@@ -125,8 +125,8 @@ def with_progress(total: int, run: Callable[[Callable[[int], object]], T]) -> T:
 
 def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
     """`seqjax generate --interpolate FIRST SECOND`: sentences decoded between two latents."""
-    from seqjax.training.interpolation import interpolate_texts
-    from seqjax.training.run import Run
+    from seqjax.training.features.interpolation import interpolate_texts
+    from seqjax.training.saved.run import Run
 
     if args.prompt is not None or args.input is not None:
         raise ValueError("--interpolate decodes from latents alone: it takes neither --prompt nor --input")
@@ -143,8 +143,8 @@ def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> None:
     from seqjax.models import generates, is_seq2seq
-    from seqjax.training.generation import continuations, continue_lines, translate_lines
-    from seqjax.training.run import Run
+    from seqjax.training.features.generation import continuations, continue_lines, translate_lines
+    from seqjax.training.saved.run import Run
 
     options = decode_options(args)
     if args.max_len < 1 or args.num < 1:
@@ -209,8 +209,8 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
     from seqjax.data.readers import read_parallel
     from seqjax.data.sources import SPLITS, data_path, split_path
     from seqjax.models import is_seq2seq
-    from seqjax.training.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
-    from seqjax.training.run import Run
+    from seqjax.training.features.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
+    from seqjax.training.saved.run import Run
 
     options = decode_options(args)
     if args.upsample < 0:
@@ -279,7 +279,7 @@ def cmd_export_hf(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from seqjax.training.plot import plot_runs
+    from seqjax.training.saved.plot import plot_runs
 
     print(f"wrote {plot_runs(args.workdir, args.output)}")
 
@@ -474,8 +474,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from seqjax.training.core.signals import TrainingStopped
     from seqjax.training.loop import NonFiniteLoss
-    from seqjax.training.signals import TrainingStopped
 
     args = parser().parse_args(argv)
     try:
@@ -497,8 +497,8 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> int:
     """The `seqjax` executable: a process of its own, so before any computation it restarts
     itself with transparent huge pages for XLA's host buffers where that applies
-    (`seqjax.training.host_heap`), then runs `main`."""
-    from seqjax.training.host_heap import restart_with_huge_pages
+    (`seqjax.training.core.host_heap`), then runs `main`."""
+    from seqjax.training.core.host_heap import restart_with_huge_pages
 
     restart_with_huge_pages()
     return main()

@@ -27,11 +27,11 @@ from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.models import generates, is_seq2seq
 from seqjax.placement import under_mesh
-from seqjax.training import optim
-from seqjax.training.experiment import build_experiment, build_parts
-from seqjax.training.layout import batch_sharding, make_mesh
-from seqjax.training.state import abstract_state
-from seqjax.training.steps import build_train_step, make_eval_step
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment, build_parts
+from seqjax.training.core.layout import batch_sharding, make_mesh
+from seqjax.training.core.state import abstract_state
+from seqjax.training.core.steps import build_train_step, make_eval_step
 
 PACKED_LM = ("segment_ids", "positions")
 PACKED_SOURCE = ("src_segment_ids", "src_positions")

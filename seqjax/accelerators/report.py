@@ -27,9 +27,9 @@ from seqjax.accelerators.abstract_run import OutOfMemory, compiled_programs
 from seqjax.accelerators.targets import Target, target_devices
 from seqjax.config import Config
 from seqjax.models import resolved_kernel
-from seqjax.training.experiment import PRECISIONS, attention_fallback
-from seqjax.training.memory import format_bytes, per_device_bytes
-from seqjax.training.mfu import train_flops_per_token
+from seqjax.training.core.experiment import PRECISIONS, attention_fallback
+from seqjax.training.core.memory import format_bytes, per_device_bytes
+from seqjax.training.core.mfu import train_flops_per_token
 
 FUSED = ("cudnn", "splash")
 GPU_MEMORY_FRACTION = 0.75  # JAX's default share of a GPU's memory

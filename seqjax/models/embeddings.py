@@ -43,7 +43,7 @@ class TokenModel(nn.Module):
     @classmethod
     def matmul_weights(cls, cfg: ModelConfig) -> int | None:
         """N: the weights a trained target token multiplies in the model, the head's apart (the
-        FLOPs that MFU counts, `seqjax.training.mfu`); None for a model that does not count them."""
+        FLOPs that MFU counts, `seqjax.training.core.mfu`); None for a model that does not count them."""
         return None
 
     @classmethod

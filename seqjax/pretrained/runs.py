@@ -22,10 +22,10 @@ from seqjax.config import Config
 from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.models import build_model
-from seqjax.training import optim
-from seqjax.training.experiment import TOKENIZER_DIRS, saved_tokenizers
-from seqjax.training.layout import make_mesh
-from seqjax.training.state import Checkpointer, dump_json, init_state, state_shardings
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import TOKENIZER_DIRS, saved_tokenizers
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.core.state import Checkpointer, dump_json, init_state, state_shardings
 
 
 def _parts(cfg: Config, vocab_size: int):

@@ -42,22 +42,19 @@ from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
 from seqjax.models import is_trained
-from seqjax.training import distributed, mfu, optim
-from seqjax.training.evaluation import describe_metrics, evaluate, generation_report
-from seqjax.training.experiment import (
+from seqjax.training.core import distributed, mfu, optim
+from seqjax.training.core.experiment import (
     TOKENIZER_DIRS,
     Experiment,
     attention_fallback,
     build_experiment,
     saved_tokenizers,
 )
-from seqjax.training.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
-from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
-from seqjax.training.memory import describe_memory, memory_report
-from seqjax.training.ngram_baseline import train_ngram
-from seqjax.training.pretrained_encoder import with_pretrained_encoder
-from seqjax.training.signals import StopRequest, TrainingStopped
-from seqjax.training.state import (
+from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
+from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
+from seqjax.training.core.memory import describe_memory, memory_report
+from seqjax.training.core.signals import StopRequest, TrainingStopped
+from seqjax.training.core.state import (
     EVALUATION_CHANGES,
     PARAMETER_FREE_MODEL_KEYS,
     SCHEDULE_KEYS,
@@ -68,7 +65,10 @@ from seqjax.training.state import (
     init_state,
     restore_state,
 )
-from seqjax.training.steps import batch_scorer, build_train_step, make_eval_step
+from seqjax.training.core.steps import batch_scorer, build_train_step, make_eval_step
+from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
+from seqjax.training.features.ngram_baseline import train_ngram
+from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
 
 
 class NonFiniteLoss(RuntimeError):

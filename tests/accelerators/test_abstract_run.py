@@ -8,7 +8,7 @@ import pytest
 from helpers import tiny_config
 
 from seqjax.accelerators.abstract_run import batch_spec, compiled_programs, zipf_counts
-from seqjax.training.experiment import attention_fallback, build_experiment
+from seqjax.training.core.experiment import attention_fallback, build_experiment
 
 CASES = {
     "lm": (),

@@ -15,7 +15,7 @@ from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqjax.heads import build_head
 from seqjax.model_head import hidden_states, init_params, token_nll
 from seqjax.models import build_model
-from seqjax.training.experiment import build_experiment, validate_train
+from seqjax.training.core.experiment import build_experiment, validate_train
 
 
 def line_stream(lengths, first_id=10):

@@ -7,7 +7,7 @@ from jaxpr_tools import equations, sub_jaxprs
 
 from seqjax.heads import FullSoftmax
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax, vocab_parallel_softmax_loss
-from seqjax.training.layout import make_mesh
+from seqjax.training.core.layout import make_mesh
 
 # Meshes of up to 8 devices: the suite's simulated CPU devices; one GPU has too few.
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")

@@ -10,7 +10,7 @@ import numpy as np
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.pretrained.runs import read_run
-from seqjax.training.generation import DecodeOptions, decode_prompts
+from seqjax.training.features.generation import DecodeOptions, decode_prompts
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GREEDY = DecodeOptions()

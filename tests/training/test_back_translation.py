@@ -9,8 +9,8 @@ from helpers import tiny, tiny_config
 
 from seqjax import config as config_lib
 from seqjax.cli import main
-from seqjax.training.back_translation import combine_pairs
-from seqjax.training.state import dump_json
+from seqjax.training.core.state import dump_json
+from seqjax.training.features.back_translation import combine_pairs
 
 
 def test_real_pairs_come_upsampled_before_the_tagged_synthetic_pairs():

@@ -13,10 +13,10 @@ from seqjax import decoding
 from seqjax.cli import main
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
-from seqjax.training import optim
-from seqjax.training.experiment import build_experiment, saved_tokenizers
-from seqjax.training.layout import make_mesh
-from seqjax.training.state import Checkpointer, restore_state
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment, saved_tokenizers
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.core.state import Checkpointer, restore_state
 
 
 def train(workdir, *overrides):

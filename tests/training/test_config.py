@@ -157,7 +157,7 @@ def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
 
 
 def test_a_checkpoint_config_saved_before_a_key_existed_compares_as_that_keys_default():
-    from seqjax.training.state import config_differences
+    from seqjax.training.core.state import config_differences
 
     saved = config_lib.to_dict(Config())
     del saved["model"]["norm_eps"], saved["model"]["scale_embeddings"], saved["head"]["learn_bias"]

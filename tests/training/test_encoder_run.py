@@ -54,10 +54,10 @@ def test_electra_run_logs_both_losses(tmp_path):
 @pytest.mark.slow
 def test_the_pretrained_encoder_replaces_the_encoder_and_the_shared_words_source_embeddings(mlm_run):
     from seqjax.model_head import init_params
-    from seqjax.training.experiment import build_experiment
-    from seqjax.training.layout import make_mesh
-    from seqjax.training.pretrained_encoder import with_pretrained_encoder
-    from seqjax.training.run import Run
+    from seqjax.training.core.experiment import build_experiment
+    from seqjax.training.core.layout import make_mesh
+    from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
+    from seqjax.training.saved.run import Run
 
     seq2seq = ["model.kind=transformer_seq2seq", "data.task=reverse", "data.buckets=24", "data.max_pair_len=20"]
     exp = build_experiment(tiny_config(*seq2seq))

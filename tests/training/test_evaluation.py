@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from helpers import split_nll, tiny_config
 
-from seqjax.training import optim
-from seqjax.training.evaluation import eval_batches, evaluate
-from seqjax.training.experiment import build_experiment
-from seqjax.training.layout import batch_sharding, make_mesh
-from seqjax.training.state import init_state
-from seqjax.training.steps import make_eval_step
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import batch_sharding, make_mesh
+from seqjax.training.core.state import init_state
+from seqjax.training.core.steps import make_eval_step
+from seqjax.training.features.evaluation import eval_batches, evaluate
 
 
 @pytest.fixture(scope="module")

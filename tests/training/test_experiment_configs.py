@@ -16,8 +16,8 @@ from seqjax.data import holds_pairs
 from seqjax.data.datasets import SPLITS, split_path, validate_data_config
 from seqjax.models import build_model, is_seq2seq, is_trained
 from seqjax.objectives import build_objective
-from seqjax.training.experiment import PRECISIONS, output_head, validate_train
-from seqjax.training.layout import make_mesh, validate_layout
+from seqjax.training.core.experiment import PRECISIONS, output_head, validate_train
+from seqjax.training.core.layout import make_mesh, validate_layout
 
 EXPERIMENTS = sorted(path for path in (ROOT / "experiments").glob("*.py") if "def get_config(" in path.read_text())
 

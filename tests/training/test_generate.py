@@ -13,9 +13,9 @@ from seqjax import config as config_lib
 from seqjax.cli import main
 from seqjax.data import WordTokenizer, build_tokenizer, load_data
 from seqjax.models import ngram
-from seqjax.training.generation import DecodeOptions
-from seqjax.training.ngram_baseline import next_token_log_probs, ngram_decoder
-from seqjax.training.state import dump_json
+from seqjax.training.core.state import dump_json
+from seqjax.training.features.generation import DecodeOptions
+from seqjax.training.features.ngram_baseline import next_token_log_probs, ngram_decoder
 
 LINES = [
     "He said to him, “I will go.”",

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from seqjax import cli
-from seqjax.training import host_heap
-from seqjax.training.host_heap import TUNABLE, huge_page_environment, thp_mode
+from seqjax.training.core import host_heap
+from seqjax.training.core.host_heap import TUNABLE, huge_page_environment, thp_mode
 
 APPLIES = sys.platform.startswith("linux") and huge_page_environment({}, platform.libc_ver(), thp_mode()) is not None
 
@@ -46,7 +46,7 @@ def test_the_tunable_spares_each_execution_the_page_faults_of_its_temporaries():
 @pytest.mark.skipif(not APPLIES, reason="needs Linux, glibc >= 2.35 and transparent huge pages in madvise mode")
 def test_restart_runs_the_same_command_again_under_the_tunable_once():
     code = (
-        "from seqjax.training.host_heap import restart_with_huge_pages as r; r(); "
+        "from seqjax.training.core.host_heap import restart_with_huge_pages as r; r(); "
         "import os; print(os.getpid(), os.environ['GLIBC_TUNABLES'])"
     )
     plain = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}

@@ -15,7 +15,7 @@ from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import load_data
-from seqjax.training.signals import SYNC_EVERY, StopRequest
+from seqjax.training.core.signals import SYNC_EVERY, StopRequest
 
 # Runs about their steps and schedules, with no samples to generate at their end.
 QUIET = "train.num_printed_samples=0"

@@ -13,8 +13,8 @@ from helpers import tiny
 from seqjax import config as config_lib
 from seqjax.cli import main
 from seqjax.config import Config
+from seqjax.training.core.state import Checkpointer
 from seqjax.training.loop import train
-from seqjax.training.state import Checkpointer
 
 STEPS, INTERRUPTED_AT = 8, 4
 # Every step logged; dropout on, so a resumed run must also restore the PRNG key.

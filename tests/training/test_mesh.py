@@ -1,7 +1,7 @@
 import jax
 import pytest
 
-from seqjax.training.layout import check_batch_size, make_mesh, parse_mesh
+from seqjax.training.core.layout import check_batch_size, make_mesh, parse_mesh
 
 
 def test_minus_one_takes_the_remaining_devices():

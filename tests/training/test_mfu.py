@@ -13,8 +13,8 @@ from helpers import tiny_config
 from seqjax.config import HEAD_KINDS as KINDS
 from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
 from seqjax.heads import build_head
-from seqjax.training import mfu
-from seqjax.training.experiment import validate_train
+from seqjax.training.core import mfu
+from seqjax.training.core.experiment import validate_train
 from seqjax.training.loop import train
 
 D, F, L, H, T, V = 64, 256, 2, 4, 32, 500

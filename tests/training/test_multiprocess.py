@@ -16,12 +16,12 @@ from helpers import EXACT_UPDATES, assert_trains_alike, tiny, tiny_config
 
 from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
-from seqjax.training import distributed, optim
-from seqjax.training.distributed import initialize_arguments
-from seqjax.training.experiment import build_experiment
-from seqjax.training.layout import batch_sharding, make_mesh
-from seqjax.training.state import Checkpointer, init_state, restore_state
-from seqjax.training.steps import make_train_step
+from seqjax.training.core import distributed, optim
+from seqjax.training.core.distributed import initialize_arguments
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import batch_sharding, make_mesh
+from seqjax.training.core.state import Checkpointer, init_state, restore_state
+from seqjax.training.core.steps import make_train_step
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LR = 1e-3
@@ -54,8 +54,8 @@ import jax
 import numpy as np
 from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
-from seqjax.training import distributed
-from seqjax.training.layout import batch_sharding, make_mesh
+from seqjax.training.core import distributed
+from seqjax.training.core.layout import batch_sharding, make_mesh
 port, process_id = sys.argv[1:3]
 distributed.initialize(TrainConfig(distributed=True, coordinator=f"127.0.0.1:{port}", num_processes=2,
                                    process_id=int(process_id), heartbeat_timeout=int(sys.argv[3])))

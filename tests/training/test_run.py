@@ -7,7 +7,7 @@ from helpers import tiny
 
 from seqjax import config as config_lib
 from seqjax.cli import main
-from seqjax.training.run import Run
+from seqjax.training.saved.run import Run
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from seqjax import config as config_lib
 from seqjax.config import Config
 from seqjax.models import build_model
-from seqjax.training.layout import logical_axes, path_name
+from seqjax.training.core.layout import logical_axes, path_name
 
 
 def parameter_axes(*overrides):

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, override
-from seqjax.training import optim
-from seqjax.training.experiment import build_experiment
-from seqjax.training.generation import DecodeOptions, translate_texts
-from seqjax.training.layout import make_mesh
-from seqjax.training.state import init_state
-from seqjax.training.steps import make_train_step
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.core.state import init_state
+from seqjax.training.core.steps import make_train_step
+from seqjax.training.features.generation import DecodeOptions, translate_texts
 
 MAX_LEN = 8
 COMMON = [

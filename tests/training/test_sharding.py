@@ -9,12 +9,12 @@ from jax.sharding import PartitionSpec as P
 
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.model_head import init_params
-from seqjax.training import optim
-from seqjax.training.experiment import build_experiment
-from seqjax.training.layout import batch_sharding, make_mesh, partition_spec, tree_shardings, validate_strategy
-from seqjax.training.memory import per_device_bytes
-from seqjax.training.state import init_state, state_shardings
-from seqjax.training.steps import build_train_step
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import batch_sharding, make_mesh, partition_spec, tree_shardings, validate_strategy
+from seqjax.training.core.memory import per_device_bytes
+from seqjax.training.core.state import init_state, state_shardings
+from seqjax.training.core.steps import build_train_step
 
 F32 = np.dtype(np.float32)
 

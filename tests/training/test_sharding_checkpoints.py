@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from seqjax.training import optim
-from seqjax.training.experiment import build_experiment
-from seqjax.training.layout import make_mesh
-from seqjax.training.state import Checkpointer, init_state, restore_state, state_shardings
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.core.state import Checkpointer, init_state, restore_state, state_shardings
 
 
 def mesh_of(spec):

@@ -12,8 +12,8 @@ from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import SPECIAL_TOKENS
+from seqjax.training.core.state import Checkpointer
 from seqjax.training.loop import train
-from seqjax.training.state import Checkpointer
 
 
 def _corpus(tmp_path):

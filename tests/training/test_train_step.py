@@ -7,11 +7,11 @@ import pytest
 from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.training import optim
-from seqjax.training.experiment import build_experiment
-from seqjax.training.layout import batch_sharding, make_mesh
-from seqjax.training.state import init_state
-from seqjax.training.steps import make_train_step
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import batch_sharding, make_mesh
+from seqjax.training.core.state import init_state
+from seqjax.training.core.steps import make_train_step
 
 LR = 1e-3
 STEPS = 4

@@ -35,11 +35,11 @@ from seqjax.config import Config, HeadConfig, ObjectiveConfig
 from seqjax.contracts import SPECIAL_IDS, Batch
 from seqjax.data import LMData, holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram
-from seqjax.training.evaluation import Scorer, describe_metrics, evaluate
-from seqjax.training.experiment import TOKENIZER_DIRS
-from seqjax.training.generation import DecodeFn, DecodeOptions, run_decoder
-from seqjax.training.logging import RunLogger, data_record, describe_data, save_data_record
-from seqjax.training.state import config_differences, dump_json
+from seqjax.training.core.experiment import TOKENIZER_DIRS
+from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
+from seqjax.training.core.state import config_differences, dump_json
+from seqjax.training.features.evaluation import Scorer, describe_metrics, evaluate
+from seqjax.training.features.generation import DecodeFn, DecodeOptions, run_decoder
 
 COUNTS_FILE = "ngram.npz"
 

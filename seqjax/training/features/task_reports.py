@@ -21,10 +21,10 @@ from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data import is_grammatical
 from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.models import generates
-from seqjax.training.generation import DecodeOptions, decode, sample_texts
+from seqjax.training.features.generation import DecodeOptions, decode, sample_texts
 
 if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
+    from seqjax.training.core.experiment import Experiment
 
 TaskReport = Callable[..., dict]  # report(exp, params, *, echo=print) -> dict
 

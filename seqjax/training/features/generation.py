@@ -29,7 +29,7 @@ from seqjax.model_head import init_decode_state, make_step_fn, prefill
 from seqjax.models import readable_length
 
 if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
+    from seqjax.training.core.experiment import Experiment
 
 # decode(prompts [B, P] int32, key, max_len) -> (tokens [B, max_len] int32, lengths [B] int32),
 # numpy in and out: what `continuations` and `continue_lines` decode with.

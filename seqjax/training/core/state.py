@@ -26,10 +26,10 @@ from jax.sharding import Mesh
 from seqjax import config as config_lib
 from seqjax.contracts import Batch, Head, Model
 from seqjax.model_head import init_params
-from seqjax.training.layout import tree_shardings
+from seqjax.training.core.layout import tree_shardings
 
 if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
+    from seqjax.training.core.experiment import Experiment
 
 # Keys that may change between a run and its resume without changing what is trained.
 RESUMABLE_CHANGES = {

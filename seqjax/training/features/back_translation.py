@@ -14,10 +14,10 @@ import os
 from typing import TYPE_CHECKING
 
 from seqjax.contracts import Params
-from seqjax.training.generation import DecodeOptions, Progress, translate_lines
+from seqjax.training.features.generation import DecodeOptions, Progress, translate_lines
 
 if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
+    from seqjax.training.core.experiment import Experiment
 
 
 def back_translate(

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from jax.sharding import Mesh
 
     from seqjax.data import LMData, ParallelData
-    from seqjax.training.experiment import Experiment
-    from seqjax.training.generation import DecodeFn, DecodeOptions
-    from seqjax.training.state import TrainState
+    from seqjax.training.core.experiment import Experiment
+    from seqjax.training.core.state import TrainState
+    from seqjax.training.features.generation import DecodeFn, DecodeOptions
 
 
 def read_config(workdir: str) -> config_lib.Config:
@@ -52,7 +52,7 @@ class Restored:
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """What evaluating one split of a run needs: the run's data, `scorer(batch) -> sums` of its
-    batches (`seqjax.training.evaluation.evaluate`), and `extra(split) -> dict`, the measures
+    batches (`seqjax.training.features.evaluation.evaluate`), and `extra(split) -> dict`, the measures
     beyond perplexity (a seq2seq run's BLEU and ROUGE, a synthetic task's own measure)."""
 
     data: LMData | ParallelData
@@ -81,7 +81,7 @@ class Run:
 
     def tokenizers(self) -> Any:
         """The saved tokenizers, as `seqjax.data.load_data` takes them (a pair for seq2seq), or None."""
-        from seqjax.training.experiment import saved_tokenizers
+        from seqjax.training.core.experiment import saved_tokenizers
 
         return saved_tokenizers(self.workdir)
 
@@ -98,11 +98,11 @@ class Run:
         word's probability. `splits`: the data splits read, none to decode; None: every one.
 
         Raises ValueError when the run has no checkpoint yet."""
-        from seqjax.training import optim
-        from seqjax.training.experiment import build_experiment
-        from seqjax.training.layout import make_mesh
+        from seqjax.training.core import optim
+        from seqjax.training.core.experiment import build_experiment
+        from seqjax.training.core.layout import make_mesh
+        from seqjax.training.core.state import Checkpointer, restore_state
         from seqjax.training.loop import open_run
-        from seqjax.training.state import Checkpointer, restore_state
 
         cfg = self.cfg
         checkpointer = Checkpointer.of_run(self.workdir, cfg.train.keep_checkpoints)
@@ -121,8 +121,8 @@ class Run:
 
     def lm_decoder(self, options: DecodeOptions) -> tuple[Any, DecodeFn, int]:
         """(tokenizer, decode function, batch size) of the language model, trained or counted."""
-        from seqjax.training.generation import model_decoder
-        from seqjax.training.ngram_baseline import ngram_decoder, saved_counts
+        from seqjax.training.features.generation import model_decoder
+        from seqjax.training.features.ngram_baseline import ngram_decoder, saved_counts
 
         if self.counted:
             return self.tokenizers(), ngram_decoder(saved_counts(self.workdir), options), self.cfg.train.batch_size
@@ -136,12 +136,12 @@ class Run:
     def evaluation(self, split: str, options: DecodeOptions) -> Evaluation:
         """The data, scorer and extra measures of `split`; `options` decode a seq2seq split."""
         if self.counted:
-            from seqjax.training.ngram_baseline import ngram_scorer, saved_counts
+            from seqjax.training.features.ngram_baseline import ngram_scorer, saved_counts
 
             return Evaluation(self.data([split]), ngram_scorer(saved_counts(self.workdir)), lambda split: {})
-        from seqjax.training.generation import translate
-        from seqjax.training.steps import batch_scorer, make_eval_step
-        from seqjax.training.task_reports import task_report
+        from seqjax.training.core.steps import batch_scorer, make_eval_step
+        from seqjax.training.features.generation import translate
+        from seqjax.training.features.task_reports import task_report
 
         restored = self.restore([split])
         exp, params = restored.exp, restored.state.params

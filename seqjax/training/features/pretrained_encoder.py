@@ -24,9 +24,9 @@ from jax.sharding import Mesh
 from seqjax import config as config_lib
 from seqjax.data.vocab import Vocabulary
 from seqjax.models import ENCODER_KINDS
-from seqjax.training import optim
-from seqjax.training.experiment import Experiment, build_experiment, saved_tokenizers
-from seqjax.training.state import Checkpointer, restore_state
+from seqjax.training.core import optim
+from seqjax.training.core.experiment import Experiment, build_experiment, saved_tokenizers
+from seqjax.training.core.state import Checkpointer, restore_state
 
 # (encoder-only path prefix, encoder–decoder path prefix) of the same weights.
 RENAMES = (

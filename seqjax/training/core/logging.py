@@ -10,7 +10,7 @@ from tensorboardX import SummaryWriter
 
 from seqjax.config import DataConfig
 from seqjax.data import LMData, ParallelData
-from seqjax.training.state import dump_json
+from seqjax.training.core.state import dump_json
 
 
 class RunLogger:

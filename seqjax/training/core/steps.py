@@ -2,7 +2,7 @@
 (`shard_map`), the eval step, and `build_train_step`, which picks one for the run's layout.
 
 The batch is split over `data`; parameters and optimizer state are placed by the run's
-sharding strategy (`seqjax.training.layout`), and the update keeps that placement. The jit
+sharding strategy (`seqjax.training.core.layout`), and the update keeps that placement. The jit
 step leaves the collectives to the compiler; the shard_map step is what `pmap` data
 parallelism was: each device of `data` holds a replica of the state and its B / M rows,
 computes its token-weighted part of the loss and gradients, and one `psum` all-reduces
@@ -29,8 +29,8 @@ from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective, Params
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.objectives import eval_sums_of
 from seqjax.placement import under_mesh
-from seqjax.training.layout import BATCH_AXES, batch_sharding, batch_shards, check_shard_map_mesh, replicated
-from seqjax.training.state import TrainState, state_shardings
+from seqjax.training.core.layout import BATCH_AXES, batch_sharding, batch_shards, check_shard_map_mesh, replicated
+from seqjax.training.core.state import TrainState, state_shardings
 
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
 EvalStep = Callable[..., tuple[Any, ...]]
@@ -135,7 +135,7 @@ def make_train_step(
 
     Microbatch gradients are weighted by their share of the batch's target tokens, so the
     update equals the one from the whole batch at once. The state keeps the placement of
-    `strategy` (see `seqjax.training.layout`); the batch is split over `data`.
+    `strategy` (see `seqjax.training.core.layout`); the batch is split over `data`.
     """
 
     def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:

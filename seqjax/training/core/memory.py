@@ -14,7 +14,7 @@ from typing import Any
 
 import jax
 
-from seqjax.training.state import TrainState
+from seqjax.training.core.state import TrainState
 
 
 def per_device_bytes(tree: Any) -> int:

@@ -25,11 +25,11 @@ from seqjax.contracts import Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
 from seqjax.models import generates, readable_length
-from seqjax.training.generation import lm_samples, translate
-from seqjax.training.task_reports import task_report
+from seqjax.training.features.generation import lm_samples, translate
+from seqjax.training.features.task_reports import task_report
 
 if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
+    from seqjax.training.core.experiment import Experiment
 
 # batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a latent-variable
 # model's scorer gives Σ −ELBO as the NLL and adds {"kl": Σ KL, "rows": rows with tokens}; the

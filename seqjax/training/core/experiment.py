@@ -45,8 +45,8 @@ from seqjax.models import (
 )
 from seqjax.models.attention import kernel_fallback
 from seqjax.objectives import GOLD_FEEDING, build_objective
-from seqjax.training import optim
-from seqjax.training.layout import validate_layout
+from seqjax.training.core import optim
+from seqjax.training.core.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side

@@ -12,10 +12,10 @@ import numpy as np
 from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.models import is_latent
 from seqjax.models.vae import interpolate_latents
-from seqjax.training.generation import DecodeOptions, decode_prompts, one_line
+from seqjax.training.features.generation import DecodeOptions, decode_prompts, one_line
 
 if TYPE_CHECKING:
-    from seqjax.training.experiment import Experiment
+    from seqjax.training.core.experiment import Experiment
 
 
 def posterior_means(exp: Experiment, params: Params, texts: list[str]) -> jax.Array:
