@@ -66,10 +66,10 @@ def measure_row(row: str, steps: int) -> dict:
 
     from seqjax.accelerators import program
     from seqjax.accelerators.abstract_run import abstract_batch, build, compile_train
-    from seqjax.training import optim
-    from seqjax.training.layout import batch_sharding, make_mesh
-    from seqjax.training.mfu import train_flops_per_token
-    from seqjax.training.state import init_state
+    from seqjax.training.core import optim
+    from seqjax.training.core.layout import batch_sharding, make_mesh
+    from seqjax.training.core.mfu import train_flops_per_token
+    from seqjax.training.core.state import init_state
 
     cfg, vocab = row_config(row)
     start = time.perf_counter()
@@ -111,7 +111,7 @@ def measure_row(row: str, steps: int) -> dict:
 def measure(steps: int) -> None:
     import jax
 
-    from seqjax.training.mfu import matmul_tflops
+    from seqjax.training.core.mfu import matmul_tflops
 
     found = {"machine": machine(), "bf16_matmul_tflops": matmul_tflops(8192, 10, jax.numpy.bfloat16), "rows": {}}
     for row in ROWS:

@@ -121,7 +121,7 @@ def test_a_program_compiled_here_for_an_accelerator_has_none_of_the_cpu_only_for
     from seqjax.accelerators.targets import parse_target, target_devices, use_target_compiler
     from seqjax.models.rows_matmul import row_major_transpose
     from seqjax.placement import under_mesh
-    from seqjax.training.layout import make_mesh
+    from seqjax.training.core.layout import make_mesh
 
     use_target_compiler()
 
