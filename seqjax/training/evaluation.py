@@ -7,8 +7,9 @@ run's jitted eval step, the n-gram's host scorer), and turns the totals into the
 The two perplexities spread the same total NLL (nats) over different counts:
 token_perplexity = exp(NLL / target tokens), every token the model predicts, the `</s>`
 ending each line (LM) or target (seq2seq) included; word_perplexity = exp(NLL / words), the
-split's whitespace-separated words plus one `</s>` per line (the Penn Treebank convention),
-the same count whatever the tokenizer, so char, word and BPE models compare on it.
+split's whitespace-separated words (of the reference targets, seq2seq) plus one `</s>` per line
+or pair (the Penn Treebank convention), the same count whatever the tokenizer, so char, word
+and BPE models, or runs that each built their own BPE, compare on it.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterat
 def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer) -> dict[str, float]:
     """Exact perplexity of `split`: the scorer's NLL summed over `eval_batches`.
 
-    Returns nll (mean per target token, nats), token_perplexity, tokens, and for LM corpora
-    scored whole the word_perplexity (the same total NLL spread over the split's words). For
+    Returns nll (mean per target token, nats), token_perplexity, tokens, and for splits scored
+    whole the word_perplexity (the same total NLL spread over the split's words). For
     a latent-variable model nll is −ELBO per token (so both perplexities are upper bounds),
     with kl and elbo in nats per row and reconstruction_nll per token beside it; for the BiLM
     nll is the forward LM's, with backward_nll and backward_token_perplexity beside it; for an
