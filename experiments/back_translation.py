@@ -3,19 +3,29 @@ side of the other half as monolingual text, synthetic English sources from beam 
 sampling (Edunov et al. 2018), next to the half-data model, the model trained on all real pairs
 (the upper bound) and copy-the-source.
 
-    SEQJAX_DATA=/path/to/corpora python experiments/back_translation.py [--workdir runs/back_translation]
-        [--steps 1500] [--mono-lines 8000] [--beam 2]
+The run has stages, each a command that finds the work of the stages before it done and skips
+what it finished before (so a stage's cells can run as separate processes, in this order):
 
-The train split (`mt/gettext-en-de/train`) is cut in two halves by line order: the first half's
-pairs are the parallel data, the German of the second half's first `--mono-lines` lines the
-monolingual text; both are written under WORKDIR/corpus. Every model is the Transformer of
-`gettext_transformer.py` made smaller for this CPU budget (2 + 2 layers, d_model 128, 4 heads,
-d_ff 512) and trained `--steps` steps of 64 pairs: the backward de→en model and the forward
-en→de models on (a) the parallel half, (b) the parallel half plus the beam back-translations,
-(c) the parallel half plus the sampled back-translations (unrestricted sampling at temperature
-1), (d) every real train pair. Synthetic sources are tagged `<bt>` (Caswell et al. 2019). The
-script prints test BLEU (greedy), ROUGE-L and perplexity of each forward model and writes them
-to WORKDIR/table.md; finished runs and translations are read, not redone.
+    export SEQJAX_DATA=/path/to/corpora
+    python experiments/back_translation.py --stage corpus [--mono-lines 0]     # seconds, CPU
+    python experiments/back_translation.py --stage backward                    # one de→en model
+    python experiments/back_translation.py --stage synthetic --variants beam   # and: --variants sampled
+    python experiments/back_translation.py --stage forward --variants half --seeds 0   # one per cell
+    python experiments/back_translation.py --report                            # trains nothing
+
+(every command with the same `--workdir`, default runs/back_translation, and `--steps`). The
+train split (`mt/gettext-en-de/train`) is cut in two halves by line order: the first half's
+pairs are the parallel data, the German of the second half (all of it, or its first
+`--mono-lines` lines) the monolingual text; both are written under WORKDIR/corpus. Every model
+is the Transformer of `gettext_transformer.py` (3 + 3 layers, d_model 256) trained `--steps`
+steps of 64 pairs: the backward de→en model (seed 0) on the parallel half, which back-translates
+the monolingual text once with beam search and once by sampling; the forward en→de models, one
+per (variant, seed): `half` (the parallel half), `beam` and `sampled` (the parallel half plus
+those back-translations, their sources tagged `<bt>`, Caswell et al. 2019) and `all` (every
+real train pair). Each forward run's test BLEU (greedy), ROUGE-L, copy-the-source BLEU and
+per-word perplexity (one unit for every row, whatever BPE each run built: the test NLL over the
+references' words) are written to its scores.json; `--report` prints mean ± spread over the
+seeds found and the BLEU gain over `half` paired by seed, and writes WORKDIR/table.md.
 """
 
 from __future__ import annotations
@@ -29,108 +39,216 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
-from pretrained_encoders import seconds, test_scores  # noqa: E402
-from sweeps import publish_table, trained_summary  # noqa: E402
+from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
+from seqjax.data.readers import read_parallel  # noqa: E402
 from seqjax.data.sources import split_path  # noqa: E402
-from seqjax.training.features.back_translation import back_translate, combine_pairs, read_pairs, write_corpus  # noqa: E402
+from seqjax.training.features.back_translation import back_translate, combine_pairs, write_corpus  # noqa: E402
 from seqjax.training.features.generation import DecodeOptions  # noqa: E402
 
 TAG = "<bt>"
+STAGES = ("corpus", "backward", "synthetic", "forward")
+DECODINGS = {"beam": DecodeOptions(beam=2), "sampled": DecodeOptions(sample=True)}
+FORWARD = ("half", "beam", "sampled", "all")
+LABELS = {
+    "half": "parallel half",
+    "beam": "+ back-translation, beam 2",
+    "sampled": "+ back-translation, sampled",
+    "all": "all real pairs (upper bound)",
+}
 
 
-def model_config(steps: int, train: str, src: str = "en", tgt: str = "de") -> Config:
-    """The smaller gettext Transformer on the pairs of prefix `train`, `src` → `tgt`."""
+def model_config(steps: int, train: str, src: str = "en", tgt: str = "de", seed: int = 0) -> Config:
+    """The gettext Transformer on the pairs of prefix `train`, `src` → `tgt`, `steps` steps."""
     base = gettext_transformer.get_config()
     return dataclasses.replace(
         base,
         data=dataclasses.replace(base.data, train=train, src=src, tgt=tgt),
-        model=dataclasses.replace(base.model, d_model=128, layers=2, num_heads=4, d_ff=512),
-        train=dataclasses.replace(base.train, steps=steps, eval_every=0, checkpoint_every=steps, num_printed_samples=0),
+        train=dataclasses.replace(
+            base.train, steps=steps, seed=seed, eval_every=0, checkpoint_every=max(steps // 4, 1), num_printed_samples=0
+        ),
     )
 
 
-def split_corpus(corpus: str, mono_lines: int) -> tuple[str, str]:
-    """Writes the parallel half (prefix returned first) and the monolingual German lines (file)."""
-    parallel, mono = os.path.join(corpus, "parallel"), os.path.join(corpus, "mono.de")
-    if not os.path.isfile(mono):
-        sources, targets = read_pairs(split_path(gettext_transformer.get_config().data, "train"), "en", "de")
-        half = len(sources) // 2
-        write_corpus(parallel, "en", "de", (sources[:half], targets[:half]))
-        with open(mono, "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in targets[half : half + mono_lines]))
-    return parallel, mono
+def corpus_paths(workdir: str) -> tuple[str, str]:
+    """The parallel half's prefix and the monolingual German file under WORKDIR/corpus."""
+    corpus = os.path.join(workdir, "corpus")
+    return os.path.join(corpus, "parallel"), os.path.join(corpus, "mono.de")
 
 
-def synthetic_corpus(backward: str, parallel: str, mono: str, prefix: str, options: DecodeOptions) -> str:
-    """Back-translates `mono` with the run in `backward` and writes real + tagged synthetic pairs."""
+def split_corpus(workdir: str, mono_lines: int) -> None:
+    """Writes the parallel half and the monolingual German lines (all of the second half when
+    mono_lines is 0); the monolingual file is written last, by rename: it marks the stage done."""
+    parallel, mono = corpus_paths(workdir)
+    if os.path.isfile(mono):
+        return
+    sources, targets = read_parallel(split_path(gettext_transformer.get_config().data, "train"), "en", "de")
+    half = len(sources) // 2
+    write_corpus(parallel, "en", "de", (sources[:half], targets[:half]))
+    lines = targets[half:] if mono_lines == 0 else targets[half : half + mono_lines]
+    with open(mono + ".tmp", "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    os.replace(mono + ".tmp", mono)
+    print(f"== corpus: {half:,} parallel pairs, {len(lines):,} monolingual lines", flush=True)
+
+
+def require(path: str, stage: str) -> None:
+    if not os.path.exists(path):
+        raise ValueError(f"{path} is missing: run --stage {stage} first (stages run in the order {', '.join(STAGES)})")
+
+
+def synthetic_prefix(workdir: str, decoding: str) -> str:
+    return os.path.join(workdir, "corpus", f"bt_{decoding}")
+
+
+def synthetic_corpus(workdir: str, decoding: str) -> None:
+    """Back-translates the monolingual text with the backward run and writes real + tagged
+    synthetic pairs; PREFIX.json, written last, marks the stage done."""
     from seqjax.training.saved.run import Run
 
-    if not os.path.isfile(prefix + ".de"):
-        with open(mono, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
-        restored = Run.open(backward).restore()
-        exp, state = restored.exp, restored.state
-        start = time.perf_counter()
-        synthetic = back_translate(exp, state.params, lines, options)
-        took = time.perf_counter() - start
-        pairs = combine_pairs(read_pairs(parallel, "en", "de"), (synthetic, lines), upsample=1, tag=TAG)
-        write_corpus(prefix, "en", "de", pairs)
-        with open(prefix + ".json", "w") as f:
-            json.dump({"decoding": options.describe(), "lines": len(lines), "seconds": took}, f)
-        print(f"== back-translated {len(lines):,} lines ({options.describe()}) in {took:.0f} s", flush=True)
-    return prefix
+    parallel, mono = corpus_paths(workdir)
+    prefix, backward = synthetic_prefix(workdir, decoding), os.path.join(workdir, "backward")
+    if os.path.isfile(prefix + ".json"):
+        return
+    require(os.path.join(backward, "summary.json"), "backward")
+    with open(mono, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    restored = Run.open(backward).restore()
+    start = time.perf_counter()
+    synthetic = back_translate(restored.exp, restored.state.params, lines, DECODINGS[decoding])
+    took = time.perf_counter() - start
+    pairs = combine_pairs(read_parallel(parallel, "en", "de"), (synthetic, lines), upsample=1, tag=TAG)
+    write_corpus(prefix, "en", "de", pairs)
+    with open(prefix + ".json", "w") as f:
+        json.dump({"decoding": DECODINGS[decoding].describe(), "lines": len(lines), "seconds": took}, f)
+    print(f"== back-translated {len(lines):,} lines ({DECODINGS[decoding].describe()}) in {took:.0f} s", flush=True)
+
+
+def forward_train(workdir: str, variant: str) -> str:
+    """The train prefix of a forward variant (its corpus stage must be done)."""
+    if variant == "all":
+        return "mt/gettext-en-de/train"
+    if variant == "half":
+        require(corpus_paths(workdir)[1], "corpus")
+        return corpus_paths(workdir)[0]
+    require(synthetic_prefix(workdir, variant) + ".json", f"synthetic --variants {variant}")
+    return synthetic_prefix(workdir, variant)
+
+
+def scores(run_dir: str) -> dict:
+    """Greedy test BLEU / ROUGE-L with copy-the-source, and test per-word and per-token
+    perplexity, of a finished run, computed once into scores.json."""
+    from seqjax.training.features.generation import translate
+    from seqjax.training.saved.run import Run
+
+    path = os.path.join(run_dir, "scores.json")
+    if not os.path.isfile(path):
+        restored = Run.open(run_dir).restore()
+        report = translate(restored.exp, restored.state.params, "test", options=DecodeOptions(), echo=lambda _: None)
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            test = json.load(f)["test"]
+        kept = {k: report[k] for k in ("bleu", "rougeL", "copy_bleu", "copy_rougeL")}
+        with open(path, "w") as f:
+            json.dump(kept | {k: test[k] for k in ("word_perplexity", "token_perplexity")}, f, indent=2)
+    with open(path) as f:
+        return json.load(f)
+
+
+def forward_dir(workdir: str, variant: str, seed: int) -> str:
+    return os.path.join(workdir, f"forward-{variant}-seed{seed}")
+
+
+def run_stage(args: argparse.Namespace) -> None:
+    if args.stage == "corpus":
+        split_corpus(args.workdir, args.mono_lines)
+    elif args.stage == "backward":
+        parallel, mono = corpus_paths(args.workdir)
+        require(mono, "corpus")
+        cfg = model_config(args.steps, parallel, "de", "en")
+        trained_summary(cfg, os.path.join(args.workdir, "backward"), "backward de->en on the parallel half")
+        scores(os.path.join(args.workdir, "backward"))
+    elif args.stage == "synthetic":
+        for decoding in parse_names(args.variants, tuple(DECODINGS), "--variants"):
+            synthetic_corpus(args.workdir, decoding)
+    else:
+        for variant in parse_names(args.variants, FORWARD, "--variants"):
+            for seed in parse_seeds(args.seeds):
+                run_dir = forward_dir(args.workdir, variant, seed)
+                cfg = model_config(args.steps, forward_train(args.workdir, variant), seed=seed)
+                trained_summary(cfg, run_dir, f"forward en->de: {LABELS[variant]}, seed {seed}")
+                scores(run_dir)
+
+
+def finished_scores(workdir: str, steps: int, variant: str) -> dict[int, dict]:
+    """Seed -> scores of the finished forward runs of `variant` (those with a scores.json)."""
+    found = {}
+    for name in sorted(os.listdir(workdir)) if os.path.isdir(workdir) else []:
+        prefix = f"forward-{variant}-seed"
+        run_dir = os.path.join(workdir, name)
+        if name.startswith(prefix) and os.path.isfile(os.path.join(run_dir, "scores.json")):
+            seed = int(name[len(prefix) :])
+            cfg = model_config(steps, forward_train(workdir, variant), seed=seed)
+            if finished_summary(run_dir, cfg) is not None:
+                found[seed] = scores(run_dir)
+    return found
+
+
+def report(workdir: str, steps: int) -> None:
+    """The table of the finished runs: mean ± spread over seeds, the BLEU gain over `half` by seed."""
+    rows = {variant: finished_scores(workdir, steps, variant) for variant in FORWARD}
+    half = rows["half"]
+    lines = []
+    backward = os.path.join(workdir, "backward", "scores.json")
+    if os.path.isfile(backward):
+        with open(backward) as f:
+            b = json.load(f)
+        lines += [
+            f"Backward de→en model (seed 0): test BLEU {b['bleu']:.2f} (copy-the-source {b['copy_bleu']:.2f}).",
+            "",
+        ]
+    for decoding in DECODINGS:
+        path = synthetic_prefix(workdir, decoding) + ".json"
+        if os.path.isfile(path):
+            with open(path) as f:
+                made = json.load(f)
+            lines += [f"Back-translation ({made['decoding']}): {made['lines']:,} lines in {made['seconds']:.0f} s.", ""]
+    lines += [
+        "| forward en→de model | seeds | test BLEU, greedy | copy-the-source BLEU | BLEU gain over the half, by seed "
+        "| test ROUGE-L | test perplexity per word |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for variant, found in rows.items():
+        if not found:
+            lines.append(f"| {LABELS[variant]} | none finished | | | | | |")
+            continue
+        paired = [found[s]["bleu"] - half[s]["bleu"] for s in found if s in half]
+        gain = format_cell(paired, 2) if paired and variant != "half" else "-"
+        cells = [format_cell([s[k] for s in found.values()], d) for k, d in (("bleu", 2), ("copy_bleu", 2))]
+        rest = [format_cell([s[k] for s in found.values()], d) for k, d in (("rougeL", 3), ("word_perplexity", 1))]
+        seeds = ", ".join(str(s) for s in sorted(found))
+        lines.append(f"| {LABELS[variant]} | {seeds} | {cells[0]} | {cells[1]} | {gain} | {rest[0]} | {rest[1]} |")
+    publish_table("\n".join(lines) + "\n", workdir)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default=os.path.join("runs", "back_translation"))
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--mono-lines", type=int, default=8000)
-    parser.add_argument("--beam", type=int, default=2)
+    parser.add_argument("--stage", choices=STAGES)
+    parser.add_argument("--report", action="store_true", help="print the table of the finished runs; train nothing")
+    parser.add_argument("--variants", default="", help=f"synthetic: beam,sampled; forward: {','.join(FORWARD)}")
+    parser.add_argument("--seeds", default="0", help="forward: train.seed of each run, comma-separated")
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--mono-lines", type=int, default=0, help="corpus: monolingual lines (0: the whole half)")
     args = parser.parse_args(argv)
-    if args.steps < 10 or args.mono_lines < 1 or args.beam < 2:
-        raise ValueError(
-            f"need --steps >= 10, --mono-lines >= 1, --beam >= 2; got {args.steps}, {args.mono_lines}, {args.beam}"
-        )
-    corpus = os.path.join(args.workdir, "corpus")
-    os.makedirs(corpus, exist_ok=True)
-    parallel, mono = split_corpus(corpus, args.mono_lines)
-    backward = os.path.join(args.workdir, "backward")
-    trained_summary(model_config(args.steps, parallel, "de", "en"), backward, "backward de->en on the parallel half")
-    corpora = {
-        "parallel half": parallel,
-        f"+ back-translation, beam {args.beam}": synthetic_corpus(
-            backward, parallel, mono, os.path.join(corpus, "bt_beam"), DecodeOptions(beam=args.beam)
-        ),
-        "+ back-translation, sampled": synthetic_corpus(
-            backward, parallel, mono, os.path.join(corpus, "bt_sampled"), DecodeOptions(sample=True)
-        ),
-        "all real pairs (upper bound)": "mt/gettext-en-de/train",
-    }
-    rows = {}
-    # The synthetic corpora's runs first: they need the back-translations, the others do not.
-    for name, train in sorted(corpora.items(), key=lambda item: "back-translation" not in item[0]):
-        run_dir = os.path.join(args.workdir, "forward-" + "".join(c if c.isalnum() else "_" for c in name).strip("_"))
-        cfg = model_config(args.steps, train)
-        trained_summary(cfg, run_dir, f"forward en->de: {name}")
-        pairs = len(read_pairs(split_path(cfg.data, "train"), "en", "de")[0])
-        rows[name] = (name, test_scores(run_dir), seconds(run_dir), pairs)
-    rows = [rows[name] for name in corpora]
-    backward_scores = test_scores(backward)
-    lines = [
-        f"Backward de→en model: test BLEU {backward_scores['bleu']:.2f} (copy {backward_scores['copy_bleu']:.2f}).",
-        "",
-        "| forward en→de model | train pairs | test BLEU, greedy | test ROUGE-L | test perplexity | train wall time |",
-        "|---|---|---|---|---|---|",
-        f"| copy the source | - | {rows[0][1]['copy_bleu']:.2f} | {rows[0][1]['copy_rougeL']:.3f} | - | - |",
-        *(
-            f"| {n} | {p:,} | {s['bleu']:.2f} | {s['rougeL']:.3f} | {s['perplexity']:.1f} | {t / 60:.1f} min |"
-            for n, s, t, p in rows
-        ),
-    ]
-    publish_table("\n".join(lines) + "\n", args.workdir)
+    if args.steps < 10 or args.mono_lines < 0:
+        raise ValueError(f"need --steps >= 10 and --mono-lines >= 0, got {args.steps} and {args.mono_lines}")
+    if args.report == (args.stage is not None):
+        raise ValueError("give exactly one of --stage and --report")
+    if args.report:
+        report(args.workdir, args.steps)
+    else:
+        run_stage(args)
 
 
 if __name__ == "__main__":

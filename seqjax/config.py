@@ -87,7 +87,9 @@ class DataConfig:
     )
     vocab_size: int = option(0, "upper bound on the vocabulary (0: no bound; bpe requires one)")
     min_count: int = option(1, "word tokenizer: rarer words become <unk>")
-    seq_len: int = option(64, "LM: tokens per training row (concatenate-and-chunk)")
+    seq_len: int = option(
+        64, "LM: tokens per training row (concatenate-and-chunk; a VAE LM's row is one whole line padded to it)"
+    )
     max_pair_len: int = option(
         63, "seq2seq: longest source or target kept in training, in tokens (+1 for BOS/EOS fits buckets[-1])"
     )

@@ -64,6 +64,9 @@ class ParallelData:
       references, sources: split name -> the raw target / source lines, for BLEU and display.
       dropped: split name -> pairs left out for exceeding `max_pair_len` (train only; evaluation
         splits keep every pair).
+      words: evaluation split name (valid, test) -> the reference targets' whitespace words
+        + one per pair (its `</s>`, as `LMData.words`): the denominator of per-word
+        perplexity, the same whatever the target tokenizer.
     """
 
     src_tokenizer: Tokenizer
@@ -73,6 +76,7 @@ class ParallelData:
     sources: dict[str, Sequence[str]]
     dropped: dict[str, int]
     fingerprint: str | None = None  # as LMData's
+    words: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
@@ -129,6 +133,8 @@ def _parallel_data(cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]
         data.sources[split] = [sources[i] for i in keep]
         data.references[split] = [targets[i] for i in keep]
         data.dropped[split] = len(sources) - len(keep)
+        if split != "train":
+            data.words[split] = sum(tgt_tokenizer.words(line) for line in targets) + len(targets)
     return data
 
 
@@ -174,6 +180,8 @@ def _from_store(cfg: DataConfig, store, tokenizers: tuple[Tokenizer, ...], split
         data.splits[split] = (src, tgt)
         data.sources[split], data.references[split] = sources, references
         data.dropped[split] = counts[split]["src"]["lines"] - len(src)
+        if split != "train":
+            data.words[split] = counts[split]["tgt"]["words"] + counts[split]["tgt"]["lines"]
     return data
 
 

@@ -115,6 +115,16 @@ def negative_elbo(model: Model, head: Head, params: Params, batch: Batch, key: j
     return {"nll": (nll * batch["mask"]).sum(), "kl": kl.sum(), "tokens": batch["mask"].sum(), "rows": rows}
 
 
+def prior_reconstruction_nll(model: Model, head: Head, params: Params, batch: Batch, key: jax.Array) -> jax.Array:
+    """Σ over unmasked targets of −log p(y_t | y_<t, z) with z ~ p(z) = N(0, I) (one draw per
+    row from `key`) instead of q(z | x): [] float32. Less the posterior's reconstruction NLL, it
+    measures how much the decoder uses what z holds of x (≈ 0 when it ignores z)."""
+    mean, _ = posterior(model, params, batch)
+    latent = jax.random.normal(key, mean.shape, jnp.float32)
+    hidden = decoder_hidden(model, params, batch["inputs"], latent, key, train=False)
+    return (token_nll(model, head, params, hidden, batch["targets"]) * batch["mask"]).sum()
+
+
 @dataclasses.dataclass(frozen=True)
 class VAE(VAEOptions, Objective):
     """The VAE LM objective (model.kind=rnn_vae): the head's reconstruction loss of the
@@ -128,11 +138,16 @@ class VAE(VAEOptions, Objective):
     def eval_sums(
         self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
     ) -> EvalSums:
-        """The bound (`negative_elbo`): Σ −ELBO (reconstruction NLL + KL), target tokens, and
-        {"kl": Σ KL, "rows": rows with tokens}; the perplexities are upper bounds."""
+        """The bound (`negative_elbo`, z drawn from `key`'s first half): Σ −ELBO (reconstruction
+        NLL + KL), target tokens, and {"kl": Σ KL, "rows": rows with tokens, "prior_nll": Σ NLL
+        given z from the prior (`prior_reconstruction_nll`, from the second half)}; the
+        perplexities are upper bounds."""
         del ids
-        terms = negative_elbo(model, head, params, batch, key)
-        return terms["nll"] + terms["kl"], terms["tokens"], {"kl": terms["kl"], "rows": terms["rows"]}
+        posterior_key, prior_key = jax.random.split(key)
+        terms = negative_elbo(model, head, params, batch, posterior_key)
+        prior_nll = prior_reconstruction_nll(model, head, params, batch, prior_key)
+        further = {"kl": terms["kl"], "rows": terms["rows"], "prior_nll": prior_nll}
+        return terms["nll"] + terms["kl"], terms["tokens"], further
 
     def __call__(
         self,
@@ -179,5 +194,6 @@ __all__ = [
     "kl_weight",
     "negative_elbo",
     "posterior",
+    "prior_reconstruction_nll",
     "reparameterize",
 ]

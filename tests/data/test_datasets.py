@@ -151,3 +151,22 @@ def test_a_directory_given_as_a_split_says_it_is_a_directory(tmp_path):
     (tmp_path / "corpus").mkdir()
     with pytest.raises(ValueError, match=r"PREFIX.en and PREFIX.de, got .*corpus/', which is a directory \(looked for"):
         load_data(DataConfig(kind="parallel", train=str(tmp_path / "corpus") + "/"))
+
+
+@pytest.mark.parametrize("kind", ["parallel", "synthetic"], ids=["token_store", "generated"])
+def test_parallel_evaluation_splits_count_the_reference_words_plus_one_per_pair(tmp_path, kind):
+    if kind == "parallel":
+        _write(tmp_path / "train.en", "a b\nc\n")
+        _write(tmp_path / "train.de", "x y\nz\n")
+        _write(tmp_path / "dev.en", "a\nb c\nc\n")
+        _write(tmp_path / "dev.de", "x y z\nz\n  y  x \n")
+        cfg = DataConfig(kind="parallel", tokenizer="char", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"))
+        expected = {"valid": (3 + 1 + 2) + 3}
+    else:
+        cfg = dataclasses.replace(SMALL, task="copy")
+    data = load_data(cfg)
+    if kind == "synthetic":
+        expected = {
+            s: sum(len(t.split()) for t in data.references[s]) + len(data.references[s]) for s in ("valid", "test")
+        }
+    assert data.words == expected

@@ -192,3 +192,29 @@ def test_annealed_loss_weights_the_kl_and_reports_beta(tiny_vae):
     assert float(middle) == pytest.approx(
         float(middle_metrics["reconstruction"]) + 0.5 * 2 * float(middle_metrics["kl"]) / tokens, rel=1e-5
     )
+
+
+def _masked_nll(model, head, params, batch, z):
+    """Σ over unmasked targets of −log p(y_t | y_<t, z), from the head's log-probabilities, in numpy."""
+    hidden = decoder_hidden(model, params, batch["inputs"], jnp.asarray(z, jnp.float32), jax.random.key(0), train=False)
+    log_probs = np.asarray(token_log_probs(model, head, params, hidden), np.float64)
+    targets, mask = np.asarray(batch["targets"]), np.asarray(batch["mask"])
+    return -(np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0] * mask).sum()
+
+
+@pytest.mark.slow
+def test_the_reconstruction_gap_is_the_nll_given_a_prior_z_less_the_nll_given_a_posterior_z(tiny_vae):
+    model, head, params, batch = tiny_vae
+    key = jax.random.key(9)
+    posterior_key, prior_key = jax.random.split(key)
+    mean, log_variance = (np.asarray(x, np.float64) for x in posterior(model, params, batch))
+    z_posterior = mean + np.exp(0.5 * log_variance) * np.asarray(jax.random.normal(posterior_key, mean.shape))
+    z_prior = np.asarray(jax.random.normal(prior_key, mean.shape))
+    expected_prior = _masked_nll(model, head, params, batch, z_prior)
+    expected_gap = expected_prior - _masked_nll(model, head, params, batch, z_posterior)
+
+    bound, _, further = jax.jit(lambda p: VAE().eval_sums(model, head, p, batch, key, ids=SPECIAL_IDS))(params)
+
+    assert float(further["prior_nll"]) == pytest.approx(expected_prior, rel=1e-5)
+    gap = float(further["prior_nll"]) - (float(bound) - float(further["kl"]))
+    assert gap == pytest.approx(expected_gap, rel=1e-4, abs=1e-4)

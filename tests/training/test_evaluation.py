@@ -55,3 +55,24 @@ def test_evaluate_weights_every_token_of_the_split_alike_across_batches_of_unequ
     np.testing.assert_allclose(result["nll"], total / tokens, rtol=1e-6)
     np.testing.assert_allclose(result["token_perplexity"], np.exp(total / tokens), rtol=1e-6)
     np.testing.assert_allclose(result["word_perplexity"], np.exp(total / exp.data.words["valid"]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word"])
+def test_a_translation_splits_word_perplexity_spreads_its_summed_nll_over_the_reference_words(tmp_path, tokenizer):
+    for split, (en, de) in {"train": ("a b\nc\n", "x y\nz\n"), "dev": ("a\nb c\n", "x y z\nz\n")}.items():
+        (tmp_path / f"{split}.en").write_text(en)
+        (tmp_path / f"{split}.de").write_text(de)
+    cfg = tiny_config(
+        "model.kind=transformer_seq2seq",
+        "data.kind=parallel",
+        f"data.tokenizer={tokenizer}",
+        f"data.train={tmp_path / 'train'}",
+        f"data.valid={tmp_path / 'dev'}",
+    )
+    exp = build_experiment(cfg)
+
+    result = evaluate(cfg, exp.data, "valid", lambda batch: (0.5 * batch["mask"].sum(), batch["mask"].sum()))
+
+    words = 3 + 1 + 2  # "x y z", "z" and one `</s>` per reference
+    total = 0.5 * result["tokens"]
+    np.testing.assert_allclose(result["word_perplexity"], np.exp(total / words), rtol=1e-6)

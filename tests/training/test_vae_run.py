@@ -3,13 +3,21 @@ generation from the prior with each decoder, and latent interpolation."""
 
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import tiny
+from helpers import tiny, tiny_config
 
 from seqjax.cli import main
+from seqjax.data.vocab import EOS_ID
+from seqjax.model_head import init_params
+from seqjax.objectives.vae import posterior
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.features.interpolation import posterior_means
 
 VAE_RUN = (
+    "data.seq_len=128",  # a row holds one whole sentence; the grammar's longest has about 100 characters
     "model.kind=rnn_vae",
     "objective.kind=vae",
     "model.latent_size=4",
@@ -44,6 +52,39 @@ def test_a_run_logs_the_kl_and_reports_the_bound(vae_run):
     rows = -valid["nll"] * valid["tokens"] / valid["elbo"]
     assert rows == pytest.approx(round(rows), abs=1e-3)
     assert (valid["nll"] - valid["reconstruction_nll"]) * valid["tokens"] == pytest.approx(valid["kl"] * rows, rel=1e-4)
+    gap = (valid["prior_reconstruction_nll"] - valid["reconstruction_nll"]) * valid["tokens"]
+    assert valid["reconstruction_gap"] * rows == pytest.approx(gap, rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_evaluation_scores_each_sentence_in_a_row_of_its_own_and_no_padding(vae_run):
+    valid = json.loads((vae_run / "summary.json").read_text())["valid"]
+    stream = build_experiment(tiny_config(*VAE_RUN)).stream.splits["valid"]
+    rows = -valid["nll"] * valid["tokens"] / valid["elbo"]
+    assert valid["tokens"] == len(stream)  # every token of the split, no slot of padding
+    assert round(rows) == np.sum(stream == EOS_ID)  # one row per sentence
+
+
+@pytest.fixture(scope="module")
+def initialized_vae():
+    exp = build_experiment(tiny_config(*VAE_RUN))
+    batch = {k: jnp.asarray(v) for k, v in exp.train_batches().batch(0).items()}
+    return exp, init_params(exp.model, exp.head, jax.random.key(0), batch), batch
+
+
+def test_interpolation_encodes_a_sentence_as_its_training_row_does(initialized_vae):
+    exp, params, batch = initialized_vae
+    targets, mask = np.asarray(batch["targets"][0]), np.asarray(batch["mask"][0])
+    assert targets[int(mask.sum()) - 1] == EOS_ID and np.sum(targets == EOS_ID) == 1  # the row is one sentence
+    sentence = exp.tokenizer.decode(targets[: int(mask.sum()) - 1].tolist())
+    mean, _ = posterior(exp.model, params, batch)
+    np.testing.assert_allclose(posterior_means(exp, params, [sentence])[0], mean[0], rtol=1e-6, atol=1e-6)
+
+
+def test_a_sentence_to_interpolate_longer_than_a_row_is_refused(initialized_vae):
+    exp, params, _ = initialized_vae
+    with pytest.raises(ValueError, match="the sentences to interpolate has 1 line.* longer than data.seq_len=128"):
+        posterior_means(exp, params, ["a" * 128])
 
 
 @pytest.mark.slow

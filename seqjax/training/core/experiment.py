@@ -28,6 +28,7 @@ from seqjax.data import (
     load_tokenizer,
 )
 from seqjax.data.batching import pair_positions
+from seqjax.data.line_rows import LineBatches, check_lines_fit
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.sources import to_stderr
 from seqjax.data.token_budget import TokenBudgetBatches
@@ -39,6 +40,7 @@ from seqjax.models import (
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     build_model,
+    is_latent,
     is_seq2seq,
     readable_length,
     resolved_kernel,
@@ -155,7 +157,8 @@ class Experiment:
     def train_batches(self, row_multiple: int = 1):
         """The train split's batches: bucketed pairs (train.batch_size of them, or as many as
         data.max_tokens holds, in a multiple of `row_multiple` rows), packed pairs
-        (data.packing), chunked or packed lines."""
+        (data.packing), rows of one line each (a latent-variable model: `LineBatches`), chunked
+        or packed lines."""
         c = self.cfg
         if self.is_seq2seq:
             src, tgt = self.pairs.splits["train"]
@@ -164,6 +167,8 @@ class Experiment:
             if c.data.max_tokens:
                 return TokenBudgetBatches(src, tgt, c.data.max_tokens, c.data.buckets, c.train.seed, row_multiple)
             return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
+        if is_latent(c.model):
+            return LineBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
         if c.data.packing:
             return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
         return LMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
@@ -251,6 +256,9 @@ def build_experiment(
     data = load_data(cfg.data, tokenizers, fingerprint=fingerprint, echo=echo, splits=splits)
     if isinstance(data, ParallelData):
         check_evaluated_pairs_fit(cfg, data)
+    elif is_latent(cfg.model):  # its rows are whole lines: each must fit one, in every split
+        for split, stream in data.splits.items():
+            check_lines_fit(stream, cfg.data.seq_len, f"data.{split}")
     vocab = data.tokenizer.vocab
     src_vocab_size = data.src_tokenizer.vocab.size if isinstance(data, ParallelData) else None
     model, head, objective = build_parts(cfg, vocab.size, np.asarray(vocab.counts), mesh, src_vocab_size)

@@ -7,8 +7,9 @@ run's jitted eval step, the n-gram's host scorer), and turns the totals into the
 The two perplexities spread the same total NLL (nats) over different counts:
 token_perplexity = exp(NLL / target tokens), every token the model predicts, the `</s>`
 ending each line (LM) or target (seq2seq) included; word_perplexity = exp(NLL / words), the
-split's whitespace-separated words plus one `</s>` per line (the Penn Treebank convention),
-the same count whatever the tokenizer, so char, word and BPE models compare on it.
+split's whitespace-separated words (of the reference targets, seq2seq) plus one `</s>` per line
+or pair (the Penn Treebank convention), the same count whatever the tokenizer, so char, word
+and BPE models, or runs that each built their own BPE, compare on it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import numpy as np
 from seqjax.config import Config
 from seqjax.contracts import Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
+from seqjax.data.line_rows import line_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
-from seqjax.models import generates, readable_length
+from seqjax.models import generates, is_latent, readable_length
 from seqjax.training.features.generation import lm_samples, translate
 from seqjax.training.features.task_reports import task_report
 
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
 
 # batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a latent-variable
-# model's scorer gives Σ −ELBO as the NLL and adds {"kl": Σ KL, "rows": rows with tokens}; the
+# model's scorer gives Σ −ELBO as the NLL and adds {"kl", "rows", "prior_nll"} (`VAE.eval_sums`); the
 # BiLM's gives its forward LM's NLL and adds {"backward_nll": its backward LM's}; an encoder's
 # gives the NLL and count of its masked tokens and adds {"positions": every valid position}.
 Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
@@ -41,13 +43,17 @@ Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterator[dict[str, np.ndarray]]:
     """The batches of `split` in which every target is scored once (LM: `lm_eval_batches`,
     consecutive chunks of the stream, or with data.packing `packed_lm_eval_batches`, each line
-    alone from its start as the model was trained; seq2seq: `seq2seq_eval_batches`), the first
-    train.eval_batches of them when that is > 0."""
+    alone from its start as the model was trained, or for a latent-variable model
+    `line_eval_batches`, a row per line as it trains; seq2seq: `seq2seq_eval_batches`), the
+    first train.eval_batches of them when that is > 0."""
     batches: Iterator[dict[str, np.ndarray]]
     if holds_pairs(cfg.data):
         src, tgt = cast(ParallelData, data).splits[split]
         limit = readable_length(cfg.model)
         batches = (batch for batch, _ in seq2seq_eval_batches(src, tgt, cfg.train.batch_size, cfg.data.buckets, limit))
+    elif is_latent(cfg.model):
+        stream = cast(LMData, data).splits[split]
+        batches = line_eval_batches(stream, cfg.train.batch_size, cfg.data.seq_len, f"data.{split}")
     else:
         lm_batches = packed_lm_eval_batches if cfg.data.packing else lm_eval_batches
         batches = lm_batches(cast(LMData, data).splits[split], cfg.train.batch_size, cfg.data.seq_len)
@@ -57,10 +63,12 @@ def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterat
 def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer) -> dict[str, float]:
     """Exact perplexity of `split`: the scorer's NLL summed over `eval_batches`.
 
-    Returns nll (mean per target token, nats), token_perplexity, tokens, and for LM corpora
-    scored whole the word_perplexity (the same total NLL spread over the split's words). For
+    Returns nll (mean per target token, nats), token_perplexity, tokens, and for splits scored
+    whole the word_perplexity (the same total NLL spread over the split's words). For
     a latent-variable model nll is −ELBO per token (so both perplexities are upper bounds),
-    with kl and elbo in nats per row and reconstruction_nll per token beside it; for the BiLM
+    with kl and elbo in nats per row, reconstruction_nll (z from the posterior) and
+    prior_reconstruction_nll (z from the prior) per token, and reconstruction_gap, their
+    difference in nats per row: the information in z that the decoder uses; for the BiLM
     nll is the forward LM's, with backward_nll and backward_token_perplexity beside it; for an
     encoder nll and token_perplexity are over masked tokens only, with masked_fraction.
     """
@@ -75,6 +83,8 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
             kl=sums["kl"] / max(sums["rows"], 1.0),
             elbo=-nll_sum / max(sums["rows"], 1.0),
             reconstruction_nll=(nll_sum - sums["kl"]) / max(tokens, 1.0),
+            prior_reconstruction_nll=sums["prior_nll"] / max(tokens, 1.0),
+            reconstruction_gap=(sums["prior_nll"] - (nll_sum - sums["kl"])) / max(sums["rows"], 1.0),
         )
     if "positions" in sums:
         result["masked_fraction"] = tokens / max(sums["positions"], 1.0)
@@ -98,6 +108,7 @@ def describe_metrics(result: dict[str, float]) -> str:
         line += f"; backward LM per-token perplexity {result['backward_token_perplexity']:,.4g}"
     if "kl" in result:
         line += f"; bounds from the ELBO {result['elbo']:.4g} nats per row, of which KL {result['kl']:.4g}"
+        line += f"; z from the prior costs the decoder {result['reconstruction_gap']:.4g} nats per row"
     return line
 
 

@@ -10,8 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax.contracts import SPECIAL_IDS, Params
+from seqjax.data.line_rows import LineBatches
 from seqjax.models import is_latent
 from seqjax.models.vae import interpolate_latents
+from seqjax.objectives.vae import posterior
 from seqjax.training.features.generation import DecodeOptions, decode_prompts, one_line
 
 if TYPE_CHECKING:
@@ -19,15 +21,13 @@ if TYPE_CHECKING:
 
 
 def posterior_means(exp: Experiment, params: Params, texts: list[str]) -> jax.Array:
-    """The posterior mean of q(z | x) [N, Z] float32 for each text, read as a line of the
-    training stream reads: its tokens then `</s>`."""
-    rows = [(*exp.tokenizer.encode(text), SPECIAL_IDS.eos) for text in texts]
-    length = max(len(row) for row in rows)
-    tokens = np.full((len(rows), length), SPECIAL_IDS.pad, np.int32)
-    for i, row in enumerate(rows):
-        tokens[i, : len(row)] = row
-    mask = jnp.asarray(tokens != SPECIAL_IDS.pad)
-    mean, _ = exp.model.apply({"params": params["model"]}, jnp.asarray(tokens), mask, method="encode")
+    """The posterior mean of q(z | x) [N, Z] float32 for each text, read in the row a line of
+    the corpus trains in (`LineBatches`: its tokens then `</s>`, padded to data.seq_len); a
+    text longer than that row is refused, as a line of the corpus is."""
+    stream = np.array([i for text in texts for i in (*exp.tokenizer.encode(text), SPECIAL_IDS.eos)], np.int32)
+    lines = LineBatches(stream, 1, exp.cfg.data.seq_len, seed=0, name="the sentences to interpolate")
+    batch = lines.rows(np.arange(lines.num_rows))
+    mean, _ = posterior(exp.model, params, {k: jnp.asarray(v) for k, v in batch.items()})
     return mean
 
 
