@@ -12,7 +12,9 @@ translation model from it; random fine-tunes from a random encoder. A cell's see
 pre-training and its fine-tuning train.seed. Pre-training reads the English side of the gettext
 train split (`mt/gettext-en-de/train.en`, dev.en for validation) in rows of 64 BPE tokens cut
 from the concatenated lines, with the encoder of `gettext_transformer.py` (3 pre-LN layers,
-d_model 256, 4 heads, d_ff 1024); ELECTRA's generator is one block `--generator-width` as wide
+d_model 256, 4 heads, d_ff 1024) with rotary positions, which every fine-tuned model shares (with
+sinusoidal positions small encoders stay at the unigram plateau, and ELECTRA's discriminator at its
+base rate, far longer: RESULTS.md); ELECTRA's generator is one block `--generator-width` as wide
 (Clark et al. 2020: 1/4 to 1/2). Both pre-trainings get the same steps of the same batches (equal
 tokens); ELECTRA's step costs more (generator and discriminator), its wall time is reported
 beside. Each fine-tuning run is `gettext_transformer.py` at `--finetune-steps` steps (its schedule
@@ -55,7 +57,7 @@ def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> 
         vocab_size=8000,
         seq_len=64,
     )
-    encoder = gettext_transformer.get_config().model
+    encoder = dataclasses.replace(gettext_transformer.get_config().model, positions="rope")
     if kind == "masked_lm":
         model = dataclasses.replace(encoder, kind="transformer_encoder")
     else:
@@ -73,8 +75,10 @@ def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> 
 
 
 def finetuning_config(steps: int, encoder: str) -> Config:
-    """gettext_transformer.py at `steps` steps, its encoder from the run in `encoder` ('' = random)."""
+    """gettext_transformer.py with rotary positions (those its encoder was pre-trained with) at `steps`
+    steps, its encoder from the run in `encoder` ('' = random)."""
     base = gettext_transformer.get_config()
+    base = dataclasses.replace(base, model=dataclasses.replace(base.model, positions="rope"))
     optim = dataclasses.replace(base.optim, warmup_steps=min(base.optim.warmup_steps, steps // 5))
     train = dataclasses.replace(
         base.train, steps=steps, eval_every=0, checkpoint_every=steps, num_printed_samples=0, init_encoder_from=encoder
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir-root", default=os.path.join("runs", "pretrained_encoders"))
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--seeds", default="0,1,2", help="train.seed of pre-training and fine-tuning, comma-separated")
-    parser.add_argument("--pretrain-steps", type=int, default=4000)
+    parser.add_argument("--pretrain-steps", type=int, default=3000)
     parser.add_argument("--finetune-steps", type=int, default=1500)
     parser.add_argument("--generator-width", type=float, default=0.25, help="ELECTRA's generator width, a fraction")
     parser.add_argument("--pretrain-set", nargs="*", default=[], help="config overrides KEY=VALUE of pre-training")

@@ -98,10 +98,12 @@ def generator_config(cfg: Any) -> Any:
         )
     heads = max(1, int(cfg.num_heads * width))
     kv_heads = max(1, int(cfg.kv_heads * width)) if cfg.kv_heads else 0
-    if round(d_model) % heads or (kv_heads and heads % kv_heads):
+    head_width = round(d_model) // heads
+    if round(d_model) % heads or (kv_heads and heads % kv_heads) or (cfg.positions == "rope" and head_width % 2):
         raise ValueError(
             f"model.generator_width={width} gives a generator of d_model {round(d_model)}, {heads} heads and "
-            f"{kv_heads or heads} key/value heads: d_model must divide into the heads and they into groups"
+            f"{kv_heads or heads} key/value heads: d_model must divide into the heads (of even width for rope) "
+            "and they into groups"
         )
     return dataclasses.replace(
         cfg,

@@ -118,6 +118,11 @@ def test_a_generator_width_outside_the_rule_is_refused(width):
         build_model(dataclasses.replace(TINY, generator_width=width), V)
 
 
+def test_a_generator_whose_heads_rope_cannot_turn_is_refused():
+    with pytest.raises(ValueError, match="model.generator_width=0.0625 .* even width for rope"):
+        build_model(dataclasses.replace(TINY, generator_width=0.0625, positions="rope"), V)  # one head of width 1
+
+
 @pytest.mark.slow
 def test_eval_detection_sums_count_the_replaced_tokens_the_discriminator_finds(tiny_electra):
     model, head, params, batch = tiny_electra
