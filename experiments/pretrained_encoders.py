@@ -1,20 +1,28 @@
 """Masked-LM (BERT) against ELECTRA pre-training of a Transformer encoder, each then starting the
 encoder of the gettext en→de Transformer encoder–decoder; a random init is the control.
 
-    SEQJAX_DATA=/path/to/corpora python experiments/pretrained_encoders.py [--workdir runs/pretrained_encoders]
-        [--mlm-steps 300] [--electra-steps 180] [--finetune-steps 500]
+One (variant, seed) cell per process, then the tables from the finished runs:
 
-Pre-training reads the English side of the gettext train split (`mt/gettext-en-de/train.en`,
-dev.en for validation) in rows of 64 BPE tokens cut from the concatenated lines (BERT's rows
-also span sentences; the translation encoder then reads one line at a time), with the encoder of
-`gettext_transformer.py` (3 pre-LN layers, d_model 256, 4 heads, d_ff 1024). Both runs get
-the same wall time on one core: ELECTRA's step also runs a one-block generator and the
-discriminator, so it takes fewer steps (the defaults; the step times are in each run's
-train_seconds.json). Each fine-tuning run is `gettext_transformer.py` at `--finetune-steps`
-steps (its schedule scaled to them), started from the pre-trained encoder with
-`train.init_encoder_from`, or from scratch. The script prints test BLEU (greedy), ROUGE-L
-and perplexity next to copy-the-source, and writes them to WORKDIR/table.md; finished runs
-are read, not retrained.
+    SEQJAX_DATA=/path/to/corpora python experiments/pretrained_encoders.py --variants electra --seeds 0 \
+        --workdir-root runs/pretrained_encoders
+    python experiments/pretrained_encoders.py --report --seeds 0,1,2 --workdir-root runs/pretrained_encoders
+
+Variants: masked_lm and electra pre-train an encoder (`--pretrain-steps`) and fine-tune the
+translation model from it; random fine-tunes from a random encoder. A cell's seed is both its
+pre-training and its fine-tuning train.seed. Pre-training reads the English side of the gettext
+train split (`mt/gettext-en-de/train.en`, dev.en for validation) in rows of 64 BPE tokens cut
+from the concatenated lines, with the encoder of `gettext_transformer.py` (3 pre-LN layers,
+d_model 256, 4 heads, d_ff 1024) with rotary positions, which every fine-tuned model shares (with
+sinusoidal positions small encoders stay at the unigram plateau, and ELECTRA's discriminator at its
+base rate, far longer: RESULTS.md); ELECTRA's generator is one block `--generator-width` as wide
+(Clark et al. 2020: 1/4 to 1/2). Both pre-trainings get the same steps of the same batches (equal
+tokens); ELECTRA's step costs more (generator and discriminator), its wall time is reported
+beside. Each fine-tuning run is `gettext_transformer.py` at `--finetune-steps` steps (its schedule
+scaled to them), started with `train.init_encoder_from`. The report gives mean ± half the range
+over seeds of the test masked-token perplexity, the ELECTRA discriminator's test detection
+metrics (accuracy, precision, recall, AUC, loss beside the base rate's), and test BLEU (greedy),
+ROUGE-L and perplexity of each fine-tuned model next to copy-the-source; it also writes
+WORKDIR_ROOT/table.md. `--pretrain-set` and `--finetune-set` add config overrides (smoke tests).
 """
 
 from __future__ import annotations
@@ -27,15 +35,18 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
-from sweeps import publish_table, trained_summary  # noqa: E402
+from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
+from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, DataConfig, HeadConfig, OptimConfig, TrainConfig  # noqa: E402
 from seqjax.objectives import ObjectiveConfig  # noqa: E402
 
 PRETRAINING = ("masked_lm", "electra")
+VARIANTS = ("random", *PRETRAINING)
+DETECTION = ("accuracy", "precision", "recall", "auc", "loss", "base_rate", "base_rate_loss")
 
 
-def pretraining_config(kind: str, steps: int) -> Config:
+def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> Config:
     """The encoder-only run of `kind` (masked_lm | electra) on the English side of gettext."""
     data = DataConfig(
         kind="text",
@@ -46,21 +57,28 @@ def pretraining_config(kind: str, steps: int) -> Config:
         vocab_size=8000,
         seq_len=64,
     )
-    encoder = gettext_transformer.get_config().model
-    model = dataclasses.replace(encoder, kind="transformer_encoder" if kind == "masked_lm" else "electra")
+    encoder = dataclasses.replace(gettext_transformer.get_config().model, positions="rope")
+    if kind == "masked_lm":
+        model = dataclasses.replace(encoder, kind="transformer_encoder")
+    else:
+        model = dataclasses.replace(encoder, kind="electra", generator_width=generator_width)
     return Config(
         data=data,
         model=model,
         head=HeadConfig(kind="full", tied=True),
         objective=ObjectiveConfig(kind=kind),
         optim=OptimConfig(learning_rate=1e-3, warmup_steps=min(200, steps // 5), schedule="cosine"),
-        train=TrainConfig(steps=steps, batch_size=64, eval_every=0, checkpoint_every=steps, log_every=50),
+        train=TrainConfig(
+            steps=steps, batch_size=64, eval_every=max(steps // 4, 1), checkpoint_every=steps, log_every=50
+        ),
     )
 
 
 def finetuning_config(steps: int, encoder: str) -> Config:
-    """gettext_transformer.py at `steps` steps, its encoder from the run in `encoder` ('' = random)."""
+    """gettext_transformer.py with rotary positions (those its encoder was pre-trained with) at `steps`
+    steps, its encoder from the run in `encoder` ('' = random)."""
     base = gettext_transformer.get_config()
+    base = dataclasses.replace(base, model=dataclasses.replace(base.model, positions="rope"))
     optim = dataclasses.replace(base.optim, warmup_steps=min(base.optim.warmup_steps, steps // 5))
     train = dataclasses.replace(
         base.train, steps=steps, eval_every=0, checkpoint_every=steps, num_printed_samples=0, init_encoder_from=encoder
@@ -92,41 +110,131 @@ def seconds(run_dir: str) -> float:
         return json.load(f)["seconds"]
 
 
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """Where the cells live and how their configs are made from the flags."""
+
+    root: str
+    pretrain_steps: int
+    finetune_steps: int
+    generator_width: float
+    pretrain_sets: tuple[str, ...] = ()
+    finetune_sets: tuple[str, ...] = ()
+
+    def pretrain_dir(self, kind: str, seed: int) -> str:
+        return os.path.join(self.root, f"pretrain-{kind}-seed{seed}")
+
+    def finetune_dir(self, variant: str, seed: int) -> str:
+        return os.path.join(self.root, f"finetune-{variant}-seed{seed}")
+
+    def pretrain_config(self, kind: str, seed: int) -> Config:
+        base = pretraining_config(kind, self.pretrain_steps, self.generator_width)
+        return config_lib.override(base, [*self.pretrain_sets, f"train.seed={seed}"])
+
+    def finetune_config(self, variant: str, seed: int) -> Config:
+        encoder = "" if variant == "random" else self.pretrain_dir(variant, seed)
+        base = finetuning_config(self.finetune_steps, encoder)
+        return config_lib.override(base, [*self.finetune_sets, f"train.seed={seed}"])
+
+    def run_cell(self, variant: str, seed: int) -> None:
+        """Pre-trains (unless random) and fine-tunes the cell, then scores its test translations."""
+        if variant != "random":
+            trained_summary(self.pretrain_config(variant, seed), self.pretrain_dir(variant, seed), f"{variant} {seed}")
+        run_dir = self.finetune_dir(variant, seed)
+        trained_summary(self.finetune_config(variant, seed), run_dir, f"fine-tuning from {variant} {seed}")
+        test_scores(run_dir)
+
+    def finished(self, variant: str, seed: int) -> tuple[dict | None, dict] | None:
+        """(pre-training test results or None for random, fine-tuning scores) of a finished cell, else None."""
+        pretrained = None
+        if variant != "random":
+            summary = finished_summary(self.pretrain_dir(variant, seed), self.pretrain_config(variant, seed))
+            if summary is None:
+                return None
+            pretrained = dict(summary["test"], seconds=seconds(self.pretrain_dir(variant, seed)))
+        run_dir = self.finetune_dir(variant, seed)
+        if finished_summary(run_dir, self.finetune_config(variant, seed)) is None:
+            return None
+        if not os.path.isfile(os.path.join(run_dir, "scores.json")):
+            return None
+        return pretrained, test_scores(run_dir)
+
+
+def report(sweep: Sweep, seeds: list[int]) -> str:
+    """The tables of the finished cells (the unfinished ones are named under them)."""
+    cells = {v: [c for s in seeds if (c := sweep.finished(v, s)) is not None] for v in VARIANTS}
+    missing = [f"{v}-seed{s}" for v in VARIANTS for s in seeds if sweep.finished(v, s) is None]
+    data = sweep.pretrain_config("masked_lm", 0)
+    lines = [
+        f"| pre-training, {sweep.pretrain_steps} steps × {data.train.batch_size * data.data.seq_len:,} tokens | seeds "
+        "| test masked-token perplexity | wall time (min) |",
+        "|---|---|---|---|",
+    ]
+    for kind in PRETRAINING:
+        if cells[kind]:
+            runs = [p for p, _ in cells[kind]]
+            ppl = format_cell([p["token_perplexity"] for p in runs], 1)
+            lines.append(f"| {kind} | {len(runs)} | {ppl} | {format_cell([p['seconds'] / 60 for p in runs], 1)} |")
+    if cells["electra"]:
+        runs = [p for p, _ in cells["electra"]]
+        lines += [
+            "",
+            "| ELECTRA discriminator, test | " + " | ".join(DETECTION) + " |",
+            "|---" * (len(DETECTION) + 1) + "|",
+            f"| {len(runs)} seeds | "
+            + " | ".join(format_cell([p[f"discriminator_{m}"] for p in runs]) for m in DETECTION)
+            + " |",
+        ]
+    lines += [
+        "",
+        f"| encoder of the en→de Transformer ({sweep.finetune_steps} steps) | seeds | test BLEU, greedy "
+        "| test ROUGE-L | test perplexity |",
+        "|---|---|---|---|---|",
+    ]
+    first = next((scores for runs in cells.values() for _, scores in runs), None)
+    if first is not None:
+        lines.append(f"| copy the source | - | {first['copy_bleu']:.2f} | {first['copy_rougeL']:.3f} | - |")
+    for variant in VARIANTS:
+        if cells[variant]:
+            scores = [s for _, s in cells[variant]]
+            measures = [
+                format_cell([s[m] for s in scores], d) for m, d in (("bleu", 2), ("rougeL", 3), ("perplexity", 1))
+            ]
+            lines.append(f"| {variant} | {len(scores)} | {' | '.join(measures)} |")
+    if missing:
+        lines.append(f"\nnot finished: {', '.join(missing)}")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", default=os.path.join("runs", "pretrained_encoders"))
-    parser.add_argument("--mlm-steps", type=int, default=300)
-    parser.add_argument("--electra-steps", type=int, default=180)
-    parser.add_argument("--finetune-steps", type=int, default=500)
+    parser.add_argument("--workdir-root", default=os.path.join("runs", "pretrained_encoders"))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--seeds", default="0,1,2", help="train.seed of pre-training and fine-tuning, comma-separated")
+    parser.add_argument("--pretrain-steps", type=int, default=3000)
+    parser.add_argument("--finetune-steps", type=int, default=1500)
+    parser.add_argument("--generator-width", type=float, default=0.25, help="ELECTRA's generator width, a fraction")
+    parser.add_argument("--pretrain-set", nargs="*", default=[], help="config overrides KEY=VALUE of pre-training")
+    parser.add_argument("--finetune-set", nargs="*", default=[], help="config overrides KEY=VALUE of fine-tuning")
+    parser.add_argument("--report", action="store_true", help="print the tables of finished runs, train nothing")
     args = parser.parse_args(argv)
-    for flag in ("mlm_steps", "electra_steps", "finetune_steps"):
+    for flag in ("pretrain_steps", "finetune_steps"):
         if getattr(args, flag) < 10:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 10, got {getattr(args, flag)}")
-    pretrained = {}
-    for kind, steps in zip(PRETRAINING, (args.mlm_steps, args.electra_steps), strict=True):
-        run_dir = os.path.join(args.workdir, kind)
-        summary = trained_summary(pretraining_config(kind, steps), run_dir, f"pre-training {kind}")
-        pretrained[kind] = (run_dir, summary["test"]["token_perplexity"], seconds(run_dir), steps)
-    rows = []
-    for name, encoder in (("random init", ""), *((kind, pretrained[kind][0]) for kind in PRETRAINING)):
-        run_dir = os.path.join(args.workdir, "finetune-" + name.replace(" ", "_"))
-        trained_summary(finetuning_config(args.finetune_steps, encoder), run_dir, f"fine-tuning from {name}")
-        rows.append((name, test_scores(run_dir), seconds(run_dir)))
-    lines = [
-        "| pre-training | steps | wall time | test masked-token perplexity |",
-        "|---|---|---|---|",
-        *(f"| {k} | {p[3]} | {p[2] / 60:.1f} min | {p[1]:.2f} |" for k, p in pretrained.items()),
-        "",
-        f"| encoder of the en→de Transformer ({args.finetune_steps} steps) | test BLEU, greedy | test ROUGE-L "
-        "| test perplexity | fine-tuning wall time |",
-        "|---|---|---|---|---|",
-        f"| copy the source | {rows[0][1]['copy_bleu']:.2f} | {rows[0][1]['copy_rougeL']:.3f} | - | - |",
-        *(
-            f"| {n} | {s['bleu']:.2f} | {s['rougeL']:.3f} | {s['perplexity']:.1f} | {t / 60:.1f} min |"
-            for n, s, t in rows
-        ),
-    ]
-    publish_table("\n".join(lines) + "\n", args.workdir)
+    seeds, variants = parse_seeds(args.seeds), parse_names(args.variants, VARIANTS, "--variants")
+    sweep = Sweep(
+        args.workdir_root,
+        args.pretrain_steps,
+        args.finetune_steps,
+        args.generator_width,
+        tuple(args.pretrain_set),
+        tuple(args.finetune_set),
+    )
+    if not args.report:
+        for variant in variants:
+            for seed in seeds:
+                sweep.run_cell(variant, seed)
+    publish_table(report(sweep, seeds), args.workdir_root)
 
 
 if __name__ == "__main__":

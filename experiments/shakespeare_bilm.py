@@ -8,18 +8,34 @@ The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`
 
 Each direction is the LSTM of `shakespeare_lstm.py` (2 layers of 256 units), with its data,
 optimizer and 1,200 steps, so the forward direction's perplexity compares with that run's;
-the summary reports both directions' exact per-character perplexities.
+the summary reports both directions' exact per-character perplexities. On a row the backward
+LM is the forward one's mirror image (`seqjax.objectives.bidirectional`): each reads one real
+character at the row's edge it starts from and scores as many characters as the other.
+
+The seed sweep, one (variant, seed) cell per process, then the table from finished runs:
+
+    python experiments/shakespeare_bilm.py --variants bilm --seeds 0 --workdir-root runs/bilm
+    python experiments/shakespeare_bilm.py --variants lstm --seeds 0 --workdir-root runs/bilm
+    python experiments/shakespeare_bilm.py --report --seeds 0,1,2 --workdir-root runs/bilm
+
+(variant bilm is this config, lstm is `shakespeare_lstm.py` alone; `--set` overrides apply to
+both, e.g. `--set train.steps=4` for a smoke test.)
 """
 
+import argparse
 import dataclasses
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shakespeare_lstm  # noqa: E402
+from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
+from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config  # noqa: E402
 from seqjax.objectives import ObjectiveConfig  # noqa: E402
+
+VARIANTS = ("bilm", "lstm")
 
 
 def get_config() -> Config:
@@ -29,3 +45,68 @@ def get_config() -> Config:
         model=dataclasses.replace(base.model, kind="bilm"),
         objective=ObjectiveConfig(kind="bidirectional_lm"),
     )
+
+
+def cell_config(variant: str, seed: int, sets: list[str]) -> Config:
+    """The run of `variant` (bilm | lstm) at train.seed=`seed`, with the `--set` overrides."""
+    base = get_config() if variant == "bilm" else shakespeare_lstm.get_config()
+    return config_lib.override(base, [*sets, f"train.seed={seed}"])
+
+
+def cell_dir(root: str, variant: str, seed: int) -> str:
+    return os.path.join(root, f"{variant}-seed{seed}")
+
+
+def report(root: str, seeds: list[int], sets: list[str]) -> str:
+    """The table of the finished runs under `root` (seeds not finished are left out and counted)."""
+    ppl: dict[str, dict[str, list[float]]] = {}
+    missing = []
+    for variant in VARIANTS:
+        for seed in seeds:
+            summary = finished_summary(cell_dir(root, variant, seed), cell_config(variant, seed, sets))
+            if summary is None:
+                missing.append(f"{variant}-seed{seed}")
+                continue
+            for split in ("valid", "test"):
+                rows = {"forward": summary[split]["token_perplexity"]}
+                if variant == "bilm":
+                    rows["backward"] = summary[split]["backward_token_perplexity"]
+                    rows["gap"] = rows["backward"] / rows["forward"] - 1
+                for name, value in rows.items():
+                    ppl.setdefault(f"{variant} {name}", {}).setdefault(split, []).append(value)
+    labels = {
+        "lstm forward": "LSTM LM alone, 2 × 256",
+        "bilm forward": "BiLM, forward direction",
+        "bilm backward": "BiLM, backward direction",
+        "bilm gap": "backward / forward − 1",
+    }
+    lines = ["| model | seeds | valid ppl | test ppl |", "|---|---|---|---|"]
+    for key, label in labels.items():
+        if key in ppl:
+            percent = key.endswith("gap")
+            cells = [format_cell(ppl[key][split], 2 if percent else 3, percent) for split in ("valid", "test")]
+            lines.append(f"| {label} | {len(ppl[key]['valid'])} | {' | '.join(cells)} |")
+    if missing:
+        lines.append(f"\nnot finished: {', '.join(missing)}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir-root", default=os.path.join("runs", "shakespeare_bilm"))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--seeds", default="0,1,2", help="train.seed values, comma-separated")
+    parser.add_argument("--set", nargs="*", default=[], dest="sets", help="config overrides KEY=VALUE for every run")
+    parser.add_argument("--report", action="store_true", help="print the table of finished runs, train nothing")
+    args = parser.parse_args(argv)
+    seeds, variants = parse_seeds(args.seeds), parse_names(args.variants, VARIANTS, "--variants")
+    if not args.report:
+        for variant in variants:
+            for seed in seeds:
+                cfg = cell_config(variant, seed, args.sets)
+                trained_summary(cfg, cell_dir(args.workdir_root, variant, seed), f"{variant} seed {seed}")
+    publish_table(report(args.workdir_root, seeds, args.sets), args.workdir_root)
+
+
+if __name__ == "__main__":
+    main()

@@ -178,6 +178,12 @@ class ModelConfig:
     generator_layers: int = option(
         1, "electra: blocks of the generator (the discriminator has model.layers)", kinds=("electra",)
     )
+    generator_width: float = option(
+        1.0,
+        "electra: the generator's d_model, d_ff and heads as a fraction of the discriminator's, in (0, 1] "
+        "(Clark et al.: 1/4 to 1/2)",
+        kinds=("electra",),
+    )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
     direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))
 

@@ -222,7 +222,9 @@ class Objective(abc.ABC):
     An objective whose model is scored otherwise than by the exact NLL of the targets (a bound,
     masked positions, a second direction) also has `eval_sums(model, head, params, batch, key,
     *, ids) -> EvalSums`, which the eval step asks for (`seqjax.objectives.eval_sums_of`);
-    without it the eval step sums the head's exact NLL of the targets.
+    without it the eval step sums the head's exact NLL of the targets. Further sums that need
+    more than a division to report (a histogram) are turned into numbers on the host by its
+    `eval_report(sums) -> dict[str, float]`, given the split's totals (`eval_report_of`).
     """
 
     # Whether it feeds the model only gold tokens, so that a packed row's segments stay independent.

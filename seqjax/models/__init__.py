@@ -22,7 +22,7 @@ from seqjax import kinds
 from seqjax.config import ATTENTION, CELLS, ENCODERS, RECURRENT, RNN_ENCODERS, TRANSFORMERS, ModelConfig
 from seqjax.models.attention import KERNELS, resolve_kernel
 from seqjax.models.bilm import BiLM
-from seqjax.models.encoder import ElectraEncoder, TransformerEncoder
+from seqjax.models.encoder import ElectraEncoder, TransformerEncoder, generator_config
 from seqjax.models.ngram import KneserNeyLM
 from seqjax.models.nnlm import NNLM
 from seqjax.models.rnn import RNNLM
@@ -177,6 +177,7 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
         _check_transformer(cfg)
     if cfg.kind == "electra":
         _check_positive("model.generator_layers", cfg.generator_layers)
+        generator_config(cfg)
     if cfg.kind == "nnlm":
         _check_positive("model.context", cfg.context)
     if cfg.kind == "rnn_vae":

@@ -4,9 +4,11 @@ recurrent LM over one token embedding, whose hidden states go to one shared outp
 The forward direction is an ordinary LM (its `__call__` and decode step are `RNNLM`'s, so
 generation and the usual evaluation use it); `backward(tokens)` runs the backward stack
 from the last step to the first, so its state at t has read tokens[t:] and nothing before t.
-The objective `seqjax.objectives.BidirectionalLM` feeds it the targets shifted left, so that
-position t predicts target t from the targets after it. `features(tokens)` concatenates the
-two directions' top states at each token: ELMo's contextual representation.
+The objective `seqjax.objectives.BidirectionalLM` feeds it a row's targets, so that position t
+predicts the input at t (the token before them) from the targets after it: the forward LM's
+mirror image, each direction reading one real token at the row's edge it starts from.
+`features(tokens)` concatenates the two directions' top states at each token: ELMo's
+contextual representation.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ row is an input embedding only.
 `TransformerEncoder` (model.kind=transformer_encoder) gives the hidden states [B, T, D] that
 the head scores at masked positions (`seqjax.objectives.MaskedLM`). `ElectraEncoder`
 (model.kind=electra) is the discriminator, whose `__call__` is the encoder a fine-tuning
-run would reuse, plus a small generator (`model.generator_layers` blocks, the same width,
-sharing the token embedding) and the replaced-token classifier `discriminate`
+run would reuse, plus a small generator (`model.generator_layers` blocks, `model.generator_width`
+of the discriminator's width, sharing the token embedding through a projection in and out when
+narrower, as in Clark et al. 2020) and the replaced-token classifier `discriminate`
 (`seqjax.objectives.Electra`). Neither decodes autoregressively: they have no decode step.
 """
 
@@ -81,15 +82,54 @@ class TransformerEncoder(TokenModel):
         return self._encode(self.encoder, tokens, mask, embedded, train, segment_ids, positions)
 
 
+def generator_config(cfg: Any) -> Any:
+    """The generator's blocks as a config: `cfg.generator_layers` of them, d_model, d_ff and the
+    (key/value) heads scaled by `cfg.generator_width` (heads rounded down, at least one).
+
+    Raises:
+      ValueError: a width outside (0, 1], or one that gives no whole d_model divisible by the heads.
+    """
+    width = cfg.generator_width
+    d_model = cfg.d_model * width if isinstance(width, (int, float)) and not isinstance(width, bool) else 0.0
+    if not 0 < width <= 1 or abs(d_model - round(d_model)) > 1e-6:
+        raise ValueError(
+            f"model.generator_width must be in (0, 1] with model.d_model={cfg.d_model} times it a whole number, "
+            f"got {width!r}"
+        )
+    heads = max(1, int(cfg.num_heads * width))
+    kv_heads = max(1, int(cfg.kv_heads * width)) if cfg.kv_heads else 0
+    head_width = round(d_model) // heads
+    if round(d_model) % heads or (kv_heads and heads % kv_heads) or (cfg.positions == "rope" and head_width % 2):
+        raise ValueError(
+            f"model.generator_width={width} gives a generator of d_model {round(d_model)}, {heads} heads and "
+            f"{kv_heads or heads} key/value heads: d_model must divide into the heads (of even width for rope) "
+            "and they into groups"
+        )
+    return dataclasses.replace(
+        cfg,
+        layers=cfg.generator_layers,
+        d_model=round(d_model),
+        num_heads=heads,
+        kv_heads=kv_heads,
+        d_ff=max(1, round(cfg.d_ff * width)),
+    )
+
+
 class ElectraEncoder(TransformerEncoder):
     """ELECTRA (Clark et al. 2020): the discriminator encoder (`__call__`, cfg.layers blocks)
-    and a generator of `cfg.generator_layers` blocks over the same token embedding."""
+    and a generator (`generator_config`) over the same token embedding; a narrower generator
+    reads the embedding through a linear map to its width and maps its output back to D, where
+    the shared head scores it."""
 
     objective: ClassVar[str] = "electra"
 
     def setup(self):
         super().setup()
-        self.generator_stack = EncoderStack(dataclasses.replace(self.cfg, layers=self.cfg.generator_layers), self.dtype)
+        generator = generator_config(self.cfg)
+        self.generator_stack = EncoderStack(generator, self.dtype)
+        if generator.d_model != self.cfg.d_model:
+            self.generator_in = nn.Dense(generator.d_model, dtype=self.dtype, name="generator_in")
+            self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out")
         self.classifier = nn.Dense(1, dtype=self.dtype, name="classifier")
 
     def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False, segment_ids=None, positions=None):
@@ -104,7 +144,11 @@ class ElectraEncoder(TransformerEncoder):
     def generator(self, tokens, *, mask=None, train: bool = False):
         """The generator's hidden states [B, T, D] float32 for tokens [B, T] int32 (the head
         turns them into its masked-LM distribution)."""
-        return self._encode(self.generator_stack, tokens, mask, None, train, None, None)
+        if self.cfg.generator_width == 1:
+            return self._encode(self.generator_stack, tokens, mask, None, train, None, None)
+        embedded = self.generator_in(self.embedded_targets(tokens, mask, None, self.cfg.max_len))
+        positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
+        return self.generator_out(self.generator_stack(embedded, mask, positions, None, train)).astype(jnp.float32)
 
     def discriminate(self, tokens, *, mask=None, train: bool = False):
         """Replaced-token logits [B, T] float32: log-odds that each token is not the original."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from seqjax.contracts import EvalSums, Model, Objective
 from seqjax.objective_config import ObjectiveConfig
@@ -57,6 +58,14 @@ def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
     return None if kind is None else getattr(OBJECTIVES[kind](), "eval_sums", None)
 
 
+def eval_report_of(model: Any) -> Callable[[dict[str, Any]], dict[str, float]] | None:
+    """What a split's evaluation reports beyond its NLL for a model (instance or class): the
+    `eval_report` of the one objective that trains it, a host function of the split's summed
+    further eval sums to named numbers, or None."""
+    kind = getattr(model, "objective", None)
+    return None if kind is None else getattr(OBJECTIVES[kind], "eval_report", None)
+
+
 def build_objective(cfg: ObjectiveConfig) -> Objective:
     """`cfg.kind`'s objective, its options already checked when `cfg` was built.
 
@@ -87,6 +96,7 @@ __all__ = [
     "TeacherForcing",
     "VAE",
     "build_objective",
+    "eval_report_of",
     "eval_sums_of",
     "exponential_decay",
     "inverse_sigmoid_decay",

@@ -5,7 +5,9 @@ samples at those positions replace the originals, and the discriminator classifi
 valid position of the result as replaced or original. A sample equal to the original token
 counts as original. The generator and the discriminator share the token embedding; the loss
 is generator MLM loss + λ · discriminator loss (λ = 50 in the paper), the discrete samples
-passing no gradient back to the generator.
+passing no gradient back to the generator. Evaluation scores the generator as a masked LM and
+the discriminator as a detector of replaced tokens (`seqjax.metrics.detection`: accuracy,
+precision, recall, AUC and the base rate) on rows corrupted as in training at BERT's 15%.
 """
 
 from __future__ import annotations
@@ -14,18 +16,60 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
+from seqjax.metrics.detection import detection_report, detection_sums
 from seqjax.model_head import head_loss, token_log_probs
 from seqjax.objective_config import ElectraOptions
-from seqjax.objectives.masked_lm import encoded, mask_tokens, masked_nll
+from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll
+
+DETECTION = "discriminator_"  # the prefix of the discriminator's eval sums and of its reported metrics
 
 
 def replaced_labels(corrupted: jax.Array, original: jax.Array, valid: jax.Array) -> jax.Array:
     """The discriminator's targets: [B, T] float32, 1 where a valid token differs from the
     original (corrupted, original [B, T] int32; valid [B, T] bool)."""
     return ((corrupted != original) & valid).astype(jnp.float32)
+
+
+def replace_tokens(
+    model: Model,
+    head: Head,
+    params: Params,
+    original: jax.Array,
+    valid: jax.Array,
+    key: jax.Array,
+    *,
+    ids: SpecialIds,
+    rate: float,
+    temperature: float,
+    train: bool,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The generator's corruption of original [B, T] int32 at valid [B, T] bool positions: a
+    `rate` of them shown as [MASK] and replaced by a sample of the generator's distribution at
+    `temperature` (through which no gradient passes).
+
+    Returns hidden [B, T, D] float32 (the generator's), selected [B, T] bool, corrupted [B, T] int32.
+    """
+    mask_key, sample_key, generator_key = jax.random.split(key, 3)
+    masked, selected = mask_tokens(
+        original, valid, mask_key, ids=ids, vocab_size=model.vocab_size, rate=rate, mask_prob=1.0, random_prob=0.0
+    )
+    hidden = encoded(model, params, masked, valid, generator_key, train=train, method="generator")
+    log_probs = token_log_probs(model, head, jax.lax.stop_gradient(params), jax.lax.stop_gradient(hidden))
+    samples = jax.random.categorical(sample_key, log_probs / temperature)
+    return hidden, selected, jnp.where(selected, samples, original)
+
+
+def discriminator_logits(
+    model: Model, params: Params, corrupted: jax.Array, valid: jax.Array, key: jax.Array, *, train: bool
+) -> jax.Array:
+    """Replaced-token logits [B, T] float32 for corrupted [B, T] int32 with valid [B, T] bool keys."""
+    return model.apply(
+        {"params": params["model"]}, corrupted, mask=valid, train=train, rngs={"dropout": key}, method="discriminate"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +81,36 @@ class Electra(ElectraOptions, Objective):
         self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
     ) -> EvalSums:
         """The generator scored as a masked LM (`masked_nll` through its `generator`), as
-        `MaskedLM.eval_sums`."""
+        `MaskedLM.eval_sums`, and the discriminator's `detection_sums` (prefixed DETECTION) on
+        rows the generator corrupted at EVAL_RATE, sampling at temperature 1."""
         sums = masked_nll(model, head, params, batch, key, ids=ids, method="generator")
-        return sums["nll"], sums["masked"], {"positions": sums["positions"]}
+        original, valid = batch["targets"], batch["mask"] > 0
+        _, _, corrupted = replace_tokens(
+            model,
+            head,
+            params,
+            original,
+            valid,
+            jax.random.fold_in(key, 1),
+            ids=ids,
+            rate=EVAL_RATE,
+            temperature=1.0,
+            train=False,
+        )
+        logits = discriminator_logits(model, params, corrupted, valid, key, train=False)
+        detection = detection_sums(logits, replaced_labels(corrupted, original, valid), valid.astype(jnp.float32))
+        return (
+            sums["nll"],
+            sums["masked"],
+            {"positions": sums["positions"]} | {DETECTION + name: value for name, value in detection.items()},
+        )
+
+    @staticmethod
+    def eval_report(sums: dict[str, np.ndarray]) -> dict[str, float]:
+        """The discriminator's `detection_report` from the eval sums of a split, each metric
+        prefixed DETECTION."""
+        detection = {name[len(DETECTION) :]: value for name, value in sums.items() if name.startswith(DETECTION)}
+        return {DETECTION + name: value for name, value in detection_report(detection).items()}
 
     def __call__(
         self,
@@ -59,34 +130,25 @@ class Electra(ElectraOptions, Objective):
           "discriminator_accuracy".
         """
         del step
-        mask_key, sample_key, generator_key, discriminator_key, head_key = jax.random.split(key, 5)
+        corrupt_key, discriminator_key, head_key = jax.random.split(key, 3)
         original, valid = batch["targets"], batch["mask"] > 0
-        masked, selected = mask_tokens(
+        hidden, selected, corrupted = replace_tokens(
+            model,
+            head,
+            params,
             original,
             valid,
-            mask_key,
+            corrupt_key,
             ids=ids,
-            vocab_size=model.vocab_size,
             rate=self.rate,
-            mask_prob=1.0,
-            random_prob=0.0,
+            temperature=self.temperature,
+            train=True,
         )
-        hidden = encoded(model, params, masked, valid, generator_key, train=True, method="generator")
         generator_loss, metrics = head_loss(
             model, head, params, hidden, dict(batch, mask=selected.astype(jnp.float32)), head_key
         )
-        log_probs = token_log_probs(model, head, jax.lax.stop_gradient(params), jax.lax.stop_gradient(hidden))
-        samples = jax.random.categorical(sample_key, log_probs / self.temperature)
-        corrupted = jnp.where(selected, samples, original)
         labels = replaced_labels(corrupted, original, valid)
-        logits = model.apply(
-            {"params": params["model"]},
-            corrupted,
-            mask=valid,
-            train=True,
-            rngs={"dropout": discriminator_key},
-            method="discriminate",
-        )
+        logits = discriminator_logits(model, params, corrupted, valid, discriminator_key, train=True)
         weights = valid.astype(jnp.float32)
         count = jnp.maximum(weights.sum(), 1.0)
         discriminator_loss = (optax.sigmoid_binary_cross_entropy(logits, labels) * weights).sum() / count

@@ -1,5 +1,8 @@
-"""ELECTRA: the discriminator's labels, its loss against a numpy cross-entropy, and the
-generator trained by its masked-LM loss alone."""
+"""ELECTRA: the discriminator's labels, its loss against a numpy cross-entropy, the generator
+trained by its masked-LM loss alone, a generator narrower than the discriminator, and the
+discriminator's detection sums at evaluation against hand counts."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -12,8 +15,8 @@ from seqjax.heads import build_head
 from seqjax.model_head import init_params, token_log_probs
 from seqjax.models import build_model
 from seqjax.objectives import Electra
-from seqjax.objectives.electra import replaced_labels
-from seqjax.objectives.masked_lm import encoded, mask_tokens
+from seqjax.objectives.electra import replace_tokens, replaced_labels
+from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens
 
 V, B, T = 12, 3, 8
 
@@ -25,11 +28,14 @@ def test_labels_mark_the_tokens_that_differ_from_the_original():
     np.testing.assert_array_equal(replaced_labels(corrupted, original, valid), [[0, 1, 0, 1], [0, 0, 1, 0]])
 
 
-@pytest.fixture(scope="module")
-def tiny_electra():
-    cfg = ModelConfig(
-        kind="electra", d_model=16, layers=1, generator_layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T
-    )
+TINY = ModelConfig(
+    kind="electra", d_model=16, layers=1, generator_layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T
+)
+
+
+@pytest.fixture(scope="module", params=[1.0, 0.25], ids=["same-width", "quarter-width"])
+def tiny_electra(request):
+    cfg = dataclasses.replace(TINY, generator_width=request.param)
     model = build_model(cfg, V)
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
     tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
@@ -44,7 +50,7 @@ def test_discriminator_loss_is_the_cross_entropy_of_replaced_against_original(ti
     key = jax.random.key(4)
     objective = Electra(rate=0.5, discriminator_weight=2.0)
     loss, metrics = objective(model, head, params, batch, key, jnp.int32(0), ids=SPECIAL_IDS)
-    mask_key, sample_key, *_ = jax.random.split(key, 5)
+    mask_key, sample_key, _ = jax.random.split(jax.random.split(key, 3)[0], 3)
     valid = batch["mask"] > 0
     masked, selected = mask_tokens(
         batch["targets"], valid, mask_key, ids=SPECIAL_IDS, vocab_size=V, rate=0.5, mask_prob=1.0, random_prob=0.0
@@ -87,3 +93,61 @@ def test_the_generator_learns_from_its_masked_lm_loss_only(tiny_electra):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
     assert all(not np.any(np.asarray(leaf)) for leaf in jax.tree.leaves(discriminator))
     assert any(np.any(np.asarray(leaf)) for leaf in jax.tree.leaves(generator))
+
+
+def test_a_quarter_width_generator_has_quarter_width_blocks_and_maps_to_the_shared_width():
+    model = build_model(dataclasses.replace(TINY, generator_width=0.25, num_heads=4, d_ff=64), V)
+    batch = {"inputs": jnp.zeros((1, T), jnp.int32), "targets": jnp.zeros((1, T), jnp.int32), "mask": jnp.ones((1, T))}
+    head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
+    shapes = jax.tree.map(jnp.shape, jax.eval_shape(lambda: init_params(model, head, jax.random.key(0), batch)))
+    generator, discriminator = shapes["model"]["generator_stack"], shapes["model"]["encoder"]
+    assert generator["blocks_0"]["ff_in"]["kernel"] == (4, 16) and discriminator["blocks_0"]["ff_in"]["kernel"] == (
+        16,
+        64,
+    )
+    assert generator["blocks_0"]["self_attention"]["qkv"]["kernel"] == (4, 3, 1, 4)  # one head of 4
+    assert shapes["model"]["generator_in"]["kernel"] == (16, 4) and shapes["model"]["generator_out"]["kernel"] == (
+        4,
+        16,
+    )
+
+
+@pytest.mark.parametrize("width", [0.0, 1.5, 0.3])
+def test_a_generator_width_outside_the_rule_is_refused(width):
+    with pytest.raises(ValueError, match="model.generator_width"):
+        build_model(dataclasses.replace(TINY, generator_width=width), V)
+
+
+def test_a_generator_whose_heads_rope_cannot_turn_is_refused():
+    with pytest.raises(ValueError, match="model.generator_width=0.0625 .* even width for rope"):
+        build_model(dataclasses.replace(TINY, generator_width=0.0625, positions="rope"), V)  # one head of width 1
+
+
+@pytest.mark.slow
+def test_eval_detection_sums_count_the_replaced_tokens_the_discriminator_finds(tiny_electra):
+    model, head, params, batch = tiny_electra
+    key = jax.random.key(6)
+    _, _, sums = Electra().eval_sums(model, head, params, batch, key, ids=SPECIAL_IDS)
+    valid = batch["mask"] > 0
+    _, _, corrupted = replace_tokens(
+        model,
+        head,
+        params,
+        batch["targets"],
+        valid,
+        jax.random.fold_in(key, 1),
+        ids=SPECIAL_IDS,
+        rate=EVAL_RATE,
+        temperature=1.0,
+        train=False,
+    )
+    labels = np.asarray(corrupted != batch["targets"])[np.asarray(valid)]
+    logits = np.asarray(model.apply({"params": params["model"]}, corrupted, mask=valid, method="discriminate"))
+    found = (logits > 0)[np.asarray(valid)]
+    assert float(sums["discriminator_count"]) == valid.sum()
+    assert float(sums["discriminator_positives"]) == labels.sum()
+    assert float(sums["discriminator_true_positives"]) == (labels & found).sum()
+    assert float(sums["discriminator_correct"]) == (labels == found).sum()
+    assert float(sums["discriminator_positive_histogram"].sum()) == labels.sum()
+    report = Electra.eval_report(jax.device_get(sums))
+    assert report["discriminator_base_rate"] == pytest.approx(labels.mean())

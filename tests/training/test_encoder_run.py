@@ -49,6 +49,8 @@ def test_electra_run_logs_both_losses(tmp_path):
     assert all(r["loss"] == pytest.approx(r["generator_loss"] + 50 * r["discriminator_loss"], rel=1e-5) for r in train)
     valid = json.loads((tmp_path / "summary.json").read_text())["valid"]
     assert 1 < valid["token_perplexity"] and "masked_fraction" in valid
+    assert 0 <= valid["discriminator_auc"] <= 1 and 0 < valid["discriminator_base_rate"] < 0.2
+    assert valid["discriminator_base_rate_loss"] > 0 and "discriminator_recall" in valid
 
 
 @pytest.mark.slow

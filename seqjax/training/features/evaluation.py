@@ -26,7 +26,8 @@ from seqjax.contracts import Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.line_rows import line_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
-from seqjax.models import generates, is_latent, readable_length
+from seqjax.models import MODEL_KINDS, generates, is_latent, readable_length
+from seqjax.objectives import eval_report_of
 from seqjax.training.features.generation import lm_samples, translate
 from seqjax.training.features.task_reports import task_report
 
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 # batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a latent-variable
 # model's scorer gives Σ −ELBO as the NLL and adds {"kl", "rows", "prior_nll"} (`VAE.eval_sums`); the
 # BiLM's gives its forward LM's NLL and adds {"backward_nll": its backward LM's}; an encoder's
-# gives the NLL and count of its masked tokens and adds {"positions": every valid position}.
+# gives the NLL and count of its masked tokens and adds {"positions": every valid position}
+# (and ELECTRA's, the discriminator's counts and score histograms). A further sum may be an array.
 Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 
@@ -70,14 +72,16 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     prior_reconstruction_nll (z from the prior) per token, and reconstruction_gap, their
     difference in nats per row: the information in z that the decoder uses; for the BiLM
     nll is the forward LM's, with backward_nll and backward_token_perplexity beside it; for an
-    encoder nll and token_perplexity are over masked tokens only, with masked_fraction.
+    encoder nll and token_perplexity are over masked tokens only, with masked_fraction; and
+    whatever the model's objective reports from the summed further sums (`eval_report_of`).
     """
     scores = jax.device_get([score(batch) for batch in eval_batches(cfg, data, split)])  # device runs ahead
     nll_sum, tokens = (float(x) for x in np.sum([score[:2] for score in scores], axis=0))
     nll = nll_sum / max(tokens, 1.0)
     result = {"nll": nll, "token_perplexity": float(np.exp(nll)), "tokens": tokens}
     further = scores[0][2] if scores and len(scores[0]) > 2 else {}
-    sums = {name: float(np.sum([score[2][name] for score in scores])) for name in further}
+    summed = {name: np.sum([score[2][name] for score in scores], axis=0) for name in further}
+    sums = {name: float(value) if np.ndim(value) == 0 else value for name, value in summed.items()}
     if "kl" in sums:
         result.update(
             kl=sums["kl"] / max(sums["rows"], 1.0),
@@ -91,6 +95,9 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     if "backward_nll" in sums:
         backward = sums["backward_nll"] / max(tokens, 1.0)
         result.update(backward_nll=backward, backward_token_perplexity=float(np.exp(backward)))
+    report = eval_report_of(MODEL_KINDS.get(cfg.model.kind))
+    if report is not None:
+        result.update(report(sums))
     words = getattr(data, "words", {}).get(split)
     if words and not cfg.train.eval_batches and "positions" not in sums:  # a masked LM scores some words only
         result["word_perplexity"] = float(np.exp(nll_sum / words))
