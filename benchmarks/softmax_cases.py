@@ -9,6 +9,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from seqjax.config import HeadConfig
 from seqjax.heads import (
@@ -19,10 +20,10 @@ from seqjax.heads import (
     negative_sampling_loss,
     sampled_softmax_loss,
     samplers,
-    tree_path_loss,
-    tree_paths,
 )
+from seqjax.heads.full import default_chunk_size
 from seqjax.heads.rows import compact
+from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,27 +124,91 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
 
 
 TREE_ROW_GRADIENTS = {"tree, Huffman, row gradients": "huffman", "tree, balanced, row gradients": "balanced"}
+TOP_LEVELS = 8  # tree levels scored densely by the row-gradient cases
 
 
-def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets):
-    """A tree loss differentiated with respect to the [N, L, D] node rows gathered along the
-    targets' paths (`tree_paths`), instead of the dense [V − 1, D] node table; the path node
-    ids index the row gradient, repeats included."""
+def _tree_problem(name: str, vocab_size: int, shapes: Shapes, counts):
     tree = huffman_tree(counts) if TREE_ROW_GRADIENTS[name] == "huffman" else balanced_tree(vocab_size)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size - 1,), jnp.float32)
+    return tree, weights, biases
+
+
+def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets, top_levels=TOP_LEVELS):
+    """A tree loss with row gradients (`seqjax.heads.tree_rows`): the top `top_levels` levels
+    scored by one dense product (their [T, D] gradient dense), the deeper steps on gathered node
+    rows (one gradient row per step); the step capacity is chosen on the host from the targets,
+    as a training loop would per batch."""
+    tree, weights, biases = _tree_problem(name, vocab_size, shapes, counts)
+    size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
 
     def step(weights, biases, hidden, targets):
-        nodes, codes, mask = tree_paths(tree, targets)
+        paths = split_paths(tree, targets, top_levels, capacity)
 
-        def loss(hidden, path_weights, path_biases):
-            return tree_path_loss(hidden, path_weights, path_biases, codes, mask).mean()
+        def loss(*args):
+            return split_path_loss(*args, paths).mean()
 
-        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[nodes], biases[nodes])
-        return value, grads, nodes
+        deep = paths.step_nodes
+        args = (hidden, weights[:size], biases[:size], weights[deep], biases[deep])
+        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2, 3, 4))(*args)
+        return value, grads, deep
 
     return compiled(jax.jit(step), weights, biases, hidden, targets)
+
+
+def tree_row_floor_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets, top_levels=TOP_LEVELS):
+    """What `tree_row_gradient_case` cannot do without: the dense top's three [N, D] x [D, T]
+    products, and gathering the deep steps' node rows and hidden rows (no loss, no gradient)."""
+    tree, weights, _ = _tree_problem(name, vocab_size, shapes, counts)
+    size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
+    paths = jax.jit(lambda t: split_paths(tree, t, top_levels, capacity))(targets)
+
+    def floor(weights, hidden, paths):
+        top = weights[:size]
+        scores = hidden @ top.T
+        return scores @ top, scores.T @ hidden, weights[paths.step_nodes], hidden[paths.step_rows]
+
+    return compiled(jax.jit(floor), weights, hidden, paths)
+
+
+def deep_path_lengths(name: str, vocab_size: int, counts, targets, top_levels=TOP_LEVELS) -> tuple[float, int]:
+    """Mean and max number of path steps below depth `top_levels` over the targets."""
+    tree, _, _ = _tree_problem(name, vocab_size, Shapes(1, 1, 1), counts)
+    steps = deep_steps(tree, np.asarray(targets), top_levels)
+    return float(steps.mean()), int(steps.max())
+
+
+def sampled_floor_case(shapes: Shapes, hidden):
+    """The sampling losses' irreducible work at any V: the three [N, D] x [D, K] products
+    (scores, hidden gradient, sample rows' gradient) alone."""
+    rows = jnp.asarray(0.05 * np.random.default_rng(4).normal(size=(shapes.samples, shapes.features)), jnp.float32)
+
+    def floor(hidden, rows):
+        scores = hidden @ rows.T
+        return scores @ rows, scores.T @ hidden
+
+    return compiled(jax.jit(floor), hidden, rows)
+
+
+def full_floor_case(vocab_size: int, shapes: Shapes, hidden):
+    """The full softmax's irreducible work: its three products, [N, D] x [D, V] and the two of the
+    backward pass, in the default blocks of `default_chunk_size` words (no exponentials)."""
+    rng = np.random.default_rng(2)
+    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
+    block = default_chunk_size(shapes.rows, vocab_size)
+    starts = jnp.arange(-(-vocab_size // block), dtype=jnp.int32) * block
+    padded = jnp.pad(weights, ((0, len(starts) * block - vocab_size), (0, 0)))
+
+    def floor(hidden, weights):
+        def step(hidden_grad, start):
+            block_weights = lax.dynamic_slice_in_dim(weights, start, block)
+            logits = hidden @ block_weights.T
+            return hidden_grad + logits @ block_weights, logits.T @ hidden
+
+        return lax.scan(step, jnp.zeros_like(hidden), starts)
+
+    return compiled(jax.jit(floor), hidden, padded)
 
 
 def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
