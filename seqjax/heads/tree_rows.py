@@ -36,6 +36,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
+from seqjax.heads.selected_rows import capacity_bucket
 from seqjax.heads.tree import Tree, tree_paths
 
 
@@ -75,12 +76,9 @@ def deep_steps(tree: Tree, targets: ArrayLike, top_levels: int) -> np.ndarray:
 
 
 def deep_capacity(tree: Tree, targets: ArrayLike, top_levels: int) -> int:
-    """The static step capacity M for these targets (host): their S steps below depth
-    `top_levels` (at least 1) rounded up to m · 2^e, m in 4..8, e = max(bit_length(S) - 3, 0):
-    less than S/4 of padding, and four capacities per doubling of S to compile for."""
-    steps = max(int(deep_steps(tree, targets, top_levels).sum()), 1)
-    exponent = max(steps.bit_length() - 3, 0)
-    return -(-steps // 2**exponent) * 2**exponent
+    """The static step capacity M for these targets (host): their steps below depth
+    `top_levels`, rounded up by `selected_rows.capacity_bucket` (four buckets per doubling)."""
+    return capacity_bucket(int(deep_steps(tree, targets, top_levels).sum()))
 
 
 def split_paths(tree: Tree, targets: ArrayLike, top_levels: int, capacity: int) -> SplitPaths:
