@@ -13,6 +13,7 @@ from jax import lax
 
 from seqjax.config import HeadConfig
 from seqjax.heads import (
+    adaptive_softmax_loss,
     balanced_tree,
     build_head,
     huffman_tree,
@@ -20,6 +21,8 @@ from seqjax.heads import (
     negative_sampling_loss,
     sampled_softmax_loss,
     samplers,
+    tail_capacities,
+    tail_dimensions,
 )
 from seqjax.heads.full import default_chunk_size
 from seqjax.heads.rows import compact
@@ -209,6 +212,36 @@ def full_floor_case(vocab_size: int, shapes: Shapes, hidden):
         return lax.scan(step, jnp.zeros_like(hidden), starts)
 
     return compiled(jax.jit(floor), hidden, padded)
+
+
+ADAPTIVE_CAPACITIES = "adaptive (div 4), tail capacities"
+
+
+def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
+    """`adaptive_softmax_loss` with `tail_capacities` chosen on the host from the targets (as a
+    training loop would per batch): each tail gathers its rows and keeps their activations."""
+    cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
+    bounds = cutoffs + (vocab_size,)
+    widths = tail_dimensions(features, len(cutoffs), 4.0)
+    rng = np.random.default_rng(2)
+
+    def normal(*shape):
+        return jnp.asarray(0.05 * rng.normal(size=shape), jnp.float32)
+
+    params = (
+        normal(cutoffs[0] + len(cutoffs), features),
+        [normal(features, width) for width in widths],
+        [normal(bounds[i + 1] - bounds[i], width) for i, width in enumerate(widths)],
+    )
+    capacities = tail_capacities(np.asarray(targets), cutoffs)
+
+    def loss(hidden, params):
+        head, projections, tails = params
+        return adaptive_softmax_loss(
+            hidden, head, projections, tails, targets, cutoffs, tail_capacities=capacities
+        ).mean()
+
+    return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), hidden, params)
 
 
 def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
