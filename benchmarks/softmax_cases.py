@@ -244,6 +244,37 @@ def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
     return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), hidden, params)
 
 
+def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
+    """What `adaptive_capacity_case` cannot do without: the head's three [N, D] x [D, c_1 + n]
+    products, and for each tail its gathered rows' three projection products and three
+    [rows, d_i] x [d_i, tail] products (no softmax, no scatter)."""
+    cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
+    bounds = cutoffs + (vocab_size,)
+    widths = tail_dimensions(features, len(cutoffs), 4.0)
+    rng = np.random.default_rng(2)
+    head = jnp.asarray(0.05 * rng.normal(size=(cutoffs[0] + len(cutoffs), features)), jnp.float32)
+    projections = [jnp.asarray(0.05 * rng.normal(size=(features, w)), jnp.float32) for w in widths]
+    tails = [
+        jnp.asarray(0.05 * rng.normal(size=(bounds[i + 1] - bounds[i], w)), jnp.float32) for i, w in enumerate(widths)
+    ]
+    cluster = np.searchsorted(np.asarray(cutoffs), np.asarray(targets), side="right")
+    capacities = tail_capacities(np.asarray(targets), cutoffs)
+    rows = [jnp.asarray(np.resize(np.nonzero(cluster == i + 1)[0], c)) for i, c in enumerate(capacities)]
+
+    def three(x, w):  # x @ w, and the two products of its backward pass
+        out = x @ w
+        return out, out @ w.T, x.T @ out
+
+    def floor(hidden, head, projections, tails):
+        parts = [three(hidden, head.T)]
+        for picked, projection, tail in zip(rows, projections, tails):
+            projected, *grads = three(hidden[picked], projection)
+            parts.append((grads, three(projected, tail.T)))
+        return parts
+
+    return compiled(jax.jit(floor), hidden, head, projections, tails)
+
+
 def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
     """JAX references beside the heads, as {name: builder}: optax's plain cross-entropy on
     materialized logits, and the floor every table gradient pays: one dense [V, D] gradient
