@@ -95,18 +95,17 @@ def split_paths(tree: Tree, targets: ArrayLike, top_levels: int, capacity: int) 
       `SplitPaths`.
     """
     checks.require_positive_int("capacity", capacity)
-    top_size(tree, top_levels)  # checks top_levels
+    size = top_size(tree, top_levels)
     if checks.is_concrete(targets):
         needed = int(deep_steps(tree, targets, top_levels).sum())
         if needed > capacity:
             raise ValueError(f"capacity must hold the targets' {needed} steps below depth {top_levels}, got {capacity}")
-    size = top_size(tree, top_levels)
     nodes, codes, mask = tree_paths(tree, targets)
     signs = jnp.where(mask, 2.0 * codes.astype(jnp.float32) - 1.0, 0.0)
     levels = min(top_levels, nodes.shape[1])
     # Top: a path holds one node per depth, so comparing each step's node with every top id
-    # and summing over the steps places each sign without a scatter (whose transpose XLA on CPU
-    # runs element by element).
+    # and summing over the steps places each sign without a scatter (nor, in the backward
+    # pass, a scatter's transpose).
     on_top = nodes[:, :levels, None] == jnp.arange(size)
     top_signs = (on_top * signs[:, :levels, None]).sum(axis=1)
     # Deep: one masked column more, so the steps are never empty and the last slot (row N - 1)
