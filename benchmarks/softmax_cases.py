@@ -24,7 +24,8 @@ from seqjax.heads import (
     tail_capacities,
     tail_dimensions,
 )
-from seqjax.heads.full import default_chunk_size
+from seqjax.heads.adaptive import TAIL_CHUNK
+from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size
 from seqjax.heads.rows import compact
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size
 
@@ -36,12 +37,25 @@ class Shapes:
     samples: int  # K
 
 
+RECOMPUTING = "full, recomputing blocks"
+
+
 def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
     """The heads benchmarked at one V; adaptive cutoffs at 2% and 20% of V (2k/20k at 100k)."""
     sampling = dict(num_samples=shapes.samples)
     return {
         "full": HeadConfig(kind="full"),  # the formulation the head picks for the shapes
         "full, materialized": HeadConfig(kind="full", chunk_size=vocab_size),
+        # The memory-lean blocked loss, where the default keeps each block's exponentials instead.
+        **(
+            {
+                RECOMPUTING: HeadConfig(
+                    kind="full", chunk_size=min(DEFAULT_CHUNK, vocab_size), block_residuals="recompute"
+                )
+            }
+            if default_block_residuals(shapes.rows, vocab_size) != "recompute"
+            else {}
+        ),
         "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", **sampling),
         "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", **sampling),
         "negative (unigram^0.75)": HeadConfig(kind="negative", proposal="unigram", power=0.75, **sampling),
@@ -197,21 +211,9 @@ def sampled_floor_case(shapes: Shapes, hidden):
 def full_floor_case(vocab_size: int, shapes: Shapes, hidden):
     """The full softmax's irreducible work: its three products, [N, D] x [D, V] and the two of the
     backward pass, in the default blocks of `default_chunk_size` words (no exponentials)."""
-    rng = np.random.default_rng(2)
-    weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
+    weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab_size, shapes.features)), jnp.float32)
     block = default_chunk_size(shapes.rows, vocab_size)
-    starts = jnp.arange(-(-vocab_size // block), dtype=jnp.int32) * block
-    padded = jnp.pad(weights, ((0, len(starts) * block - vocab_size), (0, 0)))
-
-    def floor(hidden, weights):
-        def step(hidden_grad, start):
-            block_weights = lax.dynamic_slice_in_dim(weights, start, block)
-            logits = hidden @ block_weights.T
-            return hidden_grad + logits @ block_weights, logits.T @ hidden
-
-        return lax.scan(step, jnp.zeros_like(hidden), starts)
-
-    return compiled(jax.jit(floor), hidden, padded)
+    return compiled(jax.jit(lambda h, w: _blocked_products(h, w, block)), hidden, weights)
 
 
 ADAPTIVE_CAPACITIES = "adaptive (div 4), tail capacities"
@@ -244,10 +246,24 @@ def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
     return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), hidden, params)
 
 
+def _blocked_products(x, table, block: int):
+    """x [R, d] against table [W, d] in blocks of `block` rows of the table (W padded to whole
+    blocks): each block's x · tableᵀ and the two products of its backward pass, no softmax."""
+    starts = jnp.arange(-(-table.shape[0] // block), dtype=jnp.int32) * block
+    table = jnp.pad(table, ((0, len(starts) * block - table.shape[0]), (0, 0)))
+
+    def step(x_grad, start):
+        block_table = lax.dynamic_slice_in_dim(table, start, block)
+        logits = x @ block_table.T
+        return x_grad + logits @ block_table, logits.T @ x
+
+    return lax.scan(step, jnp.zeros_like(x), starts)
+
+
 def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
     """What `adaptive_capacity_case` cannot do without: the head's three [N, D] x [D, c_1 + n]
-    products, and for each tail its gathered rows' three projection products and three
-    [rows, d_i] x [d_i, tail] products (no softmax, no scatter)."""
+    products, and for each tail its gathered rows' three projection products and its three
+    products with the tail's words, in the loss's blocks of TAIL_CHUNK words (no softmax)."""
     cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
     bounds = cutoffs + (vocab_size,)
     widths = tail_dimensions(features, len(cutoffs), 4.0)
@@ -261,15 +277,14 @@ def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
     capacities = tail_capacities(np.asarray(targets), cutoffs)
     rows = [jnp.asarray(np.resize(np.nonzero(cluster == i + 1)[0], c)) for i, c in enumerate(capacities)]
 
-    def three(x, w):  # x @ w, and the two products of its backward pass
-        out = x @ w
-        return out, out @ w.T, x.T @ out
-
     def floor(hidden, head, projections, tails):
-        parts = [three(hidden, head.T)]
+        scores = hidden @ head.T
+        parts = [scores @ head, scores.T @ hidden]
         for picked, projection, tail in zip(rows, projections, tails):
-            projected, *grads = three(hidden[picked], projection)
-            parts.append((grads, three(projected, tail.T)))
+            picked_hidden = hidden[picked]
+            projected = picked_hidden @ projection
+            projected_grad, tail_grad = _blocked_products(projected, tail, TAIL_CHUNK)
+            parts += [projected_grad @ projection.T, picked_hidden.T @ projected_grad, tail_grad]
         return parts
 
     return compiled(jax.jit(floor), hidden, head, projections, tails)
