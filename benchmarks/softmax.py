@@ -255,6 +255,8 @@ def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
             floor = ratio("full", floors.get(name, ""))
             if floor:
                 line += f"; full / its floor alone: {floor[0]:.1f}x"
+            if floors.get(name) == SAMPLED_FLOOR:  # both do three products, over V and over K words
+                line += f" (FLOPs: V / K = {vocab_size / shapes.samples:.1f}x fewer than the full's)"
             if name == HUFFMAN_ROWS:
                 counts, _, targets = make_inputs(vocab_size, shapes)
                 mean, longest = deep_path_lengths(name, vocab_size, counts, targets)

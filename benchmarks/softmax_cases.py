@@ -180,13 +180,13 @@ def tree_row_floor_case(name: str, vocab_size: int, shapes: Shapes, counts, hidd
     tree, weights, _ = _tree_problem(name, vocab_size, shapes, counts)
     size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
     paths = jax.jit(lambda t: split_paths(tree, t, top_levels, capacity))(targets)
+    cotangent = jnp.asarray(np.random.default_rng(4).normal(size=(shapes.rows, size)), jnp.float32)
 
-    def floor(weights, hidden, paths):
-        top = weights[:size]
-        scores = hidden @ top.T
-        return scores @ top, scores.T @ hidden, weights[paths.step_nodes], hidden[paths.step_rows]
+    def floor(weights, hidden, paths, cotangent):
+        products = _product_and_vjp(hidden, weights[:size], cotangent)
+        return products, weights[paths.step_nodes], hidden[paths.step_rows]
 
-    return compiled(jax.jit(floor), weights, hidden, paths)
+    return compiled(jax.jit(floor), weights, hidden, paths, cotangent)
 
 
 def deep_path_lengths(name: str, vocab_size: int, counts, targets, top_levels=TOP_LEVELS) -> tuple[float, int]:
@@ -196,16 +196,19 @@ def deep_path_lengths(name: str, vocab_size: int, counts, targets, top_levels=TO
     return float(steps.mean()), int(steps.max())
 
 
+def _product_and_vjp(x, table, cotangent):
+    """x · tableᵀ and both its input gradients, laid out as autodiff lays out a loss's products."""
+    out, vjp = jax.vjp(lambda x, table: x @ table.T, x, table)
+    return out, vjp(cotangent)
+
+
 def sampled_floor_case(shapes: Shapes, hidden):
     """The sampling losses' irreducible work at any V: the three [N, D] x [D, K] products
     (scores, hidden gradient, sample rows' gradient) alone."""
-    rows = jnp.asarray(0.05 * np.random.default_rng(4).normal(size=(shapes.samples, shapes.features)), jnp.float32)
-
-    def floor(hidden, rows):
-        scores = hidden @ rows.T
-        return scores @ rows, scores.T @ hidden
-
-    return compiled(jax.jit(floor), hidden, rows)
+    rng = np.random.default_rng(4)
+    rows = jnp.asarray(0.05 * rng.normal(size=(shapes.samples, shapes.features)), jnp.float32)
+    cotangent = jnp.asarray(rng.normal(size=(shapes.rows, shapes.samples)), jnp.float32)
+    return compiled(jax.jit(_product_and_vjp), hidden, rows, cotangent)
 
 
 def full_floor_case(vocab_size: int, shapes: Shapes, hidden):
