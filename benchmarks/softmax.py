@@ -1,20 +1,25 @@
 """Forward+backward time and peak memory of every softmax head, against the full softmax and torch.
 
-    python benchmarks/softmax.py [--quick] [--vocab 10000,100000,1000000] [--repeats 5]
+    python benchmarks/softmax.py [--quick] [--vocab 10000,100000,1000000] [--runs 3] [--repeats 3]
 
 For each vocabulary size V, every head of `seqjax.heads` (built by `build_head`, parameters
 random) runs one jitted `value_and_grad` of its training loss with respect to the hidden
 states and all of its parameters (dense gradients, as an optimizer update needs them), on
 N hidden rows of width D with targets drawn from a Zipfian unigram distribution. Reported:
-median seconds of `--repeats` blocking calls, the ratio to the full softmax of the same run,
+the median over `--runs` runs of each run's median of `--repeats` blocking calls (one call
+per run for a case whose warm-up took over SLOW_SECONDS), the ratio to the full softmax,
 the compiled program's memory (temporaries + arguments + outputs, from XLA's
 `memory_analysis`, and the temporaries alone), and, when `import torch` works,
 `F.cross_entropy` and `nn.AdaptiveLogSoftmaxWithLoss` on the same shapes. A head whose
 compiled program needs more than `--memory-limit-gb` is skipped and marked so.
 
-Beside the heads: optax's plain cross-entropy on materialized logits, and the floor that
-every dense table gradient pays (zeros [V, D] plus a scatter of K + N rows). The cases live in
-softmax_cases.py.
+Beside the heads: optax's plain cross-entropy on materialized logits, the floor that every
+dense table gradient pays (zeros [V, D] plus a scatter of K + N rows), and at the targets' V
+the floor of each target: the full softmax's three matmuls alone, the sampling losses' three
+[N, D] x [D, K] products alone, the Huffman rows' dense top products and deep-row gathers
+alone, and the adaptive softmax's products alone (the head, each tail on its gathered rows).
+The cases live in softmax_cases.py. The 1-minute load average is sampled while the cases run,
+and the whole run's wall time, both reported.
 
 Writes benchmarks/results/softmax.md and softmax.png (time against V, log-log);
 `--quick` uses small shapes and writes softmax_quick.*, `--heads` writes *_partial.*.
@@ -25,14 +30,15 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import statistics
 import sys
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     RESULTS,
-    interleaved,
     machine,
     markdown_table,
     matmul_peak,
@@ -40,31 +46,51 @@ from common import (  # noqa: E402
     write_result,
 )
 from softmax_cases import (  # noqa: E402
+    ADAPTIVE_CAPACITIES,
+    RECOMPUTING,
     ROW_GRADIENT_LOSSES,
+    TOP_LEVELS,
     TREE_ROW_GRADIENTS,
     Shapes,
+    adaptive_capacity_case,
+    adaptive_floor_case,
     baseline_cases,
+    deep_path_lengths,
+    full_floor_case,
     head_configs,
     jax_case,
     make_inputs,
     row_gradient_case,
+    sampled_floor_case,
     torch_cases,
+    tree_row_floor_case,
     tree_row_gradient_case,
 )
 
+SLOW_SECONDS = 2.0  # a case whose warm-up call took longer is called once per run
+FULL_FLOOR = "full: its 3 matmuls alone (floor)"
+SAMPLED_FLOOR = "sampled / NCE rows: 3 [N, D] x [D, K] products alone (floor)"
+HUFFMAN_FLOOR = "tree, Huffman, row gradients: top products + deep gathers alone (floor)"
+ADAPTIVE_FLOOR = "adaptive, tail capacities: its products alone (floor)"
 
-def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=None):
-    """Returns {V: {name: (seconds or None, total bytes or None, temp bytes or None, note)}}.
+
+def target_vocab(vocab_sizes) -> int:
+    return 100_000 if 100_000 in vocab_sizes else max(vocab_sizes)
+
+
+def run(vocab_sizes, shapes: Shapes, runs: int, repeats: int, memory_limit: float, only=None):
+    """Returns ({V: {name: (median seconds or None, total bytes or None, temp bytes or None, note)}},
+    {V: {name: [seconds of each run]}}, [1-minute load averages sampled while timing]).
 
     Cases are compiled in groups that fit `memory_limit` together and each group is timed
-    round-robin (`common.interleaved`), so that load from elsewhere hits its members alike.
+    round-robin, `runs` times over, so that load from elsewhere hits its members alike.
     `only`: substrings of the names to run (None: all); "full" always runs, as the baseline.
     """
     torch = torch_or_none()
-    results = {}
+    results, per_run, loads = {}, {}, []
     for vocab_size in vocab_sizes:
         counts, hidden, targets = make_inputs(vocab_size, shapes)
-        row = results[vocab_size] = {}
+        row, row_runs = results.setdefault(vocab_size, {}), per_run.setdefault(vocab_size, {})
         builders = {}
         for name, cfg in head_configs(vocab_size, shapes).items():
             if cfg.kind in ("sampled", "nce", "negative") and cfg.num_samples >= vocab_size:
@@ -78,7 +104,15 @@ def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=Non
             builders[name] = functools.partial(
                 tree_row_gradient_case, name, vocab_size, shapes, counts, hidden, targets
             )
+        builders[ADAPTIVE_CAPACITIES] = functools.partial(adaptive_capacity_case, vocab_size, shapes, hidden, targets)
         builders.update(baseline_cases(vocab_size, shapes, hidden, targets))
+        if vocab_size == target_vocab(vocab_sizes):  # the floors where the targets are checked
+            builders[FULL_FLOOR] = functools.partial(full_floor_case, vocab_size, shapes, hidden)
+            builders[SAMPLED_FLOOR] = functools.partial(sampled_floor_case, shapes, hidden)
+            builders[ADAPTIVE_FLOOR] = functools.partial(adaptive_floor_case, vocab_size, shapes, hidden, targets)
+            builders[HUFFMAN_FLOOR] = functools.partial(
+                tree_row_floor_case, "tree, Huffman, row gradients", vocab_size, shapes, counts, hidden, targets
+            )
         if torch is not None:
             builders.update(torch_cases(torch, vocab_size, hidden, targets, memory_limit))
         builders = {n: b for n, b in builders.items() if not only or n == "full" or any(w in n for w in only)}
@@ -92,17 +126,33 @@ def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=Non
                 group[name], group_bytes = (fn, total, temp), group_bytes + (total or 0)
             last = index == len(builders) - 1
             if group and (last or group_bytes > memory_limit / 2):
-                _time_group(vocab_size, group, repeats, row)
+                _time_group(vocab_size, group, runs, repeats, row, row_runs, loads)
                 group, group_bytes = {}, 0
-    return results
+    return results, per_run, loads
 
 
-def _time_group(vocab_size: int, group: dict, repeats: int, row: dict) -> None:
-    for fn, _, _ in group.values():
+def _time_group(vocab_size: int, group: dict, runs: int, repeats: int, row: dict, row_runs: dict, loads: list):
+    """Times the group's calls round-robin, `runs` times; records each run's median per case."""
+    calls = {}
+    for name, (fn, _, _) in group.items():
+        start = time.perf_counter()
         fn()  # warm-up: caches, allocator, torch's first-call work
-    seconds = interleaved({name: fn for name, (fn, _, _) in group.items()}, repeats)
+        calls[name] = 1 if time.perf_counter() - start > SLOW_SECONDS else repeats
+    for name in group:
+        row_runs[name] = []
+    for _ in range(runs):
+        times: dict[str, list[float]] = {name: [] for name in group}
+        for turn in range(repeats):
+            for name, (fn, _, _) in group.items():
+                if turn < calls[name]:
+                    start = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - start)
+        loads.append(os.getloadavg()[0])
+        for name in group:
+            row_runs[name].append(statistics.median(times[name]))
     for name, (_, total, temp) in group.items():
-        row[name] = (seconds[name], total, temp, "")
+        row[name] = (statistics.median(row_runs[name]), total, temp, "")
         _print_row(vocab_size, name, row[name])
 
 
@@ -135,6 +185,8 @@ def tables(results, shapes: Shapes, peak: float) -> str:
 
 
 HUFFMAN_ROWS = "tree, Huffman, row gradients"
+SAMPLED_ROWS = "sampled (log-uniform), row gradients"
+NCE_ROWS = "NCE (log-uniform), row gradients"
 SLOPE_CASES = (
     "sampled (log-uniform), row gradients",
     "NCE (log-uniform), row gradients",
@@ -144,50 +196,83 @@ SLOPE_CASES = (
 )
 
 
-def target_checks(results, peak: float, shapes: Shapes) -> list[str]:
-    """The targets at V = 100k (or the largest V measured), each with its measurement and
-    whether it holds, and the log-log slope of time against V of the row-gradient cases."""
-    vocab_size = 100_000 if 100_000 in results else max(results)
-    row = results[vocab_size]
+def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
+    """The targets at V = 100k (or the largest V measured), each with its measurement (the median
+    over the runs, and each run's value), whether it holds, and the floor measured for it; the
+    log-log slope of time against V of the row-gradient cases."""
+    vocab_size = target_vocab(results)
+    row, runs = results[vocab_size], per_run[vocab_size]
 
     def seconds(name):
         return row.get(name, (None,))[0]
 
-    def speedup(name, over="full"):
-        return seconds(over) / seconds(name) if seconds(name) and seconds(over) else float("nan")
+    def ratio(over, name):
+        """(median, per-run values) of runs[over] / runs[name]; None when either is missing."""
+        if over not in runs or name not in runs:
+            return None
+        values = [a / b for a, b in zip(runs[over], runs[name])]
+        return statistics.median(values), values
 
-    def verdict(holds):
-        return "met" if holds else "**missed**"
+    def verdict(value, wanted):
+        return "met" if value >= wanted else "**missed**"
 
-    lines = [f"Targets at V = {vocab_size:,}:"]
-    if seconds("full"):
-        share = 6.0 * shapes.rows * shapes.features * vocab_size / seconds("full") / 1e9 / peak
-        lines.append(f"- full softmax >= 80% of the matmul peak: {share:.0%} ({verdict(share >= 0.8)})")
-    if seconds("optax cross-entropy"):
-        ratio = speedup("full", over="optax cross-entropy")
-        lines.append(f"- full softmax >= 1.3x optax: {ratio:.2f}x ({verdict(ratio >= 1.3)})")
-    materialized, default = row.get("full, materialized", (None,) * 3), row["full"]
-    if materialized[2] and default[2]:
-        fewer = materialized[2] / default[2]
-        lines.append(
-            f"- full softmax with >= 10x fewer temporaries than materialized logits: {fewer:.1f}x "
-            f"({verdict(fewer >= 10)}; total memory {materialized[1] / default[1]:.1f}x less)"
+    def each(values, fmt):
+        return ", ".join(fmt.format(v) for v in values)
+
+    flops = 6.0 * shapes.rows * shapes.features * vocab_size
+    lines = [f"Targets at V = {vocab_size:,} (median over the runs; each run's value in brackets):"]
+    if "full" in runs:
+        shares = [flops / t / 1e9 / peak for t in runs["full"]]
+        share = statistics.median(shares)
+        line = (
+            f"- full softmax >= 80% of the matmul peak: {share:.0%} [{each(shares, '{:.0%}')}] ({verdict(share, 0.8)})"
         )
-    for name, wanted in (
-        ("class (sqrt V classes)", 10),
-        (HUFFMAN_ROWS, 200),
-        ("sampled (log-uniform), row gradients", 100),
-        ("NCE (log-uniform), row gradients", 100),
-    ):
-        if seconds(name):
-            lines.append(
-                f"- {name} >= {wanted}x faster than full: {speedup(name):.1f}x ({verdict(speedup(name) >= wanted)})"
+        if FULL_FLOOR in runs:
+            floor = statistics.median(flops / t / 1e9 / peak for t in runs[FULL_FLOOR])
+            line += f"; floor: its 3 matmuls alone run at {floor:.0%} of the peak"
+        lines.append(line)
+    optax = ratio("optax cross-entropy", "full")
+    if optax:
+        lines.append(
+            f"- full softmax >= 1.3x optax: {optax[0]:.2f}x [{each(optax[1], '{:.2f}x')}] ({verdict(optax[0], 1.3)})"
+        )
+    materialized, lean = row.get("full, materialized", (None,) * 3), row.get(RECOMPUTING, row["full"])
+    if materialized[2] and lean[2]:
+        fewer = materialized[2] / lean[2]
+        lines.append(
+            f"- full softmax (recomputing blocks) with >= 10x fewer temporaries than materialized logits: {fewer:.1f}x "
+            f"({verdict(fewer, 10)}; total memory {materialized[1] / lean[1]:.1f}x less; the default, keeping "
+            f"each block's exponentials: {row['full'][1] / 2**20:,.0f} MiB in all)"
+        )
+    floors = {HUFFMAN_ROWS: HUFFMAN_FLOOR, SAMPLED_ROWS: SAMPLED_FLOOR, NCE_ROWS: SAMPLED_FLOOR}
+    for name, wanted in (("class (sqrt V classes)", 10), (HUFFMAN_ROWS, 200), (SAMPLED_ROWS, 100), (NCE_ROWS, 100)):
+        speedup = ratio("full", name)
+        if speedup:
+            line = (
+                f"- {name} >= {wanted}x faster than full: {speedup[0]:.1f}x [{each(speedup[1], '{:.1f}x')}] "
+                f"({verdict(speedup[0], wanted)})"
             )
-    if seconds("torch AdaptiveLogSoftmaxWithLoss") and seconds("adaptive (div 4)"):
-        ratio = seconds("torch AdaptiveLogSoftmaxWithLoss") / seconds("adaptive (div 4)")
-        lines.append(
-            f"- adaptive >= 1.5x faster than torch's AdaptiveLogSoftmaxWithLoss: {ratio:.2f}x ({verdict(ratio >= 1.5)})"
-        )
+            floor = ratio("full", floors.get(name, ""))
+            if floor:
+                line += f"; full / its floor alone: {floor[0]:.1f}x"
+            if floors.get(name) == SAMPLED_FLOOR:  # both do three products, over V and over K words
+                line += f" (FLOPs: V / K = {vocab_size / shapes.samples:.1f}x fewer than the full's)"
+            if name == HUFFMAN_ROWS:
+                counts, _, targets = make_inputs(vocab_size, shapes)
+                mean, longest = deep_path_lengths(name, vocab_size, counts, targets)
+                line += f"; path steps below the top {TOP_LEVELS} levels: mean {mean:.2f}, max {longest}"
+            lines.append(line)
+    for name in ("adaptive (div 4)", ADAPTIVE_CAPACITIES):
+        adaptive = ratio("torch AdaptiveLogSoftmaxWithLoss", name)
+        if adaptive:
+            line = (
+                f"- {name} >= 1.5x faster than torch's AdaptiveLogSoftmaxWithLoss: {adaptive[0]:.2f}x "
+                f"[{each(adaptive[1], '{:.2f}x')}] ({verdict(adaptive[0], 1.5)})"
+            )
+            floor = ratio("torch AdaptiveLogSoftmaxWithLoss", ADAPTIVE_FLOOR)
+            if floor and name == ADAPTIVE_CAPACITIES:
+                line += f"; torch / the floor alone: {floor[0]:.2f}x"
+            lines.append(line)
     vocab_sizes = sorted(results)
     if len(vocab_sizes) > 1:
         low, high = vocab_sizes[0], vocab_sizes[-1]
@@ -196,7 +281,7 @@ def target_checks(results, peak: float, shapes: Shapes) -> list[str]:
                 slope = np.log(results[high][name][0] / results[low][name][0]) / np.log(high / low)
                 lines.append(
                     f"- {name}: log-log slope of time against V = {low:,} -> {high:,} <= 0.2: "
-                    f"{slope:.2f} ({verdict(slope <= 0.2)})"
+                    f"{slope:.2f} ({'met' if slope <= 0.2 else '**missed**'})"
                 )
     return lines
 
@@ -230,50 +315,61 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke run")
     parser.add_argument("--vocab", default=None, help="comma-separated V (default 10000,100000,1000000)")
-    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=3, help="runs of every group (compiled once); medians")
+    parser.add_argument("--repeats", type=int, default=3, help="calls per case per run (1 for slow cases)")
     parser.add_argument("--heads", default=None, help="comma-separated substrings of head names (default: all)")
     parser.add_argument("--memory-limit-gb", type=float, default=None, help="default: 60%% of physical memory")
     args = parser.parse_args(argv)
+    if args.runs < 1 or args.repeats < 1:
+        raise SystemExit(f"--runs and --repeats must be >= 1, got {args.runs} and {args.repeats}")
     if args.quick:
-        shapes, vocab_sizes, repeats, name = Shapes(256, 64, 64), (1_000, 10_000), 3, "softmax_quick"
+        shapes, vocab_sizes, name = Shapes(256, 64, 64), (1_000, 10_000), "softmax_quick"
     else:
-        shapes, vocab_sizes, repeats, name = Shapes(2048, 512, 1024), (10_000, 100_000, 1_000_000), 5, "softmax"
+        shapes, vocab_sizes, name = Shapes(2048, 512, 1024), (10_000, 100_000, 1_000_000), "softmax"
     if args.vocab:
         vocab_sizes = tuple(int(v) for v in args.vocab.split(","))
     if args.heads:
         name += "_partial"  # a subset of heads never overwrites the full table
-    repeats = args.repeats or repeats
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     memory_limit = args.memory_limit_gb * 2**30 if args.memory_limit_gb else 0.6 * physical
 
+    began = time.perf_counter()
     info = machine()
     print("machine:", "; ".join(f"{k} {v}" for k, v in info.items()))
     peak = matmul_peak()
     print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s; N={shapes.rows} D={shapes.features} K={shapes.samples}")
-    results = run(vocab_sizes, shapes, repeats, memory_limit, args.heads.split(",") if args.heads else None)
-    checks = target_checks(results, peak, shapes)
+    only = args.heads.split(",") if args.heads else None
+    results, per_run, loads = run(vocab_sizes, shapes, args.runs, args.repeats, memory_limit, only)
+    checks = target_checks(results, per_run, peak, shapes)
+    minutes = (time.perf_counter() - began) / 60
     body = (
-        f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. N = {shapes.rows} rows, "
-        f"D = {shapes.features}, K = {shapes.samples} samples, targets Zipfian; one jitted value_and_grad "
-        f'with respect to the hidden states and every parameter (dense gradients; the "row gradients" rows '
-        f"differentiate the sampling losses with respect to the N + K table rows they read instead, "
-        f"`seqjax.heads.rows.compact`, and the Huffman tree loss with respect to the [N, L, D] node rows "
-        f"on the targets' paths), median of {repeats} "
-        f"calls timed round-robin. "
-        f"Memory: XLA memory_analysis of the compiled step, temporaries + arguments + outputs, and the "
-        f'temporaries alone. "full" is the formulation the head picks by shape (`default_chunk_size`), '
-        f'"full, materialized" the [N, V] logits. Adaptive cutoffs at 2% and '
-        f"20% of V.\n\n" + tables(results, shapes, peak) + "\n\n" + "\n".join(checks) + "\n"
+        f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. 1-minute load average sampled after "
+        f"each run of each group: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f} "
+        f"(the benchmark itself keeps both cores busy: about 2). Whole benchmark: {minutes:.1f} min. "
+        f"N = {shapes.rows} rows, D = {shapes.features}, K = {shapes.samples} samples, targets Zipfian; one jitted "
+        f'value_and_grad with respect to the hidden states and every parameter (dense gradients; the "row '
+        f'gradients" rows differentiate the sampling losses with respect to the N + K table rows they read '
+        f"instead, `seqjax.heads.rows.compact`, and the tree losses with respect to the top {TOP_LEVELS} levels' "
+        f"nodes and the node rows of the steps below them, `seqjax.heads.tree_rows`); the median over "
+        f"{args.runs} runs of each run's median of {args.repeats} calls (1 for a case whose warm-up took over "
+        f"{SLOW_SECONDS:.0f} s) timed round-robin. Memory: XLA memory_analysis of the compiled step, temporaries "
+        f'+ arguments + outputs, and the temporaries alone. "full" is the formulation the head picks by shape '
+        f'and memory (`default_chunk_size`, `default_block_residuals`), "full, materialized" the [N, V] logits; '
+        f'the "(floor)" rows time what a target cannot do without. Adaptive cutoffs at 2% and 20% of V.\n\n'
+        + tables(results, shapes, peak)
+        + "\n\n"
+        + "\n".join(checks)
+        + "\n"
     )
     body += (
         "\nWhere the time of each head goes, part by part (the full softmax against its bare matmuls, adaptive "
-        "against torch on each part, the Huffman rows against the gather and write floors, the sampled rows "
-        "against V): `softmax_profile.md`, from `benchmarks/softmax_profile.py`.\n"
+        "against torch on each part, the Huffman rows against their floor, the sampled rows against V): "
+        "`softmax_profile.md`, from `benchmarks/softmax_profile.py`.\n"
     )
     print("\n".join(checks))
     path = write_result(name, "Softmax heads: forward+backward time and memory", body)
     plot(results, os.path.join(RESULTS, f"{name}.png"))
-    print("wrote", path, "and", os.path.join(RESULTS, f"{name}.png"))
+    print(f"wrote {path} and {os.path.join(RESULTS, name + '.png')} after {minutes:.1f} min")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from seqjax.config import HeadConfig
 from seqjax.heads import (
+    adaptive_softmax_loss,
     balanced_tree,
     build_head,
     huffman_tree,
@@ -19,10 +21,13 @@ from seqjax.heads import (
     negative_sampling_loss,
     sampled_softmax_loss,
     samplers,
-    tree_path_loss,
-    tree_paths,
+    tail_capacities,
+    tail_dimensions,
 )
+from seqjax.heads.adaptive import TAIL_CHUNK
+from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size
 from seqjax.heads.rows import compact
+from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +37,25 @@ class Shapes:
     samples: int  # K
 
 
+RECOMPUTING = "full, recomputing blocks"
+
+
 def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
     """The heads benchmarked at one V; adaptive cutoffs at 2% and 20% of V (2k/20k at 100k)."""
     sampling = dict(num_samples=shapes.samples)
     return {
         "full": HeadConfig(kind="full"),  # the formulation the head picks for the shapes
         "full, materialized": HeadConfig(kind="full", chunk_size=vocab_size),
+        # The memory-lean blocked loss, where the default keeps each block's exponentials instead.
+        **(
+            {
+                RECOMPUTING: HeadConfig(
+                    kind="full", chunk_size=min(DEFAULT_CHUNK, vocab_size), block_residuals="recompute"
+                )
+            }
+            if default_block_residuals(shapes.rows, vocab_size) != "recompute"
+            else {}
+        ),
         "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", **sampling),
         "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", **sampling),
         "negative (unigram^0.75)": HeadConfig(kind="negative", proposal="unigram", power=0.75, **sampling),
@@ -123,27 +141,156 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
 
 
 TREE_ROW_GRADIENTS = {"tree, Huffman, row gradients": "huffman", "tree, balanced, row gradients": "balanced"}
+TOP_LEVELS = 8  # tree levels scored densely by the row-gradient cases
 
 
-def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets):
-    """A tree loss differentiated with respect to the [N, L, D] node rows gathered along the
-    targets' paths (`tree_paths`), instead of the dense [V − 1, D] node table; the path node
-    ids index the row gradient, repeats included."""
+def _tree_problem(name: str, vocab_size: int, shapes: Shapes, counts):
     tree = huffman_tree(counts) if TREE_ROW_GRADIENTS[name] == "huffman" else balanced_tree(vocab_size)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size - 1,), jnp.float32)
+    return tree, weights, biases
+
+
+def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets, top_levels=TOP_LEVELS):
+    """A tree loss with row gradients (`seqjax.heads.tree_rows`): the top `top_levels` levels
+    scored by one dense product (their [T, D] gradient dense), the deeper steps on gathered node
+    rows (one gradient row per step); the step capacity is chosen on the host from the targets,
+    as a training loop would per batch."""
+    tree, weights, biases = _tree_problem(name, vocab_size, shapes, counts)
+    size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
 
     def step(weights, biases, hidden, targets):
-        nodes, codes, mask = tree_paths(tree, targets)
+        paths = split_paths(tree, targets, top_levels, capacity)
 
-        def loss(hidden, path_weights, path_biases):
-            return tree_path_loss(hidden, path_weights, path_biases, codes, mask).mean()
+        def loss(*args):
+            return split_path_loss(*args, paths).mean()
 
-        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[nodes], biases[nodes])
-        return value, grads, nodes
+        deep = paths.step_nodes
+        args = (hidden, weights[:size], biases[:size], weights[deep], biases[deep])
+        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2, 3, 4))(*args)
+        return value, grads, deep
 
     return compiled(jax.jit(step), weights, biases, hidden, targets)
+
+
+def tree_row_floor_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets, top_levels=TOP_LEVELS):
+    """What `tree_row_gradient_case` cannot do without: the dense top's three [N, D] x [D, T]
+    products, and gathering the deep steps' node rows and hidden rows (no loss, no gradient)."""
+    tree, weights, _ = _tree_problem(name, vocab_size, shapes, counts)
+    size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
+    paths = jax.jit(lambda t: split_paths(tree, t, top_levels, capacity))(targets)
+    cotangent = jnp.asarray(np.random.default_rng(4).normal(size=(shapes.rows, size)), jnp.float32)
+
+    def floor(weights, hidden, paths, cotangent):
+        products = _product_and_vjp(hidden, weights[:size], cotangent)
+        return products, weights[paths.step_nodes], hidden[paths.step_rows]
+
+    return compiled(jax.jit(floor), weights, hidden, paths, cotangent)
+
+
+def deep_path_lengths(name: str, vocab_size: int, counts, targets, top_levels=TOP_LEVELS) -> tuple[float, int]:
+    """Mean and max number of path steps below depth `top_levels` over the targets."""
+    tree, _, _ = _tree_problem(name, vocab_size, Shapes(1, 1, 1), counts)
+    steps = deep_steps(tree, np.asarray(targets), top_levels)
+    return float(steps.mean()), int(steps.max())
+
+
+def _product_and_vjp(x, table, cotangent):
+    """x · tableᵀ and both its input gradients, laid out as autodiff lays out a loss's products."""
+    out, vjp = jax.vjp(lambda x, table: x @ table.T, x, table)
+    return out, vjp(cotangent)
+
+
+def sampled_floor_case(shapes: Shapes, hidden):
+    """The sampling losses' irreducible work at any V: the three [N, D] x [D, K] products
+    (scores, hidden gradient, sample rows' gradient) alone."""
+    rng = np.random.default_rng(4)
+    rows = jnp.asarray(0.05 * rng.normal(size=(shapes.samples, shapes.features)), jnp.float32)
+    cotangent = jnp.asarray(rng.normal(size=(shapes.rows, shapes.samples)), jnp.float32)
+    return compiled(jax.jit(_product_and_vjp), hidden, rows, cotangent)
+
+
+def full_floor_case(vocab_size: int, shapes: Shapes, hidden):
+    """The full softmax's irreducible work: its three products, [N, D] x [D, V] and the two of the
+    backward pass, in the default blocks of `default_chunk_size` words (no exponentials)."""
+    weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab_size, shapes.features)), jnp.float32)
+    block = default_chunk_size(shapes.rows, vocab_size)
+    return compiled(jax.jit(lambda h, w: _blocked_products(h, w, block)), hidden, weights)
+
+
+ADAPTIVE_CAPACITIES = "adaptive (div 4), tail capacities"
+
+
+def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
+    """`adaptive_softmax_loss` with `tail_capacities` chosen on the host from the targets (as a
+    training loop would per batch): each tail gathers its rows and keeps their activations."""
+    cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
+    bounds = cutoffs + (vocab_size,)
+    widths = tail_dimensions(features, len(cutoffs), 4.0)
+    rng = np.random.default_rng(2)
+
+    def normal(*shape):
+        return jnp.asarray(0.05 * rng.normal(size=shape), jnp.float32)
+
+    params = (
+        normal(cutoffs[0] + len(cutoffs), features),
+        [normal(features, width) for width in widths],
+        [normal(bounds[i + 1] - bounds[i], width) for i, width in enumerate(widths)],
+    )
+    capacities = tail_capacities(np.asarray(targets), cutoffs)
+
+    def loss(hidden, params):
+        head, projections, tails = params
+        return adaptive_softmax_loss(
+            hidden, head, projections, tails, targets, cutoffs, tail_capacities=capacities
+        ).mean()
+
+    return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), hidden, params)
+
+
+def _blocked_products(x, table, block: int):
+    """x [R, d] against table [W, d] in blocks of `block` rows of the table (W padded to whole
+    blocks): each block's x · tableᵀ and the two products of its backward pass, no softmax."""
+    starts = jnp.arange(-(-table.shape[0] // block), dtype=jnp.int32) * block
+    table = jnp.pad(table, ((0, len(starts) * block - table.shape[0]), (0, 0)))
+
+    def step(x_grad, start):
+        block_table = lax.dynamic_slice_in_dim(table, start, block)
+        logits = x @ block_table.T
+        return x_grad + logits @ block_table, logits.T @ x
+
+    return lax.scan(step, jnp.zeros_like(x), starts)
+
+
+def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
+    """What `adaptive_capacity_case` cannot do without: the head's three [N, D] x [D, c_1 + n]
+    products, and for each tail its gathered rows' three projection products and its three
+    products with the tail's words, in the loss's blocks of TAIL_CHUNK words (no softmax)."""
+    cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
+    bounds = cutoffs + (vocab_size,)
+    widths = tail_dimensions(features, len(cutoffs), 4.0)
+    rng = np.random.default_rng(2)
+    head = jnp.asarray(0.05 * rng.normal(size=(cutoffs[0] + len(cutoffs), features)), jnp.float32)
+    projections = [jnp.asarray(0.05 * rng.normal(size=(features, w)), jnp.float32) for w in widths]
+    tails = [
+        jnp.asarray(0.05 * rng.normal(size=(bounds[i + 1] - bounds[i], w)), jnp.float32) for i, w in enumerate(widths)
+    ]
+    cluster = np.searchsorted(np.asarray(cutoffs), np.asarray(targets), side="right")
+    capacities = tail_capacities(np.asarray(targets), cutoffs)
+    rows = [jnp.asarray(np.resize(np.nonzero(cluster == i + 1)[0], c)) for i, c in enumerate(capacities)]
+
+    def floor(hidden, head, projections, tails):
+        scores = hidden @ head.T
+        parts = [scores @ head, scores.T @ hidden]
+        for picked, projection, tail in zip(rows, projections, tails):
+            picked_hidden = hidden[picked]
+            projected = picked_hidden @ projection
+            projected_grad, tail_grad = _blocked_products(projected, tail, TAIL_CHUNK)
+            parts += [projected_grad @ projection.T, picked_hidden.T @ projected_grad, tail_grad]
+        return parts
+
+    return compiled(jax.jit(floor), hidden, head, projections, tails)
 
 
 def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):

@@ -12,9 +12,9 @@ part a jitted program timed round-robin with the whole it belongs to:
 * adaptive softmax: seqjax and torch on each part of the same math (the head over the
   shortlist and the cluster entries for every row; each tail on exactly its rows, projection
   included), then both whole heads;
-* Huffman tree with row gradients: the whole step against its parts: gathering the [N, L, D]
-  path rows, the path loss and its gradients on rows already gathered, and writing an
-  [N, L, D] float32 array (what returning a row gradient of that shape costs);
+* Huffman tree with row gradients: the whole step (`seqjax.heads.tree_rows`, the top levels
+  dense) against its parts: splitting the paths, the top's three products, gathering the deep
+  steps' rows; and the formulation before it, every path step on [N, L, D] gathered rows;
 * sampled softmax with row gradients at the smallest and largest V of `--sweep`: the whole
   step against drawing the K samples with their expected counts, finding the distinct ids,
   gathering their rows from the [V, D] table, and the loss with its gradients on the rows:
@@ -37,6 +37,7 @@ from jax import lax
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
 from softmax_cases import (  # noqa: E402
+    TOP_LEVELS,
     Shapes,
     adaptive_cutoffs,
     head_configs,
@@ -57,6 +58,7 @@ from seqjax.heads import (  # noqa: E402
 )
 from seqjax.heads.full import default_chunk_size  # noqa: E402
 from seqjax.heads.rows import compact  # noqa: E402
+from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_paths, top_size  # noqa: E402
 
 
 def blocking(fn, *args):
@@ -71,10 +73,11 @@ def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict
     block = default_chunk_size(shapes.rows, vocab_size)
     starts = jnp.arange(vocab_size // block, dtype=jnp.int32) * block  # whole blocks only: V·block/V of the work
 
-    def head(hidden, weights, biases):
-        return jax.value_and_grad(lambda *a: full_softmax_loss(*a, targets).mean(), argnums=(0, 1, 2))(
-            hidden, weights, biases
-        )
+    def head(hidden, weights, biases, residuals=None):
+        def loss(*args):
+            return full_softmax_loss(*args, targets, chunk_size=block, block_residuals=residuals).mean()
+
+        return jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights, biases)
 
     def matmuls(hidden, weights, recompute):
         def step(hidden_grad, start):
@@ -95,7 +98,11 @@ def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict
 
     covered = starts.size * block / vocab_size
     parts = {
-        "loss + gradients (the head)": (blocking(head, hidden, weights, biases), 1.0),
+        "loss + gradients (the head, as the default picks)": (blocking(head, hidden, weights, biases), 1.0),
+        "loss + gradients, recomputing each block (4 matmuls)": (
+            blocking(lambda *a: head(*a, "recompute"), hidden, weights, biases),
+            1.0,
+        ),
         "the 3 block matmuls alone (fwd logits, P @ W, P^T @ h)": (
             blocking(lambda h, w: matmuls(h, w, False), hidden, weights),
             covered,
@@ -170,24 +177,35 @@ def huffman_parts(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> d
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size - 1,), jnp.float32)
+    size, capacity = top_size(tree, TOP_LEVELS), deep_capacity(tree, np.asarray(targets), TOP_LEVELS)
+    steps = deep_steps(tree, np.asarray(targets), TOP_LEVELS)
+    paths = jax.jit(lambda t: split_paths(tree, t, TOP_LEVELS, capacity))(targets)
     nodes, codes, mask = tree_paths(tree, targets)
-    path_weights, path_biases = weights[nodes], biases[nodes]
-    length = nodes.shape[1]
 
-    def path_loss(h, pw, pb):
-        return jax.value_and_grad(lambda *a: tree_path_loss(*a, codes, mask).mean(), argnums=(0, 1, 2))(h, pw, pb)
+    def all_path_rows(weights, biases, hidden):  # the formulation before the dense top
+        def loss(*args):
+            return tree_path_loss(*args, codes, mask).mean()
 
-    whole = tree_row_gradient_case("tree, Huffman, row gradients", vocab_size, shapes, counts, hidden, targets)[0]
+        return jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[nodes], biases[nodes])
+
+    def top_products(weights, hidden):
+        scores = hidden @ weights[:size].T
+        return scores @ weights[:size], scores.T @ hidden
+
+    name = "tree, Huffman, row gradients"
     return {
-        "the whole step (tree_paths, gather, loss, row gradients)": whole,
-        f"gathering the [N, L, D] = [{shapes.rows}, {length}, {shapes.features}] path rows": blocking(
-            lambda w, b, n: (w[n], b[n]), weights, biases, nodes
+        f"the whole step (top {TOP_LEVELS} levels dense: split_paths, gathers, loss, row gradients)": (
+            tree_row_gradient_case(name, vocab_size, shapes, counts, hidden, targets)[0]
         ),
-        "the path loss and its gradients on gathered rows": blocking(path_loss, hidden, path_weights, path_biases),
-        "writing one [N, L, D] float32 array (a row gradient's size)": blocking(
-            lambda x: jnp.broadcast_to(x, (shapes.rows, length, shapes.features)) + 1.0, jnp.float32(0.5)
+        "splitting the paths (split_paths)": blocking(lambda t: split_paths(tree, t, TOP_LEVELS, capacity), targets),
+        f"the top's three [N, D] x [D, T = {size}] products": blocking(top_products, weights, hidden),
+        f"gathering the deep steps' node and hidden rows, [M = {capacity}, D] each": blocking(
+            lambda w, h, p: (w[p.step_nodes], h[p.step_rows]), weights, hidden, paths
         ),
-        f"mean path length of the targets: {float(tree.depths[np.asarray(targets)].mean()):.1f} of L = {length}": None,
+        f"before: every path step on gathered rows, [N, L, D] = [{shapes.rows}, {nodes.shape[1]}, "
+        f"{shapes.features}]": blocking(all_path_rows, weights, biases, hidden),
+        f"path steps below the top {TOP_LEVELS} levels: mean {steps.mean():.2f}, max {steps.max()} "
+        f"(whole paths: mean {tree.depths[np.asarray(targets)].mean():.1f} of L = {nodes.shape[1]})": None,
     }
 
 

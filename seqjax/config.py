@@ -30,6 +30,7 @@ TOKENIZERS = ("char", "word", "bpe", "pretrained")
 CELLS = ("lstm", "gru", "elman")
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("huffman", "balanced")
+BLOCK_RESIDUALS = ("auto", "bfloat16", "float32", "recompute")
 # The model and head kinds, and the families of them that read a group of options, are declared in
 # `seqjax.kinds`; these are live views of those tables.
 MODEL_KINDS = MODELS
@@ -200,6 +201,13 @@ class HeadConfig:
         0,
         "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)",
         kinds=("full",),
+    )
+    block_residuals: str = option(
+        "auto",
+        "what the blocked loss keeps for its backward pass: bfloat16 | float32 exponentials (three matmuls, "
+        "N·V values) or recompute (four matmuls, [N, chunk] memory); auto: bfloat16 while it fits 1 GiB",
+        kinds=("full",),
+        choices=BLOCK_RESIDUALS,
     )
     learn_bias: bool = option(
         True,

@@ -5,11 +5,12 @@ Pure functions (import one without the rest): `full_softmax_loss`, `sampled_soft
 `balanced_tree` / `huffman_tree`, `class_softmax_loss` / `class_log_probs` with
 `frequency_classes`, `adaptive_softmax_loss` / `adaptive_log_probs`; proposal distributions in
 `seqjax.heads.samplers`; row-sparse table gradients for the sampling losses with
-`seqjax.heads.rows.compact`. Flax heads under the head contract, and `build_head(cfg, V, counts)`.
+`seqjax.heads.rows.compact`, and for the tree loss with a dense top and gathered deep nodes with
+`seqjax.heads.tree_rows`. Flax heads under the head contract, and `build_head(cfg, V, counts)`.
 """
 
 from seqjax.heads import samplers
-from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
+from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_capacities, tail_dimensions
 from seqjax.heads.build import build_head
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss, frequency_classes
 from seqjax.heads.full import full_softmax_loss
@@ -58,6 +59,7 @@ __all__ = [
     "negative_sampling_loss",
     "sampled_softmax_loss",
     "samplers",
+    "tail_capacities",
     "tail_dimensions",
     "tree_log_probs",
     "tree_path_loss",

@@ -5,9 +5,15 @@ softmax over the shortlist [0, c_1) plus one entry per tail cluster; tail cluste
 [c_i, c_{i+1}) (c_{n+1} = V) and scores its words from a projection of the hidden state to
 D / div^i dimensions (i = 1..n), so p(w | h) = p(cluster(w) | h) · p(w | cluster(w), h).
 
-Static shapes: a tail's rows are data-dependent, so each tail scores its own rows only, in
-blocks of TAIL_BLOCK_ROWS rows (`selected_rows.selected_row_losses`): exact for any batch, at
-most one block more than the rows the tail really has, instead of every row.
+Static shapes: a tail's rows are data-dependent, so each tail scores its own rows only. Given
+`tail_capacities` (static ints from the host, per batch: `tail_capacities(targets, cutoffs)`,
+four buckets per doubling so that recompilations stay bounded), each tail gathers that many
+rows and autodiff keeps their activations for the backward pass, as torch's eager autograd
+does. Without them (a loss traced with no host view of its targets), each tail walks its rows
+in blocks of TAIL_BLOCK_ROWS (`selected_rows.selected_row_losses`): exact for any batch, at
+most one block more than the tail's rows, but sorting the rows, padding them to blocks and
+re-running each block's forward pass in the backward loop (a loop with a data-dependent trip
+count keeps no residuals).
 A wide tail is scored in blocks of TAIL_CHUNK words (`full_softmax_loss`'s chunked path):
 its projected width is small (D / div^i), so [rows, tail] logits would be memory-bound to
 write and read back, and blocks that stay in cache run about twice as fast.
@@ -24,7 +30,7 @@ from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 from seqjax.heads.full import full_softmax_loss
-from seqjax.heads.selected_rows import selected_row_losses
+from seqjax.heads.selected_rows import capacity_bucket, selected_row_losses
 
 TAIL_BLOCK_ROWS = 128  # rows per tail block (measured best of 64/128/256/512 at V = 100k: less padding per tail)
 TAIL_CHUNK = 4096  # words per block of a tail's softmax (measured best of 1k/4k/16k at d = 32, 128)
@@ -72,6 +78,7 @@ def adaptive_softmax_loss(
     cutoffs: Sequence[int],
     *,
     head_biases: ArrayLike | None = None,
+    tail_capacities: Sequence[int] | None = None,
 ) -> jax.Array:
     """Per-row −log p(target | h) of an adaptive softmax.
 
@@ -84,6 +91,9 @@ def adaptive_softmax_loss(
       cutoffs: (c_1, ..., c_n), increasing, 0 < c_1 and c_n < V (host ints).
       head_biases: [c_1 + n] float added to the head's scores, or None (PyTorch's
         `head_bias=False`, its default).
+      tail_capacities: n static ints >= 1, rows each tail gathers, at least the targets in it
+        (`tail_capacities(targets, cutoffs)` on the host; checked here when the targets are
+        concrete), or None: each tail walks its rows in blocks (see the module docstring).
 
     Returns:
       [N] float32 losses.
@@ -103,6 +113,8 @@ def adaptive_softmax_loss(
     """
     cutoffs, bounds = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, head_biases)
     checks.require_hidden_and_targets(hidden, targets, bounds[-1])
+    if tail_capacities is not None:
+        _require_capacities(tail_capacities, targets, cutoffs)
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     shortlist = cutoffs[0]
     cluster = jnp.searchsorted(jnp.asarray(cutoffs, jnp.int32), targets, side="right")  # 0: shortlist
@@ -113,8 +125,51 @@ def adaptive_softmax_loss(
         local_targets = targets - bounds[index]
         projection = jnp.asarray(projection, jnp.float32)
         weights = jnp.asarray(weights, jnp.float32)
-        losses = losses + _tail_losses(hidden, projection, weights, local_targets, in_tail)
+        if tail_capacities is None:
+            losses = losses + _tail_losses(hidden, projection, weights, local_targets, in_tail)
+        else:
+            capacity = tail_capacities[index]
+            losses = losses + _gathered_tail_losses(hidden, projection, weights, local_targets, in_tail, capacity)
     return losses
+
+
+def tail_capacities(targets: ArrayLike, cutoffs: Sequence[int]) -> tuple[int, ...]:
+    """Each tail cluster's row capacity for these targets (host): the number of targets in it,
+    rounded up by `selected_rows.capacity_bucket` (four buckets per doubling).
+
+    Example:
+      >>> from seqjax.heads import tail_capacities
+      >>> tail_capacities([0, 5, 12, 13, 14, 40], (10, 30))  # 3 rows in [10, 30), 1 in [30, V)
+      (3, 1)
+    """
+    values = np.asarray(targets)
+    checks.require_ids("targets", values, np.iinfo(np.int32).max)
+    cluster = np.searchsorted(np.asarray(cutoffs), values, side="right")
+    return tuple(capacity_bucket(int((cluster == index + 1).sum())) for index in range(len(cutoffs)))
+
+
+def _require_capacities(capacities, targets, cutoffs) -> None:
+    if len(capacities) != len(cutoffs):
+        raise ValueError(f"tail_capacities must have one int per tail cluster ({len(cutoffs)}), got {capacities!r}")
+    for capacity in capacities:
+        checks.require_positive_int("tail_capacities entry", capacity)
+    if checks.is_concrete(targets):
+        cluster = np.searchsorted(np.asarray(cutoffs), np.asarray(targets), side="right")
+        for index, capacity in enumerate(capacities):
+            rows = int((cluster == index + 1).sum())
+            if rows > capacity:
+                raise ValueError(
+                    f"tail_capacities[{index}] must hold the {rows} targets in tail cluster {index + 1}, got {capacity}"
+                )
+
+
+def _gathered_tail_losses(hidden, projection, weights, local_targets, in_tail, capacity):
+    """[N] −log p(w | cluster, h) on the rows in the tail (gathered into `capacity` slots), 0 elsewhere."""
+    (rows,) = jnp.nonzero(in_tail, size=capacity, fill_value=0)
+    valid = jnp.arange(capacity) < in_tail.sum()
+    targets = jnp.where(valid, local_targets[rows], 0)
+    losses = full_softmax_loss(hidden[rows] @ projection, weights, None, targets, chunk_size=TAIL_CHUNK)
+    return jnp.zeros(in_tail.shape, jnp.float32).at[rows].add(jnp.where(valid, losses, 0.0))
 
 
 def adaptive_log_probs(

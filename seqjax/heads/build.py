@@ -14,7 +14,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from seqjax import kinds
-from seqjax.config import PROPOSALS, TREES, HeadConfig
+from seqjax.config import BLOCK_RESIDUALS, PROPOSALS, TREES, HeadConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, samplers
 from seqjax.heads.classes import frequency_classes
@@ -92,8 +92,17 @@ def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
         raise ValueError(f"head.chunk_size must be >= 0 (0: chosen by shape), got {cfg.chunk_size}")
     if isinstance(cfg.z_loss, bool) or not 0.0 <= cfg.z_loss < float("inf"):
         raise ValueError(f"head.z_loss must be a finite float >= 0 (0: off), got {cfg.z_loss!r}")
+    if cfg.block_residuals not in BLOCK_RESIDUALS:
+        raise ValueError(
+            f"head.block_residuals must be one of {', '.join(BLOCK_RESIDUALS)}, got {cfg.block_residuals!r}"
+        )
     return FullSoftmax(
-        vocab_size, tied=cfg.tied, learn_bias=cfg.learn_bias, chunk_size=cfg.chunk_size, z_loss=cfg.z_loss
+        vocab_size,
+        tied=cfg.tied,
+        learn_bias=cfg.learn_bias,
+        chunk_size=cfg.chunk_size,
+        z_loss=cfg.z_loss,
+        block_residuals="" if cfg.block_residuals == "auto" else cfg.block_residuals,
     )
 
 

@@ -2,17 +2,23 @@
 
 Two exact formulations, chosen by shape unless the caller fixes `chunk_size`:
 * materialized: one [N, D] x [D, V] matmul, a fused logsumexp and autodiff (peak memory
-  [N, V], three matmuls in all);
-* blocked (`chunk_size=C < V`): blocks of C words under a custom VJP that keeps only the row
-  log-normalizers and recomputes each block in the backward pass (peak memory [N, C], four
-  matmuls, no one-hot matrix).
+  [N, V] float32 logits and their gradient, three matmuls in all);
+* blocked (`chunk_size=C < V`): blocks of C words under a custom VJP. What it keeps for the
+  backward pass is `block_residuals`: each block's exponentials exp(logits - block max) in
+  bfloat16 or float32 with the blocks' row maxima (three matmuls; N·V values kept, 2048 x 100k
+  in bfloat16 is 0.4 GB), or nothing but the row log-normalizers ("recompute": each block's
+  logits again in the backward pass, four matmuls, peak memory [N, C]). No one-hot matrix.
 Measured on 2-core CPUs (N = 2048, D = 512), the materialized form wins while the logits stay
 small (V = 10k: 6-14% faster) and the blocked one once they leave the caches (V = 30k: 5-7%
-faster; V = 100k: 1.2-1.5x faster with 20x fewer temporaries), so the default materializes up to
-MATERIALIZE_LIMIT logits and uses blocks of DEFAULT_CHUNK words beyond. Without gradients
-(exact evaluation, the heads' `target_log_probs`) blocks win at every shape measured (same
-machines, V = 5k-30k, N = 256-2048, D = 128-512: 1.1-2.0x faster than materialized logits),
-so evaluation always passes `chunk_size=DEFAULT_CHUNK`.
+faster; V = 100k: 1.2-1.5x faster with 20x fewer temporaries, when it still recomputed), so the
+default materializes up to MATERIALIZE_LIMIT logits and uses blocks of DEFAULT_CHUNK words
+beyond, keeping bfloat16 exponentials while they take at most KEEP_LIMIT_BYTES. bfloat16 rounds
+each kept exponential to 8 significant bits: every probability in the backward pass is within
+a relative 2^-8 of float32's, so each gradient entry moves by at most 2^-8 of the same sum over
+absolute values (a test checks that bound against float32). Without gradients (exact
+evaluation, the heads' `target_log_probs`) blocks win at every shape measured (same machines,
+V = 5k-30k, N = 256-2048, D = 128-512: 1.1-2.0x faster than materialized logits), so
+evaluation always passes `chunk_size=DEFAULT_CHUNK`; it keeps nothing.
 
 Both paths can add PaLM's z-loss, `z_loss · (log Z)²` per row (Chowdhery et al. 2022, who
 used 1e-4), which pulls the log-normalizer log Z = logsumexp(logits) toward 0 and so keeps
@@ -35,6 +41,8 @@ from seqjax.placement import gathered
 
 MATERIALIZE_LIMIT = 2**25  # N·V logits (128 MiB of float32) up to which the default materializes them
 DEFAULT_CHUNK = 4096  # words per block beyond it (measured best of 2k/4k/8k at V = 30k-100k)
+KEEP_LIMIT_BYTES = 2**30  # kept bfloat16 exponentials (N·V·2 bytes) up to which the default keeps them
+BLOCK_RESIDUALS = ("bfloat16", "float32", "recompute")
 
 
 def default_chunk_size(rows: int, vocab_size: int) -> int:
@@ -49,6 +57,18 @@ def default_chunk_size(rows: int, vocab_size: int) -> int:
     return vocab_size if rows * vocab_size <= MATERIALIZE_LIMIT else min(DEFAULT_CHUNK, vocab_size)
 
 
+def default_block_residuals(rows: int, vocab_size: int) -> str:
+    """What the blocked loss keeps when none is said: "bfloat16" exponentials while their
+    N·V·2 bytes fit KEEP_LIMIT_BYTES (three matmuls), else "recompute" (four, [N, C] memory).
+
+    Example:
+      >>> from seqjax.heads.full import default_block_residuals
+      >>> default_block_residuals(2048, 100_000), default_block_residuals(2048, 1_000_000)
+      ('bfloat16', 'recompute')
+    """
+    return "bfloat16" if 2 * rows * vocab_size <= KEEP_LIMIT_BYTES else "recompute"
+
+
 def full_softmax_loss(
     hidden: ArrayLike,
     weights: ArrayLike,
@@ -57,6 +77,7 @@ def full_softmax_loss(
     *,
     chunk_size: int | None = None,
     z_loss: float = 0.0,
+    block_residuals: str | None = None,
 ) -> jax.Array:
     """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`,
     plus `z_loss · logsumexp(h W^T + b)²`.
@@ -70,6 +91,10 @@ def full_softmax_loss(
         C < V never holds more than [N, C] of them; both give the same value and gradients.
         None (default): `default_chunk_size(N, V)`, the faster of the two for the shapes.
       z_loss: weight >= 0 of the squared log-normalizer (0: the plain negative log-likelihood).
+      block_residuals: what the blocked path keeps for its backward pass, one of
+        BLOCK_RESIDUALS: each block's exponentials in "bfloat16" or "float32" (three matmuls)
+        or nothing ("recompute", four); ignored when the logits are materialized. None
+        (default): `default_block_residuals(N, V)`.
 
     Returns:
       [N] float32 losses (the caller masks and reduces).
@@ -88,6 +113,10 @@ def full_softmax_loss(
     checks.require_positive_int("chunk_size", chunk_size)
     if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)) or not 0.0 <= z_loss < float("inf"):
         raise ValueError(f"z_loss must be a finite float >= 0 (0: off), got {z_loss!r}")
+    if block_residuals is None:
+        block_residuals = default_block_residuals(int(np.shape(hidden)[0]), vocab_size)
+    if block_residuals not in BLOCK_RESIDUALS:
+        raise ValueError(f"block_residuals must be one of {', '.join(BLOCK_RESIDUALS)}, got {block_residuals!r}")
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     weights = jnp.asarray(weights, jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else jnp.asarray(biases, jnp.float32)
@@ -96,7 +125,7 @@ def full_softmax_loss(
         target_logits = jnp.take_along_axis(logits, targets[:, None], axis=1)[:, 0]
         log_normalizer = jax.nn.logsumexp(logits, axis=1)
         return log_normalizer - target_logits + z_loss * log_normalizer**2
-    return _blocked_loss(hidden, weights, biases, targets, chunk_size, float(z_loss))
+    return _blocked_loss(hidden, weights, biases, targets, chunk_size, float(z_loss), block_residuals)
 
 
 def _block_logits(hidden, weights, biases, start, size):
@@ -113,46 +142,70 @@ def _block_starts(vocab_size: int, block: int):
     return starts, (num_full * block if remainder else None), remainder
 
 
-def _forward(hidden, weights, biases, targets, block, z_loss):
-    """Returns per-row losses (z-loss included) and row log-normalizers [N]."""
+def _keep(exponentials, kept):
+    """float32 values as `kept` says: themselves, or rounded to bfloat16 (to nearest, ties to even)
+    as the uint16 of its bits: XLA on CPU converts to bfloat16 2.4x slower than this integer form."""
+    if kept == "float32":
+        return exponentials
+    bits = lax.bitcast_convert_type(exponentials, jnp.uint32)
+    bits = bits + jnp.uint32(0x7FFF) + ((bits >> 16) & 1)  # exponentials lie in [0, 1]: no overflow
+    return (bits >> 16).astype(jnp.uint16)
+
+
+def _unkeep(kept_values):
+    """float32 of what `_keep` returned."""
+    if kept_values.dtype == jnp.float32:
+        return kept_values
+    return lax.bitcast_convert_type(kept_values.astype(jnp.uint32) << 16, jnp.float32)
+
+
+def _forward(hidden, weights, biases, targets, block, z_loss, kept):
+    """Per-row losses (z-loss included), row log-normalizers [N], and what the backward pass
+    reads instead of recomputing the logits: for the scanned blocks and for the remainder
+    block, each block's exponentials exp(logits - block max) [.., N, C] in `kept` and its row
+    maxima [.., N] float32 (None when `kept` is "recompute")."""
     weights, biases = gathered(weights), gathered(biases)  # once, not one whole table per block
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
 
     def accumulate(carry, logits):
         running_max, running_sum = carry
-        new_max = jnp.maximum(running_max, logits.max(axis=1))
-        rescaled = running_sum * jnp.exp(running_max - new_max)
-        return new_max, rescaled + jnp.exp(logits - new_max[:, None]).sum(axis=1)
+        block_max = logits.max(axis=1)
+        exponentials = jnp.exp(logits - block_max[:, None])
+        new_max = jnp.maximum(running_max, block_max)
+        running_sum = running_sum * jnp.exp(running_max - new_max)
+        running_sum = running_sum + exponentials.sum(axis=1) * jnp.exp(block_max - new_max)
+        saved = None if kept == "recompute" else (_keep(exponentials, kept), block_max)
+        return (new_max, running_sum), saved
 
     def step(carry, start):
-        logits = _block_logits(hidden, weights, biases, start, block)
-        return accumulate(carry, logits), None
+        return accumulate(carry, _block_logits(hidden, weights, biases, start, block))
 
     rows = hidden.shape[0]
     carry = (jnp.full((rows,), -jnp.inf, jnp.float32), jnp.zeros((rows,), jnp.float32))
-    carry, _ = lax.scan(step, carry, starts)
+    carry, saved_blocks = lax.scan(step, carry, starts)
+    saved_rest = None
     if remainder_start is not None:
-        carry = accumulate(carry, _block_logits(hidden, weights, biases, remainder_start, remainder))
+        carry, saved_rest = accumulate(carry, _block_logits(hidden, weights, biases, remainder_start, remainder))
     running_max, running_sum = carry
     log_normalizer = running_max + jnp.log(running_sum)
     target_logits = jnp.einsum("nd,nd->n", hidden, weights[targets]) + biases[targets]
     losses = log_normalizer - target_logits + z_loss * log_normalizer**2
-    return losses, log_normalizer
+    return losses, log_normalizer, saved_blocks, saved_rest
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
-def _blocked_loss(hidden, weights, biases, targets, block, z_loss):
-    return _forward(hidden, weights, biases, targets, block, z_loss)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _blocked_loss(hidden, weights, biases, targets, block, z_loss, kept):
+    return _forward(hidden, weights, biases, targets, block, z_loss, "recompute")[0]
 
 
-def _blocked_loss_fwd(hidden, weights, biases, targets, block, z_loss):
-    losses, log_normalizer = _forward(hidden, weights, biases, targets, block, z_loss)
-    return losses, (hidden, weights, biases, targets, log_normalizer)
+def _blocked_loss_fwd(hidden, weights, biases, targets, block, z_loss, kept):
+    losses, log_normalizer, saved_blocks, saved_rest = _forward(hidden, weights, biases, targets, block, z_loss, kept)
+    return losses, (hidden, weights, biases, targets, log_normalizer, saved_blocks, saved_rest)
 
 
-def _blocked_loss_bwd(block, z_loss, residuals, loss_grads):
-    hidden, weights, biases, targets, log_normalizer = residuals
+def _blocked_loss_bwd(block, z_loss, kept, residuals, loss_grads):
+    hidden, weights, biases, targets, log_normalizer, saved_blocks, saved_rest = residuals
     weights, biases = gathered(weights), gathered(biases)
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
@@ -163,20 +216,28 @@ def _blocked_loss_bwd(block, z_loss, residuals, loss_grads):
     # the one-hot part as a gather/scatter of N rows below, never as an [N, V] matrix. Each
     # block's weight and bias gradients are the scan's outputs, stacked into the table's
     # gradient after it: written into a [V, D] carry instead, a table split over devices (FSDP)
-    # was gathered whole at every block to take one block's update.
-    def block_grads(hidden_grad, start, size):
-        logits = _block_logits(hidden, weights, biases, start, size)
-        probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
+    # was gathered whole at every block to take one block's update. The two products read the
+    # probabilities [N, C] as they are: a row-major copy of their transpose for Pᵀ·h (what
+    # lifts the layers' weight gradients on AMD CPUs, `rows_matmul`) measured slower on Intel.
+    def block_grads(hidden_grad, start, size, saved):
+        if saved is None:
+            logits = _block_logits(hidden, weights, biases, start, size)
+            probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
+        else:
+            exponentials, block_max = saved
+            scale = jnp.exp(block_max - log_normalizer) * softmax_grads
+            probs = _unkeep(exponentials) * scale[:, None]
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
         return hidden_grad, (probs.T @ hidden, probs.sum(axis=0))
 
-    def step(hidden_grad, start):
-        return block_grads(hidden_grad, start, block)
+    def step(hidden_grad, scanned):
+        start, saved = scanned
+        return block_grads(hidden_grad, start, block, saved)
 
-    hidden_grad, (weight_blocks, bias_blocks) = lax.scan(step, jnp.zeros_like(hidden), starts)
+    hidden_grad, (weight_blocks, bias_blocks) = lax.scan(step, jnp.zeros_like(hidden), (starts, saved_blocks))
     weights_grad, biases_grad = weight_blocks.reshape(-1, weights.shape[1]), bias_blocks.reshape(-1)
     if remainder_start is not None:
-        hidden_grad, (weight_rest, bias_rest) = block_grads(hidden_grad, remainder_start, remainder)
+        hidden_grad, (weight_rest, bias_rest) = block_grads(hidden_grad, remainder_start, remainder, saved_rest)
         weights_grad = jnp.concatenate([weights_grad, weight_rest])
         biases_grad = jnp.concatenate([biases_grad, bias_rest])
     hidden_grad = hidden_grad - loss_grads[:, None] * weights[targets]

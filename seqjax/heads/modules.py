@@ -138,10 +138,12 @@ class WordScores(nn.Module):
 class FullSoftmax(WordScores):
     """Exact softmax; `chunk_size` C > 0 scores the vocabulary in blocks of C words (C >= V:
     materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
-    z_loss · (log Z)² to each row's training loss (not to `log_probs`)."""
+    z_loss · (log Z)² to each row's training loss (not to `log_probs`); `block_residuals` is what
+    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`, "": chosen by shape)."""
 
     chunk_size: int = 0
     z_loss: float = 0.0
+    block_residuals: str = ""
 
     def loss(self, hidden, targets, key=None, mask=None, embedding=None):
         params = self.parameters(hidden.shape[-1], embedding)
@@ -152,6 +154,7 @@ class FullSoftmax(WordScores):
             targets,
             chunk_size=self.chunk_size or None,
             z_loss=self.z_loss,
+            block_residuals=self.block_residuals or None,
         )
         return masked_mean(per_row, mask)
 

@@ -16,7 +16,9 @@ optimizer applies it with one scatter into the table:
 
 The tree softmax needs no renumbering: its loss is a sum over path steps, so
 `tree_path_loss` is differentiated with respect to the [N, L, D] node rows gathered along
-`tree_paths`, and the path node ids (repeats included) index that row gradient.
+`tree_paths`, and the path node ids (repeats included) index that row gradient;
+`seqjax.heads.tree_rows` scores the top levels densely instead and gathers rows only for the
+steps below them, without the [N, L, D] array.
 
 Renumbering keeps equal ids equal, so accidental-hit removal and duplicate samples behave
 exactly as on the full table; the padding slots of `distinct` are read by no id and get a

@@ -21,6 +21,21 @@ import jax.numpy as jnp
 from jax import lax
 
 
+def capacity_bucket(count: int) -> int:
+    """A static capacity for `count` data-dependent items (host): count (at least 1) rounded up
+    to m · 2^e, m in 4..8, e = max(bit_length(count) - 3, 0): less than count/4 of padding, and
+    four capacities per doubling of the count to compile for.
+
+    Example:
+      >>> from seqjax.heads.selected_rows import capacity_bucket
+      >>> [capacity_bucket(n) for n in (0, 8, 9, 100, 1025)]
+      [1, 8, 10, 112, 1280]
+    """
+    count = max(int(count), 1)
+    exponent = max(count.bit_length() - 3, 0)
+    return -(-count // 2**exponent) * 2**exponent
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
 def selected_row_losses(row_losses: Callable, block_rows: int, hidden, params, row_data, selected):
     """[N] float32: row_losses on the rows where `selected`, 0 on the others.

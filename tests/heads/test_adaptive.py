@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from seqjax.heads import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
+from seqjax.heads import adaptive_log_probs, adaptive_softmax_loss, tail_capacities, tail_dimensions
 
 VOCAB, FEATURES, CUTOFFS, DIV = 40, 8, (10, 25), 2.0
 
@@ -72,21 +72,29 @@ def test_adaptive_log_prob_of_a_tail_word_is_cluster_probability_times_tail_prob
     ],
     ids=["mixed", "shortlist_only", "last_tail_only", "single_tail_row"],
 )
-def test_adaptive_loss_equals_negative_log_probs_at_the_target(targets):
+@pytest.mark.parametrize("gathered", [False, True], ids=["row_blocks", "tail_capacities"])
+def test_adaptive_loss_equals_negative_log_probs_at_the_target(targets, gathered):
     hidden, head, projections, tails = random_parameters(2)
     targets = targets.astype(np.int32)
+    capacities = tail_capacities(targets, CUTOFFS) if gathered else None
     log_probs = adaptive_log_probs(hidden, head, projections, tails, CUTOFFS)
-    loss = jax.jit(adaptive_softmax_loss, static_argnums=5)(hidden, head, projections, tails, targets, CUTOFFS)
+    loss = jax.jit(
+        lambda t: adaptive_softmax_loss(hidden, head, projections, tails, t, CUTOFFS, tail_capacities=capacities)
+    )(targets)
     np.testing.assert_allclose(loss, -log_probs[np.arange(len(targets)), targets], rtol=1e-5, atol=1e-5)
 
 
-def test_adaptive_loss_gradient_matches_gradient_of_log_probs():
+@pytest.mark.parametrize("gathered", [False, True], ids=["row_blocks", "tail_capacities"])
+def test_adaptive_loss_gradient_matches_gradient_of_log_probs(gathered):
     hidden, head, projections, tails = random_parameters(3)
     targets = np.random.default_rng(3).integers(0, VOCAB, len(hidden)).astype(np.int32)
+    capacities = tail_capacities(targets, CUTOFFS) if gathered else None
     rows = np.arange(len(targets))
-    grad_loss = jax.jit(jax.grad(lambda *p: adaptive_softmax_loss(*p, targets, CUTOFFS).sum(), argnums=(0, 1, 2, 3)))(
-        hidden, head, projections, tails
-    )
+
+    def loss(*params):
+        return adaptive_softmax_loss(*params, targets, CUTOFFS, tail_capacities=capacities).sum()
+
+    grad_loss = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(hidden, head, projections, tails)
     grad_exact = jax.jit(
         jax.grad(lambda *p: -adaptive_log_probs(*p, CUTOFFS)[rows, targets].sum(), argnums=(0, 1, 2, 3))
     )(hidden, head, projections, tails)
@@ -150,3 +158,17 @@ def test_adaptive_functions_reject_head_biases_of_the_wrong_size():
     hidden, head, projections, tails = random_parameters(8)
     with pytest.raises(ValueError, match=r"head_biases must have shape \[12\] or be None"):
         adaptive_log_probs(hidden, head, projections, tails, CUTOFFS, head_biases=np.zeros(VOCAB))
+
+
+def test_tail_capacities_round_each_tails_row_count_up_to_its_bucket():
+    targets = np.array([0] * 3 + [CUTOFFS[0]] * 9 + [VOCAB - 1] * 1)  # 9 rows in tail 1, 1 in tail 2
+    assert tail_capacities(targets, CUTOFFS) == (10, 1)
+
+
+def test_adaptive_loss_rejects_a_tail_capacity_below_its_targets_on_the_host():
+    hidden, head, projections, tails = random_parameters(6)
+    targets = np.full(len(hidden), VOCAB - 1, np.int32)  # every row in the last tail
+    with pytest.raises(
+        ValueError, match=f"tail_capacities\\[1\\] must hold the {len(hidden)} targets in tail cluster 2"
+    ):
+        adaptive_softmax_loss(hidden, head, projections, tails, targets, CUTOFFS, tail_capacities=(1, len(hidden) - 1))

@@ -44,13 +44,16 @@ def test_full_softmax_loss_without_biases_equals_zero_biases():
     )
 
 
+@pytest.mark.parametrize("residuals", ["float32", "recompute"])
 @pytest.mark.parametrize("chunk_size", [1, 7, 22])  # one word per block, remainder blocks of 2 and of 1
-def test_chunked_full_softmax_equals_unchunked_value_and_gradients(chunk_size):
+def test_chunked_full_softmax_equals_unchunked_value_and_gradients(chunk_size, residuals):
     hidden, weights, biases, targets = random_problem(chunk_size)
     cotangent = np.random.default_rng(chunk_size).normal(size=targets.shape).astype(np.float32)
 
     def weighted(chunk):
-        return lambda h, w, b: jnp.vdot(cotangent, full_softmax_loss(h, w, b, targets, chunk_size=chunk))
+        return lambda h, w, b: jnp.vdot(
+            cotangent, full_softmax_loss(h, w, b, targets, chunk_size=chunk, block_residuals=residuals)
+        )
 
     def value_and_grads(chunk):
         return jax.jit(jax.value_and_grad(weighted(chunk), argnums=(0, 1, 2)))(hidden, weights, biases)
@@ -130,3 +133,57 @@ def test_full_softmax_loss_rejects_bad_input_on_the_host(change, message):
     args.update(change)
     with pytest.raises(ValueError, match=message):
         full_softmax_loss(**args, chunk_size=chunk)
+
+
+def block_matmuls(residuals, chunk_size=7, rows=6, vocab=23):
+    """The matmuls of value_and_grad that read a [.., chunk_size] block (fwd logits, bwd products)."""
+    hidden, weights, biases, targets = random_problem(7, rows=rows, vocab=vocab)
+
+    def loss(h, w, b):
+        return full_softmax_loss(h, w, b, targets, chunk_size=chunk_size, block_residuals=residuals).sum()
+
+    dots = matmuls(jax.value_and_grad(loss, argnums=(0, 1, 2)), hidden, weights, biases)
+    return sum(any(chunk_size in shape for shape in shapes) for _, shapes in dots)
+
+
+@pytest.mark.parametrize("residuals, products", [("bfloat16", 3), ("float32", 3), ("recompute", 4)])
+def test_kept_exponentials_leave_three_block_matmuls_and_recomputing_four(residuals, products):
+    assert block_matmuls(residuals) == products
+
+
+def test_bfloat16_exponentials_move_each_gradient_by_at_most_their_rounding_bound():
+    hidden, weights, biases, targets = random_problem(8, rows=16, features=8, vocab=300)
+    cotangent = np.random.default_rng(8).normal(size=targets.shape).astype(np.float32)
+
+    def grads(residuals):
+        def loss(h, w, b):
+            losses = full_softmax_loss(h, w, b, targets, chunk_size=64, block_residuals=residuals)
+            return jnp.vdot(cotangent, losses)
+
+        return jax.grad(loss, argnums=(0, 1, 2))(hidden, weights, biases)
+
+    # Each probability p is kept as round(p') · s with |round(p') - p'| <= 2^-8 p' (8 significant
+    # bits), so d = c·(p - onehot) moves by at most 2^-8 |c| p per entry and each gradient by
+    # 2^-8 times the same product over absolute values; 1e-5 covers float32's own rounding.
+    logits = hidden.astype(np.float64) @ weights.T + biases
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    moved = np.abs(cotangent)[:, None] * probs
+    bounds = (moved @ np.abs(weights), moved.T @ np.abs(hidden), moved.sum(0))
+    rounded, exact = grads("bfloat16"), grads("float32")
+    for got, expected, bound in zip(rounded, exact, bounds):
+        assert np.all(np.abs(np.asarray(got) - expected) <= 2.0**-8 * bound + 1e-5)
+    assert not np.allclose(rounded[0], exact[0], rtol=1e-6, atol=0)  # bfloat16 was kept, not float32
+
+
+@pytest.mark.parametrize("limit, residuals", [(2 * 6 * 23, "bfloat16"), (2 * 6 * 23 - 1, "recompute")])
+def test_default_keeps_bfloat16_exponentials_up_to_the_limit_and_recomputes_beyond(monkeypatch, limit, residuals):
+    monkeypatch.setattr(full, "KEEP_LIMIT_BYTES", limit)  # N·V = 6 · 23 exponentials of 2 bytes
+    assert full.default_block_residuals(6, 23) == residuals
+    assert block_matmuls(None) == block_matmuls(residuals)
+
+
+def test_full_softmax_loss_rejects_unknown_block_residuals_on_the_host():
+    hidden, weights, biases, targets = random_problem(5)
+    with pytest.raises(ValueError, match="block_residuals must be one of bfloat16, float32, recompute, got 'half'"):
+        full_softmax_loss(hidden, weights, biases, targets, chunk_size=4, block_residuals="half")

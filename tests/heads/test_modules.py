@@ -158,6 +158,12 @@ def test_head_config_is_selectable_from_cli_overrides():
     assert isinstance(head, FullSoftmax) and head.chunk_size == 16 and head.tied
 
 
+@pytest.mark.parametrize("setting, passed", [("auto", ""), ("bfloat16", "bfloat16"), ("recompute", "recompute")])
+def test_full_head_takes_what_its_blocks_keep_from_the_config(setting, passed):
+    config = override(Config(), ["head.kind=full", f"head.block_residuals={setting}"])
+    assert build_head(config.head, VOCAB, COUNTS).block_residuals == passed
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -174,6 +180,7 @@ def test_head_config_is_selectable_from_cli_overrides():
         (dict(kind="adaptive", cutoffs=()), "head.cutoffs must be increasing ints in"),
         (dict(kind="adaptive", div_value=0.5), "head.div_value must be >= 1"),
         (dict(kind="full", chunk_size=-1), "head.chunk_size must be >= 0"),
+        (dict(kind="full", block_residuals="half"), "head.block_residuals must be one of auto, bfloat16"),
     ],
 )
 def test_build_head_rejects_bad_config_on_the_host(change, message):

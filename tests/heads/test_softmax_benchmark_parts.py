@@ -1,5 +1,5 @@
 """The softmax benchmark's cases (benchmarks/softmax_cases.py): the row-gradient tree cases
-compute the tree loss and, scattered back, the dense node-table gradient they are compared against."""
+compute the tree loss and, put back into the table, the dense node-table gradient they are compared against."""
 
 import jax
 import jax.numpy as jnp
@@ -17,11 +17,13 @@ def test_tree_row_gradient_cases_give_the_tree_loss_and_node_table_gradient(name
     vocab, shapes = 300, bench.Shapes(rows=32, features=8, samples=4)
     counts, hidden, targets = bench.make_inputs(vocab, shapes)
     run, total_bytes, _ = bench.tree_row_gradient_case(name, vocab, shapes, counts, hidden, targets)
-    value, (hidden_grad, row_grad, bias_grad), nodes = run()
+    value, (hidden_grad, top_grad, top_bias_grad, row_grad, bias_grad), nodes = run()
 
     weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab - 1,), jnp.float32)
     tree = huffman_tree(counts) if "Huffman" in name else balanced_tree(vocab)
+    size = bench.top_size(tree, bench.TOP_LEVELS)
+    assert 0 < size < vocab - 1  # both parts are exercised
 
     def dense(hidden, weights, biases):
         return tree_softmax_loss(hidden, weights, biases, targets, tree).mean()
@@ -32,5 +34,7 @@ def test_tree_row_gradient_cases_give_the_tree_loss_and_node_table_gradient(name
     assert total_bytes > 0
     np.testing.assert_allclose(value, expected, rtol=1e-6)
     np.testing.assert_allclose(hidden_grad, expected_hidden, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(jnp.zeros_like(weights).at[nodes].add(row_grad), expected_weights, atol=1e-7)
-    np.testing.assert_allclose(jnp.zeros_like(biases).at[nodes].add(bias_grad), expected_biases, atol=1e-7)
+    weights_grad = jnp.zeros_like(weights).at[:size].add(top_grad).at[nodes].add(row_grad)
+    biases_grad = jnp.zeros_like(biases).at[:size].add(top_bias_grad).at[nodes].add(bias_grad)
+    np.testing.assert_allclose(weights_grad, expected_weights, atol=1e-7)
+    np.testing.assert_allclose(biases_grad, expected_biases, atol=1e-7)

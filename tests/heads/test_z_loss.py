@@ -30,10 +30,12 @@ def by_hand():
     return loss, (d_logits @ w, d_logits.T @ h, d_logits.sum(axis=0))
 
 
-@pytest.mark.parametrize("chunk_size", [None, 3])
-def test_z_loss_value_and_gradients_equal_the_hand_computation(chunk_size):
+@pytest.mark.parametrize("chunk_size, residuals", [(None, None), (3, "float32"), (3, "recompute")])
+def test_z_loss_value_and_gradients_equal_the_hand_computation(chunk_size, residuals):
     def weighted(hidden, weights, biases):
-        losses = full_softmax_loss(hidden, weights, biases, TARGETS, chunk_size=chunk_size, z_loss=Z)
+        losses = full_softmax_loss(
+            hidden, weights, biases, TARGETS, chunk_size=chunk_size, z_loss=Z, block_residuals=residuals
+        )
         return (losses * LOSS_GRADS).sum(), losses
 
     (_, losses), grads = jax.value_and_grad(weighted, argnums=(0, 1, 2), has_aux=True)(HIDDEN, WEIGHTS, BIASES)
