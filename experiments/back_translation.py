@@ -13,7 +13,8 @@ what it finished before (so a stage's cells can run as separate processes, in th
     python experiments/back_translation.py --stage forward --variants half --seeds 0   # one per cell
     python experiments/back_translation.py --report                            # trains nothing
 
-(every command with the same `--workdir`, default runs/back_translation, and `--steps`). The
+(every command with the same `--workdir`, default runs/back_translation, and `--steps`, default
+2000; the workdir is made absolute, since the corpus paths under it go into the runs' configs). The
 train split (`mt/gettext-en-de/train`) is cut in two halves by line order: the first half's
 pairs are the parallel data, the German of the second half (all of it, or its first
 `--mono-lines` lines) the monolingual text; both are written under WORKDIR/corpus. Every model
@@ -238,13 +239,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs; train nothing")
     parser.add_argument("--variants", default="", help=f"synthetic: beam,sampled; forward: {','.join(FORWARD)}")
     parser.add_argument("--seeds", default="0", help="forward: train.seed of each run, comma-separated")
-    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--mono-lines", type=int, default=0, help="corpus: monolingual lines (0: the whole half)")
     args = parser.parse_args(argv)
     if args.steps < 10 or args.mono_lines < 0:
         raise ValueError(f"need --steps >= 10 and --mono-lines >= 0, got {args.steps} and {args.mono_lines}")
     if args.report == (args.stage is not None):
         raise ValueError("give exactly one of --stage and --report")
+    # The corpus paths go into the runs' configs, where a relative path would be read under $SEQJAX_DATA.
+    args.workdir = os.path.abspath(args.workdir)
     if args.report:
         report(args.workdir, args.steps)
     else:
