@@ -38,9 +38,17 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, LMShapes, interleaved, markdown_table, random_lm_batch, write_result  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    LMShapes,
+    interleaved,
+    markdown_table,
+    random_lm_batch,
+    transformer_lm,
+    write_result,
+)
 
-from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
+from seqjax.config import HeadConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
@@ -73,15 +81,8 @@ LAYOUTS = (
 )
 
 
-FULL = LMShapes(
-    32,
-    128,
-    16_384,
-    ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128),
-)
-QUICK = LMShapes(
-    16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256, dropout=0.0, max_len=32)
-)
+FULL = transformer_lm(32, 128, 16_384, d_model=512, layers=4, heads=8)
+QUICK = transformer_lm(16, 32, 1_024, d_model=64, layers=2, heads=4)
 
 
 def prepare(layout: Layout, shapes: LMShapes, initial):

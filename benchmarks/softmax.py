@@ -98,9 +98,7 @@ def run(vocab_sizes, shapes: Shapes, repeats: int, memory_limit: float, only=Non
 
 
 def _time_group(vocab_size: int, group: dict, repeats: int, row: dict) -> None:
-    for fn, _, _ in group.values():
-        fn()  # warm-up: caches, allocator, torch's first-call work
-    seconds = interleaved({name: fn for name, (fn, _, _) in group.items()}, repeats)
+    seconds = interleaved({name: fn for name, (fn, _, _) in group.items()}, repeats, warm_up=True)
     for name, (_, total, temp) in group.items():
         row[name] = (seconds[name], total, temp, "")
         _print_row(vocab_size, name, row[name])

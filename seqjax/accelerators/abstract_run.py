@@ -163,26 +163,19 @@ def compiled_programs(
     batch = abstract_batch(cfg, mesh)
     echo("compiling the train step")
     train, state = compile_train(parts, mesh, batch)
-    if isinstance(train, OutOfMemory):
-        return {
-            "mesh": mesh,
-            "parts": parts,
-            "state": state,
-            "batch": batch,
-            "train": train,
-            "eval": None,
-            "decode": None,
-        }
-    echo("compiling the eval step")
-    evaluation = compile_eval(parts, mesh, state.params, batch)
-    echo("compiling the decode step")
-    decode = compile_decode(parts, mesh, state.params, batch)
-    return {
+    compiled: dict[str, Any] = {
         "mesh": mesh,
         "parts": parts,
         "state": state,
         "batch": batch,
         "train": train,
-        "eval": evaluation,
-        "decode": decode,
+        "eval": None,
+        "decode": None,
     }
+    if isinstance(train, OutOfMemory):
+        return compiled
+    echo("compiling the eval step")
+    compiled["eval"] = compile_eval(parts, mesh, state.params, batch)
+    echo("compiling the decode step")
+    compiled["decode"] = compile_decode(parts, mesh, state.params, batch)
+    return compiled
