@@ -144,7 +144,7 @@ def test_options_a_group_checks_together_can_be_set_together_in_any_order():
     [
         ("objective.k", "objective.scheduled_sampling.k"),
         ("objective.candidates", "objective.minimum_risk.search"),
-        ("objective.samples", "objective.reinforce.num_samples"),
+        ("objective.samples", "objective.reinforce.sequences_per_source"),
     ],
 )
 def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
@@ -153,6 +153,17 @@ def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
     values = config_lib.to_dict(Config())
     values["objective"][old.split(".")[1]] = 4
     with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
+        config_lib.from_dict(values)
+
+
+@pytest.mark.parametrize("group", ["reinforce", "mixer"])
+def test_reinforces_sequence_count_under_the_sampling_heads_name_is_refused_with_its_own(group):
+    old, new = f"objective.{group}.num_samples", f"objective.{group}.sequences_per_source"
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
+        config_lib.override(Config(), [f"{old}=4"])
+    values = config_lib.to_dict(Config())
+    values["objective"][group]["num_samples"] = values["objective"][group].pop("sequences_per_source", 4)
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
         config_lib.from_dict(values)
 
 
