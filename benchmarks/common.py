@@ -211,6 +211,15 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def save_figure(figure, path: str) -> None:
+    """Writes a matplotlib figure to `path` (120 dpi, laid out tight) and closes it."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def publish(name: str, quick: bool, title: str, body: str) -> None:
     """Writes `body` as benchmarks/results/NAME.md (NAME_quick.md for --quick) and says where."""
     print("wrote", write_result(f"{name}_quick" if quick else name, title, body))

@@ -44,6 +44,7 @@ from common import (  # noqa: E402
     interleaved,
     markdown_table,
     random_lm_batch,
+    save_figure,
     transformer_lm,
     write_result,
 )
@@ -209,8 +210,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.set_title("Per-device memory by layout (8 devices)")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(parts))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main() -> None:
