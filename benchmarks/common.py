@@ -71,6 +71,14 @@ class LMShapes:
     model: ModelConfig
 
 
+def transformer_lm(batch: int, time: int, vocab: int, d_model: int, layers: int, heads: int) -> LMShapes:
+    """A GPT-2-shaped Transformer LM's benchmark: d_ff 4 · d_model, no dropout, `time` positions."""
+    model = ModelConfig(
+        kind="transformer", d_model=d_model, layers=layers, num_heads=heads, d_ff=4 * d_model, dropout=0.0, max_len=time
+    )
+    return LMShapes(batch, time, vocab, model)
+
+
 def step_runner(step, state, batch) -> Callable[[int], None]:
     """`run(n)`: n calls of the train step `step(state, batch) -> (state, metrics)` from `state`,
     carrying the state across calls, blocking on the last loss."""
@@ -117,13 +125,20 @@ def interleaved(
     candidates: dict[str, Callable[[], None]],
     repeats: int,
     before: dict[str, Callable[[], None]] | None = None,
+    *,
+    warm_up: bool = False,
 ) -> dict[str, float]:
     """Median seconds per call of each candidate, timed round-robin so that load hits all alike.
 
     before: optional untimed calls, run right before a candidate's timed call on each of its
     turns, so that a turn measures the candidate's steady state rather than what switching from
     the other candidates costs it (see `fresh_memory_ms`).
+    warm_up: call each candidate once, untimed, before the first turn (compilation, caches,
+    the allocator, torch's first-call work).
     """
+    if warm_up:
+        for fn in candidates.values():
+            fn()
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
@@ -194,6 +209,15 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def save_figure(figure, path: str) -> None:
+    """Writes a matplotlib figure to `path` (120 dpi, laid out tight) and closes it."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def publish(name: str, quick: bool, title: str, body: str) -> None:

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, interleaved, machine, markdown_table, write_result  # noqa: E402
+from common import RESULTS, interleaved, machine, markdown_table, save_figure, write_result  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -418,9 +418,7 @@ def plot(times, shapes: Shapes, path: str) -> None:
     axes.set_title(f"Transformer LM step time, B={shapes.batch}, D={shapes.d_model}, {shapes.layers} layers")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,22 +34,15 @@ from common import (  # noqa: E402
     matmul_peak,
     publish,
     timing,
+    transformer_lm,
 )
 
-from seqjax.config import ModelConfig  # noqa: E402
 from seqjax.training.core.experiment import PRECISIONS  # noqa: E402
 
 # ~0.2B parameters (GPT-2 medium's body at 16 layers of 1024): large enough for a GPU's matmul
 # units to be busy, small enough for one 80 GB device with AdamW in float32.
-FULL = LMShapes(
-    16,
-    1024,
-    32_768,
-    ModelConfig(kind="transformer", d_model=1024, layers=16, num_heads=16, d_ff=4096, dropout=0.0, max_len=1024),
-)
-QUICK = LMShapes(
-    4, 32, 512, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256, dropout=0.0, max_len=32)
-)
+FULL = transformer_lm(16, 1024, 32_768, d_model=1024, layers=16, heads=16)
+QUICK = transformer_lm(4, 32, 512, d_model=64, layers=2, heads=4)
 
 
 def train_flops_per_token(shapes: LMShapes) -> float:

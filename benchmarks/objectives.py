@@ -115,7 +115,7 @@ def describe_objective(exp: Experiment) -> str:
         return f"{o.feed} feed, " + ("scan over the decode step" if scan else f"{o.passes} parallel passes")
     if kind in ("reinforce", "mixer"):
         mixed = f", Δ from {o.delta_start}" if kind == "mixer" else ""
-        return f"{o.num_samples} samples, {o.baseline} baseline{mixed}"
+        return f"{o.sequences_per_source} samples, {o.baseline} baseline{mixed}"
     if kind == "minimum_risk":
         return f"{o.num_candidates} {o.search} candidates"
     if kind == "random_replacement":

@@ -38,9 +38,18 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, LMShapes, interleaved, markdown_table, random_lm_batch, write_result  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    LMShapes,
+    interleaved,
+    markdown_table,
+    random_lm_batch,
+    save_figure,
+    transformer_lm,
+    write_result,
+)
 
-from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
+from seqjax.config import HeadConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.heads.vocab_parallel import VocabParallelSoftmax  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
@@ -73,15 +82,8 @@ LAYOUTS = (
 )
 
 
-FULL = LMShapes(
-    32,
-    128,
-    16_384,
-    ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128),
-)
-QUICK = LMShapes(
-    16, 32, 1_024, ModelConfig(kind="transformer", d_model=64, layers=2, num_heads=4, d_ff=256, dropout=0.0, max_len=32)
-)
+FULL = transformer_lm(32, 128, 16_384, d_model=512, layers=4, heads=8)
+QUICK = transformer_lm(16, 32, 1_024, d_model=64, layers=2, heads=4)
 
 
 def prepare(layout: Layout, shapes: LMShapes, initial):
@@ -208,8 +210,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.set_title("Per-device memory by layout (8 devices)")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(parts))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ from common import (  # noqa: E402
     machine,
     markdown_table,
     matmul_peak,
+    save_figure,
     torch_or_none,
     write_result,
 )
@@ -306,9 +307,7 @@ def plot(results, path: str) -> None:
     axes.set_title("Softmax heads: time against vocabulary size")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> None:

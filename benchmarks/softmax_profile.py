@@ -259,9 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
 
     parts = full_softmax_parts(vocab_size, shapes, hidden, targets)
-    for fn, _ in parts.values():
-        fn()
-    seconds = interleaved({name: fn for name, (fn, _) in parts.items()}, args.repeats)
+    seconds = interleaved({name: fn for name, (fn, _) in parts.items()}, args.repeats, warm_up=True)
     rows = []
     for name, (_, covered) in parts.items():
         scaled = seconds[name] / covered  # blocks covering less than V scaled to the whole vocabulary
@@ -274,9 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         calls = {}
         for name, (jax_call, torch_call) in pairs.items():
             calls[("seqjax", name)], calls[("torch", name)] = jax_call, torch_call
-        for fn in calls.values():
-            fn()
-        seconds = interleaved(calls, args.repeats)
+        seconds = interleaved(calls, args.repeats, warm_up=True)
         rows = [
             [
                 name,
@@ -293,18 +289,14 @@ def main(argv: list[str] | None = None) -> None:
 
     parts = huffman_parts(vocab_size, shapes, counts, hidden, targets)
     timed = {name: fn for name, fn in parts.items() if fn is not None}
-    for fn in timed.values():
-        fn()
-    seconds = interleaved(timed, args.repeats)
+    seconds = interleaved(timed, args.repeats, warm_up=True)
     rows = [[name, f"{seconds[name] * 1e3:,.1f} ms" if name in seconds else ""] for name in parts]
     sections.append("### Huffman tree, row gradients\n\n" + markdown_table(["part", "time"], rows))
 
     low, high = (int(v) for v in args.sweep.split(","))
     per_v = {v: sampled_row_parts(v, shapes) for v in (low, high)}
     calls = {(v, name): fn for v, parts in per_v.items() for name, fn in parts.items()}
-    for fn in calls.values():
-        fn()
-    seconds = interleaved(calls, args.repeats)
+    seconds = interleaved(calls, args.repeats, warm_up=True)
     rows = [
         [
             name,

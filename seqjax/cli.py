@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from seqjax import config as config_lib
 from seqjax import config_text
@@ -359,10 +359,21 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def command(
+    sub: Any, func: Callable[[argparse.Namespace], object], name: str, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """The subcommand `name`, run by `func`."""
+    p: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    p.set_defaults(func=func)
+    return p
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="seqjax", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser(
+    t = command(
+        sub,
+        cmd_train,
         "train",
         help="train (or resume) a run; no arguments: the default experiment",
         epilog="config keys, name: type = default (`seqjax config` describes each one):\n" + config_text.reference(),
@@ -376,22 +387,25 @@ def parser() -> argparse.ArgumentParser:
         help="resume although train.steps or the learning-rate schedule (optim.learning_rate, schedule, "
         "warmup_steps, end_lr_fraction) changed: go on from the checkpoint under the new schedule",
     )
-    t.set_defaults(func=cmd_train)
-    pr = sub.add_parser(
-        "prepare", help="tokenize a text or parallel corpus once into its token store (data.store) and print where"
+    pr = command(
+        sub,
+        cmd_prepare,
+        "prepare",
+        help="tokenize a text or parallel corpus once into its token store (data.store) and print where",
     )
     add_config_arguments(pr)
-    pr.set_defaults(func=cmd_prepare)
-    c = sub.add_parser("config", help="print the resolved config, TOML: each key's type, default and description")
+    c = command(
+        sub, cmd_config, "config", help="print the resolved config, TOML: each key's type, default and description"
+    )
     add_config_arguments(c)
-    c.set_defaults(func=cmd_config)
-    e = sub.add_parser("eval", help="exact perplexity (and BLEU for seq2seq) of a run on a split")
+    e = command(sub, cmd_eval, "eval", help="exact perplexity (and BLEU for seq2seq) of a run on a split")
     e.add_argument("--workdir", required=True)
     e.add_argument("--split", default="test")
     e.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(e)
-    e.set_defaults(func=cmd_eval)
-    g = sub.add_parser(
+    g = command(
+        sub,
+        cmd_generate,
         "generate",
         help="continue a prompt (LM; a VAE LM decodes from z drawn from its prior) or translate a source (seq2seq)",
     )
@@ -411,8 +425,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--points", type=int, default=5, help="--interpolate: points decoded, both ends included")
     g.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(g)
-    g.set_defaults(func=cmd_generate)
-    bt = sub.add_parser(
+    bt = command(
+        sub,
+        cmd_backtranslate,
         "backtranslate",
         help="translate monolingual target-side text with a target->source run into synthetic pairs, write them "
         "with the real pairs as a parallel corpus, and optionally train the forward run on it",
@@ -431,16 +446,18 @@ def parser() -> argparse.ArgumentParser:
     bt.add_argument("--train-workdir", help="train the forward run here on the corpus (--config / --set for it)")
     add_config_arguments(bt)
     add_decoding_arguments(bt)
-    bt.set_defaults(func=cmd_backtranslate)
-    im = sub.add_parser(
+    im = command(
+        sub,
+        cmd_import_hf,
         "import-hf",
         help="a Hugging Face GPT-2 or Llama checkpoint directory (config.json, safetensors weights, tokenizer.json) "
         "as a run: generate, eval and train.init_from then work on it",
     )
     im.add_argument("checkpoint", metavar="CHECKPOINT_DIR")
     im.add_argument("--workdir", required=True, help="the new run directory (missing or empty)")
-    im.set_defaults(func=cmd_import_hf)
-    ex = sub.add_parser(
+    ex = command(
+        sub,
+        cmd_export_hf,
         "export-hf",
         help="a run whose model has a Hugging Face twin (GPT-2, Llama) as a checkpoint directory that "
         "transformers' AutoModelForCausalLM.from_pretrained loads",
@@ -448,12 +465,12 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--workdir", required=True)
     ex.add_argument("--output", required=True, metavar="DIR", help="the new checkpoint directory (missing or empty)")
     ex.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="of the written weights")
-    ex.set_defaults(func=cmd_export_hf)
-    pl = sub.add_parser("plot", help="training loss, validation perplexity and tokens/s against steps")
+    pl = command(sub, cmd_plot, "plot", help="training loss, validation perplexity and tokens/s against steps")
     pl.add_argument("--workdir", nargs="+", required=True, metavar="DIR", help="one or more run directories")
     pl.add_argument("--output", metavar="FILE.png", help="default: metrics.png in the first run directory")
-    pl.set_defaults(func=cmd_plot)
-    co = sub.add_parser(
+    co = command(
+        sub,
+        cmd_compile,
         "compile",
         help="compile the run's train, eval and decode steps for a GPU or TPU target without one: memory per "
         "device (fits?), attention kernel, collectives, FLOPs and a roofline estimate of step time and MFU",
@@ -465,11 +482,9 @@ def parser() -> argparse.ArgumentParser:
     )
     co.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     add_config_arguments(co)
-    co.set_defaults(func=cmd_compile)
-    b = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
+    b = command(sub, cmd_bench, "bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
     b.add_argument("name")
     b.add_argument("rest", nargs=argparse.REMAINDER)
-    b.set_defaults(func=cmd_bench)
     return p
 
 

@@ -358,8 +358,12 @@ RENAMED = {
     "objective.pool": "objective.random_replacement.pool",
     "objective.penalty": "objective.gradient_penalty.penalty",
     "objective.samples": (
-        "objective.reinforce.num_samples (objective.mixer.num_samples, objective.minimum_risk.num_candidates)"
+        "objective.reinforce.sequences_per_source (objective.mixer.sequences_per_source, "
+        "objective.minimum_risk.num_candidates)"
     ),
+    # the sequences REINFORCE samples per source, not a sampling head's head.num_samples
+    "objective.reinforce.num_samples": "objective.reinforce.sequences_per_source",
+    "objective.mixer.num_samples": "objective.mixer.sequences_per_source",
     "objective.baseline": "objective.reinforce.baseline (or objective.mixer.baseline)",
     "objective.mle_weight": (
         "objective.reinforce.mle_weight (or objective.mixer.mle_weight, objective.minimum_risk.mle_weight)"

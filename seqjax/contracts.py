@@ -89,7 +89,8 @@ class Model(Protocol):
     Facts only some models state (read with getattr, absent means the default):
       objective: the one objective kind that trains the model (the VAE LM, the BiLM, the
         masked-LM encoders), which `build_experiment` pairs with it (None).
-      latent: a latent-variable model, scored by its bound and decoded given z (False).
+      latent: a latent-variable model, scored by its bound and decoded given z (False);
+        latent_size: Z, the size of its z [B, Z].
       generates: whether it has a decode step at all; False for encoder-only models (True).
     """
 

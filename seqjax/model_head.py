@@ -130,7 +130,7 @@ def embed_tokens(model: Model, params: Params, tokens: jax.Array) -> jax.Array:
     return model.apply({"params": params["model"]}, tokens, method="embed")
 
 
-def init_decode_state(model: Model, params: Params, batch_size: int, max_len: int, batch: Batch | None = None):
+def init_decode_state(model: Model, params: Params, batch_size: int, max_len: int, batch: Batch | None = None) -> Any:
     """The decode state for `batch_size` rows with room for max_len steps, encoding the
     batch's source when the model has an encoder and conditioning on its "latent" z [B, Z]
     when the model has one; every leaf has B as its leading axis."""
@@ -145,7 +145,7 @@ def decode_step(model: Model, params: Params, state: Any, token: jax.Array) -> t
     return model.apply({"params": params["model"]}, state, token, method="decode_step")
 
 
-def prefill(model: Model, params: Params, state, prefix: jax.Array):
+def prefill(model: Model, params: Params, state: Any, prefix: jax.Array) -> Any:
     """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state."""
 
     def feed(state, tokens):

@@ -157,15 +157,18 @@ class GradientPenaltyOptions:
 class ReinforceOptions:
     """REINFORCE's samples, baseline and mix with teacher forcing."""
 
-    num_samples: int = option(4, "K, sequences sampled per source")
+    sequences_per_source: int = option(4, "K, sequences sampled per source")
     baseline: str = option("self_critical", "self_critical | mean (of the other samples) | none")
     mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·sequence loss")
 
     def __post_init__(self) -> None:
-        check_int("num_samples", self.num_samples, 1)
+        check_int("sequences_per_source", self.sequences_per_source, 1)
         check_one_of("baseline", self.baseline, BASELINES)
-        if self.baseline == "mean" and self.num_samples < 2:
-            raise ValueError(f"num_samples must be >= 2 for the mean-of-the-others baseline, got {self.num_samples}")
+        if self.baseline == "mean" and self.sequences_per_source < 2:
+            raise ValueError(
+                "sequences_per_source must be >= 2 for the mean-of-the-others baseline, "
+                f"got {self.sequences_per_source}"
+            )
         check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
 

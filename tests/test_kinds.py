@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from seqjax import config as config_lib
-from seqjax import kinds
+from seqjax import kinds, models
 from seqjax.cli import main
 from seqjax.config import Config, HeadConfig, ModelConfig
 from seqjax.heads import build
@@ -77,6 +77,27 @@ def test_a_head_kind_registered_once_is_listed_by_seqjax_config(dummy_head, caps
 def test_a_head_kind_registered_once_is_built(dummy_head):
     head = build.build_head(HeadConfig(kind="dummy", tied=True), 5, np.ones(5))
     assert head == _Dummy(5, True)
+
+
+class _DummySeq2Seq:
+    has_encoder = True
+    takes_pretrained_encoder = True
+    objective = "teacher_forcing"
+
+
+@pytest.fixture
+def dummy_model(monkeypatch):
+    """`model.kind=dummy`: an encoder-decoder that starts from a pre-trained encoder and that one
+    objective trains, registered by one call for this test only."""
+    monkeypatch.setattr(kinds.MODELS, "families", dict(kinds.MODELS.families))
+    monkeypatch.setattr(models, "MODEL_KINDS", dict(models.MODEL_KINDS))
+    models.register_model("dummy", _DummySeq2Seq)
+
+
+def test_a_model_kind_registered_once_is_in_the_tables_of_what_model_classes_state(dummy_model):
+    assert models.MODEL_OBJECTIVES["dummy"] == "teacher_forcing"
+    assert "dummy" in models.SEQ2SEQ_KINDS
+    assert "dummy" in models.PRETRAINED_ENCODER_KINDS
 
 
 def test_the_objective_kinds_are_exactly_the_option_groups_of_the_objective_config():

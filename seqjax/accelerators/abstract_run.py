@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -85,7 +85,7 @@ def abstract_batch(cfg: Config, mesh: Mesh) -> dict[str, jax.ShapeDtypeStruct]:
     return {k: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for k, (shape, dtype) in batch_spec(cfg).items()}
 
 
-def compile_train(parts: Parts, mesh: Mesh, batch) -> tuple[Any, Any]:
+def compile_train(parts: Parts, mesh: Mesh, batch: dict[str, jax.ShapeDtypeStruct]) -> tuple[Any, Any]:
     """The run's train step compiled for `mesh` (None with the compiler's message where the
     compiler itself finds it does not fit the device's memory, as a TPU's does), and the
     abstract state it takes."""
@@ -116,14 +116,14 @@ class OutOfMemory:
         return int(float(found.group(1)) * 1024 ** " KMGT".index(found.group(2)))
 
 
-def compile_eval(parts: Parts, mesh: Mesh, params, batch) -> Any:
+def compile_eval(parts: Parts, mesh: Mesh, params: Any, batch: dict[str, jax.ShapeDtypeStruct]) -> Any:
     """The exact evaluation step (teacher-forced NLL over the whole vocabulary) for `mesh`."""
     keys = {k: v for k, v in batch.items() if k not in PACKED_LM + PACKED_SOURCE}  # evaluation rows are not packed
     step: Any = make_eval_step(parts.model, parts.head, mesh)
     return step.lower(params, keys).compile()
 
 
-def compile_decode(parts: Parts, mesh: Mesh, params, batch) -> Any | None:
+def compile_decode(parts: Parts, mesh: Mesh, params: Any, batch: dict[str, jax.ShapeDtypeStruct]) -> Any | None:
     """Greedy decoding of one batch of rows (every row to data.seq_len tokens, or the longest
     bucket) with the parameters where training keeps them; None for a model without a decode
     step (the encoders)."""
@@ -145,7 +145,11 @@ def compile_decode(parts: Parts, mesh: Mesh, params, batch) -> Any | None:
 
 
 def compiled_programs(
-    cfg: Config, devices, vocab_size: int | None = None, *, echo: Callable[[str], None] = lambda _: None
+    cfg: Config,
+    devices: Sequence[jax.Device],
+    vocab_size: int | None = None,
+    *,
+    echo: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Builds and compiles the run's train, eval and decode steps for `devices`. Devices of
     several slices get a `slice` axis of that size unless train.mesh names one.
@@ -163,26 +167,19 @@ def compiled_programs(
     batch = abstract_batch(cfg, mesh)
     echo("compiling the train step")
     train, state = compile_train(parts, mesh, batch)
-    if isinstance(train, OutOfMemory):
-        return {
-            "mesh": mesh,
-            "parts": parts,
-            "state": state,
-            "batch": batch,
-            "train": train,
-            "eval": None,
-            "decode": None,
-        }
-    echo("compiling the eval step")
-    evaluation = compile_eval(parts, mesh, state.params, batch)
-    echo("compiling the decode step")
-    decode = compile_decode(parts, mesh, state.params, batch)
-    return {
+    compiled: dict[str, Any] = {
         "mesh": mesh,
         "parts": parts,
         "state": state,
         "batch": batch,
         "train": train,
-        "eval": evaluation,
-        "decode": decode,
+        "eval": None,
+        "decode": None,
     }
+    if isinstance(train, OutOfMemory):
+        return compiled
+    echo("compiling the eval step")
+    compiled["eval"] = compile_eval(parts, mesh, state.params, batch)
+    echo("compiling the decode step")
+    compiled["decode"] = compile_decode(parts, mesh, state.params, batch)
+    return compiled

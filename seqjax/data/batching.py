@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from seqjax.data.store import Ragged
 from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -26,7 +27,7 @@ def _check_positive(value: int, name: str) -> None:
         raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
-def _check_stream(stream) -> np.ndarray:
+def _check_stream(stream: ArrayLike) -> np.ndarray:
     """`stream` itself (a memory map stays one: rows are read from it, never a copy of it all)."""
     stream = np.asarray(stream)
     if stream.ndim != 1 or not np.issubdtype(stream.dtype, np.integer):
@@ -48,7 +49,7 @@ def _selected_rows(rows: RowRanges | None, batch_size: int) -> np.ndarray:
     if rows is None:
         return np.arange(batch_size)
 
-    def valid(span) -> bool:
+    def valid(span: object) -> bool:
         return (
             isinstance(span, (tuple, list))
             and len(span) == 2
@@ -150,7 +151,9 @@ def lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) -> Iterat
         yield {"inputs": inputs[i], "targets": targets[i], "mask": mask[i]}
 
 
-def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets) -> tuple[int, ...]:
+def _check_pairs(
+    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: Sequence[int]
+) -> tuple[int, ...]:
     if len(src) != len(tgt):
         raise ValueError(f"src and tgt must have equal lengths, got {len(src)} and {len(tgt)}")
     for name, sequences in (("src", src), ("tgt", tgt)):
@@ -170,14 +173,16 @@ def _check_pairs(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_siz
     return buckets
 
 
-def pair_positions(src, tgt) -> np.ndarray:
+def pair_positions(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> np.ndarray:
     """[n] int64: positions each example needs, source + `</s>` and `<s>` + target (or target + `</s>`)."""
     if isinstance(src, Ragged) and isinstance(tgt, Ragged):
         return np.maximum(src.lengths, tgt.lengths) + 1
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
 
 
-def _pad_pairs(src, tgt, rows: np.ndarray, length: int, batch_size: int) -> Batch:
+def _pad_pairs(
+    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], rows: np.ndarray, length: int, batch_size: int
+) -> Batch:
     """A [batch_size, length] batch of examples `rows`; a row of example -1, and the rows
     beyond them, are an empty example (source `</s>`, input `<s>`) with mask 0, so that no
     attention row is fully masked."""

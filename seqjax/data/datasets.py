@@ -27,9 +27,14 @@ from seqjax.data.sources import (
     to_stderr,
     validate_data_config,
 )
+from seqjax.data.store import TokenStore
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
 from seqjax.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from seqjax.data.vocab import EOS_ID
+
+# A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
+# None (built from the data).
+Tokenizers = Tokenizer | tuple[Tokenizer, Tokenizer] | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +107,7 @@ def _build(cfg: DataConfig, texts: list[str]) -> Tokenizer:
     return build_tokenizer(cfg.tokenizer, texts, vocab_size=cfg.vocab_size, min_count=cfg.min_count)
 
 
-def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer) -> LMData:
+def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer: Tokenizers) -> LMData:
     if tokenizer is None:
         tokenizer = _build(cfg, texts["train"])
     elif isinstance(tokenizer, tuple):
@@ -114,7 +119,9 @@ def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer) -> LMData:
     )
 
 
-def _parallel_data(cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], tokenizers) -> ParallelData:
+def _parallel_data(
+    cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], tokenizers: Tokenizers
+) -> ParallelData:
     """A generated pair corpus; source and target share one tokenizer."""
     if tokenizers is None:
         sources, targets = pairs["train"]
@@ -138,7 +145,7 @@ def _parallel_data(cfg: DataConfig, pairs: dict[str, tuple[list[str], list[str]]
     return data
 
 
-def _check_given(given, stored, store) -> None:
+def _check_given(given: Tokenizer | tuple[Tokenizer, ...], stored: tuple[Tokenizer, ...], store: TokenStore) -> None:
     """A resumed run's tokenizers must be the store's: same tokens and counts."""
     pairs = given if isinstance(given, tuple) else (given,)
     if len(pairs) != len(stored) or any(a.vocab != b.vocab for a, b in zip(pairs, stored)):
@@ -148,7 +155,9 @@ def _check_given(given, stored, store) -> None:
         )
 
 
-def _stored_data(cfg: DataConfig, tokenizers, fingerprint: str | None, echo) -> LMData | ParallelData:
+def _stored_data(
+    cfg: DataConfig, tokenizers: Tokenizers, fingerprint: str | None, echo: Callable[[str], None]
+) -> LMData | ParallelData:
 
     store = ensure_store(cfg, expected=fingerprint, echo=echo)
     tokenizers_ = _store_tokenizers(cfg, store)
@@ -157,11 +166,13 @@ def _stored_data(cfg: DataConfig, tokenizers, fingerprint: str | None, echo) -> 
     return _from_store(cfg, store, tokenizers_, list(store.manifest["splits"]))
 
 
-def _store_tokenizers(cfg: DataConfig, store) -> tuple[Tokenizer, ...]:
+def _store_tokenizers(cfg: DataConfig, store: TokenStore) -> tuple[Tokenizer, ...]:
     return (store.tokenizer(),) if cfg.kind == "text" else (store.tokenizer("src"), store.tokenizer("tgt"))
 
 
-def _from_store(cfg: DataConfig, store, tokenizers: tuple[Tokenizer, ...], splits: list[str]) -> LMData | ParallelData:
+def _from_store(
+    cfg: DataConfig, store: TokenStore, tokenizers: tuple[Tokenizer, ...], splits: list[str]
+) -> LMData | ParallelData:
     """The `splits` of the token `store`, its `tokenizers` (one, or source and target)."""
     counts = store.manifest["splits"]
     if cfg.kind == "text":
@@ -185,7 +196,9 @@ def _from_store(cfg: DataConfig, store, tokenizers: tuple[Tokenizer, ...], split
     return data
 
 
-def _evaluated_data(cfg: DataConfig, tokenizers, splits: Sequence[str]) -> LMData | ParallelData:
+def _evaluated_data(
+    cfg: DataConfig, tokenizers: Tokenizer | tuple[Tokenizer, Tokenizer], splits: Sequence[str]
+) -> LMData | ParallelData:
     """`splits` of a text or parallel corpus under a trained run's `tokenizers`, without its
     other splits' files: from the corpus's token store when it holds that vocabulary, else
     read from their files and encoded."""
@@ -205,7 +218,7 @@ def _evaluated_data(cfg: DataConfig, tokenizers, splits: Sequence[str]) -> LMDat
 
 def load_data(
     cfg: DataConfig,
-    tokenizers=None,
+    tokenizers: Tokenizers = None,
     *,
     fingerprint: str | None = None,
     echo: Callable[[str], None] = to_stderr,
@@ -260,5 +273,5 @@ def load_data(
         pairs = {split: task(sizes[split], seeds[split]) for split in SPLITS}
         return _parallel_data(cfg, pairs, tokenizers)
     if not has_corpus(cfg):
-        return LMData(tokenizers or load_tokenizer(pretrained_tokenizer_dir(cfg)), {}, {})
+        return _lm_data(cfg, {}, tokenizers or load_tokenizer(pretrained_tokenizer_dir(cfg)))
     return _stored_data(cfg, tokenizers, fingerprint, echo)

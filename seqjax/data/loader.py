@@ -113,7 +113,7 @@ class Loader:
         return {"start": self.start, "grain": self._iterator.get_state()}
 
     @classmethod
-    def restore(cls, batches: IndexedBatches, steps: int, state: dict[str, Any], **options) -> Loader:
+    def restore(cls, batches: IndexedBatches, steps: int, state: dict[str, Any], **options: Any) -> Loader:
         """The loader of a saved `state()`: its next batch is the one the saved loader would
         have given next."""
         loader = cls(batches, steps, start=int(state["start"]), **options)

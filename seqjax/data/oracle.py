@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from seqjax.data.synthetic import Seed, _rng
 from seqjax.data.tokenizers import WordTokenizer
@@ -51,7 +52,7 @@ class Oracle:
         return self.output.shape[1]
 
 
-def _check_size(name: str, value, minimum: int = 1) -> None:
+def _check_size(name: str, value: object, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
@@ -78,11 +79,14 @@ def make_oracle(
     )
 
 
+Carry = tuple[np.ndarray, np.ndarray]  # the LSTM's (c, h), [N, W] float32 each
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
-def _step(oracle: Oracle, carry, tokens: np.ndarray):
+def _step(oracle: Oracle, carry: Carry, tokens: np.ndarray) -> tuple[np.ndarray, Carry]:
     """One LSTM step on tokens [N] (V = start): returns (logits [N, V] float32, new carry)."""
     c, h = carry
     gates = np.concatenate([oracle.embedding[tokens], h], axis=1) @ oracle.kernel + oracle.bias
@@ -92,7 +96,7 @@ def _step(oracle: Oracle, carry, tokens: np.ndarray):
     return h @ oracle.output + oracle.output_bias, (c, h)
 
 
-def _start(oracle: Oracle, rows: int):
+def _start(oracle: Oracle, rows: int) -> tuple[Carry, np.ndarray]:
     width = oracle.embedding.shape[1]
     zeros = np.zeros((rows, width), np.float32)
     return (zeros, zeros), np.full(rows, oracle.vocab_size)
@@ -137,7 +141,7 @@ def oracle_sample(oracle: Oracle, n: int, seed: Seed) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.zeros((0, oracle.length), np.int32)
 
 
-def oracle_nll(oracle: Oracle, tokens, lengths=None) -> np.ndarray:
+def oracle_nll(oracle: Oracle, tokens: ArrayLike, lengths: ArrayLike | None = None) -> np.ndarray:
     """The oracle's exact negative log-likelihood per token of each row, in nats.
 
     Args:

@@ -74,7 +74,7 @@ def _epoch_rows(seed: int, epoch: int, num_rows: int, batch_size: int, position:
     return order[position * batch_size : (position + 1) * batch_size]
 
 
-def _check_seed(seed) -> None:
+def _check_seed(seed: object) -> None:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
 

@@ -23,10 +23,11 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
@@ -113,7 +114,9 @@ class _Sink:
                 file.close()
 
 
-def _to_npy(directory: str, raw: str, name: str, source: type, dtype, table: np.ndarray | None = None) -> None:
+def _to_npy(
+    directory: str, raw: str, name: str, source: type, dtype: DTypeLike, table: np.ndarray | None = None
+) -> None:
     """Turns the raw `source`-typed file `raw` into `name`.npy of `dtype`, through `table` if
     given, a chunk at a time with plain reads and writes (memory maps would count every page
     of both files in the process's resident memory)."""
@@ -139,7 +142,7 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
     paths = list(dict.fromkeys(path for sides in files.values() for path in sides.values()))
     digests: dict[str, str] = {}  # path -> sha256 of its content, from the first pass that read all of it
 
-    def blocks(path: str):
+    def blocks(path: str) -> Iterator[list[str]]:
         # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
         # training pass reads nothing (its vocabulary comes from the encoding pass).
         if path in digests:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from tokenizers import Tokenizer as HfTokenizer
 
 from seqjax.data.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
@@ -116,12 +117,12 @@ class PretrainedTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: ArrayLike) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
         hf_ids = self.layout.hf_of[np.asarray(kept_ids(self.vocab, ids), np.int64)]
         return self.model.decode(hf_ids[hf_ids >= 0].tolist(), skip_special_tokens=False)
 
-    def continue_text(self, prompt: str, ids) -> str:
+    def continue_text(self, prompt: str, ids: ArrayLike) -> str:
         """`prompt` followed by the text of `ids` ([T] int, as `decode`), decoded together."""
         return self.decode([*self.encode(prompt), *kept_ids(self.vocab, ids)])
 

@@ -32,7 +32,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -132,7 +132,7 @@ class _Rows(Sequence):
         self.flat, self.offsets, self.rows = flat, offsets, rows
 
     @abc.abstractmethod
-    def _item(self, start: int, stop: int):
+    def _item(self, start: int, stop: int) -> Any:
         """The item over flat[start:stop]."""
 
     def __len__(self) -> int:
@@ -146,7 +146,7 @@ class _Rows(Sequence):
         row = int(index % len(self) if self.rows is None else self.rows[index])
         return self._item(int(self.offsets[row]), int(self.offsets[row + 1]))
 
-    def subset(self, rows: np.ndarray):
+    def subset(self, rows: np.ndarray) -> Self:
         """The items `rows` ([k] int64 positions in this sequence), in that order."""
         return type(self)(self.flat, self.offsets, rows if self.rows is None else self.rows[rows])
 

@@ -16,8 +16,9 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
+from numpy.typing import ArrayLike
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -48,8 +49,8 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
-    def decode(self, ids) -> str: ...
-    def continue_text(self, prompt: str, ids) -> str: ...
+    def decode(self, ids: ArrayLike) -> str: ...
+    def continue_text(self, prompt: str, ids: ArrayLike) -> str: ...
     def words(self, text: str) -> int: ...
     def save(self, directory: str | os.PathLike) -> None: ...
 
@@ -114,7 +115,7 @@ class _SegmentingTokenizer(abc.ABC):
         """The text of a sequence of pieces."""
 
     @classmethod
-    def train(cls, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1):
+    def train(cls, texts: Sequence[str], *, vocab_size: int = 0, min_count: int = 1) -> Self:
         """Builds the vocabulary of `texts` (one line each), capped at `vocab_size` ids."""
         _check_training_text(texts)
         counts = collections.Counter(piece for text in texts for piece in cls.segment(text))
@@ -126,11 +127,11 @@ class _SegmentingTokenizer(abc.ABC):
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(text) for text in texts]
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: ArrayLike) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
         return self.join([self.vocab.tokens[id_] for id_ in kept_ids(self.vocab, ids)])
 
-    def continue_text(self, prompt: str, ids) -> str:
+    def continue_text(self, prompt: str, ids: ArrayLike) -> str:
         """`prompt` followed by the text of `ids` ([T] int, as `decode`), joined as one text.
 
         The prompt keeps its own words (a word outside the vocabulary stays itself)."""
@@ -239,12 +240,12 @@ class BpeTokenizer:
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [[self.vocab.id(p) for p in e.tokens] for e in self.model.encode_batch(list(texts))]
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: ArrayLike) -> str:
         """Text of `ids` ([T] int), stopping at the first `</s>` and skipping `<pad>`/`<s>`."""
         pieces = [self.vocab.tokens[id_] for id_ in kept_ids(self.vocab, ids)]
         return self.model.decoder.decode(pieces) if pieces else ""
 
-    def continue_text(self, prompt: str, ids) -> str:
+    def continue_text(self, prompt: str, ids: ArrayLike) -> str:
         """`prompt` followed by the text of `ids` ([T] int, as `decode`), decoded together (a
         character whose bytes straddle the two comes out whole)."""
         return self.decode([*self.encode(prompt), *kept_ids(self.vocab, ids)])

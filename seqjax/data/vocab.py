@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from seqjax.contracts import SPECIAL_IDS
 
@@ -110,7 +111,7 @@ class Vocabulary:
             raise ValueError(f"id must be in [0, {self.size}), got {id_}")
         return self.tokens[id_]
 
-    def check_ids(self, ids, name: str) -> np.ndarray:
+    def check_ids(self, ids: ArrayLike, name: str) -> np.ndarray:
         """Returns `ids` as an integer array after checking every id is in [0, V).
 
         Raises:
@@ -156,7 +157,7 @@ class Vocabulary:
         with open(path, encoding="utf-8") as file:
             return cls.from_json(file.read())
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Vocabulary):
             return NotImplemented
         return self.tokens == other.tokens and np.array_equal(self.counts, other.counts)
@@ -165,7 +166,7 @@ class Vocabulary:
         return hash(self.tokens)
 
 
-def kept_ids(vocab: Vocabulary, ids) -> list[int]:
+def kept_ids(vocab: Vocabulary, ids: ArrayLike) -> list[int]:
     """`ids` ([T] int, each checked to be in the vocabulary) up to the first `</s>`, without
     `<pad>` and `<s>`: the ids whose text a tokenizer's `decode` writes."""
     kept = []

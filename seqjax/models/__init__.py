@@ -12,6 +12,7 @@ on the host from the train stream instead (`is_trained(cfg)` is False).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -45,12 +46,35 @@ MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent, ... as
     "transformer_encoder": TransformerEncoder,
     "electra": ElectraEncoder,
 }
+
+
+class _ClassFacts(Mapping[str, Any]):
+    """kind -> the value of `fact` on its class in `MODEL_KINDS`, for the kinds whose class
+    states it (a true value): a live view, so that a kind registered later is in it."""
+
+    def __init__(self, fact: str) -> None:
+        self._fact = fact
+
+    def _table(self) -> dict[str, Any]:
+        stated = {kind: getattr(cls, self._fact, None) for kind, cls in MODEL_KINDS.items()}
+        return {kind: value for kind, value in stated.items() if value}
+
+    def __getitem__(self, kind: str) -> Any:
+        return self._table()[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
 # kind -> the one objective that trains it, for models whose parts only that objective reaches
-MODEL_OBJECTIVES = {kind: cls.objective for kind, cls in MODEL_KINDS.items() if getattr(cls, "objective", None)}
-SEQ2SEQ_KINDS = tuple(kind for kind, cls in MODEL_KINDS.items() if cls.has_encoder)
+MODEL_OBJECTIVES = _ClassFacts("objective")
+SEQ2SEQ_KINDS = _ClassFacts("has_encoder")  # iterating gives the kinds
 TRANSFORMER_KINDS = TRANSFORMERS  # causal self-attention: sliding windows, packed segments
 # the encoder-decoders whose encoder `train.init_encoder_from` starts from an encoder-only run
-PRETRAINED_ENCODER_KINDS = tuple(k for k, cls in MODEL_KINDS.items() if getattr(cls, "takes_pretrained_encoder", False))
+PRETRAINED_ENCODER_KINDS = _ClassFacts("takes_pretrained_encoder")
 ENCODER_KINDS = ENCODERS  # encoder-only: no decode step
 POSITIONS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")

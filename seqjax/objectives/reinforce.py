@@ -185,8 +185,9 @@ class Reinforce(ReinforceOptions, Objective):
         """Cross-entropy on each row's first `prefix` [B] int32 targets, REINFORCE after them,
         mixed with teacher forcing; `extra_metrics` join the metrics."""
         rl_key, mle_key = jax.random.split(key)
+        samples = self.sequences_per_source
         loss, metrics = prefix_reinforce_loss(
-            model, head, params, batch, rl_key, prefix, ids=ids, num_samples=self.num_samples, baseline=self.baseline
+            model, head, params, batch, rl_key, prefix, ids=ids, num_samples=samples, baseline=self.baseline
         )
         return mix_with_mle(
             model, head, params, batch, mle_key, step, loss, dict(metrics, **extra_metrics), self.mle_weight, ids=ids

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -41,7 +42,7 @@ def unrolled(model_params: dict, cfg: ModelConfig) -> dict:
     return out
 
 
-def _take(tree, index: int):
+def _take(tree: dict[str, Any], index: int) -> dict[str, Any]:
     return {k: _take(v, index) if isinstance(v, dict) else v[index] for k, v in tree.items()}
 
 

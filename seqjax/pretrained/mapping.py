@@ -40,7 +40,9 @@ def vocabulary_table(name: str, shape: tuple[int, int], path: Path) -> Tensor:
     return Tensor(name, shape, path, np.asarray, np.asarray, vocab_rows=True)
 
 
-def linear(name: str, out_in: tuple[int, int], path: Path, seqjax_shape: tuple[int, ...], part=None) -> Tensor:
+def linear(
+    name: str, out_in: tuple[int, int], path: Path, seqjax_shape: tuple[int, ...], part: tuple[int, int] | None = None
+) -> Tensor:
     """A torch `Linear` weight [out, in] stored as a Flax kernel: transposed to [in, out], then
     reshaped to `seqjax_shape` (e.g. [D, H, Dh])."""
     return Tensor(
@@ -53,7 +55,9 @@ def linear(name: str, out_in: tuple[int, int], path: Path, seqjax_shape: tuple[i
     )
 
 
-def reshaped(name: str, shape: tuple[int, ...], path: Path, seqjax_shape: tuple[int, ...], part=None) -> Tensor:
+def reshaped(
+    name: str, shape: tuple[int, ...], path: Path, seqjax_shape: tuple[int, ...], part: tuple[int, int] | None = None
+) -> Tensor:
     """A tensor seqjax holds in the same memory order, reshaped (a GPT-2 `Conv1D` weight is
     already [in, out]; biases are flat)."""
     return Tensor(name, shape, path, lambda w: w.reshape(seqjax_shape), lambda k: k.reshape(shape), part)

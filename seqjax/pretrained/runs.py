@@ -16,9 +16,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from seqjax import config as config_lib
 from seqjax.config import Config
+from seqjax.contracts import Batch, Head, Model
 from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.models import build_model
@@ -28,7 +30,7 @@ from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import Checkpointer, dump_json, init_state, state_shardings
 
 
-def _parts(cfg: Config, vocab_size: int):
+def _parts(cfg: Config, vocab_size: int) -> tuple[Model, Head, optax.GradientTransformation, Batch]:
     """Model, head, optimizer and an example batch of an LM of `cfg` (parameters' shapes only)."""
     model = build_model(cfg.model, vocab_size)
     head = build_head(cfg.head, vocab_size, np.zeros(vocab_size, np.int64))

@@ -59,6 +59,7 @@ from seqjax.training.core.state import (
     PARAMETER_FREE_MODEL_KEYS,
     SCHEDULE_KEYS,
     Checkpointer,
+    ExampleBatch,
     TrainState,
     config_differences,
     dump_json,
@@ -162,7 +163,7 @@ def starting_state(
     resume_step: int | None,
     optimizer: optax.GradientTransformation,
     mesh: Mesh,
-    example_batch: Batch,
+    example_batch: ExampleBatch,
     *,
     echo: Callable[[str], None],
 ) -> tuple[TrainState, int]:

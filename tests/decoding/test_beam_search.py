@@ -58,86 +58,52 @@ def assert_matches(sequences, scores, expected, max_len):
     assert np.all(np.isneginf(scores[len(expected) :]))
 
 
+def search_rows(lm, table, *, beam_size, bos_id, eos_id, max_len, alpha, min_len):
+    """beam_search over the rows of `table` [B, ...]: sequences [B, K, T] and scores [B, K] in numpy."""
+    state = lm.init_state(table, max_len)
+    options = dict(bos_id=bos_id, eos_id=eos_id, pad_id=0, max_len=max_len, length_penalty=alpha, min_len=min_len)
+    sequences, scores = beam_search(lm.step_fn, state, beam_size=beam_size, **options)
+    return np.asarray(sequences), np.asarray(scores)
+
+
+def assert_matches_reference(lm, table, beam_size, **options):
+    """beam_search over the rows of `table` against `reference_beam_search` of each row;
+    `options`: bos_id, eos_id, max_len, alpha, min_len."""
+    sequences, scores = search_rows(lm, table, beam_size=beam_size, **options)
+    for row in range(len(table)):
+        expected = reference_beam_search(table[row], lm, beam_size=beam_size, **options)
+        assert_matches(sequences[row], scores[row], expected, options["max_len"])
+
+
 @pytest.mark.parametrize("alpha,min_len", [(0.0, 0), (0.6, 0), (1.0, 2), (-0.5, 1)])
 def test_beam_at_least_v_to_the_l_equals_exhaustive_search(prefix_lm, alpha, min_len):
-    vocab, max_len, bos_id, eos_id = 3, 3, 1, 0
+    vocab, max_len = 3, 3
     table = prefix_lm.random_table(np.random.default_rng(7), 2, vocab, max_len)
-    sequences, scores = beam_search(
-        prefix_lm.step_fn,
-        prefix_lm.init_state(table, max_len),
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=0,
-        beam_size=vocab**max_len,
-        max_len=max_len,
-        length_penalty=alpha,
-        min_len=min_len,
-    )
+    options = dict(bos_id=1, eos_id=0, max_len=max_len, alpha=alpha, min_len=min_len)
+    sequences, scores = search_rows(prefix_lm, table, beam_size=vocab**max_len, **options)
     for row in range(2):
-        expected = exhaustive_search(
-            table[row], prefix_lm, bos_id=bos_id, eos_id=eos_id, max_len=max_len, alpha=alpha, min_len=min_len
-        )
-        assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
+        assert_matches(sequences[row], scores[row], exhaustive_search(table[row], prefix_lm, **options), max_len)
 
 
 @pytest.mark.parametrize("beam_size,alpha,min_len", [(2, 0.0, 0), (3, 0.6, 0), (2, 1.0, 2), (3, -0.5, 0)])
 def test_early_stopping_returns_what_running_all_steps_returns(prefix_lm, beam_size, alpha, min_len):
-    vocab, max_len, bos_id, eos_id = 4, 5, 1, 2
+    vocab, max_len, eos_id = 4, 5, 2
     table = prefix_lm.random_table(np.random.default_rng(3), 3, vocab, max_len, eos_id=eos_id, eos_bias=1.5)
-    sequences, scores = beam_search(
-        prefix_lm.step_fn,
-        prefix_lm.init_state(table, max_len),
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=0,
-        beam_size=beam_size,
-        max_len=max_len,
-        length_penalty=alpha,
-        min_len=min_len,
+    assert_matches_reference(
+        prefix_lm, table, beam_size, bos_id=1, eos_id=eos_id, max_len=max_len, alpha=alpha, min_len=min_len
     )
-    for row in range(3):
-        expected = reference_beam_search(
-            table[row],
-            prefix_lm,
-            bos_id=bos_id,
-            eos_id=eos_id,
-            beam_size=beam_size,
-            max_len=max_len,
-            alpha=alpha,
-            min_len=min_len,
-        )
-        assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
 
 
 @pytest.mark.parametrize("beam_size,min_len", [(2, 0), (3, 0), (3, 2), (5, 0)])
 def test_ties_rank_as_one_stable_ranking_of_all_extensions(prefix_lm, beam_size, min_len):
     # Small integer log-probs: sums are exact, so many extensions tie, and the search must break
     # every tie as a stable sort of all K x V extensions does (lower beam, then lower token).
-    vocab, max_len, bos_id, eos_id = 4, 5, 1, 2
+    vocab, max_len = 4, 5
     rng = np.random.default_rng(5)
     table = -rng.integers(1, 4, size=(3, (vocab + 1) ** max_len, vocab)).astype(np.float32)
-    sequences, scores = beam_search(
-        prefix_lm.step_fn,
-        prefix_lm.init_state(table, max_len),
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=0,
-        beam_size=beam_size,
-        max_len=max_len,
-        min_len=min_len,
+    assert_matches_reference(
+        prefix_lm, table, beam_size, bos_id=1, eos_id=2, max_len=max_len, alpha=0.0, min_len=min_len
     )
-    for row in range(3):
-        expected = reference_beam_search(
-            table[row],
-            prefix_lm,
-            bos_id=bos_id,
-            eos_id=eos_id,
-            beam_size=beam_size,
-            max_len=max_len,
-            alpha=0.0,
-            min_len=min_len,
-        )
-        assert_matches(np.asarray(sequences[row]), np.asarray(scores[row]), expected, max_len)
 
 
 def test_beam_one_equals_greedy(prefix_lm):

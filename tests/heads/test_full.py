@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import softmax_problems
 from jaxpr_tools import matmuls
 
 from seqjax.heads import full, full_softmax_loss
@@ -19,14 +20,7 @@ def reference_loss(hidden, weights, biases, targets):
     return log_normalizer - logits[np.arange(len(targets)), targets]
 
 
-def random_problem(seed, rows=6, features=5, vocab=23):
-    rng = np.random.default_rng(seed)
-    return (
-        rng.normal(size=(rows, features)).astype(np.float32),
-        rng.normal(size=(vocab, features)).astype(np.float32),
-        rng.normal(size=(vocab,)).astype(np.float32),
-        rng.integers(0, vocab, size=rows).astype(np.int32),
-    )
+random_problem = functools.partial(softmax_problems.random_problem, rows=6, features=5, vocab=23)
 
 
 def test_full_softmax_loss_equals_reference_cross_entropy():

@@ -1,9 +1,12 @@
 """Sampled softmax, NCE and negative sampling against the equations and the full softmax."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import softmax_problems
 
 from seqjax.heads import (
     NegativeSampling,
@@ -14,15 +17,7 @@ from seqjax.heads import (
     samplers,
 )
 
-
-def random_problem(seed, rows=6, features=4, vocab=10):
-    rng = np.random.default_rng(seed)
-    return (
-        rng.normal(size=(rows, features)).astype(np.float32),
-        rng.normal(size=(vocab, features)).astype(np.float32),
-        rng.normal(size=(vocab,)).astype(np.float32),
-        rng.integers(0, vocab, size=rows).astype(np.int32),
-    )
+random_problem = functools.partial(softmax_problems.random_problem, rows=6, features=4, vocab=10)
 
 
 def relative_error(got, expected):

@@ -41,14 +41,9 @@ class Prepared:
         return self.forward(self.variables, tokens, self.src if src is None else src)
 
 
-_PREPARED = {}
-
-
 @pytest.fixture
-def prepared(request, random_variables):
-    if request.param not in _PREPARED:
-        _PREPARED[request.param] = Prepared(request.param, random_variables)
-    return _PREPARED[request.param]
+def prepared(request, built_once):
+    return built_once(Prepared, request.param)
 
 
 def decode_all(model, variables, tokens, src):

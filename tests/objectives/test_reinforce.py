@@ -24,7 +24,7 @@ def test_estimator_mean_is_the_exact_gradient_of_the_expected_bleu(baseline):
     model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=row, seed=1)
     exact = jax.jit(jax.grad(expected_reward_fn(model, head, row, VOCAB, LENGTH)))(params)
     batch = reference_batch(REFERENCE, LENGTH, rows=16)
-    objective = functools.partial(Reinforce(num_samples=4, baseline=baseline), model, head, ids=SPECIAL_IDS)
+    objective = functools.partial(Reinforce(sequences_per_source=4, baseline=baseline), model, head, ids=SPECIAL_IDS)
 
     @jax.jit
     def estimates(keys):
@@ -53,7 +53,7 @@ def test_mixer_gradient_mean_is_prefix_cross_entropy_plus_exact_reinforce_of_the
     model, head, params = tiny("rnn", vocab=VOCAB, d_model=4, batch=row, seed=1)
     exact = jax.jit(jax.grad(mixer_objective_fn(model, head, row, VOCAB, LENGTH, prefix=1)))(params)
     batch = reference_batch(REFERENCE, LENGTH, rows=32)
-    mixer = Mixer(num_samples=2, baseline="mean", delta_start=2, delta_growth=0)
+    mixer = Mixer(sequences_per_source=2, baseline="mean", delta_start=2, delta_growth=0)
     objective = functools.partial(mixer, model, head, ids=SPECIAL_IDS)
 
     @jax.jit
@@ -66,7 +66,7 @@ def test_mixer_gradient_mean_is_prefix_cross_entropy_plus_exact_reinforce_of_the
 @pytest.mark.parametrize(
     "objective",
     [
-        Mixer(num_samples=2, delta_start=2, delta_growth=0, mle_weight=0.3),
+        Mixer(sequences_per_source=2, delta_start=2, delta_growth=0, mle_weight=0.3),
         MinimumRisk(num_candidates=3, mle_weight=0.3),
     ],
     ids=["mixer", "minimum_risk"],
@@ -114,8 +114,8 @@ def test_mixer_with_delta_beyond_the_length_is_reinforce():
 
     @jax.jit
     def both(params):
-        plain = Reinforce(num_samples=2)(model, head, params, batch, key, step, ids=SPECIAL_IDS)
-        mixed = Mixer(num_samples=2, delta_start=LENGTH, delta_growth=0)(
+        plain = Reinforce(sequences_per_source=2)(model, head, params, batch, key, step, ids=SPECIAL_IDS)
+        mixed = Mixer(sequences_per_source=2, delta_start=LENGTH, delta_growth=0)(
             model, head, params, batch, key, step, ids=SPECIAL_IDS
         )
         return plain, (mixed[0], {k: v for k, v in mixed[1].items() if k != "delta"})
@@ -127,11 +127,11 @@ def test_mixer_with_delta_beyond_the_length_is_reinforce():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: Reinforce(num_samples=1, baseline="mean"), "num_samples must be >= 2"),
+        (lambda: Reinforce(sequences_per_source=1, baseline="mean"), "sequences_per_source must be >= 2"),
         (lambda: Reinforce(baseline="critic"), "baseline must be one of"),
         (lambda: Reinforce(mle_weight=2.0), "mle_weight must be"),
         (lambda: Mixer(delta_every=0), "delta_every must be an int >= 1"),
-        (lambda: Mixer(num_samples=0), "num_samples must be an int >= 1"),
+        (lambda: Mixer(sequences_per_source=0), "sequences_per_source must be an int >= 1"),
     ],
 )
 def test_bad_options_are_rejected(call, message):

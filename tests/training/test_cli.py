@@ -108,20 +108,17 @@ def test_an_unknown_model_kind_is_one_error_in_train_and_in_config(tmp_path, cap
     assert not (tmp_path / "r").exists()
 
 
+def train_on_text(workdir, corpus):
+    """`seqjax train` arguments for a run in `workdir` whose three splits are the text file `corpus`."""
+    splits = [f"data.{split}={corpus}" for split in ("train", "valid", "test")]
+    return ["train", "--workdir", str(workdir), "--set", "data.kind=text", *splits]
+
+
 def test_missing_corpus_file_is_named(tmp_path, capsys):
     missing = tmp_path / "nope.txt"
     expect_user_error(
         capsys,
-        [
-            "train",
-            "--workdir",
-            str(tmp_path / "r"),
-            "--set",
-            "data.kind=text",
-            f"data.train={missing}",
-            f"data.valid={missing}",
-            f"data.test={missing}",
-        ],
+        train_on_text(tmp_path / "r", missing),
         str(missing),
     )
 
@@ -131,16 +128,7 @@ def test_undecodable_corpus_names_file_and_line(tmp_path, capsys):
     corpus.write_bytes(b"fine line\nbad \xff\xfe line\n")
     expect_user_error(
         capsys,
-        [
-            "train",
-            "--workdir",
-            str(tmp_path / "r"),
-            "--set",
-            "data.kind=text",
-            f"data.train={corpus}",
-            f"data.valid={corpus}",
-            f"data.test={corpus}",
-        ],
+        train_on_text(tmp_path / "r", corpus),
         "line 2",
     )
 

@@ -1,4 +1,5 @@
 import dataclasses
+import functools
 
 import pytest
 
@@ -88,6 +89,17 @@ def test_from_dict_refuses_unknown_saved_keys():
         config_lib.from_dict(values)
 
 
+def assert_refused_as_renamed(old, new):
+    """`old` set to 4, by `--set` and in a saved config, is refused with the name `new` begins."""
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
+        config_lib.override(Config(), [f"{old}=4"])
+    values = config_lib.to_dict(Config())
+    *groups, name = old.split(".")
+    functools.reduce(dict.__getitem__, groups, values)[name] = 4
+    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
+        config_lib.from_dict(values)
+
+
 @pytest.mark.parametrize(
     "old, new",
     [
@@ -98,13 +110,7 @@ def test_from_dict_refuses_unknown_saved_keys():
     ],
 )
 def test_a_renamed_key_is_refused_with_its_new_name(old, new):
-    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
-        config_lib.override(Config(), [f"{old}=4"])
-    values = config_lib.to_dict(Config())
-    section, name = old.split(".")
-    values[section][name] = 4
-    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}'"):
-        config_lib.from_dict(values)
+    assert_refused_as_renamed(old, new)
 
 
 def test_a_key_set_for_another_kind_is_refused_after_every_assignment_is_applied():
@@ -144,16 +150,16 @@ def test_options_a_group_checks_together_can_be_set_together_in_any_order():
     [
         ("objective.k", "objective.scheduled_sampling.k"),
         ("objective.candidates", "objective.minimum_risk.search"),
-        ("objective.samples", "objective.reinforce.num_samples"),
+        ("objective.samples", "objective.reinforce.sequences_per_source"),
     ],
 )
 def test_a_flat_objective_key_is_refused_with_its_nested_name(old, new):
-    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
-        config_lib.override(Config(), [f"{old}=4"])
-    values = config_lib.to_dict(Config())
-    values["objective"][old.split(".")[1]] = 4
-    with pytest.raises(ValueError, match=rf"{old}' was renamed to '{new}"):
-        config_lib.from_dict(values)
+    assert_refused_as_renamed(old, new)
+
+
+@pytest.mark.parametrize("group", ["reinforce", "mixer"])
+def test_reinforces_sequence_count_under_the_sampling_heads_name_is_refused_with_its_own(group):
+    assert_refused_as_renamed(f"objective.{group}.num_samples", f"objective.{group}.sequences_per_source")
 
 
 def test_a_checkpoint_config_saved_before_a_key_existed_compares_as_that_keys_default():

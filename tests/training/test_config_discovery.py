@@ -65,7 +65,9 @@ def test_each_key_shows_its_type_its_default_when_changed_its_doc_and_whether_it
         "(not used: applies to model.kind in (transformer, transformer_seq2seq, transformer_encoder, electra), "
         "not 'rnn')" in line("model", "num_heads")
     )
-    assert "not used: applies to objective.kind=mixer, not 'teacher_forcing'" in line("objective.mixer", "num_samples")
+    assert "not used: applies to objective.kind=mixer, not 'teacher_forcing'" in line(
+        "objective.mixer", "sequences_per_source"
+    )
     keys = [x.split(" = ")[0] for x in lines if " = " in x and not x.startswith("#")]
     assert len(keys) == len(config_lib.valid_keys(Config()))
 

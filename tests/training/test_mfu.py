@@ -91,11 +91,16 @@ def test_interval_metrics_divide_by_the_devices_and_the_peak():
     assert set(counted_not) == {"tokens_per_sec_per_device"}
 
 
+def trained_records(cfg, workdir):
+    """The `train` records of metrics.jsonl after training `cfg` in `workdir`."""
+    train(cfg, str(workdir), echo=lambda _: None)
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if '"train"' in line]
+
+
 def test_every_logged_training_interval_reports_throughput_per_device_and_mfu(tmp_path):
     cfg = tiny_config("train.steps=2", "train.log_every=1", "train.num_printed_samples=0", "train.peak_tflops=1.0")
-    train(cfg, str(tmp_path), echo=lambda _: None)
-    with open(os.path.join(tmp_path, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f if '"train"' in line]
+    records = trained_records(cfg, tmp_path)
     assert len(records) == 2
     for record in records:
         assert record["tokens_per_sec_per_device"] > 0 and record["model_tflops_per_device"] > 0
@@ -122,9 +127,7 @@ def test_a_token_budget_run_counts_the_flops_of_each_steps_own_row_length(tmp_pa
         "train.num_printed_samples=0",
         "train.peak_tflops=1.0",
     )
-    train(cfg, str(tmp_path), echo=lambda _: None)
-    with open(os.path.join(tmp_path, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f if '"train"' in line]
+    records = trained_records(cfg, tmp_path)
     # FLOPs per token: 6 N + 3 * 12 * layers * d_model * L for the step's row length L.
     per_token = [r["model_tflops_per_device"] * 1e12 / r["tokens_per_sec_per_device"] for r in records]
     attention_per_position = 3 * 12 * cfg.model.layers * cfg.model.d_model
@@ -142,9 +145,7 @@ def test_a_sampled_head_run_logs_the_flops_of_its_k_plus_one_rows_not_the_vocabu
         "train.num_printed_samples=0",
         "train.peak_tflops=1.0",
     )
-    train(cfg, str(tmp_path), echo=lambda _: None)
-    with open(os.path.join(tmp_path, "metrics.jsonl")) as f:
-        (record,) = [json.loads(line) for line in f if '"train"' in line]
+    (record,) = trained_records(cfg, tmp_path)
     per_token = record["model_tflops_per_device"] * 1e12 / record["tokens_per_sec_per_device"]
     m = cfg.model
     assert per_token == pytest.approx(6 * (m.layers * 4 * 2 * m.d_model**2 + m.d_model * 9), rel=1e-6)

@@ -6,11 +6,13 @@ import types
 import pytest
 from project_scripts import load_script
 
+from seqjax.config import ModelConfig
+
 bench = load_script("benchmarks/mfu.py", "mfu_benchmark")
 
 # D = 2, F = 4, one layer, T = 3 positions, V = 5 words, batches of B = 2 rows.
 TINY = bench.LMShapes(
-    2, 3, 5, bench.ModelConfig(kind="transformer", d_model=2, layers=1, num_heads=1, d_ff=4, dropout=0.0, max_len=3)
+    2, 3, 5, ModelConfig(kind="transformer", d_model=2, layers=1, num_heads=1, d_ff=4, dropout=0.0, max_len=3)
 )
 # Forward multiply-adds per token, 2 FLOPs each: Q, K, V and output projections 4 · D·D = 16,
 # the MLP D·F + F·D = 16, the output layer D·V = 10, attention scores over T keys T·D = 6 and

@@ -22,13 +22,14 @@ from seqjax.data import (
     LMData,
     ParallelData,
     Seq2SeqBatches,
-    Tokenizer,
     holds_pairs,
     load_data,
     load_tokenizer,
 )
 from seqjax.data.batching import pair_positions
+from seqjax.data.datasets import Tokenizers
 from seqjax.data.line_rows import LineBatches, check_lines_fit
+from seqjax.data.loader import IndexedBatches
 from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.sources import to_stderr
 from seqjax.data.token_budget import TokenBudgetBatches
@@ -52,10 +53,6 @@ from seqjax.training.core.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
-
-# A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
-# None (built from the data).
-Tokenizers = Tokenizer | tuple[Tokenizer, Tokenizer] | None
 
 
 def validate_train(cfg: Config) -> None:
@@ -154,7 +151,7 @@ class Experiment:
             raise ValueError(f"model.kind={self.cfg.model.kind!r} is an encoder-decoder: its data holds pairs")
         return self.data
 
-    def train_batches(self, row_multiple: int = 1):
+    def train_batches(self, row_multiple: int = 1) -> IndexedBatches:
         """The train split's batches: bucketed pairs (train.batch_size of them, or as many as
         data.max_tokens holds, in a multiple of `row_multiple` rows), packed pairs
         (data.packing), rows of one line each (a latent-variable model: `LineBatches`), chunked

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import flax.struct
@@ -69,6 +69,10 @@ SCHEDULE_KEYS = {
     "optim.end_lr_fraction",
 }
 
+# A batch read for its keys, shapes and dtypes alone: host (numpy) or device arrays, or
+# ShapeDtypeStructs.
+ExampleBatch = Mapping[str, Any]
+
 
 @flax.struct.dataclass
 class TrainState:
@@ -103,7 +107,7 @@ def abstract_state(
     model: Model,
     head: Head,
     optimizer: optax.GradientTransformation,
-    batch: Batch,
+    batch: ExampleBatch,
     mesh: Mesh,
     strategy: str = "data",
 ) -> TrainState:
@@ -120,7 +124,7 @@ def init_state(
     head: Head,
     optimizer: optax.GradientTransformation,
     seed: int,
-    batch: Batch,
+    batch: ExampleBatch,
     mesh: Mesh,
     strategy: str = "data",
 ) -> TrainState:
@@ -193,7 +197,7 @@ def restore_state(
     step: int,
     optimizer: optax.GradientTransformation,
     mesh: Mesh,
-    example_batch: Batch,
+    example_batch: ExampleBatch,
     strategy: str | None = None,
 ) -> tuple[TrainState, dict[str, Any]]:
     """The state saved at `step` and its metadata, placed on `mesh` under `strategy` (default:

@@ -119,6 +119,49 @@ def _placed(step: TrainStep, state_shape: TrainState, mesh: Mesh, strategy: str)
     )
 
 
+def _update_step(
+    model: Model,
+    head: Head,
+    objective: Objective,
+    optimizer: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    mesh: Mesh,
+    *,
+    accum_steps: int,
+    per_device: bool,
+) -> TrainStep:
+    """The update both steps run. `per_device`: the body of the shard_map step, on one
+    device's rows, whose dropout key folds in the device's index and whose token count and
+    gradients are summed over `data`; else the jit step's, over the whole batch."""
+
+    def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
+        key = jax.random.fold_in(state.key, state.step)
+        tokens = batch["mask"].sum()
+        microbatch_sharding = None
+        if per_device:
+            key = jax.random.fold_in(key, lax.axis_index(BATCH_AXES))
+            tokens = lax.psum(tokens, BATCH_AXES)
+        elif (batch["mask"].shape[0] // accum_steps) % batch_shards(mesh) == 0:
+            # Microbatches stay on the devices that hold their rows when the rows divide evenly.
+            microbatch_sharding = NamedSharding(mesh, P(None, BATCH_AXES))
+        part = weighted_loss_and_grads(
+            model,
+            head,
+            objective,
+            state.params,
+            batch,
+            key,
+            state.step,
+            accum_steps=accum_steps,
+            total_tokens=jnp.maximum(tokens, 1.0),
+            microbatch_sharding=microbatch_sharding,
+        )
+        loss, metrics, grads = lax.psum(part, BATCH_AXES) if per_device else part
+        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
+
+    return train_step
+
+
 def make_train_step(
     model: Model,
     head: Head,
@@ -137,27 +180,8 @@ def make_train_step(
     update equals the one from the whole batch at once. The state keeps the placement of
     `strategy` (see `seqjax.training.core.layout`); the batch is split over `data`.
     """
-
-    def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
-        key = jax.random.fold_in(state.key, state.step)
-        tokens = batch["mask"].sum()
-        # Microbatches stay on the devices that hold their rows when the rows divide evenly.
-        even = (batch["mask"].shape[0] // accum_steps) % batch_shards(mesh) == 0
-        loss, metrics, grads = weighted_loss_and_grads(
-            model,
-            head,
-            objective,
-            state.params,
-            batch,
-            key,
-            state.step,
-            accum_steps=accum_steps,
-            total_tokens=jnp.maximum(tokens, 1.0),
-            microbatch_sharding=NamedSharding(mesh, P(None, BATCH_AXES)) if even else None,
-        )
-        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
-
-    return _placed(train_step, state_shape, mesh, strategy)
+    step = _update_step(model, head, objective, optimizer, schedule, mesh, accum_steps=accum_steps, per_device=False)
+    return _placed(step, state_shape, mesh, strategy)
 
 
 def make_shard_map_train_step(
@@ -177,23 +201,9 @@ def make_shard_map_train_step(
     are taken from each device's own rows.
     """
     check_shard_map_mesh(mesh)
-
-    def device_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
-        key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), lax.axis_index(BATCH_AXES))
-        tokens = lax.psum(batch["mask"].sum(), BATCH_AXES)
-        part = weighted_loss_and_grads(
-            model,
-            head,
-            objective,
-            state.params,
-            batch,
-            key,
-            state.step,
-            accum_steps=accum_steps,
-            total_tokens=jnp.maximum(tokens, 1.0),
-        )
-        loss, metrics, grads = lax.psum(part, BATCH_AXES)
-        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
+    device_step = _update_step(
+        model, head, objective, optimizer, schedule, mesh, accum_steps=accum_steps, per_device=True
+    )
 
     # Without replication typing (check_vma=False) the gradient taken inside `device_step` is
     # the device's own, so its psum is the one all-reduce; it also lets model and head code

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax import decoding
-from seqjax.contracts import SPECIAL_IDS, Params, StepFn
+from seqjax.contracts import SPECIAL_IDS, Head, Model, Params, StepFn
 from seqjax.data import Tokenizer, seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
@@ -105,8 +105,16 @@ def run_decoder(
 
 @partial(jax.jit, static_argnames=("model", "head", "max_len", "options"))
 def decode_prompts(
-    model, head, params: Params, key: jax.Array, prompts, batch=None, *, max_len: int, options: DecodeOptions
-):
+    model: Model,
+    head: Head,
+    params: Params,
+    key: jax.Array,
+    prompts: jax.Array,
+    batch: Mapping[str, Any] | None = None,
+    *,
+    max_len: int,
+    options: DecodeOptions,
+) -> tuple[jax.Array, jax.Array]:
     """Decodes after each row's prompt, for an encoder batch (`batch`'s source) or an LM.
 
     Args:
@@ -118,16 +126,26 @@ def decode_prompts(
       tokens [B, max_len] int32 (after the prompt, pad after EOS) and lengths [B] int32.
     """
     num, length = prompts.shape
-    if getattr(model, "latent", False) and (batch is None or "latent" not in batch):
+    latent_size = getattr(model, "latent_size", None) if getattr(model, "latent", False) else None
+    if latent_size is not None and (batch is None or "latent" not in batch):
         key, latent_key = jax.random.split(key)
-        batch = {"latent": jax.random.normal(latent_key, (num, model.latent_size), jnp.float32)}
+        batch = {"latent": jax.random.normal(latent_key, (num, latent_size), jnp.float32)}
     state = prefill(model, params, init_decode_state(model, params, num, length + max_len, batch), prompts[:, :-1])
     return run_decoder(make_step_fn(model, head, params), state, key, prompts[:, -1], max_len=max_len, options=options)
 
 
 def decode(
-    model, head, params: Params, key: jax.Array, batch=None, *, prompt, num, max_len: int, options: DecodeOptions
-):
+    model: Model,
+    head: Head,
+    params: Params,
+    key: jax.Array,
+    batch: Mapping[str, Any] | None = None,
+    *,
+    prompt: Sequence[int],
+    num: int,
+    max_len: int,
+    options: DecodeOptions,
+) -> tuple[jax.Array, jax.Array]:
     """Decodes `num` rows after one `prompt` (ids; its last one is fed first), for an encoder batch or an LM.
 
     Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
