@@ -25,7 +25,7 @@ def split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targe
     """The split loss and its gradients, the top's and the deep rows' put back into [V - 1] tables."""
     paths = split_paths(tree, targets, top_levels, deep_capacity(tree, targets, top_levels))
     size = top_size(tree, top_levels)
-    value, grads = jax.value_and_grad(lambda *a: split_path_loss(*a, paths).sum(), argnums=(0, 1, 2, 3, 4))(
+    value, grads = jax.jit(jax.value_and_grad(lambda *a: split_path_loss(*a, paths).sum(), argnums=(0, 1, 2, 3, 4)))(
         hidden, weights[:size], biases[:size], weights[paths.step_nodes], biases[paths.step_nodes]
     )
     hidden_grad, top_w, top_b, deep_w, deep_b = grads
@@ -38,7 +38,7 @@ def split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targe
 @pytest.mark.parametrize("make_tree", [lambda: huffman_tree(COUNTS), lambda: balanced_tree(VOCAB)])
 def test_split_loss_and_gradients_equal_the_tree_softmax_loss(make_tree, top_levels):
     tree, (hidden, weights, biases, targets) = make_tree(), problem(top_levels)
-    dense = jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2))
+    dense = jax.jit(jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2)))
     value, grads = dense(hidden, weights, biases)
     split_value, split_grads = split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targets)
     np.testing.assert_allclose(split_value, value, rtol=1e-5)
