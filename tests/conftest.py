@@ -30,6 +30,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """Modules with tests marked slow run first, each kept whole (its module fixtures made once):
+    the long tests start while there is other work to share the workers, not at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(autouse=True)
 def _token_store_cache(tmp_path_factory, monkeypatch):
     """Each test's token stores in a fresh cache of its own, never the user's ~/.cache/seqjax."""

@@ -43,6 +43,7 @@ def test_pieces_and_ids_equal_hf_on_each_line(model, lines):
     assert _encoded(model, lines) == ([i for ids in want for i in ids], [len(ids) for ids in want])
 
 
+@pytest.mark.slow
 def test_every_code_point_is_classed_as_hf_does(model):
     points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and c != ord("\n")]
     random.Random(1).shuffle(points)

@@ -13,6 +13,8 @@ from seqjax.contracts import SharedByBeams
 from seqjax.decoding import beam_search
 from seqjax.models import build_model
 
+pytestmark = pytest.mark.slow  # long tests: scheduled first (tests/conftest.py)
+
 V, V_SRC, B, K, STEPS, EOS, BOS = 13, 9, 2, 3, 32, 2, 1  # 32 steps: two phases (16, 32)
 TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=36)
 MODERN = dataclasses.replace(TINY, positions="rope", norm_type="rmsnorm", mlp="swiglu", kv_heads=1, bias=False)

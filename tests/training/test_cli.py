@@ -18,6 +18,8 @@ from seqjax.training.core.experiment import build_experiment, saved_tokenizers
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import Checkpointer, restore_state
 
+pytestmark = pytest.mark.slow  # long tests: scheduled first (tests/conftest.py)
+
 
 def train(workdir, *overrides):
     return main(["train", "--workdir", str(workdir), "--set", *tiny(*overrides)])

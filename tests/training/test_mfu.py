@@ -112,6 +112,7 @@ def test_a_negative_peak_is_refused():
         validate_train(tiny_config("train.peak_tflops=-1"))
 
 
+@pytest.mark.slow
 def test_a_token_budget_run_counts_the_flops_of_each_steps_own_row_length(tmp_path):
     buckets = (16, 24)  # both hold many of the reverse task's pairs: the first steps draw both
     cfg = tiny_config(

@@ -18,6 +18,8 @@ from seqjax.training.core.state import init_state
 from seqjax.training.core.steps import make_train_step
 from seqjax.training.features.generation import DecodeOptions, translate_texts
 
+pytestmark = pytest.mark.slow  # long tests: scheduled first (tests/conftest.py)
+
 MAX_LEN = 8
 COMMON = [
     "data.kind=synthetic",
