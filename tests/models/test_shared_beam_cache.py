@@ -51,19 +51,23 @@ def model_and_state(cfg, draw):
 
 def beams_with_their_own_copies(step_fn, state):
     """Beam search as a Python loop whose every beam holds the whole state, moved with it."""
-    beams = jax.tree.map(lambda leaf: jnp.repeat(leaf, K, axis=0), state)  # through SharedByBeams too
-    totals = jnp.full((B, K), -jnp.inf).at[:, 0].set(0.0)
-    sequences = jnp.zeros((B, K, STEPS), jnp.int32)
-    last = jnp.full((B * K,), BOS, jnp.int32)
-    for t in range(STEPS):
+
+    @jax.jit
+    def advance(beams, totals, sequences, last, t):
         log_probs, beams = step_fn(beams, last)
         extended = (totals[:, :, None] + log_probs.reshape(B, K, V)).reshape(B, K * V)
         totals, index = jax.lax.top_k(extended, K)
         parents, tokens = index // V, (index % V).astype(jnp.int32)
         sequences = jnp.take_along_axis(sequences, parents[:, :, None], axis=1).at[:, :, t].set(tokens)
         rows = (jnp.arange(B)[:, None] * K + parents).reshape(-1)
-        beams = jax.tree.map(lambda leaf, rows=rows: leaf[rows], beams)
-        last = tokens.reshape(-1)
+        return jax.tree.map(lambda leaf: leaf[rows], beams), totals, sequences, tokens.reshape(-1)
+
+    beams = jax.tree.map(lambda leaf: jnp.repeat(leaf, K, axis=0), state)  # through SharedByBeams too
+    totals = jnp.full((B, K), -jnp.inf).at[:, 0].set(0.0)
+    sequences = jnp.zeros((B, K, STEPS), jnp.int32)
+    last = jnp.full((B * K,), BOS, jnp.int32)
+    for t in range(STEPS):
+        beams, totals, sequences, last = advance(beams, totals, sequences, last, t)
     return sequences, totals
 
 
@@ -73,7 +77,7 @@ def test_beams_sharing_the_cache_find_the_beams_of_private_copies(name, random_v
     sequences, scores = jax.jit(
         lambda state: beam_search(step_fn, state, bos_id=BOS, eos_id=EOS, pad_id=0, beam_size=K, max_len=STEPS)
     )(state)
-    expected_sequences, expected_scores = beams_with_their_own_copies(jax.jit(step_fn), state)
+    expected_sequences, expected_scores = beams_with_their_own_copies(step_fn, state)
     np.testing.assert_array_equal(sequences, expected_sequences)
     np.testing.assert_allclose(scores, expected_scores, rtol=1e-5, atol=1e-5)
     for row in np.asarray(sequences):  # the beams of a batch row differ: the cache's rows were told apart
