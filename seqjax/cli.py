@@ -100,7 +100,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         raise ValueError(f"--split must be one of {', '.join(splits)}, got {args.split!r}")
     evaluation = run.evaluation(args.split, decode_options(args))
     result = {args.split: evaluate(run.cfg, evaluation.data, args.split, evaluation.scorer)}
-    print(f"{args.split}: {describe_metrics(result[args.split])}")
+    print(f"{args.split}: {describe_metrics(run.cfg, result[args.split])}")
     result.update(evaluation.extra(args.split))
     print(json.dumps(result, indent=2))
 

@@ -223,13 +223,32 @@ class Objective(abc.ABC):
     An objective whose model is scored otherwise than by the exact NLL of the targets (a bound,
     masked positions, a second direction) also has `eval_sums(model, head, params, batch, key,
     *, ids) -> EvalSums`, which the eval step asks for (`seqjax.objectives.eval_sums_of`);
-    without it the eval step sums the head's exact NLL of the targets. Further sums that need
-    more than a division to report (a histogram) are turned into numbers on the host by its
-    `eval_report(sums) -> dict[str, float]`, given the split's totals (`eval_report_of`).
+    without it the eval step sums the head's exact NLL of the targets. Its further sums are turned
+    into named numbers on the host by `eval_report`, given the split's totals, and a few of those
+    into a clause of the one-line summary by `describe_eval` (`seqjax.objectives.objective_of`
+    finds the objective of a model).
     """
 
     # Whether it feeds the model only gold tokens, so that a packed row's segments stay independent.
     feeds_gold_only: ClassVar[bool] = False
+    # Whether its eval NLL covers every target token (not a sample of positions), so that it can be
+    # spread over the split's words as a per-word perplexity.
+    scores_every_target: ClassVar[bool] = True
+
+    @staticmethod
+    def eval_report(nll: float, tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
+        """What a split's evaluation reports beyond its NLL: nll, the split's Σ NLL (nats) of
+        `eval_sums`, over `tokens` scored tokens, and `sums` its further sums totalled over the
+        split (floats, or arrays where a further sum is one). None here."""
+        del nll, tokens, sums
+        return {}
+
+    @staticmethod
+    def describe_eval(result: Mapping[str, float]) -> str:
+        """A clause (`"; ..."`) added to the one-line summary of an evaluation `result` that holds
+        `eval_report`'s numbers; "" for none."""
+        del result
+        return ""
 
     @abc.abstractmethod
     def __call__(

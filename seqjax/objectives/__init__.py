@@ -50,20 +50,19 @@ OBJECTIVES: dict[str, type[Objective]] = {
 GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if cls.feeds_gold_only)
 
 
+def objective_of(model: Any) -> type[Objective] | None:
+    """The one objective that trains `model` (an instance or class stating it as its class fact
+    `objective`), or None for a model any objective trains."""
+    kind = getattr(model, "objective", None)
+    return None if kind is None else OBJECTIVES[kind]
+
+
 def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
     """How the model is scored in evaluation when its exact target NLL is not the measure: the
-    `eval_sums` of the one objective that trains it (the model's class fact `objective`), or
-    None (the eval step sums the head's exact NLL of the targets)."""
-    kind = getattr(model, "objective", None)
-    return None if kind is None else getattr(OBJECTIVES[kind](), "eval_sums", None)
-
-
-def eval_report_of(model: Any) -> Callable[[dict[str, Any]], dict[str, float]] | None:
-    """What a split's evaluation reports beyond its NLL for a model (instance or class): the
-    `eval_report` of the one objective that trains it, a host function of the split's summed
-    further eval sums to named numbers, or None."""
-    kind = getattr(model, "objective", None)
-    return None if kind is None else getattr(OBJECTIVES[kind], "eval_report", None)
+    `eval_sums` of the objective that trains it (`objective_of`), or None (the eval step sums
+    the head's exact NLL of the targets)."""
+    objective = objective_of(model)
+    return None if objective is None else getattr(objective(), "eval_sums", None)
 
 
 def build_objective(cfg: ObjectiveConfig) -> Objective:
@@ -96,8 +95,8 @@ __all__ = [
     "TeacherForcing",
     "VAE",
     "build_objective",
-    "eval_report_of",
     "eval_sums_of",
+    "objective_of",
     "exponential_decay",
     "inverse_sigmoid_decay",
     "linear_decay",

@@ -18,8 +18,11 @@ two directions' losses (Peters et al. 2018 maximize the sum of the two log-likel
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import jax
+import numpy as np
 
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
@@ -70,6 +73,17 @@ class BidirectionalLM(BidirectionalLMOptions, Objective):
         del key, ids
         nlls = direction_nlls(model, head, params, batch)
         return nlls["forward"], nlls["tokens"], {"backward_nll": nlls["backward"]}
+
+    @staticmethod
+    def eval_report(nll: float, tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
+        """The backward LM's NLL per token and its perplexity, beside the forward LM's."""
+        del nll
+        backward = sums["backward_nll"] / max(tokens, 1.0)
+        return {"backward_nll": backward, "backward_token_perplexity": float(np.exp(backward))}
+
+    @staticmethod
+    def describe_eval(result: Mapping[str, float]) -> str:
+        return f"; backward LM per-token perplexity {result['backward_token_perplexity']:,.4g}"
 
     def __call__(
         self,

@@ -13,17 +13,18 @@ precision, recall, AUC and the base rate) on rows corrupted as in training at BE
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.metrics.detection import detection_report, detection_sums
 from seqjax.model_head import head_loss, token_log_probs
 from seqjax.objective_config import ElectraOptions
-from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll
+from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll, masked_report
 
 DETECTION = "discriminator_"  # the prefix of the discriminator's eval sums and of its reported metrics
 
@@ -77,6 +78,8 @@ class Electra(ElectraOptions, Objective):
     """ELECTRA: generator MLM loss + discriminator_weight · the mean over valid positions of
     the discriminator's binary cross-entropy. The options do not change over training."""
 
+    scores_every_target: ClassVar[bool] = False
+
     def eval_sums(
         self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
     ) -> EvalSums:
@@ -106,11 +109,12 @@ class Electra(ElectraOptions, Objective):
         )
 
     @staticmethod
-    def eval_report(sums: dict[str, np.ndarray]) -> dict[str, float]:
-        """The discriminator's `detection_report` from the eval sums of a split, each metric
-        prefixed DETECTION."""
+    def eval_report(nll: float, tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
+        """The generator's `masked_report` and the discriminator's `detection_report` from the
+        eval sums of a split, each detection metric prefixed DETECTION."""
         detection = {name[len(DETECTION) :]: value for name, value in sums.items() if name.startswith(DETECTION)}
-        return {DETECTION + name: value for name, value in detection_report(detection).items()}
+        report = {DETECTION + name: value for name, value in detection_report(detection).items()}
+        return masked_report(tokens, sums) | report
 
     def __call__(
         self,

@@ -11,6 +11,8 @@ batch's targets (an LM batch's tokens); its inputs are not read.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -95,10 +97,17 @@ def masked_nll(
     return {"nll": (nll * selected).sum(), "masked": selected.sum().astype(jnp.float32), "positions": valid.sum()}
 
 
+def masked_report(tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
+    """masked_fraction: the scored (masked) tokens of a split over its valid positions."""
+    return {"masked_fraction": tokens / max(sums["positions"], 1.0)}
+
+
 @dataclasses.dataclass(frozen=True)
 class MaskedLM(MaskedLMOptions, Objective):
     """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
     positions of the corrupted row. The rates do not change over training."""
+
+    scores_every_target: ClassVar[bool] = False
 
     def eval_sums(
         self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds
@@ -107,6 +116,10 @@ class MaskedLM(MaskedLMOptions, Objective):
         as [MASK], their count, {"positions": valid positions})."""
         sums = masked_nll(model, head, params, batch, key, ids=ids)
         return sums["nll"], sums["masked"], {"positions": sums["positions"]}
+
+    @staticmethod
+    def eval_report(nll: float, tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
+        return masked_report(tokens, sums)
 
     def __call__(
         self,

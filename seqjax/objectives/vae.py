@@ -13,6 +13,8 @@ dropout (decoder inputs replaced by <unk>, so the decoder must lean on z) and fr
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +150,27 @@ class VAE(VAEOptions, Objective):
         prior_nll = prior_reconstruction_nll(model, head, params, batch, prior_key)
         further = {"kl": terms["kl"], "rows": terms["rows"], "prior_nll": prior_nll}
         return terms["nll"] + terms["kl"], terms["tokens"], further
+
+    @staticmethod
+    def eval_report(nll: float, tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
+        """From the split's Σ −ELBO (`nll`) and further sums: kl and elbo in nats per row,
+        reconstruction_nll (z from the posterior) and prior_reconstruction_nll (z from the prior)
+        per token, and reconstruction_gap, their difference in nats per row: the information in z
+        that the decoder uses."""
+        rows, tokens = max(sums["rows"], 1.0), max(tokens, 1.0)
+        reconstruction = nll - sums["kl"]
+        return {
+            "kl": sums["kl"] / rows,
+            "elbo": -nll / rows,
+            "reconstruction_nll": reconstruction / tokens,
+            "prior_reconstruction_nll": sums["prior_nll"] / tokens,
+            "reconstruction_gap": (sums["prior_nll"] - reconstruction) / rows,
+        }
+
+    @staticmethod
+    def describe_eval(result: Mapping[str, float]) -> str:
+        line = f"; bounds from the ELBO {result['elbo']:.4g} nats per row, of which KL {result['kl']:.4g}"
+        return line + f"; z from the prior costs the decoder {result['reconstruction_gap']:.4g} nats per row"
 
     def __call__(
         self,

@@ -341,7 +341,7 @@ def train(
                 if eval_now:
                     result = run_eval(state, "valid", done)
                     if main:
-                        bar.write(f"step {done}: valid {describe_metrics(result)}")
+                        bar.write(f"step {done}: valid {describe_metrics(cfg, result)}")
                 if checkpoint_now:
                     save(state, done)
             bar.close()
@@ -351,7 +351,7 @@ def train(
         for split in ("valid", "test"):
             if split in exp.data.splits:
                 summary[split] = run_eval(state, split, t.steps)
-                echo(f"{split}: {describe_metrics(summary[split])}")
+                echo(f"{split}: {describe_metrics(cfg, summary[split])}")
         if jax.process_count() == 1:
             summary["samples"] = generation_report(exp, state.params, echo=echo)
         else:  # decoding runs on process 0 alone, from a host copy of the parameters

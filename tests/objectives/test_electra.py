@@ -127,7 +127,7 @@ def test_a_generator_whose_heads_rope_cannot_turn_is_refused():
 def test_eval_detection_sums_count_the_replaced_tokens_the_discriminator_finds(tiny_electra):
     model, head, params, batch = tiny_electra
     key = jax.random.key(6)
-    _, _, sums = Electra().eval_sums(model, head, params, batch, key, ids=SPECIAL_IDS)
+    nll, masked, sums = Electra().eval_sums(model, head, params, batch, key, ids=SPECIAL_IDS)
     valid = batch["mask"] > 0
     _, _, corrupted = replace_tokens(
         model,
@@ -149,5 +149,6 @@ def test_eval_detection_sums_count_the_replaced_tokens_the_discriminator_finds(t
     assert float(sums["discriminator_true_positives"]) == (labels & found).sum()
     assert float(sums["discriminator_correct"]) == (labels == found).sum()
     assert float(sums["discriminator_positive_histogram"].sum()) == labels.sum()
-    report = Electra.eval_report(jax.device_get(sums))
+    report = Electra.eval_report(float(nll), float(masked), jax.device_get(sums))
     assert report["discriminator_base_rate"] == pytest.approx(labels.mean())
+    assert report["masked_fraction"] == pytest.approx(float(masked) / valid.sum())

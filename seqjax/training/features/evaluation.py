@@ -22,23 +22,21 @@ import jax
 import numpy as np
 
 from seqjax.config import Config
-from seqjax.contracts import Params
+from seqjax.contracts import Objective, Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.line_rows import line_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
 from seqjax.models import MODEL_KINDS, generates, is_latent, readable_length
-from seqjax.objectives import eval_report_of
+from seqjax.objectives import objective_of
 from seqjax.training.features.generation import lm_samples, translate
 from seqjax.training.features.task_reports import task_report
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
 
-# batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a latent-variable
-# model's scorer gives Σ −ELBO as the NLL and adds {"kl", "rows", "prior_nll"} (`VAE.eval_sums`); the
-# BiLM's gives its forward LM's NLL and adds {"backward_nll": its backward LM's}; an encoder's
-# gives the NLL and count of its masked tokens and adds {"positions": every valid position}
-# (and ELECTRA's, the discriminator's counts and score histograms). A further sum may be an array.
+# batch -> (Σ NLL of its unmasked targets, their count[, {name: further sum}]): a model that one
+# objective trains is scored by that objective's `eval_sums` (a bound, masked positions, a second
+# direction), whose further sums its `eval_report` reads. A further sum may be an array.
 Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 
@@ -66,14 +64,11 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     """Exact perplexity of `split`: the scorer's NLL summed over `eval_batches`.
 
     Returns nll (mean per target token, nats), token_perplexity, tokens, and for splits scored
-    whole the word_perplexity (the same total NLL spread over the split's words). For
-    a latent-variable model nll is −ELBO per token (so both perplexities are upper bounds),
-    with kl and elbo in nats per row, reconstruction_nll (z from the posterior) and
-    prior_reconstruction_nll (z from the prior) per token, and reconstruction_gap, their
-    difference in nats per row: the information in z that the decoder uses; for the BiLM
-    nll is the forward LM's, with backward_nll and backward_token_perplexity beside it; for an
-    encoder nll and token_perplexity are over masked tokens only, with masked_fraction; and
-    whatever the model's objective reports from the summed further sums (`eval_report_of`).
+    whole the word_perplexity (the same total NLL spread over the split's words, where the NLL
+    covers every target: `Objective.scores_every_target`), and what the objective that trains
+    the model reports from the split's further sums (`Objective.eval_report`: for a
+    latent-variable model, whose nll is −ELBO per token, the KL and the ELBO; for the BiLM the
+    backward LM's NLL; for an encoder, scored on masked tokens only, the masked fraction).
     """
     scores = jax.device_get([score(batch) for batch in eval_batches(cfg, data, split)])  # device runs ahead
     nll_sum, tokens = (float(x) for x in np.sum([score[:2] for score in scores], axis=0))
@@ -82,41 +77,24 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     further = scores[0][2] if scores and len(scores[0]) > 2 else {}
     summed = {name: np.sum([score[2][name] for score in scores], axis=0) for name in further}
     sums = {name: float(value) if np.ndim(value) == 0 else value for name, value in summed.items()}
-    if "kl" in sums:
-        result.update(
-            kl=sums["kl"] / max(sums["rows"], 1.0),
-            elbo=-nll_sum / max(sums["rows"], 1.0),
-            reconstruction_nll=(nll_sum - sums["kl"]) / max(tokens, 1.0),
-            prior_reconstruction_nll=sums["prior_nll"] / max(tokens, 1.0),
-            reconstruction_gap=(sums["prior_nll"] - (nll_sum - sums["kl"])) / max(sums["rows"], 1.0),
-        )
-    if "positions" in sums:
-        result["masked_fraction"] = tokens / max(sums["positions"], 1.0)
-    if "backward_nll" in sums:
-        backward = sums["backward_nll"] / max(tokens, 1.0)
-        result.update(backward_nll=backward, backward_token_perplexity=float(np.exp(backward)))
-    report = eval_report_of(MODEL_KINDS.get(cfg.model.kind))
-    if report is not None:
-        result.update(report(sums))
+    objective = objective_of(MODEL_KINDS.get(cfg.model.kind)) or Objective
+    result.update(objective.eval_report(nll_sum, tokens, sums))
     words = getattr(data, "words", {}).get(split)
-    if words and not cfg.train.eval_batches and "positions" not in sums:  # a masked LM scores some words only
+    if words and not cfg.train.eval_batches and objective.scores_every_target:
         result["word_perplexity"] = float(np.exp(nll_sum / words))
     return result
 
 
-def describe_metrics(result: dict[str, float]) -> str:
+def describe_metrics(cfg: Config, result: dict[str, float]) -> str:
     """`per-token perplexity 3.435 (nll 1.234 nats over 1,544 tokens), per-word perplexity 12.5`:
-    an `evaluate` result on one line, as runs and `seqjax eval` print it."""
+    an `evaluate` result of a run of `cfg` on one line, as runs and `seqjax eval` print it, with
+    the clause its model's objective adds (`Objective.describe_eval`)."""
     line = f"per-token perplexity {result['token_perplexity']:,.4g} (nll {result['nll']:.4g} nats"
     line += f" over {result['tokens']:,.0f} tokens)"
     if "word_perplexity" in result:
         line += f", per-word perplexity {result['word_perplexity']:,.4g}"
-    if "backward_nll" in result:
-        line += f"; backward LM per-token perplexity {result['backward_token_perplexity']:,.4g}"
-    if "kl" in result:
-        line += f"; bounds from the ELBO {result['elbo']:.4g} nats per row, of which KL {result['kl']:.4g}"
-        line += f"; z from the prior costs the decoder {result['reconstruction_gap']:.4g} nats per row"
-    return line
+    objective = objective_of(MODEL_KINDS.get(cfg.model.kind)) or Objective
+    return line + objective.describe_eval(result)
 
 
 def generation_report(exp: Experiment, params: Params, *, echo: Callable[[str], None] = print) -> dict:

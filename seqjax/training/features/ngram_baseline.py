@@ -141,7 +141,7 @@ def train_ngram(cfg: Config, workdir: str, *, echo: Callable[[str], None] = prin
             if split in data.splits:
                 summary[split] = evaluate(cfg, data, split, ngram_scorer(model))
                 logger.write(0, split, summary[split])
-                echo(f"{split}: {describe_metrics(summary[split])}")
+                echo(f"{split}: {describe_metrics(cfg, summary[split])}")
         logger.summary(summary)
     finally:
         logger.close()
