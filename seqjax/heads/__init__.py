@@ -10,7 +10,13 @@ Pure functions (import one without the rest): `full_softmax_loss`, `sampled_soft
 """
 
 from seqjax.heads import samplers
-from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_capacities, tail_dimensions
+from seqjax.heads.adaptive import (
+    adaptive_log_probs,
+    adaptive_softmax_loss,
+    expected_tail_capacities,
+    tail_capacities,
+    tail_dimensions,
+)
 from seqjax.heads.build import build_head
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss, frequency_classes
 from seqjax.heads.full import full_softmax_loss
@@ -59,6 +65,7 @@ __all__ = [
     "negative_sampling_loss",
     "sampled_softmax_loss",
     "samplers",
+    "expected_tail_capacities",
     "tail_capacities",
     "tail_dimensions",
     "tree_log_probs",

@@ -21,6 +21,8 @@ write and read back, and blocks that stay in cache run about twice as fast.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 
 import jax
@@ -91,9 +93,11 @@ def adaptive_softmax_loss(
       cutoffs: (c_1, ..., c_n), increasing, 0 < c_1 and c_n < V (host ints).
       head_biases: [c_1 + n] float added to the head's scores, or None (PyTorch's
         `head_bias=False`, its default).
-      tail_capacities: n static ints >= 1, rows each tail gathers, at least the targets in it
-        (`tail_capacities(targets, cutoffs)` on the host; checked here when the targets are
-        concrete), or None: each tail walks its rows in blocks (see the module docstring).
+      tail_capacities: n static ints >= 1, rows each tail gathers, or None: each tail walks
+        its rows in blocks (see the module docstring). Concrete targets must fit them
+        (`tail_capacities(targets, cutoffs)` on the host), checked here; traced targets of a
+        tail beyond its capacity are scored by that tail's blocked path instead (a `lax.cond`),
+        so a capacity chosen from expected shares (`expected_tail_capacities`) stays exact.
 
     Returns:
       [N] float32 losses.
@@ -125,11 +129,15 @@ def adaptive_softmax_loss(
         local_targets = targets - bounds[index]
         projection = jnp.asarray(projection, jnp.float32)
         weights = jnp.asarray(weights, jnp.float32)
+        operands = (hidden, projection, weights, local_targets, in_tail)
         if tail_capacities is None:
-            losses = losses + _tail_losses(hidden, projection, weights, local_targets, in_tail)
+            losses = losses + _tail_losses(*operands)
         else:
-            capacity = tail_capacities[index]
-            losses = losses + _gathered_tail_losses(hidden, projection, weights, local_targets, in_tail, capacity)
+            gathered = functools.partial(_gathered_tail_losses, capacity=tail_capacities[index])
+            if checks.is_concrete(targets):  # the capacity was checked above
+                losses = losses + gathered(*operands)
+            else:  # a batch beyond the capacity takes the blocked path, exact for any batch
+                losses = losses + jax.lax.cond(in_tail.sum() <= tail_capacities[index], gathered, _tail_losses, *operands)
     return losses
 
 
@@ -146,6 +154,29 @@ def tail_capacities(targets: ArrayLike, cutoffs: Sequence[int]) -> tuple[int, ..
     checks.require_ids("targets", values, np.iinfo(np.int32).max)
     cluster = np.searchsorted(np.asarray(cutoffs), values, side="right")
     return tuple(capacity_bucket(int((cluster == index + 1).sum())) for index in range(len(cutoffs)))
+
+
+def expected_tail_capacities(rows: int, tail_shares: Sequence[float], margin: float = 4.0) -> tuple[int, ...]:
+    """Each tail cluster's row capacity for any batch of `rows` rows (host), from its expected
+    share of the targets (`tail_shares`, e.g. the train split's unigram shares): the binomial mean
+    plus `margin` standard deviations, rounded up by `capacity_bucket`. A batch beyond it stays
+    exact (`adaptive_softmax_loss` takes the tail's blocked path), so it costs speed, not
+    correctness; at margin 4 an i.i.d. batch needs that path about once in 30,000.
+
+    Example:
+      >>> from seqjax.heads import expected_tail_capacities
+      >>> expected_tail_capacities(2048, (0.2, 0.05))  # means 409.6 and 102.4 rows
+      (512, 160)
+    """
+    rows = checks.require_positive_int("rows", rows)
+    capacities = []
+    for share in tail_shares:
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"tail_shares must be in [0, 1], got {tuple(tail_shares)}")
+        mean = rows * share
+        bound = mean + margin * math.sqrt(mean * (1.0 - share)) + 1.0
+        capacities.append(min(capacity_bucket(math.ceil(bound)), rows))
+    return tuple(capacities)
 
 
 def _require_capacities(capacities, targets, cutoffs) -> None:

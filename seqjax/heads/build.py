@@ -128,7 +128,16 @@ def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module
     cutoffs = checks.require_cutoffs("head.cutoffs", cfg.cutoffs, vocab_size)
     if not cfg.div_value >= 1.0:
         raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
-    return AdaptiveSoftmax(vocab_size, cutoffs=cutoffs, div_value=cfg.div_value, tied=cfg.tied, head_bias=cfg.head_bias)
+    smoothed = _smoothed(counts)
+    shares = np.add.reduceat(smoothed, np.array(cutoffs)) / smoothed.sum()  # one sum from each tail's start
+    return AdaptiveSoftmax(
+        vocab_size,
+        cutoffs=cutoffs,
+        div_value=cfg.div_value,
+        tied=cfg.tied,
+        head_bias=cfg.head_bias,
+        tail_shares=tuple(float(share) for share in shares),
+    )
 
 
 def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> dict[str, Any]:

@@ -36,7 +36,12 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from seqjax.heads import full
-from seqjax.heads.adaptive import adaptive_log_probs, adaptive_softmax_loss, tail_dimensions
+from seqjax.heads.adaptive import (
+    adaptive_log_probs,
+    adaptive_softmax_loss,
+    expected_tail_capacities,
+    tail_dimensions,
+)
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
 from seqjax.heads.sampled import nce_loss, negative_sampling_loss, sampled_softmax_loss
 from seqjax.heads.samplers import Sampler
@@ -333,6 +338,9 @@ class AdaptiveSoftmax(nn.Module):
 
     `head_bias` adds a [c_1 + n] bias to the head's scores (shortlist words and clusters),
     as PyTorch's `AdaptiveLogSoftmaxWithLoss(head_bias=True)`; off by default, as there.
+    `tail_shares`, each tail cluster's expected share of the targets (from the train split's
+    counts), sizes the rows each tail gathers (`expected_tail_capacities`), so that the tails
+    keep their activations for the backward pass; () walks each tail's rows in blocks.
     """
 
     vocab_size: int
@@ -340,6 +348,7 @@ class AdaptiveSoftmax(nn.Module):
     div_value: float = 4.0
     tied: bool = False
     head_bias: bool = False
+    tail_shares: tuple[float, ...] = ()
 
     def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
         """The head (shortlist and clusters), and for the targets of each tail cluster (their
@@ -381,6 +390,7 @@ class AdaptiveSoftmax(nn.Module):
 
     def target_log_probs(self, hidden, targets, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
+        capacities = expected_tail_capacities(hidden.shape[0], self.tail_shares) if self.tail_shares else None
         return -adaptive_softmax_loss(
             hidden,
             p["head_weights"],
@@ -389,6 +399,7 @@ class AdaptiveSoftmax(nn.Module):
             targets,
             self.cutoffs,
             head_biases=p["head_biases"],
+            tail_capacities=capacities,
         )
 
     def log_probs(self, hidden, embedding=None):

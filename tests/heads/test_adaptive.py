@@ -4,7 +4,15 @@ import jax
 import numpy as np
 import pytest
 
-from seqjax.heads import adaptive_log_probs, adaptive_softmax_loss, tail_capacities, tail_dimensions
+from seqjax.config import HeadConfig
+from seqjax.heads import (
+    adaptive_log_probs,
+    adaptive_softmax_loss,
+    build_head,
+    expected_tail_capacities,
+    tail_capacities,
+    tail_dimensions,
+)
 
 VOCAB, FEATURES, CUTOFFS, DIV = 40, 8, (10, 25), 2.0
 
@@ -72,11 +80,11 @@ def test_adaptive_log_prob_of_a_tail_word_is_cluster_probability_times_tail_prob
     ],
     ids=["mixed", "shortlist_only", "last_tail_only", "single_tail_row"],
 )
-@pytest.mark.parametrize("gathered", [False, True], ids=["row_blocks", "tail_capacities"])
+@pytest.mark.parametrize("gathered", [None, "fit", "overflow"], ids=["row_blocks", "tail_capacities", "over_capacity"])
 def test_adaptive_loss_equals_negative_log_probs_at_the_target(targets, gathered):
     hidden, head, projections, tails = random_parameters(2)
     targets = targets.astype(np.int32)
-    capacities = tail_capacities(targets, CUTOFFS) if gathered else None
+    capacities = {None: None, "fit": tail_capacities(targets, CUTOFFS), "overflow": (1, 1)}[gathered]
     log_probs = adaptive_log_probs(hidden, head, projections, tails, CUTOFFS)
     loss = jax.jit(
         lambda t: adaptive_softmax_loss(hidden, head, projections, tails, t, CUTOFFS, tail_capacities=capacities)
@@ -84,17 +92,18 @@ def test_adaptive_loss_equals_negative_log_probs_at_the_target(targets, gathered
     np.testing.assert_allclose(loss, -log_probs[np.arange(len(targets)), targets], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("gathered", [False, True], ids=["row_blocks", "tail_capacities"])
+@pytest.mark.parametrize("gathered", [None, "fit", "overflow"], ids=["row_blocks", "tail_capacities", "over_capacity"])
 def test_adaptive_loss_gradient_matches_gradient_of_log_probs(gathered):
+    """Targets traced, as in a train step: a tail over its capacity takes the blocked path."""
     hidden, head, projections, tails = random_parameters(3)
     targets = np.random.default_rng(3).integers(0, VOCAB, len(hidden)).astype(np.int32)
-    capacities = tail_capacities(targets, CUTOFFS) if gathered else None
+    capacities = {None: None, "fit": tail_capacities(targets, CUTOFFS), "overflow": (1, 1)}[gathered]
     rows = np.arange(len(targets))
 
-    def loss(*params):
+    def loss(targets, *params):
         return adaptive_softmax_loss(*params, targets, CUTOFFS, tail_capacities=capacities).sum()
 
-    grad_loss = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(hidden, head, projections, tails)
+    grad_loss = jax.jit(jax.grad(loss, argnums=(1, 2, 3, 4)))(targets, hidden, head, projections, tails)
     grad_exact = jax.jit(
         jax.grad(lambda *p: -adaptive_log_probs(*p, CUTOFFS)[rows, targets].sum(), argnums=(0, 1, 2, 3))
     )(hidden, head, projections, tails)
@@ -163,6 +172,28 @@ def test_adaptive_functions_reject_head_biases_of_the_wrong_size():
 def test_tail_capacities_round_each_tails_row_count_up_to_its_bucket():
     targets = np.array([0] * 3 + [CUTOFFS[0]] * 9 + [VOCAB - 1] * 1)  # 9 rows in tail 1, 1 in tail 2
     assert tail_capacities(targets, CUTOFFS) == (10, 1)
+
+
+def test_expected_tail_capacities_cover_the_mean_plus_margin_standard_deviations():
+    mean, deviation = 2048 * 0.2, np.sqrt(2048 * 0.2 * 0.8)
+    (capacity,) = expected_tail_capacities(2048, (0.2,))
+    assert mean + 4 * deviation < capacity <= 1.25 * (mean + 4 * deviation + 1)
+    assert expected_tail_capacities(10, (1.0, 0.0)) == (10, 1)
+
+
+@pytest.mark.parametrize("shares", [(0.5, 1.5), (-0.1, 0.2)])
+def test_expected_tail_capacities_refuse_a_share_outside_zero_one(shares):
+    with pytest.raises(ValueError, match="tail_shares must be in \\[0, 1\\]"):
+        expected_tail_capacities(16, shares)
+
+
+def test_the_adaptive_head_gathers_each_tail_by_its_share_of_the_counts():
+    counts = np.zeros(VOCAB)
+    counts[: CUTOFFS[0]], counts[CUTOFFS[0] : CUTOFFS[1]], counts[CUTOFFS[1] :] = 70.0, 20.0, 10.0
+    head = build_head(HeadConfig(kind="adaptive", cutoffs=CUTOFFS, div_value=DIV), VOCAB, counts)
+    smoothed = counts + 1.0
+    expected = (smoothed[CUTOFFS[0] : CUTOFFS[1]].sum(), smoothed[CUTOFFS[1] :].sum())
+    np.testing.assert_allclose(head.tail_shares, np.array(expected) / smoothed.sum())
 
 
 def test_adaptive_loss_rejects_a_tail_capacity_below_its_targets_on_the_host():
