@@ -137,7 +137,8 @@ def adaptive_softmax_loss(
             if checks.is_concrete(targets):  # the capacity was checked above
                 losses = losses + gathered(*operands)
             else:  # a batch beyond the capacity takes the blocked path, exact for any batch
-                losses = losses + jax.lax.cond(in_tail.sum() <= tail_capacities[index], gathered, _tail_losses, *operands)
+                fits = in_tail.sum() <= tail_capacities[index]
+                losses = losses + jax.lax.cond(fits, gathered, _tail_losses, *operands)
     return losses
 
 
