@@ -6,10 +6,12 @@ softmax over the shortlist [0, c_1) plus one entry per tail cluster; tail cluste
 D / div^i dimensions (i = 1..n), so p(w | h) = p(cluster(w) | h) · p(w | cluster(w), h).
 
 Static shapes: a tail's rows are data-dependent, so each tail scores its own rows only. Given
-`tail_capacities` (static ints from the host, per batch: `tail_capacities(targets, cutoffs)`,
-four buckets per doubling so that recompilations stay bounded), each tail gathers that many
-rows and autodiff keeps their activations for the backward pass, as torch's eager autograd
-does. Without them (a loss traced with no host view of its targets), each tail walks its rows
+`tail_capacities` (static ints: per batch from its targets, `tail_capacities(targets, cutoffs)`,
+four buckets per doubling so that recompilations stay bounded; or once for every batch from the
+tails' expected shares, `expected_tail_capacities`, as the Linen head does), each tail gathers
+that many rows and autodiff keeps their activations for the backward pass, as torch's eager
+autograd does; traced targets beyond a capacity take the blocked path below, so the loss is
+exact for every batch. Without capacities each tail walks its rows
 in blocks of TAIL_BLOCK_ROWS (`selected_rows.selected_row_losses`): exact for any batch, at
 most one block more than the tail's rows, but sorting the rows, padding them to blocks and
 re-running each block's forward pass in the backward loop (a loop with a data-dependent trip
