@@ -35,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
+from corpora import split_paths  # noqa: E402
 from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
@@ -48,15 +49,8 @@ DETECTION = ("accuracy", "precision", "recall", "auc", "loss", "base_rate", "bas
 
 def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> Config:
     """The encoder-only run of `kind` (masked_lm | electra) on the English side of gettext."""
-    data = DataConfig(
-        kind="text",
-        train="mt/gettext-en-de/train.en",
-        valid="mt/gettext-en-de/dev.en",
-        test="mt/gettext-en-de/test.en",
-        tokenizer="bpe",
-        vocab_size=8000,
-        seq_len=64,
-    )
+    english = split_paths("mt/gettext-en-de", ".en", valid="dev")
+    data = DataConfig(kind="text", **english, tokenizer="bpe", vocab_size=8000, seq_len=64)
     encoder = dataclasses.replace(gettext_transformer.get_config().model, positions="rope")
     if kind == "masked_lm":
         model = dataclasses.replace(encoder, kind="transformer_encoder")
