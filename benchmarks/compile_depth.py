@@ -92,12 +92,12 @@ def main(argv: list[str] | None = None) -> None:
     ]
     header = ["layers", "unrolled s", f"vs {first}", "scan_layers s", f"vs {first}"]
     m = base
-    body = (
-        f"Trace + lower + XLA compile of one jitted train step (teacher forcing, full softmax, AdamW), nothing run; "
+    note = (
+        "Trace + lower + XLA compile of one jitted train step (teacher forcing, full softmax, AdamW), nothing run; "
         f"B={BATCH} T={time_steps} D={m.d_model} H={m.num_heads} K={m.kv_heads} F={m.d_ff} V={VOCAB}, rope, rmsnorm, "
-        f"swiglu, no biases, dropout {m.dropout}; median of {args.repeats} per cell.\n\n"
-        f"{markdown_table(header, rows)}\n"
+        f"swiglu, no biases, dropout {m.dropout}; median of {args.repeats} per cell."
     )
+    body = f"{note}\n\n{markdown_table(header, rows)}\n"
     print(body)
     publish("compile_depth", args.quick, "Compile time against depth: unrolled and scanned layers", body)
 
