@@ -5,12 +5,12 @@ The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`
 
     SEQJAX_DATA=/path/to/corpora seqjax train --config experiments/modern_lm.py
 
-`shakespeare_transformer.py` (its d_model 192, optimizer and token budget) with the blocks
-of Llama: rotary positions, RMSNorm before each sublayer, SwiGLU feed-forward (d_ff 512 ≈
-8/3 · d_model), grouped-query attention (6 query heads sharing 2 key/value heads), no
-biases; 4 layers. Training rows are 256 characters of whole lines packed with segment ids
-(`data.packing`), so a line is learned from its own start; 16 rows per step keep the token
-budget (4,096 per step, 1,200 steps).
+`shakespeare_transformer.py` with the blocks of Llama, its d_model 192, dropout, optimizer
+and step count kept: rotary positions, RMSNorm before each sublayer, SwiGLU feed-forward
+(d_ff 512 ≈ 8/3 · d_model), grouped-query attention (6 query heads sharing 2 key/value
+heads), no biases; 4 layers. Training rows are 256 characters of whole lines packed with
+segment ids (`data.packing`), so a line is learned from its own start; 16 rows per step
+keep its token budget (4,096 per step, 1,200 steps).
 Evaluation scores the stream as every LM config does, each line then read after the lines
 before it.
 """
