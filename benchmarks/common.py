@@ -24,6 +24,8 @@ from seqjax.training.core.state import init_state
 from seqjax.training.core.steps import make_train_step
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# The blocks of Llama as ModelConfig fields: rotary positions, RMSNorm, SwiGLU, no biases (kv_heads is each model's).
+LLAMA_BLOCKS = dict(positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
 
 
 def torch_or_none():
@@ -71,12 +73,24 @@ class LMShapes:
     model: ModelConfig
 
 
+def transformer_config(d_model: int, layers: int, heads: int, d_ff: int, max_len: int, **changes) -> ModelConfig:
+    """A Transformer LM's config without dropout (benchmarks time the model, they do not train it well), then
+    `changes` (ModelConfig fields)."""
+    return ModelConfig(
+        kind="transformer",
+        d_model=d_model,
+        layers=layers,
+        num_heads=heads,
+        d_ff=d_ff,
+        dropout=0.0,
+        max_len=max_len,
+        **changes,
+    )
+
+
 def transformer_lm(batch: int, time: int, vocab: int, d_model: int, layers: int, heads: int) -> LMShapes:
     """A GPT-2-shaped Transformer LM's benchmark: d_ff 4 · d_model, no dropout, `time` positions."""
-    model = ModelConfig(
-        kind="transformer", d_model=d_model, layers=layers, num_heads=heads, d_ff=4 * d_model, dropout=0.0, max_len=time
-    )
-    return LMShapes(batch, time, vocab, model)
+    return LMShapes(batch, time, vocab, transformer_config(d_model, layers, heads, 4 * d_model, time))
 
 
 def step_runner(step, state, batch) -> Callable[[int], None]:

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine, markdown_table, parse_names, publish, random_lm_batch  # noqa: E402
+from common import LLAMA_BLOCKS, machine, markdown_table, parse_names, publish, random_lm_batch  # noqa: E402
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
@@ -36,17 +36,7 @@ from seqjax.training.core.steps import make_train_step  # noqa: E402
 
 BATCH, TIME, VOCAB = 8, 64, 1000
 MODEL = ModelConfig(
-    kind="transformer",
-    d_model=128,
-    num_heads=4,
-    kv_heads=2,
-    d_ff=512,
-    dropout=0.1,
-    max_len=TIME,
-    positions="rope",
-    norm_type="rmsnorm",
-    mlp="swiglu",
-    bias=False,
+    kind="transformer", d_model=128, num_heads=4, kv_heads=2, d_ff=512, dropout=0.1, max_len=TIME, **LLAMA_BLOCKS
 )
 QUICK_MODEL = dataclasses.replace(MODEL, d_model=32, d_ff=64, max_len=16)
 DEPTHS, QUICK_DEPTHS = "2,4,8,16,32", "2,4,8"
@@ -102,12 +92,12 @@ def main(argv: list[str] | None = None) -> None:
     ]
     header = ["layers", "unrolled s", f"vs {first}", "scan_layers s", f"vs {first}"]
     m = base
-    body = (
-        f"Trace + lower + XLA compile of one jitted train step (teacher forcing, full softmax, AdamW), nothing run; "
+    note = (
+        "Trace + lower + XLA compile of one jitted train step (teacher forcing, full softmax, AdamW), nothing run; "
         f"B={BATCH} T={time_steps} D={m.d_model} H={m.num_heads} K={m.kv_heads} F={m.d_ff} V={VOCAB}, rope, rmsnorm, "
-        f"swiglu, no biases, dropout {m.dropout}; median of {args.repeats} per cell.\n\n"
-        f"{markdown_table(header, rows)}\n"
+        f"swiglu, no biases, dropout {m.dropout}; median of {args.repeats} per cell."
     )
+    body = f"{note}\n\n{markdown_table(header, rows)}\n"
     print(body)
     publish("compile_depth", args.quick, "Compile time against depth: unrolled and scanned layers", body)
 

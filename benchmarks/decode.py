@@ -37,7 +37,15 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, interleaved, machine, markdown_table, save_figure, write_result  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    interleaved,
+    machine,
+    markdown_table,
+    save_figure,
+    transformer_config,
+    write_result,
+)
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -70,15 +78,7 @@ class Shapes:
         return self.max_len + 1
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            kind="transformer",
-            d_model=self.d_model,
-            layers=self.layers,
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=0.0,
-            max_len=self.cache_len,
-        )
+        return transformer_config(self.d_model, self.layers, self.num_heads, self.d_ff, self.cache_len)
 
     def positions(self) -> tuple[int, ...]:
         """Positions whose step time is measured: 0, 8, the quarters of max_len, max_len."""

@@ -34,7 +34,15 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import interleaved, machine, markdown_table, matmul_peak, write_result  # noqa: E402
+from common import (  # noqa: E402
+    LLAMA_BLOCKS,
+    interleaved,
+    machine,
+    markdown_table,
+    matmul_peak,
+    transformer_config,
+    write_result,
+)
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -62,20 +70,8 @@ class Shapes:
     modern: bool
 
     def model_config(self) -> ModelConfig:
-        common = dict(
-            kind="transformer",
-            d_model=self.d_model,
-            layers=self.layers,
-            num_heads=self.heads,
-            d_ff=self.d_ff,
-            dropout=0.0,
-            max_len=self.steps + 1,
-        )
-        if self.modern:
-            return ModelConfig(
-                **common, positions="rope", norm_type="rmsnorm", mlp="swiglu", kv_heads=self.kv_heads, bias=False
-            )
-        return ModelConfig(**common, positions="learned")
+        blocks = dict(LLAMA_BLOCKS, kv_heads=self.kv_heads) if self.modern else dict(positions="learned")
+        return transformer_config(self.d_model, self.layers, self.heads, self.d_ff, self.steps + 1, **blocks)
 
     def step_flops(self, position: float) -> float:
         """FLOPs of one decoding step of one row at `position`."""

@@ -38,6 +38,17 @@ LINES = [
     "jax compiles the whole decoding loop.",
 ]
 SHAPES = dict(d_model=32, layers=2, heads=4, d_ff=64, positions=64)
+# Each family's config names of the SHAPES entries.
+CONFIG_NAMES = {
+    "gpt2": dict(d_model="n_embd", layers="n_layer", heads="n_head", d_ff="n_inner", positions="n_positions"),
+    "llama": dict(
+        d_model="hidden_size",
+        layers="num_hidden_layers",
+        heads="num_attention_heads",
+        d_ff="intermediate_size",
+        positions="max_position_embeddings",
+    ),
+}
 NEW_TOKENS = 16
 
 
@@ -64,21 +75,18 @@ def build(name: str):
     import transformers
 
     torch.manual_seed(sum(map(ord, name)))
-    s = SHAPES
-    if name.startswith("gpt2"):
+    family = "gpt2" if name.startswith("gpt2") else "llama"
+    shapes = {config_name: SHAPES[key] for key, config_name in CONFIG_NAMES[family].items()}
+    if family == "gpt2":
         tokenizer = train_tokenizer(["<|endoftext|>"])
         special = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
         end = tokenizer.token_to_id("<|endoftext|>")
         config = transformers.GPT2Config(
             vocab_size=tokenizer.get_vocab_size(),
-            n_positions=s["positions"],
-            n_embd=s["d_model"],
-            n_layer=s["layers"],
-            n_head=s["heads"],
-            n_inner=s["d_ff"],
             bos_token_id=end,
             eos_token_id=end,
             tie_word_embeddings=name == "gpt2",
+            **shapes,
         )
         model = transformers.GPT2LMHeadModel(config)
     else:
@@ -86,17 +94,13 @@ def build(name: str):
         special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
         config = transformers.LlamaConfig(
             vocab_size=tokenizer.get_vocab_size(),
-            hidden_size=s["d_model"],
-            intermediate_size=s["d_ff"],
-            num_hidden_layers=s["layers"],
-            num_attention_heads=s["heads"],
-            num_key_value_heads=2 if name == "llama_gqa" else s["heads"],
-            max_position_embeddings=s["positions"],
+            num_key_value_heads=2 if name == "llama_gqa" else SHAPES["heads"],
             rms_norm_eps=1e-5,
             rope_theta=500.0,
             bos_token_id=1,
             eos_token_id=2,
             tie_word_embeddings=name == "llama_bf16",
+            **shapes,
         )
         model = transformers.LlamaForCausalLM(config)
     with torch.no_grad():  # random weights of a useful size: transformers' init makes near-uniform outputs

@@ -23,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
+    LLAMA_BLOCKS,
     LMShapes,
     add_timing_arguments,
     fresh_memory_ms,
@@ -43,7 +44,7 @@ from seqjax.training.core.mfu import train_flops_per_token as transformer_flops_
 V = 10_000
 QUICK_V = 1_000
 TRANSFORMER = ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128)
-MODERN = dataclasses.replace(TRANSFORMER, positions="rope", norm_type="rmsnorm", mlp="swiglu", kv_heads=2, bias=False)
+MODERN = dataclasses.replace(TRANSFORMER, kv_heads=2, **LLAMA_BLOCKS)
 SHAPES = {
     "lstm": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="lstm", d_model=512, layers=1, dropout=0.0)),
     "gru": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="gru", d_model=512, layers=1, dropout=0.0)),

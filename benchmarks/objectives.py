@@ -193,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         for row in bench_setup(setup, objectives, quick=args.quick, repeats=repeats, steps=steps)
     ]
     table = markdown_table(["setup", "objective", "options", "ms / step", "target tok/s", "throughput / TF"], rows)
+    print(table)
     shapes = "\n".join(f"- {setup}: `{' '.join(SETUPS[setup] + (QUICK if args.quick else []))}`" for setup in setups)
     body = (
         f"Medians of {repeats} interleaved repeats of {steps} train step(s) (forward, backward, AdamW; full "
@@ -201,7 +202,6 @@ def main(argv: list[str] | None = None) -> None:
         f"Throughput / TF is the objective's target tokens/s over teacher forcing's (1/x is its cost as a "
         f"multiple).\n\n{table}\n"
     )
-    print(table)
     publish("objectives", args.quick, "Training cost of each objective relative to teacher forcing", body)
 
 

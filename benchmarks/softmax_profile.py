@@ -273,15 +273,10 @@ def main(argv: list[str] | None = None) -> None:
         for name, (jax_call, torch_call) in pairs.items():
             calls[("seqjax", name)], calls[("torch", name)] = jax_call, torch_call
         seconds = interleaved(calls, args.repeats, warm_up=True)
-        rows = [
-            [
-                name,
-                f"{seconds[('seqjax', name)] * 1e3:,.1f} ms",
-                f"{seconds[('torch', name)] * 1e3:,.1f} ms",
-                f"{seconds[('torch', name)] / seconds[('seqjax', name)]:.2f}x",
-            ]
-            for name in pairs
-        ]
+        rows = []
+        for name in pairs:
+            ours, theirs = seconds[("seqjax", name)], seconds[("torch", name)]
+            rows.append([name, f"{ours * 1e3:,.1f} ms", f"{theirs * 1e3:,.1f} ms", f"{theirs / ours:.2f}x"])
         sections.append(
             f"### Adaptive softmax (cutoffs {adaptive_cutoffs(vocab_size)}, div 4)\n\n"
             + markdown_table(["part (fwd + bwd)", "seqjax", "torch", "torch time / seqjax time"], rows)

@@ -22,32 +22,22 @@ batches of 32 × 64 words, 300 AdamW steps:
 import os
 import sys
 
-from seqjax.config import Config, DataConfig, HeadConfig, ModelConfig, OptimConfig, TrainConfig
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from corpora import split_paths  # noqa: E402
+
+from seqjax.config import Config, DataConfig, HeadConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 
 VALID_LINES = 600  # 13,622 valid words
 
 
 def get_config() -> Config:
     return Config(
-        data=DataConfig(
-            kind="text",
-            train="lm/generated_words/train.txt",
-            valid="lm/generated_words/valid.txt",
-            test="lm/generated_words/test.txt",
-            tokenizer="word",
-            seq_len=64,
-        ),
+        data=DataConfig(kind="text", **split_paths("lm/generated_words", ".txt"), tokenizer="word", seq_len=64),
         model=ModelConfig(kind="rnn", cell="lstm", d_model=128, layers=1, dropout=0.0),
         head=HeadConfig(kind="sampled", num_samples=8192, proposal="log_uniform", tied=True),
         optim=OptimConfig(learning_rate=3e-3, warmup_steps=30, schedule="cosine"),
         train=TrainConfig(
-            steps=300,
-            batch_size=32,
-            log_every=20,
-            eval_every=0,
-            checkpoint_every=0,
-            num_printed_samples=2,
-            printed_sample_len=20,
+            steps=300, batch_size=32, eval_every=0, checkpoint_every=0, num_printed_samples=2, printed_sample_len=20
         ),
     )
 

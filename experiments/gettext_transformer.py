@@ -14,16 +14,20 @@ Sized for about 25 CPU-minutes on 2 cores. The other encoder–decoders run on t
     seqjax train --config experiments/gettext_transformer.py --set model.kind=attention_seq2seq
 """
 
-from seqjax.config import Config, DataConfig, HeadConfig, ModelConfig, OptimConfig, TrainConfig
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from corpora import split_paths  # noqa: E402
+
+from seqjax.config import Config, DataConfig, HeadConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 
 
 def gettext_data(**changes) -> DataConfig:
     """The gettext en→de splits (prefixes), relative to the data root (data.root, else $SEQJAX_DATA)."""
     return DataConfig(
         kind="parallel",
-        train="mt/gettext-en-de/train",
-        valid="mt/gettext-en-de/dev",
-        test="mt/gettext-en-de/test",
+        **split_paths("mt/gettext-en-de", valid="dev"),
         src="en",
         tgt="de",
         tokenizer="bpe",

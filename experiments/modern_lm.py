@@ -5,41 +5,34 @@ The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`
 
     SEQJAX_DATA=/path/to/corpora seqjax train --config experiments/modern_lm.py
 
-The blocks of Llama: rotary positions, RMSNorm before each sublayer, SwiGLU feed-forward
+`shakespeare_transformer.py` with the blocks of Llama, its d_model 192, dropout, optimizer
+and step count kept: rotary positions, RMSNorm before each sublayer, SwiGLU feed-forward
 (d_ff 512 ≈ 8/3 · d_model), grouped-query attention (6 query heads sharing 2 key/value
-heads), no biases; 4 layers of d_model 192. Training rows are 256 characters of whole lines
-packed with segment ids (`data.packing`), so a line is learned from its own start; 16 rows
-per step is the token budget of `shakespeare_transformer.py` (4,096 per step, 1,200 steps).
+heads), no biases; 4 layers. Training rows are 256 characters of whole lines packed with
+segment ids (`data.packing`), so a line is learned from its own start; 16 rows per step
+keep its token budget (4,096 per step, 1,200 steps).
 Evaluation scores the stream as every LM config does, each line then read after the lines
 before it.
 """
 
+import dataclasses
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shakespeare_transformer  # noqa: E402
 from shakespeare_lstm import shakespeare_data  # noqa: E402
 
-from seqjax.config import Config, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
+from seqjax.config import Config  # noqa: E402
+
+LLAMA_BLOCKS = dict(positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
 
 
 def get_config() -> Config:
-    return Config(
+    base = shakespeare_transformer.get_config()
+    return dataclasses.replace(
+        base,
         data=shakespeare_data(seq_len=256, packing=True),
-        model=ModelConfig(
-            kind="transformer",
-            d_model=192,
-            layers=4,
-            num_heads=6,
-            kv_heads=2,
-            d_ff=512,
-            dropout=0.1,
-            positions="rope",
-            norm_type="rmsnorm",
-            mlp="swiglu",
-            bias=False,
-            max_len=256,
-        ),
-        optim=OptimConfig(learning_rate=2e-3, warmup_steps=100, schedule="cosine"),
-        train=TrainConfig(steps=1200, batch_size=16, eval_every=400, checkpoint_every=200, printed_sample_len=200),
+        model=dataclasses.replace(base.model, layers=4, num_heads=6, kv_heads=2, d_ff=512, **LLAMA_BLOCKS),
+        train=dataclasses.replace(base.train, batch_size=16),
     )

@@ -35,7 +35,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
-from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
+import sweeps  # noqa: E402
+from corpora import split_paths  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, DataConfig, HeadConfig, OptimConfig, TrainConfig  # noqa: E402
@@ -48,15 +49,8 @@ DETECTION = ("accuracy", "precision", "recall", "auc", "loss", "base_rate", "bas
 
 def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> Config:
     """The encoder-only run of `kind` (masked_lm | electra) on the English side of gettext."""
-    data = DataConfig(
-        kind="text",
-        train="mt/gettext-en-de/train.en",
-        valid="mt/gettext-en-de/dev.en",
-        test="mt/gettext-en-de/test.en",
-        tokenizer="bpe",
-        vocab_size=8000,
-        seq_len=64,
-    )
+    english = split_paths("mt/gettext-en-de", ".en", valid="dev")
+    data = DataConfig(kind="text", **english, tokenizer="bpe", vocab_size=8000, seq_len=64)
     encoder = dataclasses.replace(gettext_transformer.get_config().model, positions="rope")
     if kind == "masked_lm":
         model = dataclasses.replace(encoder, kind="transformer_encoder")
@@ -139,21 +133,23 @@ class Sweep:
     def run_cell(self, variant: str, seed: int) -> None:
         """Pre-trains (unless random) and fine-tunes the cell, then scores its test translations."""
         if variant != "random":
-            trained_summary(self.pretrain_config(variant, seed), self.pretrain_dir(variant, seed), f"{variant} {seed}")
+            sweeps.trained_summary(
+                self.pretrain_config(variant, seed), self.pretrain_dir(variant, seed), f"{variant} {seed}"
+            )
         run_dir = self.finetune_dir(variant, seed)
-        trained_summary(self.finetune_config(variant, seed), run_dir, f"fine-tuning from {variant} {seed}")
+        sweeps.trained_summary(self.finetune_config(variant, seed), run_dir, f"fine-tuning from {variant} {seed}")
         test_scores(run_dir)
 
     def finished(self, variant: str, seed: int) -> tuple[dict | None, dict] | None:
         """(pre-training test results or None for random, fine-tuning scores) of a finished cell, else None."""
         pretrained = None
         if variant != "random":
-            summary = finished_summary(self.pretrain_dir(variant, seed), self.pretrain_config(variant, seed))
+            summary = sweeps.finished_summary(self.pretrain_dir(variant, seed), self.pretrain_config(variant, seed))
             if summary is None:
                 return None
             pretrained = dict(summary["test"], seconds=seconds(self.pretrain_dir(variant, seed)))
         run_dir = self.finetune_dir(variant, seed)
-        if finished_summary(run_dir, self.finetune_config(variant, seed)) is None:
+        if sweeps.finished_summary(run_dir, self.finetune_config(variant, seed)) is None:
             return None
         if not os.path.isfile(os.path.join(run_dir, "scores.json")):
             return None
@@ -173,8 +169,10 @@ def report(sweep: Sweep, seeds: list[int]) -> str:
     for kind in PRETRAINING:
         if cells[kind]:
             runs = [p for p, _ in cells[kind]]
-            ppl = format_cell([p["token_perplexity"] for p in runs], 1)
-            lines.append(f"| {kind} | {len(runs)} | {ppl} | {format_cell([p['seconds'] / 60 for p in runs], 1)} |")
+            ppl = sweeps.format_cell([p["token_perplexity"] for p in runs], 1)
+            lines.append(
+                f"| {kind} | {len(runs)} | {ppl} | {sweeps.format_cell([p['seconds'] / 60 for p in runs], 1)} |"
+            )
     if cells["electra"]:
         runs = [p for p, _ in cells["electra"]]
         lines += [
@@ -182,7 +180,7 @@ def report(sweep: Sweep, seeds: list[int]) -> str:
             "| ELECTRA discriminator, test | " + " | ".join(DETECTION) + " |",
             "|---" * (len(DETECTION) + 1) + "|",
             f"| {len(runs)} seeds | "
-            + " | ".join(format_cell([p[f"discriminator_{m}"] for p in runs]) for m in DETECTION)
+            + " | ".join(sweeps.format_cell([p[f"discriminator_{m}"] for p in runs]) for m in DETECTION)
             + " |",
         ]
     lines += [
@@ -198,19 +196,16 @@ def report(sweep: Sweep, seeds: list[int]) -> str:
         if cells[variant]:
             scores = [s for _, s in cells[variant]]
             measures = [
-                format_cell([s[m] for s in scores], d) for m, d in (("bleu", 2), ("rougeL", 3), ("perplexity", 1))
+                sweeps.format_cell([s[m] for s in scores], d)
+                for m, d in (("bleu", 2), ("rougeL", 3), ("perplexity", 1))
             ]
             lines.append(f"| {variant} | {len(scores)} | {' | '.join(measures)} |")
-    if missing:
-        lines.append(f"\nnot finished: {', '.join(missing)}")
-    return "\n".join(lines) + "\n"
+    return sweeps.table_text(lines, missing)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir-root", default=os.path.join("runs", "pretrained_encoders"))
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--seeds", default="0,1,2", help="train.seed of pre-training and fine-tuning, comma-separated")
+    sweeps.add_grid_arguments(parser, "pretrained_encoders", VARIANTS, "train.seed of pre-training and fine-tuning")
     parser.add_argument("--pretrain-steps", type=int, default=2000)
     parser.add_argument("--finetune-steps", type=int, default=1000)
     parser.add_argument("--generator-width", type=float, default=0.25, help="ELECTRA's generator width, a fraction")
@@ -221,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     for flag in ("pretrain_steps", "finetune_steps"):
         if getattr(args, flag) < 10:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 10, got {getattr(args, flag)}")
-    seeds, variants = parse_seeds(args.seeds), parse_names(args.variants, VARIANTS, "--variants")
+    seeds, variants = sweeps.parse_seeds(args.seeds), sweeps.parse_names(args.variants, VARIANTS, "--variants")
     sweep = Sweep(
         args.workdir_root,
         args.pretrain_steps,
@@ -234,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         for variant in variants:
             for seed in seeds:
                 sweep.run_cell(variant, seed)
-    publish_table(report(sweep, seeds), args.workdir_root)
+    sweeps.publish_table(report(sweep, seeds), args.workdir_root)
 
 
 if __name__ == "__main__":

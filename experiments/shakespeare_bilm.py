@@ -29,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shakespeare_lstm  # noqa: E402
-from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
+import sweeps  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config  # noqa: E402
@@ -63,7 +63,7 @@ def report(root: str, seeds: list[int], sets: list[str]) -> str:
     missing = []
     for variant in VARIANTS:
         for seed in seeds:
-            summary = finished_summary(cell_dir(root, variant, seed), cell_config(variant, seed, sets))
+            summary = sweeps.finished_summary(cell_dir(root, variant, seed), cell_config(variant, seed, sets))
             if summary is None:
                 missing.append(f"{variant}-seed{seed}")
                 continue
@@ -84,28 +84,24 @@ def report(root: str, seeds: list[int], sets: list[str]) -> str:
     for key, label in labels.items():
         if key in ppl:
             percent = key.endswith("gap")
-            cells = [format_cell(ppl[key][split], 2 if percent else 3, percent) for split in ("valid", "test")]
+            cells = [sweeps.format_cell(ppl[key][split], 2 if percent else 3, percent) for split in ("valid", "test")]
             lines.append(f"| {label} | {len(ppl[key]['valid'])} | {' | '.join(cells)} |")
-    if missing:
-        lines.append(f"\nnot finished: {', '.join(missing)}")
-    return "\n".join(lines) + "\n"
+    return sweeps.table_text(lines, missing)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir-root", default=os.path.join("runs", "shakespeare_bilm"))
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--seeds", default="0,1,2", help="train.seed values, comma-separated")
+    sweeps.add_grid_arguments(parser, "shakespeare_bilm", VARIANTS, "train.seed values")
     parser.add_argument("--set", nargs="*", default=[], dest="sets", help="config overrides KEY=VALUE for every run")
     parser.add_argument("--report", action="store_true", help="print the table of finished runs, train nothing")
     args = parser.parse_args(argv)
-    seeds, variants = parse_seeds(args.seeds), parse_names(args.variants, VARIANTS, "--variants")
+    seeds, variants = sweeps.parse_seeds(args.seeds), sweeps.parse_names(args.variants, VARIANTS, "--variants")
     if not args.report:
         for variant in variants:
             for seed in seeds:
                 cfg = cell_config(variant, seed, args.sets)
-                trained_summary(cfg, cell_dir(args.workdir_root, variant, seed), f"{variant} seed {seed}")
-    publish_table(report(args.workdir_root, seeds, args.sets), args.workdir_root)
+                sweeps.trained_summary(cfg, cell_dir(args.workdir_root, variant, seed), f"{variant} seed {seed}")
+    sweeps.publish_table(report(args.workdir_root, seeds, args.sets), args.workdir_root)
 
 
 if __name__ == "__main__":

@@ -10,17 +10,19 @@ The corpus is read under the data root, `$SEQJAX_DATA` (or `--set data.root=DIR`
 on 2 CPU cores; valid = Hamlet, test = Macbeth + The Tempest.
 """
 
-from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from corpora import split_paths  # noqa: E402
+
+from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 
 
 def shakespeare_data(tokenizer: str = "char", **changes) -> DataConfig:
     """The Shakespeare splits, relative to the data root (data.root, else $SEQJAX_DATA)."""
     return DataConfig(
-        kind="text",
-        train="lm/shakespeare/train.txt",
-        valid="lm/shakespeare/valid.txt",
-        test="lm/shakespeare/test.txt",
-        **{"tokenizer": tokenizer, "seq_len": 128, **changes},
+        kind="text", **split_paths("lm/shakespeare", ".txt"), **{"tokenizer": tokenizer, "seq_len": 128, **changes}
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -50,6 +51,13 @@ def trained_summary(cfg: Config, run_dir: str, label: str) -> dict:
     return summary
 
 
+def add_grid_arguments(parser: argparse.ArgumentParser, name: str, variants, seeds_help: str) -> None:
+    """The flags of a sweep over variants × seeds: --workdir-root (default runs/NAME), --variants, --seeds."""
+    parser.add_argument("--workdir-root", default=os.path.join("runs", name))
+    parser.add_argument("--variants", default=",".join(variants))
+    parser.add_argument("--seeds", default="0,1,2", help=f"{seeds_help}, comma-separated")
+
+
 def parse_names(text: str, known, flag: str) -> list[str]:
     """The comma-separated names of `text`, each one of `known`; a clear error otherwise."""
     names = [n.strip() for n in text.split(",") if n.strip()]
@@ -82,6 +90,13 @@ def format_cell(values: list[float], digits: int = 3, percent: bool = False) -> 
     if len(values) == 1:
         return f"{mean * scale:.{digits}f}{unit}"
     return f"{mean * scale:.{digits}f} ± {spread * scale:.{digits}f}{unit}"
+
+
+def table_text(lines: list[str], missing: list[str]) -> str:
+    """The markdown `lines` as one text, the runs in `missing` named under them as not finished."""
+    if missing:
+        lines = [*lines, f"\nnot finished: {', '.join(missing)}"]
+    return "\n".join(lines) + "\n"
 
 
 def publish_table(text: str, workdir: str) -> None:

@@ -6,16 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.data import (
-    SEQ2SEQ_TASKS,
-    addition_task,
-    copy_task,
-    grammar_sentences,
-    is_grammatical,
-    reverse_task,
-    sort_task,
-)
-from seqjax.data.synthetic import INTRANSITIVE_VERBS, SYMBOLS, TRANSITIVE_VERBS
+from seqjax.data import SEQ2SEQ_TASKS, addition_task, copy_task, reverse_task, sort_task
+from seqjax.data.synthetic import INTRANSITIVE_VERBS, SYMBOLS, TRANSITIVE_VERBS, grammar_sentences, is_grammatical
 
 _OTHER_NUMBER = {
     **{s: p for verbs in (INTRANSITIVE_VERBS, TRANSITIVE_VERBS) for s, p in verbs.items()},

@@ -30,6 +30,15 @@ def tiny(kind: str = "rnn", *, vocab: int = 7, d_model: int = 8, seed: int = 0, 
     return model, head, params
 
 
+def initialized_on_random_tokens(model, head, vocab: int, mask: jax.Array):
+    """(model, head, params, batch): `model` and `head` initialized (key 1) on a batch of random
+    non-special tokens (key 0) over `vocab`, targets the inputs shifted left, `mask` [B, T] float32."""
+    rows, length = mask.shape
+    tokens = jax.random.randint(jax.random.key(0), (rows, length + 1), SPECIAL_IDS.count, vocab)
+    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
+    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
+
+
 def lm_batch(rng, rows: int, length: int, vocab: int, *, start: int = EOS_ID, seq2seq: bool = False):
     """Random targets over the vocabulary; inputs = start token then the targets shifted right.
 

@@ -8,12 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from objective_toys import initialized_on_random_tokens
 
 from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.data import lm_eval_batches
 from seqjax.heads import build_head
-from seqjax.model_head import init_params, token_log_probs
+from seqjax.model_head import token_log_probs
 from seqjax.models import build_model
 from seqjax.objectives import BidirectionalLM
 from seqjax.objectives.bidirectional import backward_batch, backward_hidden, direction_nlls
@@ -26,10 +27,7 @@ EOS, PAD = SPECIAL_IDS.eos, SPECIAL_IDS.pad
 def tiny_bilm():
     model = build_model(ModelConfig(kind="bilm", d_model=8, layers=1, dropout=0.0), V)
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
-    tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
-    mask = jnp.ones((B, T)).at[1, 4:].set(0.0)
-    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
-    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
+    return initialized_on_random_tokens(model, head, V, jnp.ones((B, T)).at[1, 4:].set(0.0))
 
 
 def test_backward_lm_has_read_only_the_rows_real_last_token_at_its_last_position(tiny_bilm):

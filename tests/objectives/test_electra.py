@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from objective_toys import initialized_on_random_tokens
 
 from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
@@ -38,10 +39,7 @@ def tiny_electra(request):
     cfg = dataclasses.replace(TINY, generator_width=request.param)
     model = build_model(cfg, V)
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
-    tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
-    mask = jnp.ones((B, T)).at[2, 5:].set(0.0)
-    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
-    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
+    return initialized_on_random_tokens(model, head, V, jnp.ones((B, T)).at[2, 5:].set(0.0))
 
 
 @pytest.mark.slow
@@ -129,17 +127,9 @@ def test_eval_detection_sums_count_the_replaced_tokens_the_discriminator_finds(t
     key = jax.random.key(6)
     nll, masked, sums = Electra().eval_sums(model, head, params, batch, key, ids=SPECIAL_IDS)
     valid = batch["mask"] > 0
+    eval_corruption = dict(ids=SPECIAL_IDS, rate=EVAL_RATE, temperature=1.0, train=False)
     _, _, corrupted = replace_tokens(
-        model,
-        head,
-        params,
-        batch["targets"],
-        valid,
-        jax.random.fold_in(key, 1),
-        ids=SPECIAL_IDS,
-        rate=EVAL_RATE,
-        temperature=1.0,
-        train=False,
+        model, head, params, batch["targets"], valid, jax.random.fold_in(key, 1), **eval_corruption
     )
     labels = np.asarray(corrupted != batch["targets"])[np.asarray(valid)]
     logits = np.asarray(model.apply({"params": params["model"]}, corrupted, mask=valid, method="discriminate"))

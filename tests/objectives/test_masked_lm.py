@@ -5,11 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from objective_toys import initialized_on_random_tokens
 
 from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
-from seqjax.model_head import init_params, token_log_probs
+from seqjax.model_head import token_log_probs
 from seqjax.models import build_model
 from seqjax.objectives import MaskedLM
 from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll
@@ -67,10 +68,7 @@ def tiny_encoder():
         ModelConfig(kind="transformer_encoder", d_model=16, layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T), V
     )
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
-    tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
-    mask = jnp.ones((B, T)).at[2, 5:].set(0.0)
-    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
-    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
+    return initialized_on_random_tokens(model, head, V, jnp.ones((B, T)).at[2, 5:].set(0.0))
 
 
 def selected_nll(model, head, params, batch, corrupted, selected):

@@ -7,11 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from objective_toys import initialized_on_random_tokens
 
 from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
-from seqjax.model_head import init_params, token_log_probs
+from seqjax.model_head import token_log_probs
 from seqjax.models import build_model
 from seqjax.objectives import VAE
 from seqjax.objectives.vae import (
@@ -139,10 +140,8 @@ def test_options_are_checked_when_built():
 def tiny_vae():
     model = build_model(ModelConfig(kind="rnn_vae", d_model=8, layers=1, latent_size=Z, dropout=0.0), V)
     head = build_head(HeadConfig(kind="full"), V, np.ones(V))
-    tokens = jax.random.randint(jax.random.key(0), (B, T + 1), SPECIAL_IDS.count, V)
     mask = jnp.ones((B, T)).at[1, 5:].set(0.0).at[2].set(0.0)  # row 2 is padding, as at an eval split's end
-    batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": mask}
-    return model, head, jax.jit(lambda key: init_params(model, head, key, batch))(jax.random.key(1)), batch
+    return initialized_on_random_tokens(model, head, V, mask)
 
 
 @pytest.mark.slow

@@ -34,12 +34,6 @@ def refused(checkpoint, tmp_path, message):
     assert not (tmp_path / "run").exists()
 
 
-def test_an_unsupported_family_is_refused_with_the_supported_ones(tmp_path):
-    checkpoint = copy_of("gpt2", tmp_path)
-    edit_json(checkpoint / "config.json", model_type="bert")
-    refused(checkpoint, tmp_path, "model_type='bert' is not supported; supported: gpt2, llama")
-
-
 def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shapes(tmp_path):
     checkpoint = copy_of("gpt2", tmp_path)
     tensors = read_safetensors(str(checkpoint / "model.safetensors"))
@@ -59,6 +53,7 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
 @pytest.mark.parametrize(
     "name, changes, message",
     [
+        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "GPT-2 scale_attn_by_inverse_layer_idx=True has no"),
         ("gpt2", {"activation_function": "swish"}, "GPT-2 activation_function='swish' has no counterpart"),
         ("llama_gqa", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "rope scaling 'llama3'"),

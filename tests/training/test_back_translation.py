@@ -69,31 +69,22 @@ def backward_run(corpus, tmp_path_factory):
     return workdir
 
 
+def backtranslate(corpus, backward_run, tmp_path, *options) -> int:
+    """`seqjax backtranslate` of tmp_path/mono.de with `backward_run`, beside the real pairs
+    corpus/train, into tmp_path/bt.{en,de}; `options` follow."""
+    return main(
+        ["backtranslate", "--workdir", str(backward_run), "--monolingual", str(tmp_path / "mono.de")]
+        + ["--output", str(tmp_path / "bt"), "--real", str(corpus / "train"), *options]
+    )
+
+
 @pytest.mark.slow
 def test_the_synthetic_corpus_is_line_aligned_with_the_monolingual_text_tagged_and_upsampled(
     corpus, backward_run, tmp_path
 ):
     monolingual = ["ba ab", "", "bac", "ab ab"]
     (tmp_path / "mono.de").write_text("".join(line + "\n" for line in monolingual))
-    output = tmp_path / "bt"
-    argv = [
-        "backtranslate",
-        "--workdir",
-        str(backward_run),
-        "--monolingual",
-        str(tmp_path / "mono.de"),
-        "--output",
-        str(output),
-        "--real",
-        str(corpus / "train"),
-        "--upsample",
-        "2",
-        "--tag",
-        "<bt>",
-        "--beam",
-        "2",
-    ]
-    assert main(argv) == 0
+    assert backtranslate(corpus, backward_run, tmp_path, "--upsample", "2", "--tag", "<bt>", "--beam", "2") == 0
     sources = (tmp_path / "bt.en").read_text().splitlines()  # the forward direction: en -> de
     targets = (tmp_path / "bt.de").read_text().splitlines()
     real_en = (corpus / "train.en").read_text().splitlines()
@@ -106,23 +97,9 @@ def test_the_synthetic_corpus_is_line_aligned_with_the_monolingual_text_tagged_a
 @pytest.mark.slow
 def test_the_forward_run_trains_on_real_and_sampled_synthetic_pairs(corpus, backward_run, tmp_path):
     (tmp_path / "mono.de").write_text("ba ab\nbac\n")
-    argv = [
-        "backtranslate",
-        "--workdir",
-        str(backward_run),
-        "--monolingual",
-        str(tmp_path / "mono.de"),
-        "--output",
-        str(tmp_path / "bt"),
-        "--real",
-        str(corpus / "train"),
-        "--sample",
-        "--train-workdir",
-        str(tmp_path / "en-de"),
-        "--set",
-        *[a for a in parallel(corpus) if not a.startswith(("data.kind", "data.train"))],
-    ]
-    assert main(argv) == 0
+    overrides = [a for a in parallel(corpus) if not a.startswith(("data.kind", "data.train"))]
+    options = ["--sample", "--train-workdir", str(tmp_path / "en-de"), "--set", *overrides]
+    assert backtranslate(corpus, backward_run, tmp_path, *options) == 0
     config = json.loads((tmp_path / "en-de" / "config.json").read_text())["data"]
     assert (config["src"], config["tgt"], config["train"]) == ("en", "de", str(tmp_path / "bt"))
     assert json.loads((tmp_path / "en-de" / "summary.json").read_text())["test"]["token_perplexity"] > 1
