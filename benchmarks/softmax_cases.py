@@ -211,12 +211,14 @@ def sampled_floor_case(shapes: Shapes, hidden):
     return compiled(jax.jit(_product_and_vjp), hidden, rows, cotangent)
 
 
-def full_floor_case(vocab_size: int, shapes: Shapes, hidden):
+def full_floor_case(vocab_size: int, shapes: Shapes, hidden, exponentials: bool):
     """The full softmax's irreducible work: its three products, [N, D] x [D, V] and the two of the
-    backward pass, in the default blocks of `default_chunk_size` words (no exponentials)."""
+    backward pass, in the default blocks of `default_chunk_size` words; with `exponentials`, also
+    the one elementwise pass any exact softmax makes over its logits (an exponential and a row
+    sum per logit, the backward products reading the exponentials), nothing kept between blocks."""
     weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab_size, shapes.features)), jnp.float32)
     block = default_chunk_size(shapes.rows, vocab_size)
-    return compiled(jax.jit(lambda h, w: _blocked_products(h, w, block)), hidden, weights)
+    return compiled(jax.jit(lambda h, w: _blocked_products(h, w, block, exponentials)), hidden, weights)
 
 
 ADAPTIVE_CAPACITIES = "adaptive (div 4), tail capacities"
@@ -249,24 +251,31 @@ def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
     return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), hidden, params)
 
 
-def _blocked_products(x, table, block: int):
+def _blocked_products(x, table, block: int, exponentials: bool = False):
     """x [R, d] against table [W, d] in blocks of `block` rows of the table (W padded to whole
-    blocks): each block's x · tableᵀ and the two products of its backward pass, no softmax."""
+    blocks): each block's scores x · tableᵀ and the two products of its backward pass, reading
+    the scores themselves, or with `exponentials` their exponentials (and their row sums, so
+    that they are made): the softmax's least elementwise work, no maxima, nothing kept."""
     starts = jnp.arange(-(-table.shape[0] // block), dtype=jnp.int32) * block
     table = jnp.pad(table, ((0, len(starts) * block - table.shape[0]), (0, 0)))
 
-    def step(x_grad, start):
+    def step(carry, start):
+        x_grad, sums = carry
         block_table = lax.dynamic_slice_in_dim(table, start, block)
-        logits = x @ block_table.T
-        return x_grad + logits @ block_table, logits.T @ x
+        scores = x @ block_table.T
+        if exponentials:
+            scores = jnp.exp(scores)
+            sums = sums + scores.sum(axis=1)
+        return (x_grad + scores @ block_table, sums), scores.T @ x
 
-    return lax.scan(step, jnp.zeros_like(x), starts)
+    return lax.scan(step, (jnp.zeros_like(x), jnp.zeros(x.shape[0], x.dtype)), starts)
 
 
 def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
     """What `adaptive_capacity_case` cannot do without: the head's three [N, D] x [D, c_1 + n]
     products, and for each tail its gathered rows' three projection products and its three
-    products with the tail's words, in the loss's blocks of TAIL_CHUNK words (no softmax)."""
+    products with the tail's words, in the loss's blocks of TAIL_CHUNK words, with an
+    exponential and a row sum per score (`_blocked_products`)."""
     cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
     bounds = cutoffs + (vocab_size,)
     widths = tail_dimensions(features, len(cutoffs), 4.0)
@@ -281,13 +290,13 @@ def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
     rows = [jnp.asarray(np.resize(np.nonzero(cluster == i + 1)[0], c)) for i, c in enumerate(capacities)]
 
     def floor(hidden, head, projections, tails):
-        scores = hidden @ head.T
-        parts = [scores @ head, scores.T @ hidden]
+        scores = jnp.exp(hidden @ head.T)
+        parts = [scores.sum(axis=1), scores @ head, scores.T @ hidden]
         for picked, projection, tail in zip(rows, projections, tails):
             picked_hidden = hidden[picked]
             projected = picked_hidden @ projection
-            projected_grad, tail_grad = _blocked_products(projected, tail, TAIL_CHUNK)
-            parts += [projected_grad @ projection.T, picked_hidden.T @ projected_grad, tail_grad]
+            (projected_grad, sums), tail_grad = _blocked_products(projected, tail, TAIL_CHUNK, exponentials=True)
+            parts += [sums, projected_grad @ projection.T, picked_hidden.T @ projected_grad, tail_grad]
         return parts
 
     return compiled(jax.jit(floor), hidden, head, projections, tails)
