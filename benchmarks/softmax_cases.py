@@ -97,10 +97,10 @@ def jax_case(cfg: HeadConfig, vocab_size: int, counts, hidden, targets):
         [0.05 * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)],
     )
 
-    def loss(params, hidden, key):
+    def loss(params, hidden, targets, key):  # targets traced, as in a train step
         return head.apply({"params": params}, hidden, targets, key, None, None, method="loss")[0]
 
-    return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), params, hidden, key)
+    return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), params, hidden, targets, key)
 
 
 ROW_GRADIENT_LOSSES = {

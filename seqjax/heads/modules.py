@@ -35,11 +35,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from seqjax.heads import full
+from seqjax.heads import checks, full
 from seqjax.heads.adaptive import (
     adaptive_log_probs,
     adaptive_softmax_loss,
     expected_tail_capacities,
+    tail_capacities,
     tail_dimensions,
 )
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
@@ -339,8 +340,9 @@ class AdaptiveSoftmax(nn.Module):
     `head_bias` adds a [c_1 + n] bias to the head's scores (shortlist words and clusters),
     as PyTorch's `AdaptiveLogSoftmaxWithLoss(head_bias=True)`; off by default, as there.
     `tail_shares`, each tail cluster's expected share of the targets (from the train split's
-    counts), sizes the rows each tail gathers (`expected_tail_capacities`), so that the tails
-    keep their activations for the backward pass; () walks each tail's rows in blocks.
+    counts), sizes the rows each tail gathers for traced targets (`expected_tail_capacities`;
+    concrete targets are counted on the host, `tail_capacities`), so that the tails keep their
+    activations for the backward pass; () walks each tail's rows in blocks.
     """
 
     vocab_size: int
@@ -390,7 +392,11 @@ class AdaptiveSoftmax(nn.Module):
 
     def target_log_probs(self, hidden, targets, embedding=None):
         p = self.parameters(hidden.shape[-1], embedding)
-        capacities = expected_tail_capacities(hidden.shape[0], self.tail_shares) if self.tail_shares else None
+        capacities = None
+        if self.tail_shares and checks.is_concrete(targets):  # the batch's own, read on the host
+            capacities = tail_capacities(targets, self.cutoffs)
+        elif self.tail_shares:  # traced (a train step): any batch, exact beyond them too
+            capacities = expected_tail_capacities(hidden.shape[0], self.tail_shares)
         return -adaptive_softmax_loss(
             hidden,
             p["head_weights"],

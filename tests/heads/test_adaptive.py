@@ -196,6 +196,23 @@ def test_the_adaptive_head_gathers_each_tail_by_its_share_of_the_counts():
     np.testing.assert_allclose(head.tail_shares, np.array(expected) / smoothed.sum())
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["concrete", "traced"])
+def test_the_adaptive_head_is_exact_for_a_batch_far_beyond_its_tails_expected_shares(traced):
+    counts = np.zeros(VOCAB)
+    counts[: CUTOFFS[0]] = 1000.0  # the tails expect about 1% of the targets
+    head = build_head(HeadConfig(kind="adaptive", cutoffs=CUTOFFS, div_value=DIV), VOCAB, counts)
+    hidden = np.random.default_rng(8).normal(size=(37, FEATURES)).astype(np.float32)
+    targets = np.full(37, VOCAB - 1, np.int32)  # every row in the last tail
+    params = head.init(jax.random.key(0), hidden, targets, method="target_log_probs")
+
+    def target_log_probs(targets):
+        return head.apply(params, hidden, targets, method="target_log_probs")
+
+    got = jax.jit(target_log_probs)(targets) if traced else target_log_probs(targets)
+    log_probs = head.apply(params, hidden, method="log_probs")
+    np.testing.assert_allclose(got, log_probs[:, VOCAB - 1], rtol=1e-5, atol=1e-5)
+
+
 def test_adaptive_loss_rejects_a_tail_capacity_below_its_targets_on_the_host():
     hidden, head, projections, tails = random_parameters(6)
     targets = np.full(len(hidden), VOCAB - 1, np.int32)  # every row in the last tail
