@@ -39,6 +39,7 @@ from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publ
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, DataConfig, HeadConfig, OptimConfig, TrainConfig  # noqa: E402
+from seqjax.model_options import ElectraModelOptions  # noqa: E402
 from seqjax.objectives import ObjectiveConfig  # noqa: E402
 
 PRETRAINING = ("masked_lm", "electra")
@@ -61,7 +62,9 @@ def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> 
     if kind == "masked_lm":
         model = dataclasses.replace(encoder, kind="transformer_encoder")
     else:
-        model = dataclasses.replace(encoder, kind="electra", generator_width=generator_width)
+        model = dataclasses.replace(encoder, kind="electra").with_groups(
+            electra=ElectraModelOptions(generator_width=generator_width)
+        )
     return Config(
         data=data,
         model=model,
