@@ -9,7 +9,13 @@ options of its own, applying to that kind only). The
 code registries (`seqjax.models.MODEL_KINDS`, `seqjax.heads.build.HEAD_BUILDERS`) map each name
 to its class or builder; a test keeps them equal to these names. A kind added at run time
 (`seqjax.models.register_model`, `seqjax.heads.build.register_head`) joins a table here, so that
-validation, the config text and the builders all see it.
+validation, the config text, its group of options and the builders all see it.
+
+A line here names a kind's options class but not its code: the options sit below the config as
+this table does, while the code sits above it, and naming it here (by a "module:attribute"
+string, resolved lazily) would make this bottom layer know the top layer's layout and move an
+import error from the registry's line, where mypy and the import check it, to its first lookup.
+A built-in kind therefore costs one line in its registry beside its line here.
 """
 
 from __future__ import annotations
