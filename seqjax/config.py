@@ -457,10 +457,10 @@ def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: C
 
 def _rebuilt(node: Any, updates: dict[str, Any]) -> Any:
     """`node` with `updates` (name -> value, or a kind's options under the kind's name)."""
-    kinds = {
-        name: updates.pop(name) for name in list(updates) if name not in {f.name for f in dataclasses.fields(node)}
-    }
-    return dataclasses.replace(node.with_groups(**kinds) if kinds else node, **updates)
+    fields = {f.name for f in dataclasses.fields(node)}
+    groups = {name: value for name, value in updates.items() if name not in fields}
+    node = node.with_groups(**groups) if groups else node
+    return dataclasses.replace(node, **{name: value for name, value in updates.items() if name in fields})
 
 
 def inapplicable(config: Config, key: str) -> str | None:
