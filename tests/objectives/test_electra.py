@@ -29,20 +29,12 @@ def test_labels_mark_the_tokens_that_differ_from_the_original():
     np.testing.assert_array_equal(replaced_labels(corrupted, original, valid), [[0, 1, 0, 1], [0, 0, 1, 0]])
 
 
-TINY = ModelConfig(
-    kind="electra",
-    d_model=16,
-    layers=1,
-    num_heads=2,
-    d_ff=32,
-    dropout=0.0,
-    max_len=T,
-    groups=(ElectraModelOptions(generator_layers=1),),
-)
+# one generator block, the default (model.electra.generator_layers)
+TINY = ModelConfig(kind="electra", d_model=16, layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T)
 
 
 def generator_of_width(cfg, width):
-    return cfg.with_groups(electra=ElectraModelOptions(generator_layers=1, generator_width=width))
+    return cfg.with_groups(electra=ElectraModelOptions(generator_width=width))
 
 
 @pytest.fixture(scope="module", params=[1.0, 0.25], ids=["same-width", "quarter-width"])
