@@ -5,6 +5,7 @@ its group of options, valid, listed and built."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import flax.linen as nn
 import numpy as np
@@ -150,9 +151,31 @@ def test_a_model_kind_registered_once_is_in_the_tables_of_what_model_classes_sta
     assert "dummy" in models.PRETRAINED_ENCODER_KINDS
 
 
-def test_the_objective_kinds_are_exactly_the_option_groups_of_the_objective_config():
-    import dataclasses
+class _DummyLM(nn.Module):
+    has_encoder = False
+    cfg: ModelConfig
+    vocab_size: int
+    dtype: Any
 
+
+@pytest.fixture
+def dummy_lm(monkeypatch):
+    """`model.kind=dummy`: a language model reading the `neural` options and its own
+    `model.dummy.width`, registered by one call for this test only."""
+    monkeypatch.setattr(kinds.MODELS, "declared", dict(kinds.MODELS.declared))
+    monkeypatch.setattr(models, "MODEL_KINDS", dict(models.MODEL_KINDS))
+    models.register_model("dummy", _DummyLM, families=("neural",), options=_DummyOptions)
+
+
+def test_a_model_kind_registered_once_is_validated_and_built_with_its_own_options(dummy_lm):
+    cfg = config_lib.override(Config(), ["model.kind=dummy", "model.d_model=8", "model.dummy.width=3"])
+    model = models.build_model(cfg.model, 5)
+    assert isinstance(model, _DummyLM) and model.cfg.dummy == _DummyOptions(width=3)
+    with pytest.raises(ValueError, match="model.dummy.width applies to model.kind=dummy, not 'transformer'"):
+        config_lib.override(Config(), ["model.dummy.width=3"])
+
+
+def test_the_objective_kinds_are_exactly_the_option_groups_of_the_objective_config():
     from seqjax.objective_config import OBJECTIVE_KINDS, ObjectiveConfig
 
     groups = tuple(field.name for field in dataclasses.fields(ObjectiveConfig) if field.name != "kind")
