@@ -12,6 +12,7 @@ import numpy as np
 from jax import lax
 
 from seqjax.config import HeadConfig
+from seqjax.head_options import AdaptiveOptions, FullOptions, TreeOptions
 from seqjax.heads import (
     adaptive_softmax_loss,
     balanced_tree,
@@ -45,12 +46,13 @@ def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
     sampling = dict(num_samples=shapes.samples)
     return {
         "full": HeadConfig(kind="full"),  # the formulation the head picks for the shapes
-        "full, materialized": HeadConfig(kind="full", chunk_size=vocab_size),
+        "full, materialized": HeadConfig(kind="full", groups=(FullOptions(chunk_size=vocab_size),)),
         # The memory-lean blocked loss, where the default keeps each block's exponentials instead.
         **(
             {
                 RECOMPUTING: HeadConfig(
-                    kind="full", chunk_size=min(DEFAULT_CHUNK, vocab_size), block_residuals="recompute"
+                    kind="full",
+                    groups=(FullOptions(chunk_size=min(DEFAULT_CHUNK, vocab_size), block_residuals="recompute"),),
                 )
             }
             if default_block_residuals(shapes.rows, vocab_size) != "recompute"
@@ -60,9 +62,11 @@ def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
         "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", **sampling),
         "negative (unigram^0.75)": HeadConfig(kind="negative", proposal="unigram", power=0.75, **sampling),
         "class (sqrt V classes)": HeadConfig(kind="class"),
-        "tree, balanced": HeadConfig(kind="tree", tree="balanced"),
-        "tree, Huffman": HeadConfig(kind="tree", tree="huffman"),
-        "adaptive (div 4)": HeadConfig(kind="adaptive", cutoffs=adaptive_cutoffs(vocab_size), div_value=4.0),
+        "tree, balanced": HeadConfig(kind="tree", groups=(TreeOptions(tree="balanced"),)),
+        "tree, Huffman": HeadConfig(kind="tree", groups=(TreeOptions(tree="huffman"),)),
+        "adaptive (div 4)": HeadConfig(
+            kind="adaptive", groups=(AdaptiveOptions(cutoffs=adaptive_cutoffs(vocab_size), div_value=4.0),)
+        ),
     }
 
 

@@ -43,8 +43,8 @@ HEADS = {
     "nce": ("head.kind=nce", "head.num_samples=8192"),
     "negative": ("head.kind=negative", "head.num_samples=8192"),
     "class": ("head.kind=class",),
-    "tree": ("head.kind=tree", "head.tree=huffman"),
-    "adaptive": ("head.kind=adaptive", "head.cutoffs=20000,200000"),
+    "tree": ("head.kind=tree", "head.tree.tree=huffman"),
+    "adaptive": ("head.kind=adaptive", "head.adaptive.cutoffs=20000,200000"),
 }
 TARGETS = {"h100:8": ("h100:8", 1), "v5p:4x4x4": ("v5p:4x4x4", 1), "2 x v5p:4x4x4": ("v5p:4x4x4", 2)}
 TENSOR_MESH = {"h100:8": "data:2,model:4", "v5p:4x4x4": "data:-1,model:4", "2 x v5p:4x4x4": "data:-1,model:4"}

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shakespeare_lstm import shakespeare_data  # noqa: E402
 
 from seqjax.config import Config, HeadConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
+from seqjax.head_options import AdaptiveOptions  # noqa: E402
 
 STEPS_PER_EPOCH = 611  # 1,251,356 train tokens (words, punctuation, </s>) / 2,048 per step; V = 31,022
 
@@ -29,7 +30,7 @@ def get_config() -> Config:
     return Config(
         data=shakespeare_data(tokenizer="word", seq_len=64),
         model=ModelConfig(kind="rnn", cell="lstm", d_model=256, layers=1, dropout=0.1),
-        head=HeadConfig(kind="full", num_samples=1024, cutoffs=(2000, 10000)),
+        head=HeadConfig(kind="full", num_samples=1024, groups=(AdaptiveOptions(cutoffs=(2000, 10000)),)),
         optim=OptimConfig(learning_rate=3e-3, warmup_steps=50, schedule="cosine"),
         train=TrainConfig(
             steps=STEPS_PER_EPOCH, batch_size=32, eval_every=0, checkpoint_every=0, printed_sample_len=40

@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
+from seqjax.model_options import RNNVAEOptions  # noqa: E402
 from seqjax.objectives import VAE, ObjectiveConfig  # noqa: E402
 
 STEPS = 6000
@@ -54,7 +55,9 @@ def get_config(steps: int = STEPS) -> Config:
     `</s>`), rows of 128 characters, d_model 256, z of 32, β annealed over `steps` // 2 steps."""
     return Config(
         data=DataConfig(kind="synthetic", task="grammar", seq_len=128, num_train=100000, num_eval=500),
-        model=ModelConfig(kind="rnn_vae", cell="lstm", d_model=256, layers=1, dropout=0.0, latent_size=32),
+        model=ModelConfig(
+            kind="rnn_vae", cell="lstm", d_model=256, layers=1, dropout=0.0, groups=(RNNVAEOptions(latent_size=32),)
+        ),
         objective=ObjectiveConfig(
             kind="vae", vae=VAE(beta=1.0, schedule="sigmoid", anneal_steps=steps // 2, word_dropout=0.4)
         ),
@@ -83,7 +86,9 @@ def run_config(variant: str, seed: int, steps: int, quick: bool) -> Config:
         cfg = dataclasses.replace(
             cfg,
             data=dataclasses.replace(cfg.data, num_train=QUICK["num_train"], num_eval=QUICK["num_eval"]),
-            model=dataclasses.replace(cfg.model, d_model=QUICK["d_model"], latent_size=QUICK["latent_size"]),
+            model=dataclasses.replace(cfg.model, d_model=QUICK["d_model"]).with_groups(
+                rnn_vae=dataclasses.replace(cfg.model.rnn_vae, latent_size=QUICK["latent_size"])
+            ),
             train=dataclasses.replace(cfg.train, batch_size=QUICK["batch_size"], log_every=1, eval_every=0),
         )
     return cfg

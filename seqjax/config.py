@@ -18,6 +18,7 @@ import types
 import typing
 from typing import Any
 
+from seqjax.kind_section import KindSection, member_types, members
 from seqjax.kinds import HEADS, MODELS
 from seqjax.objective_config import ObjectiveConfig
 from seqjax.options import option
@@ -29,8 +30,6 @@ SYNTHETIC_TASKS = ("grammar", "oracle", "copy", "reverse", "sort", "addition")
 TOKENIZERS = ("char", "word", "bpe", "pretrained")
 CELLS = ("lstm", "gru", "elman")
 PROPOSALS = ("uniform", "unigram", "log_uniform")
-TREES = ("huffman", "balanced")
-BLOCK_RESIDUALS = ("auto", "bfloat16", "float32", "recompute")
 # The model and head kinds, and the families of them that read a group of options, are declared in
 # `seqjax.kinds`; these are live views of those tables.
 MODEL_KINDS = MODELS
@@ -114,7 +113,7 @@ class DataConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(KindSection):
     kind: str = option("transformer", "", choices=MODEL_KINDS)
     d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
     layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
@@ -122,7 +121,6 @@ class ModelConfig:
     cell: str = option("lstm", " | ".join(CELLS), kinds=RECURRENT, choices=CELLS)
     residual: bool = option(False, "residual connections around the layers after the first", kinds=RECURRENT)
     bidirectional: bool = option(True, "encoder layers run forward and backward (D/2 each)", kinds=RNN_ENCODERS)
-    attention: str = option("additive", "attention score: additive | dot | general", kinds=("attention_seq2seq",))
     num_heads: int = option(4, "attention heads", kinds=ATTENTION)
     d_ff: int = option(512, "feed-forward hidden width", kinds=ATTENTION)
     positions: str = option(
@@ -170,53 +168,26 @@ class ModelConfig:
         "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
         kinds=ATTENTION,
     )
-    latent_size: int = option(32, "dimensions Z of the latent z", kinds=("rnn_vae",))
-    feed_latent: bool = option(
-        False,
-        "z is also concatenated to every decoder input (else it only sets the initial carries)",
-        kinds=("rnn_vae",),
-    )
-    generator_layers: int = option(
-        1, "electra: blocks of the generator (the discriminator has model.layers)", kinds=("electra",)
-    )
-    generator_width: float = option(
-        1.0,
-        "electra: the generator's d_model, d_ff and heads as a fraction of the discriminator's, in (0, 1] "
-        "(Clark et al.: 1/4 to 1/2)",
-        kinds=("electra",),
-    )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
-    direct: bool = option(False, "direct (linear) connections from the context to the output", kinds=("nnlm",))
+    # the options only one kind reads: a group per such kind (`model.rnn_vae.latent_size`), `seqjax.kinds`
+    groups: tuple[Any, ...] = dataclasses.field(default=())
+
+    KINDS = MODEL_KINDS
 
 
 @dataclasses.dataclass(frozen=True)
-class HeadConfig:
+class HeadConfig(KindSection):
     kind: str = option("full", "", choices=HEAD_KINDS)
     tied: bool = option(
         False,
         "share the output word vectors with the (target) input embedding",
         kinds=TIED_HEADS,
     )
-    chunk_size: int = option(
-        0,
-        "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)",
-        kinds=("full",),
-    )
-    block_residuals: str = option(
-        "auto",
-        "what the blocked loss keeps for its backward pass: bfloat16 | float32 exponentials (three matmuls, "
-        "N·V values) or recompute (four matmuls, [N, chunk] memory); auto: bfloat16 while it fits 1 GiB",
-        kinds=("full",),
-        choices=BLOCK_RESIDUALS,
-    )
     learn_bias: bool = option(
         True,
         "train the word biases (false: they stay where they start, e.g. an imported model's: 0, and far below "
         "every score for the ids it has no token for)",
         kinds=BIASED_HEADS,
-    )
-    z_loss: float = option(
-        0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", kinds=("full",)
     )
     num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
     proposal: str = option("log_uniform", " | ".join(PROPOSALS), kinds=SAMPLING_HEADS, choices=PROPOSALS)
@@ -225,16 +196,10 @@ class HeadConfig:
         True, "deduplicate the K draws (negative always draws with replacement)", kinds=("sampled", "nce")
     )
     per_row_samples: bool = option(False, "draw K samples per row instead of one set per batch", kinds=SAMPLING_HEADS)
-    remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative", kinds=("sampled",))
-    log_normalizer: float = option(0.0, "log Z (the initial value when learned)", kinds=("nce",))
-    learn_normalizer: bool = option(False, "learn log Z instead of fixing it", kinds=("nce",))
-    tree: str = option("huffman", " | ".join(TREES), kinds=("tree",), choices=TREES)
-    num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", kinds=("class",))
-    cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts", kinds=("adaptive",))
-    div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", kinds=("adaptive",))
-    head_bias: bool = option(
-        False, "adaptive: a bias on the head (shortlist + cluster) scores, as torch's head_bias", kinds=("adaptive",)
-    )
+    # the options only one kind reads: a group per such kind (`head.adaptive.cutoffs`), `seqjax.kinds`
+    groups: tuple[Any, ...] = dataclasses.field(default=())
+
+    KINDS = HEAD_KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,11 +256,6 @@ class Config:
     objective: ObjectiveConfig = ObjectiveConfig()
     optim: OptimConfig = OptimConfig()
     train: TrainConfig = TrainConfig()
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
 def _coerce(text_or_value: Any, kind: Any, key: str) -> Any:
@@ -374,17 +334,39 @@ RENAMED = {
     "objective.candidates": "objective.minimum_risk.search",
     "objective.alpha": "objective.minimum_risk.alpha",
 }
+# The options of one model or head kind were flat in their section; now a group per kind. A
+# saved config (`from_dict`) still reads them, moved into their groups; `--set` names the new key.
+MOVED = {
+    f"{section}.{name}": f"{section}.{kind}.{name}"
+    for section, moves in {
+        "model": {
+            "rnn_vae": ("latent_size", "feed_latent"),
+            "electra": ("generator_layers", "generator_width"),
+            "nnlm": ("direct",),
+            "attention_seq2seq": ("attention",),
+        },
+        "head": {
+            "full": ("chunk_size", "block_residuals", "z_loss"),
+            "sampled": ("remove_accidental_hits",),
+            "nce": ("log_normalizer", "learn_normalizer"),
+            "tree": ("tree",),
+            "class": ("num_classes",),
+            "adaptive": ("cutoffs", "div_value", "head_bias"),
+        },
+    }.items()
+    for kind, names in moves.items()
+    for name in names
+}
 
 
 def valid_keys(node: Any, prefix: str = "") -> list[str]:
     """Every settable `a.b(.c)` key under a config (or a section of one), in declaration order."""
     keys = []
-    for field in dataclasses.fields(node):
-        value = getattr(node, field.name)
+    for name, _, value in members(node):
         if dataclasses.is_dataclass(value):
-            keys += valid_keys(value, f"{prefix}{field.name}.")
+            keys += valid_keys(value, f"{prefix}{name}.")
         else:
-            keys.append(f"{prefix}{field.name}")
+            keys.append(f"{prefix}{name}")
     return keys
 
 
@@ -395,8 +377,10 @@ def _did_you_mean(options: list[str]) -> str:
 def _unknown_key(config: Config, key: str) -> ValueError:
     if key in RENAMED:
         return ValueError(f"config key {key!r} was renamed to {RENAMED[key]!r}")
+    if key in MOVED:
+        return ValueError(f"{key} is now {MOVED[key]}, in the group of the one kind that reads it")
     keys = valid_keys(config)
-    # A misspelt key, else the same name in another section (model.cutoffs -> head.cutoffs).
+    # A misspelt key, else the same name elsewhere (model.cutoffs -> head.adaptive.cutoffs).
     close = difflib.get_close_matches(key, keys, n=3, cutoff=0.8)
     close = close or [k for k in keys if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
     return ValueError(
@@ -410,10 +394,15 @@ def _choice_hint(node: Any, prefix: str, name: str, value: str, choices: tuple[s
     close = difflib.get_close_matches(value, choices, n=2, cutoff=0.75)
     if close or name != "kind":
         return _did_you_mean([f"{prefix}{name}={c}" for c in close])
-    for field in dataclasses.fields(node):
-        applies_to = tuple(field.metadata.get("kinds", ()))
-        if value in field.metadata.get("choices", ()) and applies_to:
-            return _did_you_mean([f"{prefix}kind={applies_to[0]} with {prefix}{field.name}={value}"])
+    for member, field, group in members(node):
+        if field is not None:
+            applies_to = tuple(field.metadata.get("kinds", ()))
+            if value in field.metadata.get("choices", ()) and applies_to:
+                return _did_you_mean([f"{prefix}kind={applies_to[0]} with {prefix}{member}={value}"])
+        elif dataclasses.is_dataclass(group):  # a kind's group: its option that takes `value`
+            for option_field in dataclasses.fields(group):
+                if value in option_field.metadata.get("choices", ()):
+                    return _did_you_mean([f"{prefix}kind={member} with {prefix}{member}.{option_field.name}={value}"])
     return ""
 
 
@@ -421,15 +410,14 @@ def check_choices(node: Any, prefix: str = "") -> None:
     """Raises ValueError naming the first key of `node` (a config, or a section of one) whose
     value is not one of its field's choices (`option(choices=...)`), e.g. a model.kind that
     does not exist, with the value likely meant when there is one."""
-    for field in dataclasses.fields(node):
-        value = getattr(node, field.name)
+    for name, field, value in members(node):
         if dataclasses.is_dataclass(value):
-            check_choices(value, f"{prefix}{field.name}.")
+            check_choices(value, f"{prefix}{name}.")
             continue
-        choices = field.metadata.get("choices", ())
+        choices = field.metadata.get("choices", ()) if field is not None else ()
         if choices and value not in choices:
-            hint = _choice_hint(node, prefix, field.name, value, choices)
-            raise ValueError(f"{prefix}{field.name} must be one of {', '.join(choices)}, got {value!r}{hint}")
+            hint = _choice_hint(node, prefix, name, value, choices)
+            raise ValueError(f"{prefix}{name} must be one of {', '.join(choices)}, got {value!r}{hint}")
 
 
 def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: Config, prefix: str = "") -> Any:
@@ -437,7 +425,7 @@ def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: C
     types. Each dataclass is rebuilt once with all of its assignments, so that options checked
     together (a group's `__post_init__`) can be changed together; a group's check names the
     key it refuses by its full path (`objective.scheduled_sampling.passes must be ...`)."""
-    types_ = _field_types(type(node))
+    types_ = member_types(type(node))
     updates: dict[str, Any] = {}
     groups: dict[str, list[tuple[list[str], Any, str]]] = {}
     for path, value, key in assignments:
@@ -446,6 +434,8 @@ def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: C
             raise _unknown_key(config, key)
         child = getattr(node, name)
         if len(path) == 1:
+            if key in MOVED:  # head.tree, the tree head's group, was its option
+                raise _unknown_key(config, key)
             if dataclasses.is_dataclass(child):
                 raise ValueError(
                     f"{key} is a group of keys, not a value: set one of {', '.join(valid_keys(child, key + '.'))}"
@@ -458,11 +448,19 @@ def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: C
     for name, group in groups.items():
         updates[name] = _replace(getattr(node, name), group, config, f"{prefix}{name}.")
     try:
-        return dataclasses.replace(node, **updates)
+        return _rebuilt(node, updates)
     except ValueError as error:
         if not prefix:
             raise
         raise ValueError(f"{prefix}{error}") from None
+
+
+def _rebuilt(node: Any, updates: dict[str, Any]) -> Any:
+    """`node` with `updates` (name -> value, or a kind's options under the kind's name)."""
+    fields = {f.name for f in dataclasses.fields(node)}
+    groups = {name: value for name, value in updates.items() if name not in fields}
+    node = node.with_groups(**groups) if groups else node
+    return dataclasses.replace(node, **{name: value for name, value in updates.items() if name in fields})
 
 
 def inapplicable(config: Config, key: str) -> str | None:
@@ -471,13 +469,12 @@ def inapplicable(config: Config, key: str) -> str | None:
     node: Any = config
     parts = key.split(".")
     for depth, name in enumerate(parts):
-        field = {f.name: f for f in dataclasses.fields(node)}[name]
+        field, child = {member: (f, value) for member, f, value in members(node)}[name]
         owner = ".".join(parts[:depth])
         kind = getattr(node, "kind", None)
-        child = getattr(node, name)
         if kind is not None and dataclasses.is_dataclass(child) and name != kind:
             return f"{key} applies to {owner}.kind={name}, not {kind!r}"
-        kinds = field.metadata.get("kinds", ())
+        kinds = field.metadata.get("kinds", ()) if field is not None else ()
         if kind is not None and kinds and kind not in kinds:
             return f"{key} applies to {owner}.kind in ({', '.join(kinds)}), not {kind!r}"
         node = child
@@ -510,12 +507,13 @@ def override(config: Config, assignments: list[str]) -> Config:
     return config
 
 
-def to_dict(config: Config) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+def to_dict(config: Any) -> dict[str, Any]:
+    """Every key of a config (or a section or group of one), nested by its path."""
+    return {name: to_dict(value) if dataclasses.is_dataclass(value) else value for name, _, value in members(config)}
 
 
 def _from_dict(cls: Any, values: dict[str, Any], prefix: str) -> Any:
-    types_ = _field_types(cls)
+    types_ = member_types(cls)
     updates = {}
     for name, value in values.items():
         key = f"{prefix}{name}"
@@ -531,7 +529,7 @@ def _from_dict(cls: Any, values: dict[str, Any], prefix: str) -> Any:
         else:
             updates[name] = _coerce(value, kind, key)
     try:
-        return cls(**updates)
+        return _rebuilt(cls(), updates) if issubclass(cls, KindSection) else cls(**updates)
     except ValueError as error:  # a group's own check names its option; the key is its full path
         if not prefix:
             raise
@@ -544,9 +542,24 @@ def from_dict(values: dict[str, Any]) -> Config:
     Unknown or renamed keys and values outside their choices raise ValueError, so that a
     config from an incompatible version is refused rather than silently half-read.
     """
-    config = _from_dict(Config, values, "")
+    config = _from_dict(Config, _moved_into_groups(values), "")
     check_choices(config)
     return config
+
+
+def _moved_into_groups(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each key of `MOVED` (a config saved before model and head kinds had groups)
+    moved to its key in the group of its kind."""
+    moved = {section: dict(keys) if isinstance(keys, dict) else keys for section, keys in values.items()}
+    for old, new in MOVED.items():
+        section, name = old.split(".")
+        keys = moved.get(section)
+        # head.tree was the tree's option and is now the tree head's group: only a value moves
+        if isinstance(keys, dict) and name in keys and not isinstance(keys[name], dict):
+            kind = new.split(".")[1]
+            value = keys.pop(name)
+            keys[kind] = {**keys.get(kind, {}), name: value}
+    return moved
 
 
 def dumps(config: Config) -> str:

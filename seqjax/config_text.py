@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from seqjax.config import Config, from_dict, inapplicable
+from seqjax.kind_section import member_types, members
 from seqjax.options import describe
 
 
@@ -40,14 +41,13 @@ def type_name(kind: Any) -> str:
 def groups(config: Any, default: Any, prefix: str = "") -> Iterator[tuple[str, list[Entry]]]:
     """(table name, its entries) of every section and group of `config`, a table's own keys
     before its groups (the order TOML needs); `default` is the same node of `Config()`."""
-    hints = typing.get_type_hints(type(config))
+    types_ = member_types(type(config))
     entries, nested = [], []
-    for field in dataclasses.fields(config):
-        value, fallback = getattr(config, field.name), getattr(default, field.name)
-        if dataclasses.is_dataclass(value):
-            nested.append((f"{prefix}{field.name}", value, fallback))
+    for (name, field, value), (_, _, fallback) in zip(members(config), members(default)):
+        if field is None or dataclasses.is_dataclass(value):
+            nested.append((f"{prefix}{name}", value, fallback))
         else:
-            entries.append(Entry(f"{prefix}{field.name}", hints[field.name], value, fallback, describe(field)))
+            entries.append(Entry(f"{prefix}{name}", types_[name], value, fallback, describe(field)))
     if entries:
         yield prefix.rstrip("."), entries
     for name, value, fallback in nested:

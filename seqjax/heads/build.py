@@ -14,7 +14,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from seqjax import kinds
-from seqjax.config import BLOCK_RESIDUALS, PROPOSALS, TREES, HeadConfig
+from seqjax.config import PROPOSALS, HeadConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, samplers
 from seqjax.heads.classes import frequency_classes
@@ -49,15 +49,17 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
         word has positive mass.
 
     Raises:
-      ValueError: an unknown kind/proposal/tree, K outside (0, V), bad cutoffs or div_value,
+      ValueError: an unknown kind or proposal, K outside (0, V), cutoffs outside (0, V), classes over V,
         counts of the wrong length or negative, unsorted counts for the log-uniform proposal,
         or tying a head whose output rows are not words (the tree head).
 
     Example:
       >>> import numpy as np
       >>> from seqjax.config import HeadConfig
+      >>> from seqjax.head_options import AdaptiveOptions
       >>> from seqjax.heads import build_head
-      >>> head = build_head(HeadConfig(kind="adaptive", cutoffs=(10,), head_bias=True), 30, np.arange(30, 0, -1))
+      >>> cfg = HeadConfig(kind="adaptive", groups=(AdaptiveOptions(cutoffs=(10,), head_bias=True),))
+      >>> head = build_head(cfg, 30, np.arange(30, 0, -1))
       >>> type(head).__name__, head.cutoffs, head.head_bias
       ('AdaptiveSoftmax', (10,), True)
     """
@@ -75,11 +77,11 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
     return HEAD_BUILDERS[cfg.kind](cfg, vocab_size, counts)
 
 
-def register_head(kind: str, builder: HeadBuilder, families: tuple[str, ...] = ()) -> None:
-    """Adds `head.kind=kind`, built by `builder` and reading the `families` of options
-    (`seqjax.kinds`), to validation, the config text and `build_head` at once. Raises ValueError
-    for a name already taken."""
-    kinds.HEADS.add(kind, families)
+def register_head(kind: str, builder: HeadBuilder, families: tuple[str, ...] = (), options: type | None = None) -> None:
+    """Adds `head.kind=kind`, built by `builder`, reading the `families` of options and its own
+    `options` (a frozen dataclass, the group `head.<kind>`; `seqjax.kinds`), to validation, the
+    config text and `build_head` at once. Raises ValueError for a name already taken."""
+    kinds.HEADS.add(kind, families, options)
     HEAD_BUILDERS[kind] = builder
 
 
@@ -88,29 +90,23 @@ def _smoothed(counts: np.ndarray) -> np.ndarray:
 
 
 def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    if cfg.chunk_size < 0:
-        raise ValueError(f"head.chunk_size must be >= 0 (0: chosen by shape), got {cfg.chunk_size}")
-    if isinstance(cfg.z_loss, bool) or not 0.0 <= cfg.z_loss < float("inf"):
-        raise ValueError(f"head.z_loss must be a finite float >= 0 (0: off), got {cfg.z_loss!r}")
-    if cfg.block_residuals not in BLOCK_RESIDUALS:
-        raise ValueError(
-            f"head.block_residuals must be one of {', '.join(BLOCK_RESIDUALS)}, got {cfg.block_residuals!r}"
-        )
+    full = cfg.full
     return FullSoftmax(
         vocab_size,
         tied=cfg.tied,
         learn_bias=cfg.learn_bias,
-        chunk_size=cfg.chunk_size,
-        z_loss=cfg.z_loss,
-        block_residuals="" if cfg.block_residuals == "auto" else cfg.block_residuals,
+        chunk_size=full.chunk_size,
+        z_loss=full.z_loss,
+        block_residuals="" if full.block_residuals == "auto" else full.block_residuals,
     )
 
 
 def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    num_classes = cfg.num_classes or math.ceil(math.sqrt(vocab_size))
+    num_classes = cfg.class_.num_classes or math.ceil(math.sqrt(vocab_size))
     if not 0 < num_classes <= vocab_size:
         raise ValueError(
-            f"head.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), got {cfg.num_classes}"
+            f"head.class.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), "
+            f"got {cfg.class_.num_classes}"
         )
     return ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
 
@@ -118,24 +114,21 @@ def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
 def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     if cfg.tied:
         raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
-    if cfg.tree not in TREES:
-        raise ValueError(f"head.tree must be one of {', '.join(TREES)}, got {cfg.tree!r}")
-    built = huffman_tree(_smoothed(counts)) if cfg.tree == "huffman" else balanced_tree(vocab_size)
+    built = huffman_tree(_smoothed(counts)) if cfg.tree.tree == "huffman" else balanced_tree(vocab_size)
     return HierarchicalSoftmax(vocab_size, tree=built)
 
 
 def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    cutoffs = checks.require_cutoffs("head.cutoffs", cfg.cutoffs, vocab_size)
-    if not cfg.div_value >= 1.0:
-        raise ValueError(f"head.div_value must be >= 1, got {cfg.div_value}")
+    adaptive = cfg.adaptive
+    cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", adaptive.cutoffs, vocab_size)
     smoothed = _smoothed(counts)
     shares = np.add.reduceat(smoothed, np.array(cutoffs)) / smoothed.sum()  # one sum from each tail's start
     return AdaptiveSoftmax(
         vocab_size,
         cutoffs=cutoffs,
-        div_value=cfg.div_value,
+        div_value=adaptive.div_value,
         tied=cfg.tied,
-        head_bias=cfg.head_bias,
+        head_bias=adaptive.head_bias,
         tail_shares=tuple(float(share) for share in shares),
     )
 
@@ -166,7 +159,8 @@ def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> d
 
 def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
-    return SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=cfg.remove_accidental_hits, **shared)
+    hits = cfg.sampled.remove_accidental_hits
+    return SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
 
 
 def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
@@ -174,8 +168,8 @@ def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     return NCE(
         vocab_size,
         unique=cfg.unique,
-        log_normalizer=cfg.log_normalizer,
-        learn_normalizer=cfg.learn_normalizer,
+        log_normalizer=cfg.nce.log_normalizer,
+        learn_normalizer=cfg.nce.learn_normalizer,
         **shared,
     )
 

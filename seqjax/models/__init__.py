@@ -81,14 +81,14 @@ NORMS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "gelu_exact", "relu", "swiglu")
 REMATS = ("none", "dots", "full")
-ATTENTION_SCORES = ("additive", "dot", "general")
 
 
-def register_model(kind: str, model: type, families: tuple[str, ...] = ()) -> None:
-    """Adds `model.kind=kind`, built as `model(cfg, vocab_size[, src_vocab_size], dtype=dtype)` and
-    reading the `families` of options (`seqjax.kinds`), to validation, the config text and
-    `build_model` at once. Raises ValueError for a name already taken."""
-    kinds.MODELS.add(kind, families)
+def register_model(kind: str, model: type, families: tuple[str, ...] = (), options: type | None = None) -> None:
+    """Adds `model.kind=kind`, built as `model(cfg, vocab_size[, src_vocab_size], dtype=dtype)`,
+    reading the `families` of options and its own `options` (a frozen dataclass, the group
+    `model.<kind>`; `seqjax.kinds`), to validation, the config text and `build_model` at once.
+    Raises ValueError for a name already taken."""
+    kinds.MODELS.add(kind, families, options)
     MODEL_KINDS[kind] = model
 
 
@@ -200,14 +200,9 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
     if cfg.kind in ATTENTION:
         _check_transformer(cfg)
     if cfg.kind == "electra":
-        _check_positive("model.generator_layers", cfg.generator_layers)
         generator_config(cfg)
     if cfg.kind == "nnlm":
         _check_positive("model.context", cfg.context)
-    if cfg.kind == "rnn_vae":
-        _check_positive("model.latent_size", cfg.latent_size)
-    if cfg.kind == "attention_seq2seq":
-        _check_one_of("model.attention", cfg.attention, ATTENTION_SCORES)
     if cfg.kind in RNN_ENCODERS and cfg.bidirectional and cfg.d_model % 2:
         raise ValueError(
             f"model.d_model must be even for a bidirectional encoder (D/2 per direction), got {cfg.d_model}"

@@ -9,10 +9,10 @@ row is an input embedding only.
 `TransformerEncoder` (model.kind=transformer_encoder) gives the hidden states [B, T, D] that
 the head scores at masked positions (`seqjax.objectives.MaskedLM`). `ElectraEncoder`
 (model.kind=electra) is the discriminator, whose `__call__` is the encoder a fine-tuning
-run would reuse, plus a small generator (`model.generator_layers` blocks, `model.generator_width`
-of the discriminator's width, sharing the token embedding through a projection in and out when
-narrower, as in Clark et al. 2020) and the replaced-token classifier `discriminate`
-(`seqjax.objectives.Electra`). Neither decodes autoregressively: they have no decode step.
+run would reuse, plus a small generator (`model.electra.generator_layers` blocks,
+`model.electra.generator_width` of the discriminator's width, sharing the token embedding through
+a projection in and out when narrower, as in Clark et al. 2020) and the replaced-token classifier
+`discriminate` (`seqjax.objectives.Electra`). Neither decodes autoregressively: they have no decode step.
 """
 
 from __future__ import annotations
@@ -83,31 +83,31 @@ class TransformerEncoder(TokenModel):
 
 
 def generator_config(cfg: Any) -> Any:
-    """The generator's blocks as a config: `cfg.generator_layers` of them, d_model, d_ff and the
-    (key/value) heads scaled by `cfg.generator_width` (heads rounded down, at least one).
+    """The generator's blocks as a config: `cfg.electra.generator_layers` of them, d_model, d_ff and the
+    (key/value) heads scaled by `cfg.electra.generator_width` (heads rounded down, at least one).
 
     Raises:
       ValueError: a width outside (0, 1], or one that gives no whole d_model divisible by the heads.
     """
-    width = cfg.generator_width
+    width = cfg.electra.generator_width
     d_model = cfg.d_model * width if isinstance(width, (int, float)) and not isinstance(width, bool) else 0.0
     if not 0 < width <= 1 or abs(d_model - round(d_model)) > 1e-6:
         raise ValueError(
-            f"model.generator_width must be in (0, 1] with model.d_model={cfg.d_model} times it a whole number, "
-            f"got {width!r}"
+            f"model.electra.generator_width must be in (0, 1] with model.d_model={cfg.d_model} times it a whole "
+            f"number, got {width!r}"
         )
     heads = max(1, int(cfg.num_heads * width))
     kv_heads = max(1, int(cfg.kv_heads * width)) if cfg.kv_heads else 0
     head_width = round(d_model) // heads
     if round(d_model) % heads or (kv_heads and heads % kv_heads) or (cfg.positions == "rope" and head_width % 2):
         raise ValueError(
-            f"model.generator_width={width} gives a generator of d_model {round(d_model)}, {heads} heads and "
+            f"model.electra.generator_width={width} gives a generator of d_model {round(d_model)}, {heads} heads and "
             f"{kv_heads or heads} key/value heads: d_model must divide into the heads (of even width for rope) "
             "and they into groups"
         )
     return dataclasses.replace(
         cfg,
-        layers=cfg.generator_layers,
+        layers=cfg.electra.generator_layers,
         d_model=round(d_model),
         num_heads=heads,
         kv_heads=kv_heads,
@@ -144,7 +144,7 @@ class ElectraEncoder(TransformerEncoder):
     def generator(self, tokens, *, mask=None, train: bool = False):
         """The generator's hidden states [B, T, D] float32 for tokens [B, T] int32 (the head
         turns them into its masked-LM distribution)."""
-        if self.cfg.generator_width == 1:
+        if self.cfg.electra.generator_width == 1:
             return self._encode(self.generator_stack, tokens, mask, None, train, None, None)
         embedded = self.generator_in(self.embedded_targets(tokens, mask, None, self.cfg.max_len))
         positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)

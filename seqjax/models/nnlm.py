@@ -2,7 +2,7 @@
 
 Row t sees the embeddings of the `cfg.context` most recent tokens x_{t-k+1..t},
 concatenated into e_t ([k*D]); hidden_t = tanh(e_t H + d), plus e_t W with
-`cfg.direct`. Bengio's direct connections run from the context straight to the
+`cfg.nnlm.direct`. Bengio's direct connections run from the context straight to the
 logits; here the output head's weights U follow the hidden, so U(tanh(eH + d) + eW)
 carries them as a rank-D factorization U·W. Positions before the start of the sequence
 (and padded tokens) contribute zero vectors.
@@ -28,7 +28,7 @@ class NNLM(TokenModel):
         d = self.cfg.d_model
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.hidden = nn.Dense(d, dtype=self.dtype)
-        if self.cfg.direct:
+        if self.cfg.nnlm.direct:
             self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
@@ -36,7 +36,7 @@ class NNLM(TokenModel):
         """windows: [..., k*D] float32 -> [..., D] float32."""
         windows = self.dropout(windows, deterministic=not train)
         hidden = jnp.tanh(self.hidden(windows).astype(jnp.float32))
-        if self.cfg.direct:
+        if self.cfg.nnlm.direct:
             hidden = hidden + self.direct(windows).astype(jnp.float32)
         return self.dropout(hidden, deterministic=not train)
 

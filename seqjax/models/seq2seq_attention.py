@@ -67,7 +67,7 @@ class InputFeedingDecoder(nn.Module):
             Recurrent(self.cfg.cell, 2 * d if index == 0 else d, d, dtype=self.dtype)
             for index in range(self.cfg.layers)
         ]
-        self.attention = SourceAttention(self.cfg.attention, d, self.dtype)
+        self.attention = SourceAttention(self.cfg.attention_seq2seq.attention, d, self.dtype)
         self.combine = nn.Dense(d, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 

@@ -3,7 +3,7 @@ diagonal Gaussian q(z | x) and a decoder LM is conditioned on its sample z.
 
 The encoder reads a row's tokens and projects its last layer's final h to (μ, log σ²); the
 decoder is a stacked recurrence whose initial carries are tanh(W z + b) and, with
-`model.feed_latent`, whose first layer also reads z next to every input embedding. The
+`model.rnn_vae.feed_latent`, whose first layer also reads z next to every input embedding. The
 decoder's hidden states [B, T, D] go to any output head, so the reconstruction term
 log p(x | z) is the head's loss; the objective `seqjax.objectives.VAE` adds β · KL.
 
@@ -56,15 +56,15 @@ class RNNVAE(TokenModel):
     @property
     def latent_size(self) -> int:
         """Z, the dimensions of z (what a decode from the prior draws)."""
-        return self.cfg.latent_size
+        return self.cfg.rnn_vae.latent_size
 
     def setup(self):
-        d, z, cell = self.cfg.d_model, self.cfg.latent_size, self.cfg.cell
+        d, z, cell = self.cfg.d_model, self.cfg.rnn_vae.latent_size, self.cfg.cell
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.encoder_layers = [Recurrent(cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.posterior = nn.Dense(2 * z, dtype=self.dtype, name="posterior")
         self.latent_to_carries = nn.Dense(self.cfg.layers * CARRY_SIZE[cell] * d, dtype=self.dtype)
-        first = d + z if self.cfg.feed_latent else d
+        first = d + z if self.cfg.rnn_vae.feed_latent else d
         self.decoder_layers = [
             Recurrent(cell, first if index == 0 else d, d, dtype=self.dtype) for index in range(self.cfg.layers)
         ]
@@ -92,7 +92,7 @@ class RNNVAE(TokenModel):
         return tuple(tuple(parts[layer * size : (layer + 1) * size]) for layer in range(self.cfg.layers))
 
     def _check_latent(self, latent, batch_size: int) -> None:
-        expected = (batch_size, self.cfg.latent_size)
+        expected = (batch_size, self.cfg.rnn_vae.latent_size)
         if latent is None or np.shape(latent) != expected:
             raise ValueError(
                 f"latent must be a [B, Z] = {list(expected)} float array (z from the prior N(0, I) or a "
@@ -109,7 +109,7 @@ class RNNVAE(TokenModel):
         self._check_latent(latent, tokens.shape[0])
         latent = jnp.asarray(latent, jnp.float32)
         x = self.dropout(x, deterministic=not train)
-        if self.cfg.feed_latent:
+        if self.cfg.rnn_vae.feed_latent:
             x = jnp.concatenate([x, jnp.broadcast_to(latent[:, None], (*x.shape[:2], latent.shape[-1]))], axis=-1)
         carries = self._initial_carries(latent)
         for index, layer in enumerate(self.decoder_layers):
@@ -137,7 +137,7 @@ class RNNVAE(TokenModel):
     def decode_step(self, state, token):
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         x = self.token_embed(token)
-        if self.cfg.feed_latent:
+        if self.cfg.rnn_vae.feed_latent:
             x = jnp.concatenate([x, state["latent"]], axis=-1)
         carries = []
         for index, layer in enumerate(self.decoder_layers):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import HeadConfig
+from seqjax.head_options import AdaptiveOptions
 from seqjax.heads import (
     adaptive_log_probs,
     adaptive_softmax_loss,
@@ -15,6 +16,7 @@ from seqjax.heads import (
 )
 
 VOCAB, FEATURES, CUTOFFS, DIV = 40, 8, (10, 25), 2.0
+ADAPTIVE = HeadConfig(kind="adaptive", groups=(AdaptiveOptions(cutoffs=CUTOFFS, div_value=DIV),))
 
 
 def random_parameters(seed, rows=37):
@@ -190,7 +192,7 @@ def test_expected_tail_capacities_refuse_a_share_outside_zero_one(shares):
 def test_the_adaptive_head_gathers_each_tail_by_its_share_of_the_counts():
     counts = np.zeros(VOCAB)
     counts[: CUTOFFS[0]], counts[CUTOFFS[0] : CUTOFFS[1]], counts[CUTOFFS[1] :] = 70.0, 20.0, 10.0
-    head = build_head(HeadConfig(kind="adaptive", cutoffs=CUTOFFS, div_value=DIV), VOCAB, counts)
+    head = build_head(ADAPTIVE, VOCAB, counts)
     smoothed = counts + 1.0
     expected = (smoothed[CUTOFFS[0] : CUTOFFS[1]].sum(), smoothed[CUTOFFS[1] :].sum())
     np.testing.assert_allclose(head.tail_shares, np.array(expected) / smoothed.sum())
@@ -200,7 +202,7 @@ def test_the_adaptive_head_gathers_each_tail_by_its_share_of_the_counts():
 def test_the_adaptive_head_is_exact_for_a_batch_far_beyond_its_tails_expected_shares(traced):
     counts = np.zeros(VOCAB)
     counts[: CUTOFFS[0]] = 1000.0  # the tails expect about 1% of the targets
-    head = build_head(HeadConfig(kind="adaptive", cutoffs=CUTOFFS, div_value=DIV), VOCAB, counts)
+    head = build_head(ADAPTIVE, VOCAB, counts)
     hidden = np.random.default_rng(8).normal(size=(37, FEATURES)).astype(np.float32)
     targets = np.full(37, VOCAB - 1, np.int32)  # every row in the last tail
     params = head.init(jax.random.key(0), hidden, targets, method="target_log_probs")

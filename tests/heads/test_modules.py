@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, HeadConfig, override
+from seqjax.head_options import AdaptiveOptions, ClassOptions
 from seqjax.heads import AdaptiveSoftmax, FullSoftmax, build_head
 
 VOCAB, FEATURES, ROWS = 40, 8, 12
@@ -17,7 +18,14 @@ VOCAB, FEATURES, ROWS = 40, 8, 12
 COUNTS = np.concatenate([[0, 0, 30, 0], np.arange(VOCAB - 4, 0, -1) * 3])
 KINDS = ["full", "sampled", "nce", "negative", "class", "tree", "adaptive"]
 # One tail cluster keeps compilation short; tests/heads/test_adaptive.py covers several.
-BASE = HeadConfig(num_samples=6, cutoffs=(10,), div_value=2.0, num_classes=5)
+BASE = HeadConfig(num_samples=6, groups=(ClassOptions(num_classes=5), AdaptiveOptions(cutoffs=(10,), div_value=2.0)))
+
+
+def configured(change):
+    """BASE with `change`: flat options, and a kind's options as a dict under the kind's name."""
+    groups = {name: value for name, value in change.items() if isinstance(value, dict)}
+    head = dataclasses.replace(BASE, **{name: value for name, value in change.items() if name not in groups})
+    return head.with_groups(**{kind: dataclasses.replace(head.group(kind), **v) for kind, v in groups.items()})
 
 
 def inputs(seed=0):
@@ -88,7 +96,7 @@ def test_exact_head_loss_is_masked_mean_negative_log_prob_of_targets(kind):
 
 def test_chunked_full_softmax_head_equals_unchunked_head():
     plain = init_and_apply(dataclasses.replace(BASE, kind="full"))
-    chunked = init_and_apply(dataclasses.replace(BASE, kind="full", chunk_size=7))
+    chunked = init_and_apply(configured({"kind": "full", "full": {"chunk_size": 7}}))
     np.testing.assert_allclose(chunked[2], plain[2], rtol=1e-6)
 
 
@@ -97,7 +105,7 @@ def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(
     embedding = inputs()[4]
     head, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), tied=True)
     shapes = [leaf.shape for leaf in jax.tree.leaves(variables)]
-    assert (VOCAB, FEATURES) not in shapes and (BASE.cutoffs[0], FEATURES) not in shapes
+    assert (VOCAB, FEATURES) not in shapes and (BASE.adaptive.cutoffs[0], FEATURES) not in shapes
     if kind in ("full", "sampled", "nce", "negative"):
         hidden = inputs()[0]
         scores = hidden @ embedding.T + variables["params"]["biases"]
@@ -108,7 +116,7 @@ def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(
 
 @pytest.mark.parametrize("log_normalizer", [0.0, 2.5])
 def test_nce_head_starts_as_a_normalized_model(log_normalizer):
-    cfg = dataclasses.replace(BASE, kind="nce", log_normalizer=log_normalizer)
+    cfg = configured({"kind": "nce", "nce": {"log_normalizer": log_normalizer}})
     biases = init_and_apply(cfg)[1]["params"]["biases"]
     # exp(b − log Z) is the model's probability of a word for a zero hidden state: it sums to 1.
     np.testing.assert_allclose(jax.nn.logsumexp(biases - log_normalizer), 0.0, atol=1e-5)
@@ -130,7 +138,7 @@ def test_tied_head_without_embedding_raises_at_init():
 
 
 def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
-    head = build_head(dataclasses.replace(BASE, kind="nce", learn_normalizer=True), VOCAB, COUNTS)
+    head = build_head(configured({"kind": "nce", "nce": {"learn_normalizer": True}}), VOCAB, COUNTS)
     hidden, targets, key, mask, _ = inputs()
     variables = jax.jit(lambda k: head.init({"params": k}, hidden, targets, k, mask, None, method="loss"))(key)
     loss = jax.jit(lambda v, k: head.apply(v, hidden, targets, k, mask, method="loss")[0])
@@ -150,17 +158,17 @@ def test_biases_that_are_not_learned_get_no_gradient_while_the_word_vectors_do(k
 
 
 def test_head_config_is_selectable_from_cli_overrides():
-    config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10,25", "head.div_value=2"])
+    config = override(Config(), ["head.kind=adaptive", "head.adaptive.cutoffs=10,25", "head.adaptive.div_value=2"])
     head = build_head(config.head, VOCAB, COUNTS)
     assert isinstance(head, AdaptiveSoftmax) and head.cutoffs == (10, 25) and head.div_value == 2.0
-    config = override(Config(), ["head.kind=full", "head.chunk_size=16", "head.tied=true"])
+    config = override(Config(), ["head.kind=full", "head.full.chunk_size=16", "head.tied=true"])
     head = build_head(config.head, VOCAB, COUNTS)
     assert isinstance(head, FullSoftmax) and head.chunk_size == 16 and head.tied
 
 
 @pytest.mark.parametrize("setting, passed", [("auto", ""), ("bfloat16", "bfloat16"), ("recompute", "recompute")])
 def test_full_head_takes_what_its_blocks_keep_from_the_config(setting, passed):
-    config = override(Config(), ["head.kind=full", f"head.block_residuals={setting}"])
+    config = override(Config(), ["head.kind=full", f"head.full.block_residuals={setting}"])
     assert build_head(config.head, VOCAB, COUNTS).block_residuals == passed
 
 
@@ -173,19 +181,22 @@ def test_full_head_takes_what_its_blocks_keep_from_the_config(setting, passed):
         (dict(kind="nce", num_samples=0), r"head.num_samples must be in \(0, vocab_size=40\)"),
         (dict(kind="sampled", proposal="zipf"), "head.proposal must be one of"),
         (dict(kind="negative", proposal="unigram", power=-1.0), "head.power must be a finite number >= 0"),
-        (dict(kind="tree", tree="random"), "head.tree must be one of"),
-        (dict(kind="class", num_classes=VOCAB + 1), "head.num_classes must be in"),
-        (dict(kind="adaptive", cutoffs=(25, 10)), "head.cutoffs must be increasing ints in"),
-        (dict(kind="adaptive", cutoffs=(10, 40)), r"head.cutoffs must be increasing ints in \(0, vocab_size=40\)"),
-        (dict(kind="adaptive", cutoffs=()), "head.cutoffs must be increasing ints in"),
-        (dict(kind="adaptive", div_value=0.5), "head.div_value must be >= 1"),
-        (dict(kind="full", chunk_size=-1), "head.chunk_size must be >= 0"),
-        (dict(kind="full", block_residuals="half"), "head.block_residuals must be one of auto, bfloat16"),
+        ({"kind": "tree", "tree": {"tree": "random"}}, "tree must be one of"),
+        ({"kind": "class", "class": {"num_classes": VOCAB + 1}}, "head.class.num_classes must be in"),
+        ({"kind": "adaptive", "adaptive": {"cutoffs": (25, 10)}}, "head.adaptive.cutoffs must be increasing ints in"),
+        (
+            {"kind": "adaptive", "adaptive": {"cutoffs": (10, 40)}},
+            r"head.adaptive.cutoffs must be increasing ints in \(0, vocab_size=40\)",
+        ),
+        ({"kind": "adaptive", "adaptive": {"cutoffs": ()}}, "head.adaptive.cutoffs must be increasing ints in"),
+        ({"kind": "adaptive", "adaptive": {"div_value": 0.5}}, r"div_value must be a finite number in \[1.0, inf\)"),
+        ({"kind": "full", "full": {"chunk_size": -1}}, "chunk_size must be an int >= 0"),
+        ({"kind": "full", "full": {"block_residuals": "half"}}, "block_residuals must be one of auto, bfloat16"),
     ],
 )
 def test_build_head_rejects_bad_config_on_the_host(change, message):
     with pytest.raises(ValueError, match=message):
-        build_head(dataclasses.replace(BASE, **change), VOCAB, COUNTS)
+        build_head(configured(change), VOCAB, COUNTS)
 
 
 def test_build_head_rejects_counts_of_wrong_length_or_negative():
@@ -239,12 +250,20 @@ def test_per_row_sampling_head_loss_is_the_sampled_softmax_over_each_rows_own_sa
 
 def test_adaptive_head_bias_is_a_trained_head_parameter_only_when_asked():
     assert "head_biases" not in init_and_apply(dataclasses.replace(BASE, kind="adaptive"))[1]["params"]
-    config = override(Config(), ["head.kind=adaptive", "head.cutoffs=10", "head.div_value=2", "head.head_bias=true"])
+    config = override(
+        Config(),
+        [
+            "head.kind=adaptive",
+            "head.adaptive.cutoffs=10",
+            "head.adaptive.div_value=2",
+            "head.adaptive.head_bias=true",
+        ],
+    )
     head = build_head(config.head, VOCAB, COUNTS)
     assert head.head_bias
     hidden, targets, key, mask, _ = inputs()
     params = head.init({"params": key}, hidden, targets, key, mask, method="loss")["params"]
-    assert params["head_biases"].shape == (BASE.cutoffs[0] + len(BASE.cutoffs),)
+    assert params["head_biases"].shape == (BASE.adaptive.cutoffs[0] + len(BASE.adaptive.cutoffs),)
     params = dict(params, head_biases=jax.random.normal(jax.random.key(9), params["head_biases"].shape))
     loss = jax.jit(lambda p: head.apply({"params": p}, hidden, targets, key, mask, method="loss")[0])
     log_probs = head.apply({"params": params}, hidden, method="log_probs")
@@ -255,7 +274,9 @@ def test_adaptive_head_bias_is_a_trained_head_parameter_only_when_asked():
 
 
 def test_adaptive_head_refuses_a_tail_projected_to_zero_dimensions():
-    head = build_head(dataclasses.replace(BASE, kind="adaptive", cutoffs=(10, 25), div_value=4.0), VOCAB, COUNTS)
+    head = build_head(
+        configured({"kind": "adaptive", "adaptive": {"cutoffs": (10, 25), "div_value": 4.0}}), VOCAB, COUNTS
+    )
     hidden, targets, key, mask, _ = inputs()  # D = 8: the second tail would get 8 // 16 = 0
     with pytest.raises(ValueError, match=r"tail cluster 2 would project to .* \(D=8, div_value=4.0\)"):
         head.init({"params": key}, hidden, targets, key, mask, method="loss")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import HeadConfig
+from seqjax.head_options import AdaptiveOptions, ClassOptions
 from seqjax.heads import adaptive, build_head, full
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -17,7 +18,7 @@ from jaxpr_tools import equations  # noqa: E402
 
 VOCAB, FEATURES, ROWS, BLOCK = 40, 8, 16, 7  # 7 divides neither V, the adaptive head (11) nor its tail (30)
 COUNTS = np.concatenate([[0, 0, 30, 0], np.arange(VOCAB - 4, 0, -1) * 3])
-BASE = HeadConfig(num_samples=6, cutoffs=(10,), div_value=2.0, num_classes=5)
+BASE = HeadConfig(num_samples=6, groups=(ClassOptions(num_classes=5), AdaptiveOptions(cutoffs=(10,), div_value=2.0)))
 CASES = [
     ("full", False),
     ("sampled", False),

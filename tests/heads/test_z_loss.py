@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, HeadConfig, override
+from seqjax.head_options import FullOptions
 from seqjax.heads import build_head, full_softmax_loss
 
 N, D, V, Z = 5, 3, 7, 0.3
@@ -51,7 +52,7 @@ def test_zero_weight_is_the_plain_negative_log_likelihood():
 
 
 def test_head_adds_the_z_loss_to_training_but_keeps_log_probs_normalized():
-    head = build_head(HeadConfig(kind="full", z_loss=Z), V, np.ones(V, np.int64))
+    head = build_head(HeadConfig(kind="full", groups=(FullOptions(z_loss=Z),)), V, np.ones(V, np.int64))
     plain = build_head(HeadConfig(kind="full"), V, np.ones(V, np.int64))
     mask = jnp.array([1.0, 1.0, 1.0, 0.0, 1.0])
     variables = {"params": {"weights": WEIGHTS, "biases": BIASES}}
@@ -68,10 +69,10 @@ def test_head_adds_the_z_loss_to_training_but_keeps_log_probs_normalized():
 def test_negative_or_non_finite_weights_are_refused(z_loss):
     with pytest.raises(ValueError, match="z_loss must be a finite float >= 0"):
         full_softmax_loss(HIDDEN, WEIGHTS, BIASES, TARGETS, z_loss=z_loss)
-    with pytest.raises(ValueError, match="head.z_loss must be a finite float >= 0"):
-        build_head(HeadConfig(kind="full", z_loss=z_loss), V, np.ones(V, np.int64))
+    with pytest.raises(ValueError, match=r"head.full.z_loss must be a finite number in \[0.0, inf\)"):
+        override(Config(), [f"head.full.z_loss={z_loss}"])
 
 
 def test_z_loss_for_a_sampling_head_is_refused_as_ignored():
-    with pytest.raises(ValueError, match=r"head.z_loss applies to head.kind in \(full\), not 'sampled'"):
-        override(Config(head=HeadConfig(kind="sampled")), ["head.z_loss=1e-4"])
+    with pytest.raises(ValueError, match=r"head.full.z_loss applies to head.kind=full, not 'sampled'"):
+        override(Config(head=HeadConfig(kind="sampled")), ["head.full.z_loss=1e-4"])

@@ -10,6 +10,7 @@ import pytest
 from jaxpr_tools import matmuls
 
 from seqjax.config import ModelConfig
+from seqjax.model_options import AttentionSeq2SeqOptions
 from seqjax.models import build_model, is_seq2seq
 
 V, V_SRC, B, T, S = 11, 9, 3, 5, 4
@@ -18,8 +19,8 @@ CONFIGS = {
     "rnn_seq2seq": dataclasses.replace(TINY, kind="rnn_seq2seq"),
     "attention_additive": dataclasses.replace(TINY, kind="attention_seq2seq"),
     "attention_dot_gru_unidirectional": dataclasses.replace(
-        TINY, kind="attention_seq2seq", attention="dot", cell="gru", bidirectional=False
-    ),
+        TINY, kind="attention_seq2seq", cell="gru", bidirectional=False
+    ).with_groups(attention_seq2seq=AttentionSeq2SeqOptions(attention="dot")),
     "transformer_seq2seq": dataclasses.replace(TINY, kind="transformer_seq2seq"),
 }
 SRC_MASK = jnp.arange(S)[None, :] < jnp.array([S, 2, 1])[:, None]

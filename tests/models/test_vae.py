@@ -8,14 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.config import ModelConfig
+from seqjax.config import Config, ModelConfig, override
+from seqjax.model_options import RNNVAEOptions
 from seqjax.models import build_model
 from seqjax.models.vae import interpolate_latents
 
 V, B, T, Z = 13, 2, 6, 3
-TINY = ModelConfig(kind="rnn_vae", d_model=8, layers=2, latent_size=Z, dropout=0.0)
+TINY = ModelConfig(kind="rnn_vae", d_model=8, layers=2, dropout=0.0, groups=(RNNVAEOptions(latent_size=Z),))
 CONFIGS = {
-    "lstm_fed": dataclasses.replace(TINY, feed_latent=True),
+    "lstm_fed": TINY.with_groups(rnn_vae=RNNVAEOptions(latent_size=Z, feed_latent=True)),
     "gru_residual": dataclasses.replace(TINY, cell="gru", residual=True),
 }
 
@@ -78,8 +79,8 @@ def test_decoding_without_a_latent_of_the_right_shape_is_refused(vae):
 
 
 def test_a_non_positive_latent_size_is_refused():
-    with pytest.raises(ValueError, match="model.latent_size"):
-        build_model(dataclasses.replace(TINY, latent_size=0), V)
+    with pytest.raises(ValueError, match="model.rnn_vae.latent_size must be an int >= 1, got 0"):
+        override(Config(model=TINY), ["model.rnn_vae.latent_size=0"])
 
 
 def test_interpolation_runs_evenly_from_the_first_latent_to_the_second():

@@ -14,6 +14,7 @@ from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
 from seqjax.model_head import init_params, token_log_probs
+from seqjax.model_options import ElectraModelOptions
 from seqjax.models import build_model
 from seqjax.objectives import Electra
 from seqjax.objectives.electra import replace_tokens, replaced_labels
@@ -29,14 +30,17 @@ def test_labels_mark_the_tokens_that_differ_from_the_original():
     np.testing.assert_array_equal(replaced_labels(corrupted, original, valid), [[0, 1, 0, 1], [0, 0, 1, 0]])
 
 
-TINY = ModelConfig(
-    kind="electra", d_model=16, layers=1, generator_layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T
-)
+# one generator block, the default (model.electra.generator_layers)
+TINY = ModelConfig(kind="electra", d_model=16, layers=1, num_heads=2, d_ff=32, dropout=0.0, max_len=T)
+
+
+def generator_of_width(cfg, width):
+    return cfg.with_groups(electra=ElectraModelOptions(generator_width=width))
 
 
 @pytest.fixture(scope="module", params=[1.0, 0.25], ids=["same-width", "quarter-width"])
 def tiny_electra(request):
-    cfg = dataclasses.replace(TINY, generator_width=request.param)
+    cfg = generator_of_width(TINY, request.param)
     model = build_model(cfg, V)
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
     return initialized_on_random_tokens(model, head, V, jnp.ones((B, T)).at[2, 5:].set(0.0))
@@ -94,7 +98,7 @@ def test_the_generator_learns_from_its_masked_lm_loss_only(tiny_electra):
 
 
 def test_a_quarter_width_generator_has_quarter_width_blocks_and_maps_to_the_shared_width():
-    model = build_model(dataclasses.replace(TINY, generator_width=0.25, num_heads=4, d_ff=64), V)
+    model = build_model(generator_of_width(dataclasses.replace(TINY, num_heads=4, d_ff=64), 0.25), V)
     batch = {"inputs": jnp.zeros((1, T), jnp.int32), "targets": jnp.zeros((1, T), jnp.int32), "mask": jnp.ones((1, T))}
     head = build_head(HeadConfig(kind="full", tied=True), V, np.ones(V))
     shapes = jax.tree.map(jnp.shape, jax.eval_shape(lambda: init_params(model, head, jax.random.key(0), batch)))
@@ -112,13 +116,13 @@ def test_a_quarter_width_generator_has_quarter_width_blocks_and_maps_to_the_shar
 
 @pytest.mark.parametrize("width", [0.0, 1.5, 0.3])
 def test_a_generator_width_outside_the_rule_is_refused(width):
-    with pytest.raises(ValueError, match="model.generator_width"):
-        build_model(dataclasses.replace(TINY, generator_width=width), V)
+    with pytest.raises(ValueError, match="generator_width must be"):
+        build_model(generator_of_width(TINY, width), V)
 
 
 def test_a_generator_whose_heads_rope_cannot_turn_is_refused():
-    with pytest.raises(ValueError, match="model.generator_width=0.0625 .* even width for rope"):
-        build_model(dataclasses.replace(TINY, generator_width=0.0625, positions="rope"), V)  # one head of width 1
+    with pytest.raises(ValueError, match="model.electra.generator_width=0.0625 .* even width for rope"):
+        build_model(generator_of_width(dataclasses.replace(TINY, positions="rope"), 0.0625), V)  # one head of width 1
 
 
 @pytest.mark.slow

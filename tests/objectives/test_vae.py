@@ -13,6 +13,7 @@ from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
 from seqjax.model_head import token_log_probs
+from seqjax.model_options import RNNVAEOptions
 from seqjax.models import build_model
 from seqjax.objectives import VAE
 from seqjax.objectives.vae import (
@@ -138,7 +139,9 @@ def test_options_are_checked_when_built():
 
 @pytest.fixture(scope="module")
 def tiny_vae():
-    model = build_model(ModelConfig(kind="rnn_vae", d_model=8, layers=1, latent_size=Z, dropout=0.0), V)
+    model = build_model(
+        ModelConfig(kind="rnn_vae", d_model=8, layers=1, dropout=0.0, groups=(RNNVAEOptions(latent_size=Z),)), V
+    )
     head = build_head(HeadConfig(kind="full"), V, np.ones(V))
     mask = jnp.ones((B, T)).at[1, 5:].set(0.0).at[2].set(0.0)  # row 2 is padding, as at an eval split's end
     return initialized_on_random_tokens(model, head, V, mask)

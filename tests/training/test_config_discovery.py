@@ -16,7 +16,14 @@ from seqjax.config import Config
 EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments")
 SETS = [
     [],
-    ["model.kind=rnn", "model.cell=gru", "train.steps=7", "data.buckets=8,16", "head.kind=adaptive", "head.cutoffs=10"],
+    [
+        "model.kind=rnn",
+        "model.cell=gru",
+        "train.steps=7",
+        "data.buckets=8,16",
+        "head.kind=adaptive",
+        "head.adaptive.cutoffs=10",
+    ],
     [
         "objective.kind=scheduled_sampling",
         "objective.scheduled_sampling.k=2.5",

@@ -12,6 +12,7 @@ from helpers import tiny_config
 
 from seqjax.config import HEAD_KINDS as KINDS
 from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
+from seqjax.head_options import AdaptiveOptions
 from seqjax.heads import build_head
 from seqjax.training.core import mfu
 from seqjax.training.core.experiment import validate_train
@@ -47,7 +48,10 @@ def test_encoder_decoder_and_rnn_counts_and_kinds_not_counted():
 def test_each_head_counts_the_output_rows_its_training_loss_reads():
     counts = np.arange(V, 0, -1)  # frequency-sorted, as vocabularies are
     share = (counts + 1.0) / (counts + 1.0).sum()
-    heads = {kind: build_head(HeadConfig(kind=kind, num_samples=64, cutoffs=(50, 200)), V, counts) for kind in KINDS}
+    heads = {
+        kind: build_head(HeadConfig(kind=kind, num_samples=64, groups=(AdaptiveOptions(cutoffs=(50, 200)),)), V, counts)
+        for kind in KINDS
+    }
     assert heads["full"].matmul_weights(D, counts) == D * V
     for kind in ("sampled", "nce", "negative"):
         assert heads[kind].matmul_weights(D, counts) == D * 65

@@ -216,8 +216,10 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     move between the two). Without a mesh (decoding a restored run) it is the plain head."""
     head = build_head(cfg.head, vocab_size, counts)
     if mesh is not None and cfg.train.vocab_parallel:
-        if cfg.head.z_loss:
-            raise ValueError(f"head.z_loss is not computed by train.vocab_parallel's loss, got {cfg.head.z_loss}")
+        if cfg.head.full.z_loss:
+            raise ValueError(
+                f"head.full.z_loss is not computed by train.vocab_parallel's loss, got {cfg.head.full.z_loss}"
+            )
         return VocabParallelSoftmax(
             vocab_size=vocab_size, tied=cfg.head.tied, learn_bias=cfg.head.learn_bias, mesh=mesh
         )
