@@ -18,6 +18,7 @@ import types
 import typing
 from typing import Any
 
+from seqjax import head_options, model_options
 from seqjax.kind_section import KindSection, member_types, members
 from seqjax.kinds import HEADS, MODELS
 from seqjax.objective_config import ObjectiveConfig
@@ -174,6 +175,23 @@ class ModelConfig(KindSection):
 
     KINDS = MODEL_KINDS
 
+    # Each built-in kind's group, typed; a kind registered at run time is read as `group(kind)`.
+    @property
+    def rnn_vae(self) -> model_options.RNNVAEOptions:
+        return self.group("rnn_vae")
+
+    @property
+    def electra(self) -> model_options.ElectraModelOptions:
+        return self.group("electra")
+
+    @property
+    def nnlm(self) -> model_options.NNLMOptions:
+        return self.group("nnlm")
+
+    @property
+    def attention_seq2seq(self) -> model_options.AttentionSeq2SeqOptions:
+        return self.group("attention_seq2seq")
+
 
 @dataclasses.dataclass(frozen=True)
 class HeadConfig(KindSection):
@@ -200,6 +218,31 @@ class HeadConfig(KindSection):
     groups: tuple[Any, ...] = dataclasses.field(default=())
 
     KINDS = HEAD_KINDS
+
+    # Each built-in kind's group, typed; a kind registered at run time is read as `group(kind)`.
+    @property
+    def full(self) -> head_options.FullOptions:
+        return self.group("full")
+
+    @property
+    def sampled(self) -> head_options.SampledOptions:
+        return self.group("sampled")
+
+    @property
+    def nce(self) -> head_options.NCEOptions:
+        return self.group("nce")
+
+    @property
+    def tree(self) -> head_options.TreeOptions:
+        return self.group("tree")
+
+    @property
+    def class_(self) -> head_options.ClassOptions:  # head.class: a Python keyword
+        return self.group("class")
+
+    @property
+    def adaptive(self) -> head_options.AdaptiveOptions:
+        return self.group("adaptive")
 
 
 @dataclasses.dataclass(frozen=True)

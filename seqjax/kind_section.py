@@ -22,8 +22,10 @@ from seqjax.kinds import Kinds
 class KindSection:
     """Mixin of a frozen dataclass section with a `kind` and a `groups: tuple` field.
 
-    `section.<kind>` is that kind's options (its defaults unless set); a kind named by a Python
-    keyword is read as `section.<kind>_` (`head.class_`), and named `<kind>` everywhere else."""
+    `section.<kind>` is that kind's options (its defaults unless set): a typed property of the
+    section for a built-in kind, found by name for a kind registered at run time; a kind named by
+    a Python keyword is read as `section.<kind>_` (`head.class_`), and named `<kind>` everywhere
+    else."""
 
     KINDS: ClassVar[Kinds]
     groups: tuple[Any, ...]
@@ -67,12 +69,15 @@ class KindSection:
         merged = {kind: self.group(kind) for kind in self.KINDS.options} | by_kind
         return dataclasses.replace(typing.cast(Any, self), groups=tuple(merged.values()))
 
-    def __getattr__(self, name: str) -> Any:
-        # Reached only for names that are not fields: a kind's group (`head.class_` for `class`).
-        kind = name[:-1] if name.endswith("_") and keyword.iskeyword(name[:-1]) else name
-        if not name.startswith("_") and kind in self.KINDS.options:
-            return self.group(kind)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    if not typing.TYPE_CHECKING:  # so that the type checker still refuses a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for names that are neither fields nor the sections' typed properties of
+            # the built-in kinds: the group of a kind registered at run time.
+            kind = name[:-1] if name.endswith("_") and keyword.iskeyword(name[:-1]) else name
+            if not name.startswith("_") and kind in self.KINDS.options:
+                return self.group(kind)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 def member_types(cls: type) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 refused for another kind, read from configs saved when they were flat, and named `head.class`
 for the kind that is a Python keyword."""
 
+import inspect
+import keyword
+
 import pytest
 
 from seqjax import config as config_lib
@@ -61,3 +64,12 @@ def test_a_group_that_is_not_the_options_of_one_of_the_sections_kinds_is_refused
         ModelConfig(groups=(FullOptions(),))
     with pytest.raises(ValueError, match="head.full is given twice"):
         HeadConfig(groups=(FullOptions(), FullOptions(chunk_size=4)))
+
+
+@pytest.mark.parametrize("section", [ModelConfig, HeadConfig])
+def test_every_built_in_kind_with_options_has_a_typed_property_reading_its_group(section):
+    """Type-checked code reads `cfg.model.rnn_vae` through a property, not the run-time lookup."""
+    for kind, options in section.KINDS.options.items():
+        name = kind + "_" if keyword.iskeyword(kind) else kind
+        assert isinstance(inspect.getattr_static(section, name, None), property), kind
+        assert getattr(section(), name) == options()
