@@ -25,9 +25,10 @@ from seqjax.data.batching import (
     _check_index,
     _check_pairs,
     _check_positive,
+    _check_seed,
     _pad_pairs,
     _selected_rows,
-    pair_positions,
+    bucket_members,
 )
 
 
@@ -53,12 +54,9 @@ class TokenBudgetBatches:
         self.buckets = _check_pairs(src, tgt, 1, buckets)
         _check_positive(max_tokens, "data.max_tokens")
         _check_positive(row_multiple, "row_multiple")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        _check_seed(seed)
         self.src, self.tgt, self.seed, self.batch_size = src, tgt, seed, int(row_multiple)
-        bucket_of = np.searchsorted(np.array(self.buckets), pair_positions(src, tgt))
-        self.members = [np.flatnonzero(bucket_of == k) for k in range(len(self.buckets))]
-        self.dropped = int(np.sum(bucket_of == len(self.buckets)))
+        self.members, self.dropped = bucket_members(src, tgt, self.buckets)
         used = [k for k, members in enumerate(self.members) if len(members)]
         if not used:
             raise ValueError(f"no pair fits the largest bucket {self.buckets[-1]} ({self.dropped} longer dropped)")
