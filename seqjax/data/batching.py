@@ -184,13 +184,20 @@ def pair_positions(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> np.n
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
 
 
-def bucket_members(
-    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], buckets: tuple[int, ...]
-) -> tuple[list[np.ndarray], int]:
-    """Each pair in the smallest bucket that holds it: (the example indices [n_k] int64 of each
-    bucket k, the number of pairs longer than the largest bucket, which none holds)."""
+def _bucketed_pairs(
+    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: Sequence[int], seed: int
+) -> tuple[tuple[int, ...], list[np.ndarray], int]:
+    """Length-bucketed pairs, checked (`_check_pairs`, seed an int >= 0), each in the smallest
+    bucket that holds it: (the buckets, the example indices [n_k] int64 of each bucket k, the
+    number of pairs longer than the largest bucket, which none holds)."""
+    buckets = _check_pairs(src, tgt, batch_size, buckets)
+    _check_seed(seed)
     bucket_of = np.searchsorted(np.array(buckets), pair_positions(src, tgt))
-    return [np.flatnonzero(bucket_of == k) for k in range(len(buckets))], int(np.sum(bucket_of == len(buckets)))
+    return (
+        buckets,
+        [np.flatnonzero(bucket_of == k) for k in range(len(buckets))],
+        int(np.sum(bucket_of == len(buckets))),
+    )
 
 
 def _pad_pairs(
@@ -235,10 +242,8 @@ class Seq2SeqBatches:
     def __init__(
         self, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: tuple[int, ...], seed: int
     ):
-        self.buckets = _check_pairs(src, tgt, batch_size, buckets)
-        _check_seed(seed)
+        self.buckets, self.members, self.dropped = _bucketed_pairs(src, tgt, batch_size, buckets, seed)
         self.src, self.tgt, self.batch_size, self.seed = src, tgt, batch_size, seed
-        self.members, self.dropped = bucket_members(src, tgt, self.buckets)
         if self.batches_per_epoch == 0:
             raise ValueError(
                 f"some bucket must hold batch_size={batch_size} examples, got "

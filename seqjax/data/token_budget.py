@@ -22,13 +22,11 @@ import numpy as np
 from seqjax.data.batching import (
     Batch,
     RowRanges,
+    _bucketed_pairs,
     _check_index,
-    _check_pairs,
     _check_positive,
-    _check_seed,
     _pad_pairs,
     _selected_rows,
-    bucket_members,
 )
 
 
@@ -51,12 +49,10 @@ class TokenBudgetBatches:
         seed: int,
         row_multiple: int = 1,
     ):
-        self.buckets = _check_pairs(src, tgt, 1, buckets)
+        self.buckets, self.members, self.dropped = _bucketed_pairs(src, tgt, 1, buckets, seed)
         _check_positive(max_tokens, "data.max_tokens")
         _check_positive(row_multiple, "row_multiple")
-        _check_seed(seed)
         self.src, self.tgt, self.seed, self.batch_size = src, tgt, seed, int(row_multiple)
-        self.members, self.dropped = bucket_members(src, tgt, self.buckets)
         used = [k for k, members in enumerate(self.members) if len(members)]
         if not used:
             raise ValueError(f"no pair fits the largest bucket {self.buckets[-1]} ({self.dropped} longer dropped)")
