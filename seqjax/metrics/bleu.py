@@ -175,7 +175,17 @@ def corpus_bleu_ids(
     return _bleu_ids(hyp, hyp_len, ref, ref_len, max_order, smooth, smooth_value, corpus=True)
 
 
-def _bleu_ids(hyp, hyp_len, ref, ref_len, max_order, smooth, smooth_value, *, corpus: bool) -> jax.Array:
+def _bleu_ids(
+    hyp: ArrayLike,
+    hyp_len: ArrayLike,
+    ref: ArrayLike,
+    ref_len: ArrayLike,
+    max_order: int,
+    smooth: str,
+    smooth_value: float | None,
+    *,
+    corpus: bool,
+) -> jax.Array:
     """Sentence (`corpus` False) or corpus BLEU of the ids, the options and ids checked on the host first."""
     smooth_value = _check_options(max_order, smooth, smooth_value)
     check_id_batch(hyp, hyp_len, ref, ref_len)

@@ -127,49 +127,6 @@ def _placed(step: TrainStep, state_shape: TrainState, mesh: Mesh, strategy: str)
     )
 
 
-def _update_step(
-    model: Model,
-    head: Head,
-    objective: Objective,
-    optimizer: optax.GradientTransformation,
-    schedule: optax.Schedule,
-    mesh: Mesh,
-    *,
-    accum_steps: int,
-    per_device: bool,
-) -> TrainStep:
-    """The update both steps run. `per_device`: the body of the shard_map step, on one
-    device's rows, whose dropout key folds in the device's index and whose token count and
-    gradients are summed over `data`; else the jit step's, over the whole batch."""
-
-    def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
-        key = jax.random.fold_in(state.key, state.step)
-        tokens = batch["mask"].sum()
-        microbatch_sharding = None
-        if per_device:
-            key = jax.random.fold_in(key, lax.axis_index(BATCH_AXES))
-            tokens = lax.psum(tokens, BATCH_AXES)
-        elif (batch["mask"].shape[0] // accum_steps) % batch_shards(mesh) == 0:
-            # Microbatches stay on the devices that hold their rows when the rows divide evenly.
-            microbatch_sharding = NamedSharding(mesh, P(None, BATCH_AXES))
-        part = weighted_loss_and_grads(
-            model,
-            head,
-            objective,
-            state.params,
-            batch,
-            key,
-            state.step,
-            accum_steps=accum_steps,
-            total_tokens=jnp.maximum(tokens, 1.0),
-            microbatch_sharding=microbatch_sharding,
-        )
-        loss, metrics, grads = lax.psum(part, BATCH_AXES) if per_device else part
-        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
-
-    return train_step
-
-
 def make_train_step(
     model: Model,
     head: Head,
@@ -202,14 +159,40 @@ def make_train_step(
             raise ValueError(
                 f"step_kind=shard_map is the data-parallel step: it needs strategy='data', got {strategy!r}"
             )
-    step = _update_step(
-        model, head, objective, optimizer, schedule, mesh, accum_steps=accum_steps, per_device=per_device
-    )
-    if per_device:
-        # Without replication typing (check_vma=False) the gradient taken inside `step` is the
-        # device's own, so its psum is the one all-reduce; it also lets model and head code
-        # written for global arrays (scans with freshly built carries) run unchanged per device.
-        step = jax.shard_map(step, mesh=mesh, in_specs=(P(), P(BATCH_AXES)), out_specs=(P(), P()), check_vma=False)
+
+    def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
+        # Per device (the shard_map step's body, on one device's rows) the dropout key folds in
+        # the device's index and the token count and gradients are summed over `data`.
+        key = jax.random.fold_in(state.key, state.step)
+        tokens = batch["mask"].sum()
+        microbatch_sharding = None
+        if per_device:
+            key = jax.random.fold_in(key, lax.axis_index(BATCH_AXES))
+            tokens = lax.psum(tokens, BATCH_AXES)
+        elif (batch["mask"].shape[0] // accum_steps) % batch_shards(mesh) == 0:
+            # Microbatches stay on the devices that hold their rows when the rows divide evenly.
+            microbatch_sharding = NamedSharding(mesh, P(None, BATCH_AXES))
+        part = weighted_loss_and_grads(
+            model,
+            head,
+            objective,
+            state.params,
+            batch,
+            key,
+            state.step,
+            accum_steps=accum_steps,
+            total_tokens=jnp.maximum(tokens, 1.0),
+            microbatch_sharding=microbatch_sharding,
+        )
+        loss, metrics, grads = lax.psum(part, BATCH_AXES) if per_device else part
+        return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
+
+    if not per_device:
+        return _placed(train_step, state_shape, mesh, strategy)
+    # Without replication typing (check_vma=False) the gradient taken inside `train_step` is the
+    # device's own, so its psum is the one all-reduce; it also lets model and head code
+    # written for global arrays (scans with freshly built carries) run unchanged per device.
+    step = jax.shard_map(train_step, mesh=mesh, in_specs=(P(), P(BATCH_AXES)), out_specs=(P(), P()), check_vma=False)
     return _placed(step, state_shape, mesh, strategy)
 
 
