@@ -58,7 +58,7 @@ from seqjax.training.core.layout import batch_sharding, check_batch_size, make_m
 from seqjax.training.core.memory import format_bytes, memory_report  # noqa: E402
 from seqjax.training.core.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.state import init_state, state_shardings  # noqa: E402
-from seqjax.training.core.steps import make_shard_map_train_step, make_train_step  # noqa: E402
+from seqjax.training.core.steps import make_train_step  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,10 +100,7 @@ def prepare(layout: Layout, shapes: LMShapes, initial):
     optimizer, schedule = make_optimizer(optim_cfg, 1000), learning_rate_schedule(optim_cfg, 1000)
     state = jax.device_put(initial, state_shardings(initial, mesh, layout.sharding))
     args = (model, head, TeacherForcing(), optimizer, schedule, mesh, state)
-    if layout.step_kind == "shard_map":
-        step = make_shard_map_train_step(*args, accum_steps=layout.accum_steps)
-    else:
-        step = make_train_step(*args, accum_steps=layout.accum_steps, strategy=layout.sharding)
+    step = make_train_step(*args, accum_steps=layout.accum_steps, strategy=layout.sharding, step_kind=layout.step_kind)
     # The 4x batch repeats the base batch, so its gradient (a token-weighted mean) is the same.
     base = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
     batch = {k: np.concatenate([v] * layout.accum_steps) for k, v in base.items()}

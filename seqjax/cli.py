@@ -47,6 +47,7 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    """train (or resume) a run; no arguments: the default experiment"""
     from seqjax.training.loop import train
 
     cfg, name = load_config(args.config)
@@ -55,6 +56,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
+    """tokenize a text or parallel corpus once into its token store (data.store) and print where"""
     from seqjax.data.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
@@ -71,6 +73,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> None:
+    """print the resolved config, TOML: each key's type, default and description"""
     cfg, _ = load_config(args.config)
     print(config_text.to_toml(config_lib.override(cfg, args.set)), end="")
 
@@ -90,6 +93,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
+    """exact perplexity (and BLEU for seq2seq) of a run on a split"""
     from seqjax.data.sources import splits_of
     from seqjax.training.features.evaluation import describe_metrics, evaluate
     from seqjax.training.saved.run import Run
@@ -142,6 +146,7 @@ def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
+    """continue a prompt (LM; a VAE LM decodes from z drawn from its prior) or translate a source (seq2seq)"""
     from seqjax.models import generates, is_seq2seq
     from seqjax.training.features.generation import continuations, continue_lines, translate_lines
     from seqjax.training.saved.run import Run
@@ -204,8 +209,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def cmd_backtranslate(args: argparse.Namespace) -> None:
-    """Synthetic pairs from monolingual target text, joined with real pairs; optionally the
-    forward run trained on them."""
+    """translate monolingual target-side text with a target->source run into synthetic pairs, write them with the
+    real pairs as a parallel corpus, and optionally train the forward run on it"""
     from seqjax.data.readers import read_parallel
     from seqjax.data.sources import SPLITS, data_path, split_path
     from seqjax.models import is_seq2seq
@@ -267,18 +272,23 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
 
 
 def cmd_import_hf(args: argparse.Namespace) -> None:
+    """a Hugging Face GPT-2 or Llama checkpoint directory (config.json, safetensors weights, tokenizer.json) as a
+    run: generate, eval and train.init_from then work on it"""
     from seqjax.pretrained import import_checkpoint
 
     import_checkpoint(args.checkpoint, args.workdir)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> None:
+    """a run whose model has a Hugging Face twin (GPT-2, Llama) as a checkpoint directory that transformers'
+    AutoModelForCausalLM.from_pretrained loads"""
     from seqjax.pretrained import export_run
 
     export_run(args.workdir, args.output, dtype=args.dtype)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
+    """training loss, validation perplexity and tokens/s against steps"""
     from seqjax.training.saved.plot import plot_runs
 
     print(f"wrote {plot_runs(args.workdir, args.output)}")
@@ -300,6 +310,7 @@ def benchmarks_folder(start: str) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
+    """run a benchmark from benchmarks/ (e.g. softmax, lm_train)"""
     import runpy
 
     root = benchmarks_folder(os.getcwd())
@@ -312,6 +323,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    """compile the run's train, eval and decode steps for a GPU or TPU target without one: memory per device
+    (fits?), attention kernel, collectives, FLOPs and a roofline estimate of step time and MFU"""
     from seqjax.accelerators.targets import parse_target, use_target_compiler
 
     target = parse_target(args.target, args.slices)
@@ -362,8 +375,8 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
 def command(
     sub: Any, func: Callable[[argparse.Namespace], object], name: str, **kwargs: Any
 ) -> argparse.ArgumentParser:
-    """The subcommand `name`, run by `func`."""
-    p: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    """The subcommand `name`, run by `func`, whose docstring is its help."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=func.__doc__, **kwargs)
     p.set_defaults(func=func)
     return p
 
@@ -375,7 +388,6 @@ def parser() -> argparse.ArgumentParser:
         sub,
         cmd_train,
         "train",
-        help="train (or resume) a run; no arguments: the default experiment",
         epilog="config keys, name: type = default (`seqjax config` describes each one):\n" + config_text.reference(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -387,28 +399,16 @@ def parser() -> argparse.ArgumentParser:
         help="resume although train.steps or the learning-rate schedule (optim.learning_rate, schedule, "
         "warmup_steps, end_lr_fraction) changed: go on from the checkpoint under the new schedule",
     )
-    pr = command(
-        sub,
-        cmd_prepare,
-        "prepare",
-        help="tokenize a text or parallel corpus once into its token store (data.store) and print where",
-    )
+    pr = command(sub, cmd_prepare, "prepare")
     add_config_arguments(pr)
-    c = command(
-        sub, cmd_config, "config", help="print the resolved config, TOML: each key's type, default and description"
-    )
+    c = command(sub, cmd_config, "config")
     add_config_arguments(c)
-    e = command(sub, cmd_eval, "eval", help="exact perplexity (and BLEU for seq2seq) of a run on a split")
+    e = command(sub, cmd_eval, "eval")
     e.add_argument("--workdir", required=True)
     e.add_argument("--split", default="test")
     e.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(e)
-    g = command(
-        sub,
-        cmd_generate,
-        "generate",
-        help="continue a prompt (LM; a VAE LM decodes from z drawn from its prior) or translate a source (seq2seq)",
-    )
+    g = command(sub, cmd_generate, "generate")
     g.add_argument("--workdir", required=True)
     g.add_argument("--prompt", help="text to continue or translate (LM default: start a new line)")
     g.add_argument("--input", metavar="FILE", help="continue or translate each line of FILE (- for stdin)")
@@ -425,13 +425,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--points", type=int, default=5, help="--interpolate: points decoded, both ends included")
     g.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     add_decoding_arguments(g)
-    bt = command(
-        sub,
-        cmd_backtranslate,
-        "backtranslate",
-        help="translate monolingual target-side text with a target->source run into synthetic pairs, write them "
-        "with the real pairs as a parallel corpus, and optionally train the forward run on it",
-    )
+    bt = command(sub, cmd_backtranslate, "backtranslate")
     bt.add_argument("--workdir", required=True, help="the backward (target -> source) encoder-decoder run")
     bt.add_argument("--monolingual", required=True, metavar="FILE", help="target-side text, one sentence a line")
     bt.add_argument("--output", required=True, metavar="PREFIX", help="writes PREFIX.SRC and PREFIX.TGT (forward)")
@@ -446,35 +440,17 @@ def parser() -> argparse.ArgumentParser:
     bt.add_argument("--train-workdir", help="train the forward run here on the corpus (--config / --set for it)")
     add_config_arguments(bt)
     add_decoding_arguments(bt)
-    im = command(
-        sub,
-        cmd_import_hf,
-        "import-hf",
-        help="a Hugging Face GPT-2 or Llama checkpoint directory (config.json, safetensors weights, tokenizer.json) "
-        "as a run: generate, eval and train.init_from then work on it",
-    )
+    im = command(sub, cmd_import_hf, "import-hf")
     im.add_argument("checkpoint", metavar="CHECKPOINT_DIR")
     im.add_argument("--workdir", required=True, help="the new run directory (missing or empty)")
-    ex = command(
-        sub,
-        cmd_export_hf,
-        "export-hf",
-        help="a run whose model has a Hugging Face twin (GPT-2, Llama) as a checkpoint directory that "
-        "transformers' AutoModelForCausalLM.from_pretrained loads",
-    )
+    ex = command(sub, cmd_export_hf, "export-hf")
     ex.add_argument("--workdir", required=True)
     ex.add_argument("--output", required=True, metavar="DIR", help="the new checkpoint directory (missing or empty)")
     ex.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="of the written weights")
-    pl = command(sub, cmd_plot, "plot", help="training loss, validation perplexity and tokens/s against steps")
+    pl = command(sub, cmd_plot, "plot")
     pl.add_argument("--workdir", nargs="+", required=True, metavar="DIR", help="one or more run directories")
     pl.add_argument("--output", metavar="FILE.png", help="default: metrics.png in the first run directory")
-    co = command(
-        sub,
-        cmd_compile,
-        "compile",
-        help="compile the run's train, eval and decode steps for a GPU or TPU target without one: memory per "
-        "device (fits?), attention kernel, collectives, FLOPs and a roofline estimate of step time and MFU",
-    )
+    co = command(sub, cmd_compile, "compile")
     co.add_argument("--target", required=True, help="h100:8, h200:8, a100:8 (GPUs) or v5e:2x2, v5p:4x4x4 (TPU)")
     co.add_argument("--slices", type=int, default=1, help="TPU slices joined by the data-center network")
     co.add_argument(
@@ -482,7 +458,7 @@ def parser() -> argparse.ArgumentParser:
     )
     co.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     add_config_arguments(co)
-    b = command(sub, cmd_bench, "bench", help="run a benchmark from benchmarks/ (e.g. softmax, lm_train)")
+    b = command(sub, cmd_bench, "bench")
     b.add_argument("name")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     return p

@@ -40,6 +40,11 @@ def _check_index(index: int) -> None:
         raise ValueError(f"index must be an int >= 0, got {index!r}")
 
 
+def _check_seed(seed: object) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+
+
 RowRanges = Sequence[tuple[int, int]]
 
 
@@ -78,8 +83,7 @@ class LMBatches:
         self.stream = _check_stream(stream)
         _check_positive(batch_size, "batch_size")
         _check_positive(seq_len, "seq_len")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        _check_seed(seed)
         self.batch_size, self.seq_len, self.seed = batch_size, seq_len, seed
         self.num_rows = max(len(self.stream) - 1, 0) // seq_len
         if self.num_rows < batch_size:
@@ -180,6 +184,22 @@ def pair_positions(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> np.n
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
 
 
+def _bucketed_pairs(
+    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: Sequence[int], seed: int
+) -> tuple[tuple[int, ...], list[np.ndarray], int]:
+    """Length-bucketed pairs, checked (`_check_pairs`, seed an int >= 0), each in the smallest
+    bucket that holds it: (the buckets, the example indices [n_k] int64 of each bucket k, the
+    number of pairs longer than the largest bucket, which none holds)."""
+    buckets = _check_pairs(src, tgt, batch_size, buckets)
+    _check_seed(seed)
+    bucket_of = np.searchsorted(np.array(buckets), pair_positions(src, tgt))
+    return (
+        buckets,
+        [np.flatnonzero(bucket_of == k) for k in range(len(buckets))],
+        int(np.sum(bucket_of == len(buckets))),
+    )
+
+
 def _pad_pairs(
     src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], rows: np.ndarray, length: int, batch_size: int
 ) -> Batch:
@@ -220,20 +240,10 @@ class Seq2SeqBatches:
     """
 
     def __init__(
-        self,
-        src: Sequence[np.ndarray],
-        tgt: Sequence[np.ndarray],
-        batch_size: int,
-        buckets: tuple[int, ...],
-        seed: int,
+        self, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: tuple[int, ...], seed: int
     ):
-        self.buckets = _check_pairs(src, tgt, batch_size, buckets)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        self.buckets, self.members, self.dropped = _bucketed_pairs(src, tgt, batch_size, buckets, seed)
         self.src, self.tgt, self.batch_size, self.seed = src, tgt, batch_size, seed
-        bucket_of = np.searchsorted(np.array(self.buckets), pair_positions(src, tgt))
-        self.members = [np.flatnonzero(bucket_of == k) for k in range(len(self.buckets))]
-        self.dropped = int(np.sum(bucket_of == len(self.buckets)))
         if self.batches_per_epoch == 0:
             raise ValueError(
                 f"some bucket must hold batch_size={batch_size} examples, got "

@@ -16,8 +16,16 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from seqjax.data.batching import Batch, RowRanges, _check_index, _check_positive, _check_stream, _selected_rows
-from seqjax.data.packing import _check_seed, _epoch_rows
+from seqjax.data.batching import (
+    Batch,
+    RowRanges,
+    _check_index,
+    _check_positive,
+    _check_seed,
+    _check_stream,
+    _selected_rows,
+)
+from seqjax.data.packing import _epoch_rows
 from seqjax.data.vocab import EOS_ID, PAD_ID
 
 

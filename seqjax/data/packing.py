@@ -26,6 +26,7 @@ from seqjax.data.batching import (
     _check_index,
     _check_pairs,
     _check_positive,
+    _check_seed,
     _check_stream,
     _selected_rows,
 )
@@ -72,11 +73,6 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray,
 def _epoch_rows(seed: int, epoch: int, num_rows: int, batch_size: int, position: int) -> np.ndarray:
     order = np.random.default_rng([seed, epoch]).permutation(num_rows)
     return order[position * batch_size : (position + 1) * batch_size]
-
-
-def _check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
 
 
 class PackedLMBatches:

@@ -22,12 +22,11 @@ import numpy as np
 from seqjax.data.batching import (
     Batch,
     RowRanges,
+    _bucketed_pairs,
     _check_index,
-    _check_pairs,
     _check_positive,
     _pad_pairs,
     _selected_rows,
-    pair_positions,
 )
 
 
@@ -50,15 +49,10 @@ class TokenBudgetBatches:
         seed: int,
         row_multiple: int = 1,
     ):
-        self.buckets = _check_pairs(src, tgt, 1, buckets)
+        self.buckets, self.members, self.dropped = _bucketed_pairs(src, tgt, 1, buckets, seed)
         _check_positive(max_tokens, "data.max_tokens")
         _check_positive(row_multiple, "row_multiple")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
         self.src, self.tgt, self.seed, self.batch_size = src, tgt, seed, int(row_multiple)
-        bucket_of = np.searchsorted(np.array(self.buckets), pair_positions(src, tgt))
-        self.members = [np.flatnonzero(bucket_of == k) for k in range(len(self.buckets))]
-        self.dropped = int(np.sum(bucket_of == len(self.buckets)))
         used = [k for k, members in enumerate(self.members) if len(members)]
         if not used:
             raise ValueError(f"no pair fits the largest bucket {self.buckets[-1]} ({self.dropped} longer dropped)")

@@ -148,11 +148,7 @@ def sentence_bleu_ids(
       >>> print(np.asarray(sentence_bleu_ids(hyp, hyp_len, ref, ref_len)).round(2))
       [100.    71.65]
     """
-    smooth_value = _check_options(max_order, smooth, smooth_value)
-    check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _sentence_bleu_program(
-        hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value
-    )
+    return _bleu_ids(hyp, hyp_len, ref, ref_len, max_order, smooth, smooth_value, corpus=False)
 
 
 def corpus_bleu_ids(
@@ -176,30 +172,33 @@ def corpus_bleu_ids(
       >>> print(np.asarray(corpus_bleu_ids(ids, jnp.array([5, 3]), ids, jnp.array([5, 4]))).round(2))
       88.25
     """
+    return _bleu_ids(hyp, hyp_len, ref, ref_len, max_order, smooth, smooth_value, corpus=True)
+
+
+def _bleu_ids(
+    hyp: ArrayLike,
+    hyp_len: ArrayLike,
+    ref: ArrayLike,
+    ref_len: ArrayLike,
+    max_order: int,
+    smooth: str,
+    smooth_value: float | None,
+    *,
+    corpus: bool,
+) -> jax.Array:
+    """Sentence (`corpus` False) or corpus BLEU of the ids, the options and ids checked on the host first."""
     smooth_value = _check_options(max_order, smooth, smooth_value)
     check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _corpus_bleu_program(
-        hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value
+    return _bleu_program(
+        hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value, corpus=corpus
     )
 
 
-@functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value"))
-def _sentence_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value):
+@functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value", "corpus"))
+def _bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value, corpus):
     matches, totals, _ = ngram_statistics(hyp, hyp_len, ref, ref_len, max_order)
+    if corpus:  # one score of the statistics summed over the rows, every order kept
+        matches, totals, hyp_len, ref_len = (jnp.sum(x, axis=0) for x in (matches, totals, hyp_len, ref_len))
     return bleu_from_statistics(
-        matches, totals, hyp_len, ref_len, smooth=smooth, smooth_value=smooth_value, effective_order=True
-    )
-
-
-@functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value"))
-def _corpus_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value):
-    matches, totals, _ = ngram_statistics(hyp, hyp_len, ref, ref_len, max_order)
-    return bleu_from_statistics(
-        jnp.sum(matches, axis=0),
-        jnp.sum(totals, axis=0),
-        jnp.sum(hyp_len),
-        jnp.sum(ref_len),
-        smooth=smooth,
-        smooth_value=smooth_value,
-        effective_order=False,
+        matches, totals, hyp_len, ref_len, smooth=smooth, smooth_value=smooth_value, effective_order=not corpus
     )

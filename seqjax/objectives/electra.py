@@ -87,26 +87,43 @@ class Electra(ElectraOptions, Objective):
         `MaskedLM.eval_sums`, and the discriminator's `detection_sums` (prefixed DETECTION) on
         rows the generator corrupted at EVAL_RATE, sampling at temperature 1."""
         sums = masked_nll(model, head, params, batch, key, ids=ids, method="generator")
-        original, valid = batch["targets"], batch["mask"] > 0
-        _, _, corrupted = replace_tokens(
-            model,
-            head,
-            params,
-            original,
-            valid,
-            jax.random.fold_in(key, 1),
-            ids=ids,
-            rate=EVAL_RATE,
-            temperature=1.0,
-            train=False,
+        _, _, logits, labels, weights = self._detect(
+            model, head, params, batch, jax.random.fold_in(key, 1), key, ids=ids, train=False
         )
-        logits = discriminator_logits(model, params, corrupted, valid, key, train=False)
-        detection = detection_sums(logits, replaced_labels(corrupted, original, valid), valid.astype(jnp.float32))
+        detection = detection_sums(logits, labels, weights)
         return (
             sums["nll"],
             sums["masked"],
             {"positions": sums["positions"]} | {DETECTION + name: value for name, value in detection.items()},
         )
+
+    def _detect(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        corrupt_key: jax.Array,
+        discriminator_key: jax.Array,
+        *,
+        ids: SpecialIds,
+        train: bool,
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+        """The generator's corruption of the batch's targets (`replace_tokens`: in training at
+        the options' rate and temperature, else at EVAL_RATE and temperature 1) and the
+        discriminator's judgement of it.
+
+        Returns the generator's hidden [B, T, D] float32, selected [B, T] bool, the
+        discriminator's logits [B, T] float32, its labels (`replaced_labels`) and weights (the
+        valid positions), both [B, T] float32.
+        """
+        original, valid = batch["targets"], batch["mask"] > 0
+        rate, temperature = (self.rate, self.temperature) if train else (EVAL_RATE, 1.0)
+        hidden, selected, corrupted = replace_tokens(
+            model, head, params, original, valid, corrupt_key, ids=ids, rate=rate, temperature=temperature, train=train
+        )
+        logits = discriminator_logits(model, params, corrupted, valid, discriminator_key, train=train)
+        return hidden, selected, logits, replaced_labels(corrupted, original, valid), valid.astype(jnp.float32)
 
     @staticmethod
     def eval_report(nll: float, tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
@@ -135,25 +152,12 @@ class Electra(ElectraOptions, Objective):
         """
         del step
         corrupt_key, discriminator_key, head_key = jax.random.split(key, 3)
-        original, valid = batch["targets"], batch["mask"] > 0
-        hidden, selected, corrupted = replace_tokens(
-            model,
-            head,
-            params,
-            original,
-            valid,
-            corrupt_key,
-            ids=ids,
-            rate=self.rate,
-            temperature=self.temperature,
-            train=True,
+        hidden, selected, logits, labels, weights = self._detect(
+            model, head, params, batch, corrupt_key, discriminator_key, ids=ids, train=True
         )
         generator_loss, metrics = head_loss(
             model, head, params, hidden, dict(batch, mask=selected.astype(jnp.float32)), head_key
         )
-        labels = replaced_labels(corrupted, original, valid)
-        logits = discriminator_logits(model, params, corrupted, valid, discriminator_key, train=True)
-        weights = valid.astype(jnp.float32)
         count = jnp.maximum(weights.sum(), 1.0)
         discriminator_loss = (optax.sigmoid_binary_cross_entropy(logits, labels) * weights).sum() / count
         accuracy = (((logits > 0) == (labels > 0)) * weights).sum() / count

@@ -41,13 +41,7 @@ def choose_per_row(greedy: jax.Array) -> Select:
 
 
 def rollout(
-    model: Model,
-    head: Head,
-    params: Params,
-    batch: Batch,
-    gold: jax.Array,
-    key: jax.Array,
-    select: Select,
+    model: Model, head: Head, params: Params, batch: Batch, gold: jax.Array, key: jax.Array, select: Select
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Feeds gold or model tokens, one step at a time.
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from seqjax.config import ModelConfig
 from seqjax.pretrained.mapping import Tensor, reshaped, vocabulary_table
+from seqjax.pretrained.twins import Settings, unmet_settings
 
 NAME = "gpt2"
 MODEL_TYPES = ("gpt2",)
@@ -35,6 +36,12 @@ ACTIVATIONS = {
     "relu": "relu",
 }
 EXPORTED_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}
+# What GPT-2's twin has besides every family's `TRANSFORMER_LM` settings.
+SETTINGS: Settings = {
+    "positions": ("learned", "learned positions"),
+    "norm_type": ("layernorm", "LayerNorm"),
+    "bias": (True, "biases"),
+}
 # Causal-mask buffers some GPT-2 checkpoints carry beside the weights: not parameters.
 BUFFERS = (".attn.bias", ".attn.masked_bias")
 
@@ -75,19 +82,7 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
 
 def differences(cfg: ModelConfig) -> list[str]:
     """What keeps `cfg` from being a GPT-2 (`key=value, GPT-2 has X`), empty for a twin."""
-    wanted = {
-        "positions": ("learned", "learned positions"),
-        "norm": ("pre", "pre-norm blocks"),
-        "norm_type": ("layernorm", "LayerNorm"),
-        "bias": (True, "biases"),
-        "scale_embeddings": (False, "unscaled embeddings"),
-        "window": (0, "full causal attention"),
-    }
-    out = [
-        f"model.{key}={getattr(cfg, key)!r}, GPT-2 has {what}"
-        for key, (value, what) in wanted.items()
-        if getattr(cfg, key) != value
-    ]
+    out = unmet_settings(cfg, SETTINGS, "GPT-2")
     if cfg.mlp not in EXPORTED_ACTIVATIONS:
         out.append(f"model.mlp={cfg.mlp!r}, GPT-2 has one of {list(EXPORTED_ACTIVATIONS)}")
     if cfg.kv_heads not in (0, cfg.num_heads):

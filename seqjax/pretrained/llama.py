@@ -31,10 +31,17 @@ import numpy as np
 
 from seqjax.config import ModelConfig
 from seqjax.pretrained.mapping import Path, Tensor, linear, reshaped, vocabulary_table
+from seqjax.pretrained.twins import Settings, unmet_settings
 
 NAME = "llama"
 MODEL_TYPES = ("llama",)
 BUFFERS = (".rotary_emb.inv_freq",)  # rotary frequencies some checkpoints store: computed, not read
+# What Llama's twin has besides every family's `TRANSFORMER_LM` settings.
+SETTINGS: Settings = {
+    "positions": ("rope", "rotary positions"),
+    "norm_type": ("rmsnorm", "RMSNorm"),
+    "mlp": ("swiglu", "SwiGLU"),
+}
 
 
 def _rope(hf: dict[str, Any]) -> tuple[float, str]:
@@ -90,19 +97,7 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
 
 def differences(cfg: ModelConfig) -> list[str]:
     """What keeps `cfg` from being a Llama (`key=value, Llama has X`), empty for a twin."""
-    wanted = {
-        "positions": ("rope", "rotary positions"),
-        "norm": ("pre", "pre-norm blocks"),
-        "norm_type": ("rmsnorm", "RMSNorm"),
-        "mlp": ("swiglu", "SwiGLU"),
-        "scale_embeddings": (False, "unscaled embeddings"),
-        "window": (0, "full causal attention"),
-    }
-    return [
-        f"model.{key}={getattr(cfg, key)!r}, Llama has {what}"
-        for key, (value, what) in wanted.items()
-        if getattr(cfg, key) != value
-    ]
+    return unmet_settings(cfg, SETTINGS, "Llama")
 
 
 def hf_config(cfg: ModelConfig, rows: int, tied: bool) -> dict[str, Any]:

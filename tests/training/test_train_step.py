@@ -104,3 +104,21 @@ def test_accumulating_padded_microbatches_equals_the_update_of_the_whole_batch(s
     whole = run_steps(exp, mesh, batches)
     accumulated = run_steps(build_experiment(tiny_config(*SEQ2SEQ, f"optim.accum_steps={ACCUM}")), mesh, batches)
     assert_trains_alike(accumulated, whole, learning_rate=LR, steps=STEPS)
+
+
+@pytest.mark.parametrize(
+    "step_kind, strategy, message",
+    [("pmap", "data", "step_kind must be one of jit, shard_map, got 'pmap'"), ("shard_map", "fsdp", "strategy='data'")],
+)
+def test_make_train_step_refuses_an_unknown_step_kind_and_a_shard_map_step_not_data_parallel(
+    step_kind, strategy, message
+):
+    exp = build_experiment(tiny_config())
+    cfg, mesh = exp.cfg, make_mesh("data:1", jax.devices()[:1])
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    state = init_state(exp.model, exp.head, optimizer, cfg.train.seed, exp.train_batches().batch(0), mesh)
+    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
+    with pytest.raises(ValueError, match=message):
+        make_train_step(
+            exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state, strategy=strategy, step_kind=step_kind
+        )

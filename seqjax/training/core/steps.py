@@ -1,5 +1,6 @@
-"""The step functions: the jitted train step, the same update with explicit collectives
-(`shard_map`), the eval step, and `build_train_step`, which picks one for the run's layout.
+"""The step functions: the train step (`make_train_step`: jitted, or the same update with
+explicit collectives, `shard_map`), the eval step, and `build_train_step`, which builds the
+run's train step for its layout.
 
 The batch is split over `data`; parameters and optimizer state are placed by the run's
 sharding strategy (`seqjax.training.core.layout`), and the update keeps that placement. The jit
@@ -29,7 +30,14 @@ from seqjax.contracts import SPECIAL_IDS, Batch, Head, Model, Objective, Params
 from seqjax.model_head import hidden_states, token_nll
 from seqjax.objectives import eval_sums_of
 from seqjax.placement import under_mesh
-from seqjax.training.core.layout import BATCH_AXES, batch_sharding, batch_shards, check_shard_map_mesh, replicated
+from seqjax.training.core.layout import (
+    BATCH_AXES,
+    STEP_KINDS,
+    batch_sharding,
+    batch_shards,
+    check_shard_map_mesh,
+    replicated,
+)
 from seqjax.training.core.state import TrainState, state_shardings
 
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
@@ -119,22 +127,42 @@ def _placed(step: TrainStep, state_shape: TrainState, mesh: Mesh, strategy: str)
     )
 
 
-def _update_step(
+def make_train_step(
     model: Model,
     head: Head,
     objective: Objective,
     optimizer: optax.GradientTransformation,
     schedule: optax.Schedule,
     mesh: Mesh,
+    state_shape: TrainState,
     *,
-    accum_steps: int,
-    per_device: bool,
+    accum_steps: int = 1,
+    strategy: str = "data",
+    step_kind: str = "jit",
 ) -> TrainStep:
-    """The update both steps run. `per_device`: the body of the shard_map step, on one
-    device's rows, whose dropout key folds in the device's index and whose token count and
-    gradients are summed over `data`; else the jit step's, over the whole batch."""
+    """One optimizer update: gradients of the objective over `accum_steps` microbatches.
+
+    Microbatch gradients are weighted by their share of the batch's target tokens, so the
+    update equals the one from the whole batch at once. The state keeps the placement of
+    `strategy` (see `seqjax.training.core.layout`); the batch is split over `data`.
+
+    step_kind: "jit", the collectives left to the compiler, or "shard_map", the data-parallel
+    step (strategy "data", a mesh of model:1) with a replicated state and an explicit gradient
+    all-reduce, whose `accum_steps` microbatches are taken from each device's own rows.
+    """
+    if step_kind not in STEP_KINDS:
+        raise ValueError(f"step_kind must be one of {', '.join(STEP_KINDS)}, got {step_kind!r}")
+    per_device = step_kind == "shard_map"
+    if per_device:
+        check_shard_map_mesh(mesh)
+        if strategy != "data":
+            raise ValueError(
+                f"step_kind=shard_map is the data-parallel step: it needs strategy='data', got {strategy!r}"
+            )
 
     def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
+        # Per device (the shard_map step's body, on one device's rows) the dropout key folds in
+        # the device's index and the token count and gradients are summed over `data`.
         key = jax.random.fold_in(state.key, state.step)
         tokens = batch["mask"].sum()
         microbatch_sharding = None
@@ -159,57 +187,13 @@ def _update_step(
         loss, metrics, grads = lax.psum(part, BATCH_AXES) if per_device else part
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
-    return train_step
-
-
-def make_train_step(
-    model: Model,
-    head: Head,
-    objective: Objective,
-    optimizer: optax.GradientTransformation,
-    schedule: optax.Schedule,
-    mesh: Mesh,
-    state_shape: TrainState,
-    *,
-    accum_steps: int = 1,
-    strategy: str = "data",
-) -> TrainStep:
-    """One optimizer update: gradients of the objective over `accum_steps` microbatches.
-
-    Microbatch gradients are weighted by their share of the batch's target tokens, so the
-    update equals the one from the whole batch at once. The state keeps the placement of
-    `strategy` (see `seqjax.training.core.layout`); the batch is split over `data`.
-    """
-    step = _update_step(model, head, objective, optimizer, schedule, mesh, accum_steps=accum_steps, per_device=False)
-    return _placed(step, state_shape, mesh, strategy)
-
-
-def make_shard_map_train_step(
-    model: Model,
-    head: Head,
-    objective: Objective,
-    optimizer: optax.GradientTransformation,
-    schedule: optax.Schedule,
-    mesh: Mesh,
-    state_shape: TrainState,
-    *,
-    accum_steps: int = 1,
-) -> TrainStep:
-    """One optimizer update with a replicated state and an explicit gradient all-reduce.
-
-    Same contract as `make_train_step` with `strategy="data"`; `accum_steps` microbatches
-    are taken from each device's own rows.
-    """
-    check_shard_map_mesh(mesh)
-    device_step = _update_step(
-        model, head, objective, optimizer, schedule, mesh, accum_steps=accum_steps, per_device=True
-    )
-
-    # Without replication typing (check_vma=False) the gradient taken inside `device_step` is
-    # the device's own, so its psum is the one all-reduce; it also lets model and head code
+    if not per_device:
+        return _placed(train_step, state_shape, mesh, strategy)
+    # Without replication typing (check_vma=False) the gradient taken inside `train_step` is the
+    # device's own, so its psum is the one all-reduce; it also lets model and head code
     # written for global arrays (scans with freshly built carries) run unchanged per device.
-    step = jax.shard_map(device_step, mesh=mesh, in_specs=(P(), P(BATCH_AXES)), out_specs=(P(), P()), check_vma=False)
-    return _placed(step, state_shape, mesh, "data")
+    step = jax.shard_map(train_step, mesh=mesh, in_specs=(P(), P(BATCH_AXES)), out_specs=(P(), P()), check_vma=False)
+    return _placed(step, state_shape, mesh, strategy)
 
 
 class StepParts(Protocol):
@@ -232,10 +216,8 @@ def build_train_step(
     step (train.step_kind), for `exp`'s model, head (already the one for the layout) and
     objective."""
     t = exp.cfg.train
-    args = (exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
-    if t.step_kind == "shard_map":
-        return make_shard_map_train_step(*args, accum_steps=exp.cfg.optim.accum_steps)
-    return make_train_step(*args, accum_steps=exp.cfg.optim.accum_steps, strategy=t.sharding)
+    parts = (exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
+    return make_train_step(*parts, accum_steps=exp.cfg.optim.accum_steps, strategy=t.sharding, step_kind=t.step_kind)
 
 
 def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:

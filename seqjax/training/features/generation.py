@@ -166,6 +166,25 @@ def model_decoder(exp: Experiment, params: Params, options: DecodeOptions) -> De
     return decode_fn
 
 
+def decode_new_lines(
+    exp: Experiment,
+    params: Params,
+    key: jax.Array,
+    batch: Mapping[str, Any] | None = None,
+    *,
+    num: int,
+    max_len: int,
+    options: DecodeOptions,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`num` lines of a language model, each decoded from `</s>` as a line of the stream starts
+    (`batch` as `decode`'s, e.g. a VAE's latents), on the host: tokens [num, max_len] int32 and
+    lengths [num] int32."""
+    tokens = decode(
+        exp.model, exp.head, params, key, batch, prompt=(SPECIAL_IDS.eos,), num=num, max_len=max_len, options=options
+    )
+    return jax.device_get(tokens)
+
+
 def one_line(text: str) -> str:
     """`text` with any line break a tokenizer could emit (byte-level BPE has them) made a space."""
     return " ".join(text.splitlines())

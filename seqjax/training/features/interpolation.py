@@ -14,7 +14,7 @@ from seqjax.data.line_rows import LineBatches
 from seqjax.models import is_latent
 from seqjax.models.vae import interpolate_latents
 from seqjax.objectives.vae import posterior
-from seqjax.training.features.generation import DecodeOptions, decode_prompts, one_line
+from seqjax.training.features.generation import DecodeOptions, decode_new_lines, one_line
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
@@ -52,19 +52,9 @@ def interpolate_texts(
     if not first.strip() or not second.strip():
         raise ValueError(f"the two sentences to interpolate must not be blank, got {first!r} and {second!r}")
     means = posterior_means(exp, params, [first, second])
-    latents = interpolate_latents(means[0], means[1], num)
-    prompts = jnp.full((num, 1), SPECIAL_IDS.eos, jnp.int32)
-    tokens, lengths = jax.device_get(
-        decode_prompts(
-            exp.model,
-            exp.head,
-            params,
-            jax.random.PRNGKey(seed),
-            prompts,
-            {"latent": latents},
-            max_len=max_len,
-            options=options,
-        )
+    latents = {"latent": interpolate_latents(means[0], means[1], num)}
+    tokens, lengths = decode_new_lines(
+        exp, params, jax.random.PRNGKey(seed), latents, num=num, max_len=max_len, options=options
     )
     fractions = np.linspace(0.0, 1.0, num)
     return [

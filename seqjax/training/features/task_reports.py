@@ -21,7 +21,7 @@ from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data import is_grammatical
 from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.models import generates
-from seqjax.training.features.generation import DecodeOptions, decode, sample_texts
+from seqjax.training.features.generation import DecodeOptions, decode_new_lines, sample_texts
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
@@ -51,17 +51,8 @@ def oracle_report(
     and "oracle_well_formed" the fraction of samples that are exactly the oracle's length.
     """
     oracle, eos = make_oracle(), SPECIAL_IDS.eos
-    tokens, _ = jax.device_get(
-        decode(
-            exp.model,
-            exp.head,
-            params,
-            jax.random.PRNGKey(seed),
-            prompt=(eos,),
-            num=num,
-            max_len=oracle.length + 1,
-            options=DecodeOptions(sample=True),
-        )
+    tokens, _ = decode_new_lines(
+        exp, params, jax.random.PRNGKey(seed), num=num, max_len=oracle.length + 1, options=DecodeOptions(sample=True)
     )
     ids = oracle_ids(exp.tokenizer.vocab)[tokens]
     scored = np.argmax(np.pad(ids < 0, ((0, 0), (0, 1)), constant_values=True), axis=1)
