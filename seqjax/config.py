@@ -19,7 +19,7 @@ import typing
 from typing import Any
 
 from seqjax import head_options, model_options
-from seqjax.kind_section import KindSection, member_types, members
+from seqjax.kind_section import KindGroup, KindSection, member_types, members
 from seqjax.kinds import HEADS, MODELS
 from seqjax.objective_config import ObjectiveConfig
 from seqjax.options import option
@@ -176,21 +176,10 @@ class ModelConfig(KindSection):
     KINDS = MODEL_KINDS
 
     # Each built-in kind's group, typed; a kind registered at run time is read as `group(kind)`.
-    @property
-    def rnn_vae(self) -> model_options.RNNVAEOptions:
-        return self.group("rnn_vae")
-
-    @property
-    def electra(self) -> model_options.ElectraModelOptions:
-        return self.group("electra")
-
-    @property
-    def nnlm(self) -> model_options.NNLMOptions:
-        return self.group("nnlm")
-
-    @property
-    def attention_seq2seq(self) -> model_options.AttentionSeq2SeqOptions:
-        return self.group("attention_seq2seq")
+    rnn_vae = KindGroup("rnn_vae", model_options.RNNVAEOptions)
+    electra = KindGroup("electra", model_options.ElectraModelOptions)
+    nnlm = KindGroup("nnlm", model_options.NNLMOptions)
+    attention_seq2seq = KindGroup("attention_seq2seq", model_options.AttentionSeq2SeqOptions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,29 +209,12 @@ class HeadConfig(KindSection):
     KINDS = HEAD_KINDS
 
     # Each built-in kind's group, typed; a kind registered at run time is read as `group(kind)`.
-    @property
-    def full(self) -> head_options.FullOptions:
-        return self.group("full")
-
-    @property
-    def sampled(self) -> head_options.SampledOptions:
-        return self.group("sampled")
-
-    @property
-    def nce(self) -> head_options.NCEOptions:
-        return self.group("nce")
-
-    @property
-    def tree(self) -> head_options.TreeOptions:
-        return self.group("tree")
-
-    @property
-    def class_(self) -> head_options.ClassOptions:  # head.class: a Python keyword
-        return self.group("class")
-
-    @property
-    def adaptive(self) -> head_options.AdaptiveOptions:
-        return self.group("adaptive")
+    full = KindGroup("full", head_options.FullOptions)
+    sampled = KindGroup("sampled", head_options.SampledOptions)
+    nce = KindGroup("nce", head_options.NCEOptions)
+    tree = KindGroup("tree", head_options.TreeOptions)
+    class_ = KindGroup("class", head_options.ClassOptions)  # head.class: a Python keyword
+    adaptive = KindGroup("adaptive", head_options.AdaptiveOptions)
 
 
 @dataclasses.dataclass(frozen=True)

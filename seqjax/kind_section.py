@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import typing
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from seqjax.kinds import Kinds
 
@@ -78,6 +78,26 @@ class KindSection:
             if not name.startswith("_") and kind in self.KINDS.options:
                 return self.group(kind)
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+T = TypeVar("T")
+
+
+class KindGroup(Generic[T]):
+    """A section's typed attribute reading one built-in kind's group (`ModelConfig.rnn_vae`), so
+    that type-checked code reads `cfg.model.rnn_vae.latent_size` as an int."""
+
+    def __init__(self, kind: str, options: type[T]) -> None:
+        self.kind, self.options = kind, options
+
+    @typing.overload
+    def __get__(self, section: None, owner: type) -> KindGroup[T]: ...
+
+    @typing.overload
+    def __get__(self, section: KindSection, owner: type) -> T: ...
+
+    def __get__(self, section: KindSection | None, owner: type) -> KindGroup[T] | T:
+        return self if section is None else typing.cast(T, section.group(self.kind))
 
 
 def member_types(cls: type) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from seqjax import config as config_lib
 from seqjax.config import Config, HeadConfig, ModelConfig
 from seqjax.config_text import to_toml
 from seqjax.head_options import AdaptiveOptions, FullOptions, TreeOptions
+from seqjax.kind_section import KindGroup
 from seqjax.model_options import RNNVAEOptions
 
 
@@ -67,9 +68,10 @@ def test_a_group_that_is_not_the_options_of_one_of_the_sections_kinds_is_refused
 
 
 @pytest.mark.parametrize("section", [ModelConfig, HeadConfig])
-def test_every_built_in_kind_with_options_has_a_typed_property_reading_its_group(section):
-    """Type-checked code reads `cfg.model.rnn_vae` through a property, not the run-time lookup."""
+def test_every_built_in_kind_with_options_has_a_typed_attribute_reading_its_group(section):
+    """Type-checked code reads `cfg.model.rnn_vae` through a `KindGroup`, not the run-time lookup."""
     for kind, options in section.KINDS.options.items():
         name = kind + "_" if keyword.iskeyword(kind) else kind
-        assert isinstance(inspect.getattr_static(section, name, None), property), kind
+        attribute = inspect.getattr_static(section, name, None)
+        assert isinstance(attribute, KindGroup) and (attribute.kind, attribute.options) == (kind, options), kind
         assert getattr(section(), name) == options()
