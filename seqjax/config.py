@@ -170,12 +170,9 @@ class ModelConfig(KindSection):
         kinds=ATTENTION,
     )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
-    # the options only one kind reads: a group per such kind (`model.rnn_vae.latent_size`), `seqjax.kinds`
+    # the options only one kind reads, a group per kind (`model.rnn_vae.latent_size`): `KindSection`
     groups: tuple[Any, ...] = dataclasses.field(default=())
-
     KINDS = MODEL_KINDS
-
-    # Each built-in kind's group, typed; a kind registered at run time is read as `group(kind)`.
     rnn_vae = KindGroup("rnn_vae", model_options.RNNVAEOptions)
     electra = KindGroup("electra", model_options.ElectraModelOptions)
     nnlm = KindGroup("nnlm", model_options.NNLMOptions)
@@ -203,12 +200,8 @@ class HeadConfig(KindSection):
         True, "deduplicate the K draws (negative always draws with replacement)", kinds=("sampled", "nce")
     )
     per_row_samples: bool = option(False, "draw K samples per row instead of one set per batch", kinds=SAMPLING_HEADS)
-    # the options only one kind reads: a group per such kind (`head.adaptive.cutoffs`), `seqjax.kinds`
-    groups: tuple[Any, ...] = dataclasses.field(default=())
-
+    groups: tuple[Any, ...] = dataclasses.field(default=())  # `head.adaptive.cutoffs`, as the model's
     KINDS = HEAD_KINDS
-
-    # Each built-in kind's group, typed; a kind registered at run time is read as `group(kind)`.
     full = KindGroup("full", head_options.FullOptions)
     sampled = KindGroup("sampled", head_options.SampledOptions)
     nce = KindGroup("nce", head_options.NCEOptions)
