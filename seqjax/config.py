@@ -1,12 +1,11 @@
-"""Typed experiment configuration: one frozen dataclass per concern, composed once.
+"""Typed experiment configuration: the sections (`seqjax.config_sections`: one frozen dataclass
+per concern, composed once as `Config`) and the code that reads, checks, overrides and saves them.
 
 An experiment file defines `get_config() -> Config`; the CLI applies `--set a.b=c`
-overrides on top with `override`, which checks every key and value type on the host.
-
-Each field carries its description and, where it only means something for some values of
-its section's `kind`, those kinds (`option(...)`); a section may also group the options of
-one kind in a nested dataclass named for it (`objective.scheduled_sampling.k`). A key set
-explicitly for a kind that is not the resolved one is refused: it would be ignored.
+overrides on top with `override`, which checks every key and value type on the host. A key set
+explicitly for a kind that is not the resolved one is refused: it would be ignored; an old key
+is refused with its new name (`RENAMED`, `MOVED`), and a saved config still reads the keys of
+`MOVED` (`from_dict`).
 """
 
 from __future__ import annotations
@@ -18,252 +17,69 @@ import types
 import typing
 from typing import Any
 
-from seqjax import head_options, model_options
-from seqjax.kind_section import KindGroup, KindSection, member_types, members
-from seqjax.kinds import HEADS, MODELS
+from seqjax.config_sections import (
+    ATTENTION,
+    BIASED_HEADS,
+    CELLS,
+    CONTEXT,
+    DATA_KINDS,
+    ENCODERS,
+    HEAD_KINDS,
+    MODEL_KINDS,
+    NEURAL,
+    PROPOSALS,
+    RECURRENT,
+    RNN_ENCODERS,
+    SAMPLING_HEADS,
+    SYNTHETIC_TASKS,
+    TIED_HEADS,
+    TOKENIZERS,
+    TRANSFORMERS,
+    Config,
+    DataConfig,
+    HeadConfig,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+)
+from seqjax.kind_section import KindSection, member_types, members
 from seqjax.objective_config import ObjectiveConfig
-from seqjax.options import option
 
-# The names each named choice may take; the registries that map them to code
-# (`seqjax.data.tokenizers.TOKENIZER_KINDS`, ...) are keyed by these.
-DATA_KINDS = ("synthetic", "text", "parallel")
-SYNTHETIC_TASKS = ("grammar", "oracle", "copy", "reverse", "sort", "addition")
-TOKENIZERS = ("char", "word", "bpe", "pretrained")
-CELLS = ("lstm", "gru", "elman")
-PROPOSALS = ("uniform", "unigram", "log_uniform")
-# The model and head kinds, and the families of them that read a group of options, are declared in
-# `seqjax.kinds`; these are live views of those tables.
-MODEL_KINDS = MODELS
-HEAD_KINDS = HEADS
-NEURAL = MODEL_KINDS.reading("neural")
-RECURRENT = MODEL_KINDS.reading("recurrent")
-RNN_ENCODERS = MODEL_KINDS.reading("rnn_encoder")
-ATTENTION = MODEL_KINDS.reading("attention")  # models built of the Transformer blocks
-TRANSFORMERS = MODEL_KINDS.reading("causal_attention")
-ENCODERS = MODEL_KINDS.reading("encoder_only")  # encoder-only, masked-LM pre-training
-CONTEXT = MODEL_KINDS.reading("context")
-TIED_HEADS = HEAD_KINDS.reading("tied")
-BIASED_HEADS = HEAD_KINDS.reading("word_bias")
-SAMPLING_HEADS = HEAD_KINDS.reading("sampling")
-
-
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-    kind: str = option("synthetic", " | ".join(DATA_KINDS), choices=DATA_KINDS)
-    task: str = option(
-        "grammar",
-        "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)",
-        kinds=("synthetic",),
-        choices=SYNTHETIC_TASKS,
-    )
-    root: str = option(
-        "",
-        "directory that relative train/valid/test paths are under ('': $SEQJAX_DATA, else the working directory)",
-        kinds=("text", "parallel"),
-    )
-    train: str = option(
-        "", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)", kinds=("text", "parallel")
-    )
-    valid: str = option("", "as train, for the validation split", kinds=("text", "parallel"))
-    test: str = option("", "as train, for the test split", kinds=("text", "parallel"))
-    store: str = option(
-        "",
-        "directory of the corpus's token store (seqjax prepare); '': a cache directory under $SEQJAX_CACHE, else "
-        "~/.cache/seqjax, named by the tokenization config",
-        kinds=("text", "parallel"),
-    )
-    src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
-    tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
-    tokenizer: str = option(
-        "char",
-        "char | word | bpe (built from the train split) | pretrained (a run's own, as it is: data.tokenizer_from)",
-        kinds=("text", "parallel"),
-        choices=TOKENIZERS,
-    )
-    tokenizer_from: str = option(
-        "",
-        "tokenizer=pretrained: the run directory (e.g. written by seqjax import-hf) whose tokenizer encodes the "
-        "corpus; such a corpus may leave data.train empty",
-        kinds=("text",),
-    )
-    vocab_size: int = option(0, "upper bound on the vocabulary (0: no bound; bpe requires one)")
-    min_count: int = option(1, "word tokenizer: rarer words become <unk>")
-    seq_len: int = option(
-        64, "LM: tokens per training row (concatenate-and-chunk; a VAE LM's row is one whole line padded to it)"
-    )
-    max_pair_len: int = option(
-        63, "seq2seq: longest source or target kept in training, in tokens (+1 for BOS/EOS fits buckets[-1])"
-    )
-    buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, bounded recompilation")
-    max_tokens: int = option(
-        0,
-        "seq2seq: training batches of a token budget (fairseq's --max-tokens): a batch of bucket L holds "
-        "max_tokens // L pairs (rounded down to a multiple of the data devices times optim.accum_steps), so "
-        "its shapes are one [rows, L] per bucket; evaluation batches stay train.batch_size pairs; "
-        "0: train.batch_size pairs",
-    )
-    packing: bool = option(
-        False,
-        "training rows of whole lines (LM) or pairs (seq2seq, rows of buckets[-1]) packed with segment ids and "
-        "per-segment positions (Transformers; objectives feeding gold tokens); an LM is then also evaluated "
-        "line by line",
-    )
-    num_train: int = option(20000, "examples (seq2seq) or sentences (LM) in the train split", kinds=("synthetic",))
-    num_eval: int = option(500, "examples or sentences in each of valid and test", kinds=("synthetic",))
-    seed: int = option(0, "seed of the generated data", kinds=("synthetic",))
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig(KindSection):
-    kind: str = option("transformer", "", choices=MODEL_KINDS)
-    d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
-    layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
-    dropout: float = option(0.1, "dropout rate in training", kinds=NEURAL)
-    cell: str = option("lstm", " | ".join(CELLS), kinds=RECURRENT, choices=CELLS)
-    residual: bool = option(False, "residual connections around the layers after the first", kinds=RECURRENT)
-    bidirectional: bool = option(True, "encoder layers run forward and backward (D/2 each)", kinds=RNN_ENCODERS)
-    num_heads: int = option(4, "attention heads", kinds=ATTENTION)
-    d_ff: int = option(512, "feed-forward hidden width", kinds=ATTENTION)
-    positions: str = option(
-        "sinusoidal",
-        "sinusoidal | learned (added to the embeddings) | rope (rotary, turns queries and keys)",
-        kinds=ATTENTION,
-    )
-    rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=ATTENTION)
-    max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=ATTENTION)
-    norm: str = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
-    norm_type: str = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)
-    norm_eps: float = option(1e-6, "epsilon added to the variance (mean square) inside each norm", kinds=ATTENTION)
-    scale_embeddings: bool = option(
-        True,
-        "token embeddings multiplied by √D on input (false: added as they are, as in GPT-2 and Llama)",
-        kinds=ATTENTION,
-    )
-    mlp: str = option(
-        "gelu",
-        "feed-forward: gelu (tanh approximation) | gelu_exact (erf) | relu | swiglu (silu(x W_gate) · x W_up, each "
-        "d_ff wide)",
-        kinds=ATTENTION,
-    )
-    kv_heads: int = option(
-        0,
-        "key/value heads (grouped-query attention) dividing num_heads: 0 = num_heads, 1 = multi-query",
-        kinds=ATTENTION,
-    )
-    bias: bool = option(True, "biases in the attention projections and feed-forward layers", kinds=ATTENTION)
-    window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
-    dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
-    attention_kernel: str = option(
-        "auto",
-        "auto | xla | cudnn: teacher-forced self-attention's kernel, cudnn = jax.nn.dot_product_attention's fused "
-        "cuDNN kernel (auto: on a GPU in 16 bits), xla = grouped matmuls with a hand-written backward, by blocks of "
-        "64 queries that skip the keys the causal mask and window hide; masks cudnn cannot express (padding, "
-        "segments, dilation) run on xla",
-        kinds=ATTENTION,
-    )
-    scan_layers: bool = option(
-        False, "the layer stack as one nn.scan over stacked parameters (compile time flat in depth)", kinds=ATTENTION
-    )
-    remat: str = option(
-        "none",
-        "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
-        kinds=ATTENTION,
-    )
-    context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
-    # the options only one kind reads, a group per kind (`model.rnn_vae.latent_size`): `KindSection`
-    groups: tuple[Any, ...] = dataclasses.field(default=())
-    KINDS = MODEL_KINDS
-    rnn_vae = KindGroup("rnn_vae", model_options.RNNVAEOptions)
-    electra = KindGroup("electra", model_options.ElectraModelOptions)
-    nnlm = KindGroup("nnlm", model_options.NNLMOptions)
-    attention_seq2seq = KindGroup("attention_seq2seq", model_options.AttentionSeq2SeqOptions)
-
-
-@dataclasses.dataclass(frozen=True)
-class HeadConfig(KindSection):
-    kind: str = option("full", "", choices=HEAD_KINDS)
-    tied: bool = option(
-        False,
-        "share the output word vectors with the (target) input embedding",
-        kinds=TIED_HEADS,
-    )
-    learn_bias: bool = option(
-        True,
-        "train the word biases (false: they stay where they start, e.g. an imported model's: 0, and far below "
-        "every score for the ids it has no token for)",
-        kinds=BIASED_HEADS,
-    )
-    num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
-    proposal: str = option("log_uniform", " | ".join(PROPOSALS), kinds=SAMPLING_HEADS, choices=PROPOSALS)
-    power: float = option(1.0, "unigram proposal q ∝ count^power (0.75: word2vec)", kinds=SAMPLING_HEADS)
-    unique: bool = option(
-        True, "deduplicate the K draws (negative always draws with replacement)", kinds=("sampled", "nce")
-    )
-    per_row_samples: bool = option(False, "draw K samples per row instead of one set per batch", kinds=SAMPLING_HEADS)
-    groups: tuple[Any, ...] = dataclasses.field(default=())  # `head.adaptive.cutoffs`, as the model's
-    KINDS = HEAD_KINDS
-    full = KindGroup("full", head_options.FullOptions)
-    sampled = KindGroup("sampled", head_options.SampledOptions)
-    nce = KindGroup("nce", head_options.NCEOptions)
-    tree = KindGroup("tree", head_options.TreeOptions)
-    class_ = KindGroup("class", head_options.ClassOptions)  # head.class: a Python keyword
-    adaptive = KindGroup("adaptive", head_options.AdaptiveOptions)
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimConfig:
-    learning_rate: float = option(3e-3, "peak learning rate (AdamW)")
-    schedule: str = option("cosine", "cosine | linear | constant (each after linear warmup)")
-    warmup_steps: int = option(100, "steps of linear warmup from 0")
-    end_lr_fraction: float = option(0.05, "decay ends at this fraction of the peak")
-    weight_decay: float = option(0.01, "AdamW decoupled weight decay")
-    b1: float = option(0.9, "AdamW beta1")
-    b2: float = option(0.98, "AdamW beta2")
-    clip_norm: float = option(1.0, "global-norm gradient clipping; 0 disables")
-    accum_steps: int = option(1, "gradient accumulation: microbatches per optimizer update")
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    steps: int = option(1000, "optimizer updates of the run")
-    batch_size: int = option(32, "global batch, rows")
-    seed: int = option(0, "seed of initialization, dropout, sampling and batch order")
-    precision: str = option("float32", "float32 | bfloat16 (matmuls; parameters and softmax stay float32)")
-    mesh: str = option("data:-1", "axis sizes, -1 takes the remaining devices; axes: slice (TPU slices), data, model")
-    sharding: str = option("data", "data | fsdp | tensor | fsdp_tensor (docs/scaling.md)")
-    step_kind: str = option("jit", "jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)")
-    vocab_parallel: bool = option(False, "full-softmax loss with the vocabulary split over the model axis")
-    distributed: bool = option(False, "join a multi-process run (jax.distributed.initialize)")
-    coordinator: str = option("", "HOST:PORT of process 0; '': $JAX_COORDINATOR_ADDRESS or cluster detection")
-    num_processes: int = option(0, "0: $JAX_NUM_PROCESSES or cluster detection")
-    process_id: int = option(-1, "-1: $JAX_PROCESS_ID or cluster detection")
-    heartbeat_timeout: int = option(100, "seconds without heartbeats before a process counts as dead")
-    log_every: int = option(20, "steps between logged training metrics")
-    peak_tflops: float = option(
-        0.0,
-        "per-device peak TFLOP/s that MFU is against (0: a known device's bf16 peak, else a float32 matmul measured)",
-    )
-    eval_every: int = option(500, "steps between validation evaluations; 0: only at the end")
-    eval_batches: int = option(0, "batches per evaluation; 0: the whole split (exact perplexity)")
-    checkpoint_every: int = option(500, "steps between checkpoints; 0: only at the end")
-    keep_checkpoints: int = option(3, "checkpoints kept (the newest)")
-    init_from: str = option("", "a run directory whose latest parameters start a fresh run (e.g. RL after MLE)")
-    init_encoder_from: str = option(
-        "",
-        "an encoder-only run (masked_lm or electra) whose encoder starts this transformer_seq2seq's encoder",
-    )
-    num_printed_samples: int = option(4, "generated samples printed at the end of a run")
-    printed_sample_len: int = option(64, "tokens generated per printed sample")
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    data: DataConfig = DataConfig()
-    model: ModelConfig = ModelConfig()
-    head: HeadConfig = HeadConfig()
-    objective: ObjectiveConfig = ObjectiveConfig()
-    optim: OptimConfig = OptimConfig()
-    train: TrainConfig = TrainConfig()
+__all__ = [
+    "ATTENTION",
+    "BIASED_HEADS",
+    "CELLS",
+    "CONTEXT",
+    "Config",
+    "DATA_KINDS",
+    "DataConfig",
+    "ENCODERS",
+    "HEAD_KINDS",
+    "HeadConfig",
+    "MODEL_KINDS",
+    "ModelConfig",
+    "ObjectiveConfig",
+    "NEURAL",
+    "OptimConfig",
+    "PROPOSALS",
+    "RECURRENT",
+    "RNN_ENCODERS",
+    "SAMPLING_HEADS",
+    "SYNTHETIC_TASKS",
+    "TIED_HEADS",
+    "TOKENIZERS",
+    "TRANSFORMERS",
+    "TrainConfig",
+    "MOVED",
+    "RENAMED",
+    "check_choices",
+    "dumps",
+    "from_dict",
+    "inapplicable",
+    "override",
+    "to_dict",
+    "valid_keys",
+]
 
 
 def _coerce(text_or_value: Any, kind: Any, key: str) -> Any:
