@@ -184,7 +184,16 @@ def corpus_bleu_ids(
 
 
 @functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value"))
-def _sentence_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value):
+def _sentence_bleu_program(
+    hyp: jax.Array,
+    hyp_len: jax.Array,
+    ref: jax.Array,
+    ref_len: jax.Array,
+    *,
+    max_order: int,
+    smooth: str,
+    smooth_value: float,
+) -> jax.Array:
     matches, totals, _ = ngram_statistics(hyp, hyp_len, ref, ref_len, max_order)
     return bleu_from_statistics(
         matches, totals, hyp_len, ref_len, smooth=smooth, smooth_value=smooth_value, effective_order=True
@@ -192,7 +201,16 @@ def _sentence_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smo
 
 
 @functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value"))
-def _corpus_bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value):
+def _corpus_bleu_program(
+    hyp: jax.Array,
+    hyp_len: jax.Array,
+    ref: jax.Array,
+    ref_len: jax.Array,
+    *,
+    max_order: int,
+    smooth: str,
+    smooth_value: float,
+) -> jax.Array:
     matches, totals, _ = ngram_statistics(hyp, hyp_len, ref, ref_len, max_order)
     return bleu_from_statistics(
         jnp.sum(matches, axis=0),
