@@ -166,7 +166,7 @@ class SharedByBeams:
         if axis is None or beam_size == 1:
             return self
 
-        def grow(leaf):
+        def grow(leaf: jax.Array) -> jax.Array:
             widths = [(0, 0)] * leaf.ndim
             widths[axis] = (0, (beam_size - 1) * leaf.shape[axis])
             return jax.numpy.pad(leaf, widths)
@@ -195,7 +195,7 @@ class GrowsWithSteps:
     def resized(self, capacity: int, new_capacity: int) -> GrowsWithSteps:
         """Every block of `capacity` positions cut or zero-padded at its end to `new_capacity`."""
 
-        def resize(leaf):
+        def resize(leaf: jax.Array) -> jax.Array:
             axis = self.axis % leaf.ndim
             blocks = leaf.reshape(*leaf.shape[:axis], -1, capacity, *leaf.shape[axis + 1 :])
             if new_capacity < capacity:

@@ -148,7 +148,7 @@ def decode_step(model: Model, params: Params, state: Any, token: jax.Array) -> t
 def prefill(model: Model, params: Params, state: Any, prefix: jax.Array) -> Any:
     """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state."""
 
-    def feed(state, tokens):
+    def feed(state: Any, tokens: jax.Array) -> tuple[Any, None]:
         _, state = decode_step(model, params, state, tokens)
         return state, None
 
@@ -160,7 +160,7 @@ def make_step_fn(model: Model, head: Head, params: Params) -> StepFn:
     """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state): the decoders' contract."""
     embedding = tied_embedding(model, head, params)
 
-    def step_fn(state, tokens):
+    def step_fn(state: Any, tokens: jax.Array) -> tuple[jax.Array, Any]:
         hidden, state = decode_step(model, params, state, tokens)
         log_probs = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
         return log_probs, state

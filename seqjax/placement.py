@@ -32,7 +32,7 @@ def under_mesh(fn: Callable[..., Any], mesh: Mesh) -> Callable[..., Any]:
     return traced
 
 
-def context_mesh():
+def context_mesh() -> AbstractMesh | None:
     """The abstract mesh a step is traced under, or None (no step, or inside a shard_map)."""
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty or any(kind == AxisType.Manual for kind in mesh.axis_types):

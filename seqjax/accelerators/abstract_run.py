@@ -133,7 +133,7 @@ def compile_decode(parts: Parts, mesh: Mesh, params: Any, batch: dict[str, jax.S
     model, head = parts.model, parts.head
     source = {k: batch[k] for k in ("src", "src_mask") if k in batch}
 
-    def decode(params, source):
+    def decode(params: Any, source: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
         state = init_decode_state(model, params, rows, length, source or None)
         ids = SPECIAL_IDS
         return decoding.greedy(

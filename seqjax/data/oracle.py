@@ -66,7 +66,7 @@ def make_oracle(
     _check_size("length", length)
     rng = _rng(0, seed)
 
-    def normal(*shape):
+    def normal(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape).astype(np.float32)
 
     return Oracle(

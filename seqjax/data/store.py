@@ -138,7 +138,7 @@ class _Rows(Sequence):
     def __len__(self) -> int:
         return len(self.offsets) - 1 if self.rows is None else len(self.rows)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         if not -len(self) <= index < len(self):

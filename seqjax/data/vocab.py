@@ -41,7 +41,7 @@ class Vocabulary:
     counts: np.ndarray
     _index: dict[str, int] = dataclasses.field(init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         tokens = tuple(self.tokens)
         if tokens[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS:
             raise ValueError(f"tokens must start with the special tokens {SPECIAL_TOKENS}, got {tokens[:4]}")

@@ -138,7 +138,7 @@ def hash_block(lines: list[str], split: Segmentation | None = None) -> HashedBlo
 class WordIndex:
     """Word pieces given provisional ids as blocks bring them: `pieces[i]` is id i's."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pieces: list[str] = []
         self._keys = np.zeros(0, np.uint64)  # first hashes of the pieces, sorted
         self._checks = np.zeros(0, np.uint64)  # their second hashes

@@ -108,6 +108,12 @@ def _extend(seqs: jax.Array, flat_index: jax.Array, vocab_size: int, t: jax.Arra
     return parents.at[:, :, t].set(flat_index % vocab_size)
 
 
+# t [] int32; the live beams' log-probabilities [B, K] float32 and tokens [B, K, max_len] int32;
+# the finished ones' scores [B, K] float32 and tokens [B, K, max_len] int32; the live beams'
+# last tokens [B·K] int32 and the step function's state.
+_Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, Any]
+
+
 def _shared(node: Any) -> bool:
     return isinstance(node, SharedByBeams)
 
@@ -122,21 +128,32 @@ def _per_beam(node: Any, change: Callable[[Any], Any], beam_size: int | None = N
 @functools.partial(
     jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "beam_size", "max_len", "min_len")
 )
-def _beam_program(step_fn, state, length_penalty, *, bos_id, eos_id, pad_id, beam_size, max_len, min_len):
+def _beam_program(
+    step_fn: StepFn,
+    state: Any,
+    length_penalty: jax.Array,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    beam_size: int,
+    max_len: int,
+    min_len: int,
+) -> tuple[jax.Array, jax.Array]:
     batch_size = jax.tree.leaves(state)[0].shape[0]
     k = beam_size
 
-    def penalty(length):
+    def penalty(length: jax.Array | float) -> jax.Array:
         return ((5.0 + length) / 6.0) ** length_penalty
 
-    def keep_going(carry):
+    def keep_going(carry: _Carry) -> jax.Array:
         t, live_logp, _, fin_scores, _, _, _ = carry
         largest_penalty = jnp.maximum(penalty(t + 1.0), penalty(float(max_len)))
         best_reachable = jnp.max(live_logp, axis=-1) / largest_penalty
         settled = fin_scores[:, -1] >= best_reachable
         return (t < max_len) & ~jnp.all(settled)
 
-    def step(carry):
+    def step(carry: _Carry) -> _Carry:
         t, live_logp, live_seqs, fin_scores, fin_seqs, last, beams = carry
         log_probs, beams = step_fn(beams, last)
         vocab_size = log_probs.shape[-1]

@@ -69,7 +69,9 @@ def most_probable(log_probs: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len"))
-def _greedy_program(step_fn, state, *, bos_id, eos_id, pad_id, max_len):
+def _greedy_program(
+    step_fn: StepFn, state: Any, *, bos_id: int, eos_id: int, pad_id: int, max_len: int
+) -> tuple[jax.Array, jax.Array]:
     return decode_loop(
         step_fn,
         state,

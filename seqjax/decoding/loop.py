@@ -15,6 +15,10 @@ import jax.numpy as jnp
 
 from seqjax.decoding.phases import phased_while_loop, state_capacity
 
+# t [] int32, tokens [B, max_len] int32, lengths [B] int32, finished [B] bool, the last tokens
+# [B] int32, and the step function's state.
+_Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, Any]
+
 
 def decode_loop(
     step_fn: Callable,
@@ -34,11 +38,11 @@ def decode_loop(
     """
     batch_size = jax.tree.leaves(state)[0].shape[0]
 
-    def keep_going(carry):
+    def keep_going(carry: _Carry) -> jax.Array:
         t, _, _, finished, _, _ = carry
         return (t < max_len) & ~jnp.all(finished)
 
-    def step(carry):
+    def step(carry: _Carry) -> _Carry:
         t, tokens, lengths, finished, previous, state = carry
         log_probs, state = step_fn(state, previous)
         chosen = select(log_probs.astype(jnp.float32), t).astype(jnp.int32)

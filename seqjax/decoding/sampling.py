@@ -153,8 +153,21 @@ def sample(
 
 
 @functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len", "top_k", "use_top_p"))
-def _sample_program(step_fn, state, key, temperature, top_p, *, bos_id, eos_id, pad_id, max_len, top_k, use_top_p):
-    def draw(log_probs, t):
+def _sample_program(
+    step_fn: StepFn,
+    state: Any,
+    key: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_len: int,
+    top_k: int | None,
+    use_top_p: bool,
+) -> tuple[jax.Array, jax.Array]:
+    def draw(log_probs: jax.Array, t: jax.Array) -> jax.Array:
         log_probs = scale_temperature(log_probs, temperature)
         if top_k is not None:
             log_probs = truncate_top_k(log_probs, top_k)

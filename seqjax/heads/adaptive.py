@@ -182,7 +182,7 @@ def expected_tail_capacities(rows: int, tail_shares: Sequence[float], margin: fl
     return tuple(capacities)
 
 
-def _require_capacities(capacities, targets, cutoffs) -> None:
+def _require_capacities(capacities: Sequence[int], targets: ArrayLike, cutoffs: Sequence[int]) -> None:
     if len(capacities) != len(cutoffs):
         raise ValueError(f"tail_capacities must have one int per tail cluster ({len(cutoffs)}), got {capacities!r}")
     for capacity in capacities:
@@ -197,7 +197,14 @@ def _require_capacities(capacities, targets, cutoffs) -> None:
                 )
 
 
-def _gathered_tail_losses(hidden, projection, weights, local_targets, in_tail, capacity):
+def _gathered_tail_losses(
+    hidden: jax.Array,
+    projection: jax.Array,
+    weights: jax.Array,
+    local_targets: jax.Array,
+    in_tail: jax.Array,
+    capacity: int,
+) -> jax.Array:
     """[N] −log p(w | cluster, h) on the rows in the tail (gathered into `capacity` slots), 0 elsewhere."""
     (rows,) = jnp.nonzero(in_tail, size=capacity, fill_value=0)
     valid = jnp.arange(capacity) < in_tail.sum()
@@ -243,10 +250,12 @@ def adaptive_log_probs(
     return jnp.concatenate(parts, axis=1)
 
 
-def _tail_losses(hidden, projection, weights, local_targets, in_tail):
+def _tail_losses(
+    hidden: jax.Array, projection: jax.Array, weights: jax.Array, local_targets: jax.Array, in_tail: jax.Array
+) -> jax.Array:
     """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere."""
 
-    def row_losses(hidden, params, targets):
+    def row_losses(hidden: jax.Array, params: tuple[jax.Array, jax.Array], targets: jax.Array) -> jax.Array:
         projection, weights = params
         return full_softmax_loss(hidden @ projection, weights, None, targets, chunk_size=TAIL_CHUNK)
 
@@ -254,7 +263,14 @@ def _tail_losses(hidden, projection, weights, local_targets, in_tail):
     return selected_row_losses(row_losses, TAIL_BLOCK_ROWS, hidden, (projection, weights), targets, in_tail)
 
 
-def _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, head_biases):
+def _validate(
+    hidden: ArrayLike,
+    head_weights: ArrayLike,
+    tail_projections: Sequence[ArrayLike],
+    tail_weights: Sequence[ArrayLike],
+    cutoffs: Sequence[int],
+    head_biases: ArrayLike | None,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Checks shapes against the cutoffs; returns the cutoffs and the cluster bounds (c_1..c_n, V)."""
     checks.require_rank("hidden", hidden, 2)
     features = np.shape(hidden)[1]

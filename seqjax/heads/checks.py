@@ -11,28 +11,30 @@ from collections.abc import Sequence
 
 import jax
 import numpy as np
+from jax.typing import ArrayLike
 
 
-def is_concrete(value) -> bool:
+def is_concrete(value: object) -> bool:
     """True when `value` holds data the host can read (not a tracer inside jit/grad/vmap)."""
     return not isinstance(value, jax.core.Tracer)
 
 
-def require_rank(name: str, value, rank: int) -> None:
+def require_rank(name: str, value: ArrayLike, rank: int) -> None:
     if np.ndim(value) != rank:
         raise ValueError(f"{name} must have rank {rank}, got shape {np.shape(value)}")
 
 
-def require_positive_int(name: str, value) -> int:
+def require_positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return int(value)
 
 
-def require_ids(name: str, ids, vocab_size: int) -> None:
+def require_ids(name: str, ids: ArrayLike, vocab_size: int) -> None:
     """Checks that integer `ids` lie in [0, vocab_size) when they are concrete."""
-    if not np.issubdtype(np.asarray(ids).dtype if is_concrete(ids) else ids.dtype, np.integer):
-        raise ValueError(f"{name} must be integer ids, got dtype {ids.dtype}")
+    dtype = ids.dtype if isinstance(ids, jax.core.Tracer) else np.asarray(ids).dtype
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"{name} must be integer ids, got dtype {dtype}")
     if is_concrete(ids) and np.size(ids):
         values = np.asarray(ids)
         low, high = int(values.min()), int(values.max())
@@ -40,7 +42,7 @@ def require_ids(name: str, ids, vocab_size: int) -> None:
             raise ValueError(f"{name} must lie in [0, {vocab_size}), got values in [{low}, {high}]")
 
 
-def require_counts(name: str, counts, vocab_size: int | None = None) -> np.ndarray:
+def require_counts(name: str, counts: ArrayLike, vocab_size: int | None = None) -> np.ndarray:
     """Checks a 1-D vector of strictly positive counts; returns it as float64 numpy."""
     values = np.asarray(counts)
     if values.ndim != 1 or values.size == 0:
@@ -67,7 +69,7 @@ def require_cutoffs(name: str, cutoffs: Sequence[int], vocab_size: int) -> tuple
     return tuple(int(c) for c in values)
 
 
-def require_hidden_and_targets(hidden, targets, vocab_size: int) -> None:
+def require_hidden_and_targets(hidden: ArrayLike, targets: ArrayLike, vocab_size: int) -> None:
     """`hidden: [N, D]` float and `targets: [N]` int ids in [0, vocab_size)."""
     require_rank("hidden", hidden, 2)
     require_rank("targets", targets, 1)
@@ -78,7 +80,9 @@ def require_hidden_and_targets(hidden, targets, vocab_size: int) -> None:
     require_ids("targets", targets, vocab_size)
 
 
-def require_output_layer(hidden, weights, biases, targets) -> tuple[int, int]:
+def require_output_layer(
+    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike
+) -> tuple[int, int]:
     """`hidden: [N, D]`, `weights: [V, D]`, `biases: [V]` or None, `targets: [N]` in [0, V).
 
     Returns (V, D).
@@ -91,7 +95,7 @@ def require_output_layer(hidden, weights, biases, targets) -> tuple[int, int]:
     return vocab_size, features
 
 
-def require_table(name: str, table, rows: int | None, features: int) -> None:
+def require_table(name: str, table: ArrayLike, rows: int | None, features: int) -> None:
     """A parameter table `[rows, features]` (rows None: any)."""
     require_rank(name, table, 2)
     shape = np.shape(table)
@@ -100,6 +104,6 @@ def require_table(name: str, table, rows: int | None, features: int) -> None:
         raise ValueError(f"{name} must have shape {expected}, got {shape}")
 
 
-def require_vector(name: str, vector, size: int) -> None:
+def require_vector(name: str, vector: ArrayLike | None, size: int) -> None:
     if vector is not None and np.shape(vector) != (size,):
         raise ValueError(f"{name} must have shape [{size}] or be None, got {np.shape(vector)}")

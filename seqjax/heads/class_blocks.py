@@ -19,11 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+WordParams = tuple[jax.Array, jax.Array]  # the word table [V, D] and biases [V], float32
+# What the walk over the classes carries: the losses [N], or the gradients of hidden, the word
+# table and the biases when it computes the VJP.
+Carry = jax.Array | tuple[jax.Array, jax.Array, jax.Array]
 
 ROWS_PER_STEP = 8  # rows of one class per matmul: ~N / C rows per class with equal-mass classes
 
@@ -57,7 +63,14 @@ def tiers_of(starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray) -
     return tuple(tiers)
 
 
-def within_class_losses(hidden, word_weights, word_biases, targets, class_of, tiers):
+def within_class_losses(
+    hidden: jax.Array,
+    word_weights: jax.Array,
+    word_biases: jax.Array | None,
+    targets: jax.Array,
+    class_of: jax.Array,
+    tiers: tuple[Tier, ...],
+) -> jax.Array:
     """[N] float32 −log p(t | c(t), h) of each row.
 
     hidden: [N, D] float32; word_weights: [V, D] float32; word_biases: [V] float32 or None;
@@ -69,15 +82,21 @@ def within_class_losses(hidden, word_weights, word_biases, targets, class_of, ti
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _losses(tiers, hidden, params, targets, class_of):
+def _losses(
+    tiers: tuple[Tier, ...], hidden: jax.Array, params: WordParams, targets: jax.Array, class_of: jax.Array
+) -> jax.Array:
     return _walk(tiers, hidden, params, targets, class_of, None)
 
 
-def _losses_fwd(tiers, hidden, params, targets, class_of):
+def _losses_fwd(
+    tiers: tuple[Tier, ...], hidden: jax.Array, params: WordParams, targets: jax.Array, class_of: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, WordParams, jax.Array, jax.Array]]:
     return _walk(tiers, hidden, params, targets, class_of, None), (hidden, params, targets, class_of)
 
 
-def _losses_bwd(tiers, residuals, loss_grads):
+def _losses_bwd(
+    tiers: tuple[Tier, ...], residuals: tuple[jax.Array, WordParams, jax.Array, jax.Array], loss_grads: jax.Array
+) -> tuple[jax.Array, WordParams, None, None]:
     hidden, params, targets, class_of = residuals
     hidden_grad, params_grad = _walk(tiers, hidden, params, targets, class_of, loss_grads)
     return hidden_grad, params_grad, None, None
@@ -86,7 +105,36 @@ def _losses_bwd(tiers, residuals, loss_grads):
 _losses.defvjp(_losses_fwd, _losses_bwd)
 
 
-def _walk(tiers, hidden, params, targets, class_of, loss_grads):
+@overload
+def _walk(
+    tiers: tuple[Tier, ...],
+    hidden: jax.Array,
+    params: WordParams,
+    targets: jax.Array,
+    class_of: jax.Array,
+    loss_grads: None,
+) -> jax.Array: ...
+
+
+@overload
+def _walk(
+    tiers: tuple[Tier, ...],
+    hidden: jax.Array,
+    params: WordParams,
+    targets: jax.Array,
+    class_of: jax.Array,
+    loss_grads: jax.Array,
+) -> tuple[jax.Array, WordParams]: ...
+
+
+def _walk(
+    tiers: tuple[Tier, ...],
+    hidden: jax.Array,
+    params: WordParams,
+    targets: jax.Array,
+    class_of: jax.Array,
+    loss_grads: jax.Array | None,
+) -> jax.Array | tuple[jax.Array, WordParams]:
     """The losses [N] (loss_grads None), or their VJP (hidden grad, (weights grad, biases grad))."""
     weights, biases = params
     rows = hidden.shape[0]
@@ -98,7 +146,15 @@ def _walk(tiers, hidden, params, targets, class_of, loss_grads):
     order = jnp.concatenate([order, jnp.zeros((ROWS_PER_STEP,), jnp.int32)])
     step_rows = jnp.arange(ROWS_PER_STEP, dtype=jnp.int32)
 
-    def step(carry, picked, valid, window, width, first, size):
+    def step(
+        carry: Carry,
+        picked: jax.Array,
+        valid: jax.Array,
+        window: jax.Array,
+        width: int,
+        first: jax.Array,
+        size: jax.Array,
+    ) -> Carry:
         window_weights = lax.dynamic_slice_in_dim(weights, window, width)
         window_biases = lax.dynamic_slice_in_dim(biases, window, width)
         columns = jnp.arange(width, dtype=jnp.int32)
@@ -107,9 +163,10 @@ def _walk(tiers, hidden, params, targets, class_of, loss_grads):
         scores = jnp.where(in_class, row_hidden @ window_weights.T + window_biases, -jnp.inf)
         target_columns = jnp.clip(targets[picked] - window, 0, width - 1)
         log_normalizers = jax.nn.logsumexp(scores, axis=1)
-        if loss_grads is None:
+        if not isinstance(carry, tuple):  # the losses, when loss_grads is None
             target_scores = jnp.take_along_axis(scores, target_columns[:, None], axis=1)[:, 0]
             return carry.at[picked].add(jnp.where(valid, log_normalizers - target_scores, 0.0))
+        assert loss_grads is not None  # the gradients' carry comes with them
         hidden_grad, weights_grad, biases_grad = carry
         one_hot = columns[None, :] == target_columns[:, None]
         score_grads = (jnp.exp(scores - log_normalizers[:, None]) - one_hot) * jnp.where(
@@ -121,7 +178,7 @@ def _walk(tiers, hidden, params, targets, class_of, loss_grads):
         bias_grad = lax.dynamic_slice_in_dim(biases_grad, window, width) + score_grads.sum(axis=0)
         return hidden_grad, weights_grad, lax.dynamic_update_slice_in_dim(biases_grad, bias_grad, window, 0)
 
-    carry: jax.Array | tuple[jax.Array, jax.Array, jax.Array]
+    carry: Carry
     if loss_grads is None:
         carry = jnp.zeros((rows,), jnp.float32)
     else:
@@ -129,11 +186,13 @@ def _walk(tiers, hidden, params, targets, class_of, loss_grads):
     for tier in tiers:
         tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
 
-        def class_steps(index, carry, tier_arrays=tier_arrays, width=tier.width):
+        def class_steps(
+            index: jax.Array, carry: Carry, tier_arrays: tuple[jax.Array, ...] = tier_arrays, width: int = tier.width
+        ) -> Carry:
             class_id, window, first, size = (a[index] for a in tier_arrays)
             count, offset = counts[class_id], offsets[class_id]
 
-            def one_step(number, carry):
+            def one_step(number: jax.Array, carry: Carry) -> Carry:
                 start = number * ROWS_PER_STEP
                 picked = lax.dynamic_slice_in_dim(order, offset + start, ROWS_PER_STEP)
                 return step(carry, picked, start + step_rows < count, window, width, first, size)
@@ -141,7 +200,7 @@ def _walk(tiers, hidden, params, targets, class_of, loss_grads):
             return lax.fori_loop(0, (count + ROWS_PER_STEP - 1) // ROWS_PER_STEP, one_step, carry)
 
         carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)
-    if loss_grads is None:
+    if not isinstance(carry, tuple):
         return carry
     hidden_grad, weights_grad, biases_grad = carry
     return hidden_grad, (weights_grad, biases_grad)

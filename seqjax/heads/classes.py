@@ -183,12 +183,19 @@ def _tier_of_class(classes: Classes) -> np.ndarray:
     return np.unique(tiers, return_inverse=True)[1].astype(np.int32)  # drop empty tiers
 
 
-def _affine(hidden, weights, biases):
+def _affine(hidden: jax.Array, weights: ArrayLike, biases: ArrayLike | None) -> jax.Array:
     scores = hidden @ jnp.asarray(weights, jnp.float32).T
     return scores if biases is None else scores + jnp.asarray(biases, jnp.float32)
 
 
-def _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes: Classes) -> None:
+def _validate(
+    hidden: ArrayLike,
+    class_weights: ArrayLike,
+    class_biases: ArrayLike | None,
+    word_weights: ArrayLike,
+    word_biases: ArrayLike | None,
+    classes: Classes,
+) -> None:
     if not isinstance(classes, Classes):
         raise ValueError(f"classes must be a Classes from frequency_classes, got {type(classes).__name__}")
     checks.require_rank("word_weights", word_weights, 2)

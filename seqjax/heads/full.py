@@ -44,6 +44,14 @@ DEFAULT_CHUNK = 4096  # words per block beyond it (measured best of 2k/4k/8k at 
 KEEP_LIMIT_BYTES = 2**30  # kept bfloat16 exponentials (N·V·2 bytes) up to which the default keeps them
 BLOCK_RESIDUALS = ("bfloat16", "float32", "recompute")
 
+# What the forward pass keeps of a block for the backward pass: its exponentials exp(logits -
+# block max) [.., N, C] (float32, or bfloat16 bits as uint16) and row maxima [.., N] float32;
+# None when it recomputes them.
+Saved = tuple[jax.Array, jax.Array] | None
+# hidden, weights, biases, targets, the row log-normalizers [N], the scanned blocks' Saved and
+# the remainder block's.
+Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, Saved, Saved]
+
 
 def default_chunk_size(rows: int, vocab_size: int) -> int:
     """The block size `full_softmax_loss` uses when none is given: V (materialized logits)
@@ -128,13 +136,15 @@ def full_softmax_loss(
     return _blocked_loss(hidden, weights, biases, targets, chunk_size, float(z_loss), block_residuals)
 
 
-def _block_logits(hidden, weights, biases, start, size):
+def _block_logits(
+    hidden: jax.Array, weights: jax.Array, biases: jax.Array, start: int | jax.Array, size: int
+) -> jax.Array:
     block_weights = lax.dynamic_slice_in_dim(weights, start, size)
     block_biases = lax.dynamic_slice_in_dim(biases, start, size)
     return hidden @ block_weights.T + block_biases
 
 
-def _block_starts(vocab_size: int, block: int):
+def _block_starts(vocab_size: int, block: int) -> tuple[jax.Array, int | None, int]:
     """Starts of the full blocks (scanned) and of the remainder block (None if V % block == 0)."""
     num_full = vocab_size // block
     starts = jnp.arange(num_full, dtype=jnp.int32) * block
@@ -142,7 +152,7 @@ def _block_starts(vocab_size: int, block: int):
     return starts, (num_full * block if remainder else None), remainder
 
 
-def _keep(exponentials, kept):
+def _keep(exponentials: jax.Array, kept: str) -> jax.Array:
     """float32 values as `kept` says: themselves, or rounded to bfloat16 (to nearest, ties to even)
     as the uint16 of its bits: XLA on CPU converts to bfloat16 2.4x slower than this integer form."""
     if kept == "float32":
@@ -152,14 +162,16 @@ def _keep(exponentials, kept):
     return (bits >> 16).astype(jnp.uint16)
 
 
-def _unkeep(kept_values):
+def _unkeep(kept_values: jax.Array) -> jax.Array:
     """float32 of what `_keep` returned."""
     if kept_values.dtype == jnp.float32:
         return kept_values
     return lax.bitcast_convert_type(kept_values.astype(jnp.uint32) << 16, jnp.float32)
 
 
-def _forward(hidden, weights, biases, targets, block, z_loss, kept):
+def _forward(
+    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, block: int, z_loss: float, kept: str
+) -> tuple[jax.Array, jax.Array, Saved, Saved]:
     """Per-row losses (z-loss included), row log-normalizers [N], and what the backward pass
     reads instead of recomputing the logits: for the scanned blocks and for the remainder
     block, each block's exponentials exp(logits - block max) [.., N, C] in `kept` and its row
@@ -168,7 +180,7 @@ def _forward(hidden, weights, biases, targets, block, z_loss, kept):
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
 
-    def accumulate(carry, logits):
+    def accumulate(carry: tuple[jax.Array, jax.Array], logits: jax.Array) -> tuple[tuple[jax.Array, jax.Array], Saved]:
         running_max, running_sum = carry
         block_max = logits.max(axis=1)
         exponentials = jnp.exp(logits - block_max[:, None])
@@ -178,7 +190,7 @@ def _forward(hidden, weights, biases, targets, block, z_loss, kept):
         saved = None if kept == "recompute" else (_keep(exponentials, kept), block_max)
         return (new_max, running_sum), saved
 
-    def step(carry, start):
+    def step(carry: tuple[jax.Array, jax.Array], start: jax.Array) -> tuple[tuple[jax.Array, jax.Array], Saved]:
         return accumulate(carry, _block_logits(hidden, weights, biases, start, block))
 
     rows = hidden.shape[0]
@@ -195,16 +207,22 @@ def _forward(hidden, weights, biases, targets, block, z_loss, kept):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
-def _blocked_loss(hidden, weights, biases, targets, block, z_loss, kept):
+def _blocked_loss(
+    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, block: int, z_loss: float, kept: str
+) -> jax.Array:
     return _forward(hidden, weights, biases, targets, block, z_loss, "recompute")[0]
 
 
-def _blocked_loss_fwd(hidden, weights, biases, targets, block, z_loss, kept):
+def _blocked_loss_fwd(
+    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, block: int, z_loss: float, kept: str
+) -> tuple[jax.Array, Residuals]:
     losses, log_normalizer, saved_blocks, saved_rest = _forward(hidden, weights, biases, targets, block, z_loss, kept)
     return losses, (hidden, weights, biases, targets, log_normalizer, saved_blocks, saved_rest)
 
 
-def _blocked_loss_bwd(block, z_loss, kept, residuals, loss_grads):
+def _blocked_loss_bwd(
+    block: int, z_loss: float, kept: str, residuals: Residuals, loss_grads: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, None]:
     hidden, weights, biases, targets, log_normalizer, saved_blocks, saved_rest = residuals
     weights, biases = gathered(weights), gathered(biases)
     vocab_size = weights.shape[0]
@@ -219,7 +237,9 @@ def _blocked_loss_bwd(block, z_loss, kept, residuals, loss_grads):
     # was gathered whole at every block to take one block's update. The two products read the
     # probabilities [N, C] as they are: a row-major copy of their transpose for Pᵀ·h (what
     # lifts the layers' weight gradients on AMD CPUs, `rows_matmul`) measured slower on Intel.
-    def block_grads(hidden_grad, start, size, saved):
+    def block_grads(
+        hidden_grad: jax.Array, start: int | jax.Array, size: int, saved: Saved
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         if saved is None:
             logits = _block_logits(hidden, weights, biases, start, size)
             probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
@@ -230,7 +250,7 @@ def _blocked_loss_bwd(block, z_loss, kept, residuals, loss_grads):
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
         return hidden_grad, (probs.T @ hidden, probs.sum(axis=0))
 
-    def step(hidden_grad, scanned):
+    def step(hidden_grad: jax.Array, scanned: tuple[jax.Array, Saved]) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         start, saved = scanned
         return block_grads(hidden_grad, start, block, saved)
 

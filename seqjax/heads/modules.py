@@ -45,7 +45,7 @@ from seqjax.heads.adaptive import (
 )
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss
 from seqjax.heads.sampled import nce_loss, negative_sampling_loss, sampled_softmax_loss
-from seqjax.heads.samplers import Sampler
+from seqjax.heads.samplers import Sampler, Samples
 from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
 
 
@@ -70,12 +70,12 @@ def masked_mean(per_row: ArrayLike, mask: ArrayLike | None) -> tuple[jax.Array, 
     return total / jnp.maximum(tokens, 1.0), {"tokens": tokens}
 
 
-def _normal(features: int):
+def _normal(features: int) -> jax.nn.initializers.Initializer:
     # Scores h·w stay O(1) at initialization when w has variance 1 / D.
     return nn.initializers.normal(stddev=features**-0.5)
 
 
-def _word_table(module: nn.Module, name: str, rows: int, features: int, embedding):
+def _word_table(module: nn.Module, name: str, rows: int, features: int, embedding: jax.Array | None) -> jax.Array:
     """The module's own [rows, D] table, or the first `rows` rows of a tied embedding."""
     if not module.tied:
         return module.param(name, _normal(features), (rows, features), jnp.float32)
@@ -87,8 +87,12 @@ def _word_table(module: nn.Module, name: str, rows: int, features: int, embeddin
 
 
 def _word_parameters(
-    module: nn.Module, features: int, embedding, initial_bias: float = 0.0, learn_bias: bool = True
-) -> dict:
+    module: nn.Module,
+    features: int,
+    embedding: jax.Array | None,
+    initial_bias: float = 0.0,
+    learn_bias: bool = True,
+) -> dict[str, jax.Array]:
     """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`, which get no
     gradient unless `learn_bias`; call from a compact method."""
     weights = _word_table(module, "weights", module.vocab_size, features, embedding)  # drawn first, as ever
@@ -115,10 +119,10 @@ class WordScores(nn.Module):
         return 0.0
 
     @nn.compact
-    def parameters(self, features: int, embedding=None) -> dict:
+    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
         return _word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
 
-    def log_probs(self, hidden, embedding=None):
+    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         params = self.parameters(hidden.shape[-1], embedding)
         scores = self.scores(hidden, params)
         # Not jax.nn.log_softmax: XLA on CPU fused its row max and max-shifted copy into the
@@ -126,17 +130,17 @@ class WordScores(nn.Module):
         # matmul alone (decode steps 1-15% faster on 2 cores).
         return scores - jax.nn.logsumexp(scores, axis=-1, keepdims=True)
 
-    def target_log_probs(self, hidden, targets, embedding=None):
+    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         params = self.parameters(hidden.shape[-1], embedding)
         biases = self.score_biases(params)
         # Blocks whatever the shape: without gradients they beat materialized logits (full.py).
         return -full.full_softmax_loss(hidden, params["weights"], biases, targets, chunk_size=full.DEFAULT_CHUNK)
 
-    def scores(self, hidden, params):
+    def scores(self, hidden: jax.Array, params: dict[str, jax.Array]) -> jax.Array:
         """[N, V] float32 h·w + `score_biases`."""
         return jnp.asarray(hidden, jnp.float32) @ params["weights"].T + self.score_biases(params)
 
-    def score_biases(self, params):
+    def score_biases(self, params: dict[str, jax.Array]) -> jax.Array:
         """[V] float32 added to h·w in the scores: the word biases."""
         return params["biases"]
 
@@ -151,7 +155,14 @@ class FullSoftmax(WordScores):
     z_loss: float = 0.0
     block_residuals: str = ""
 
-    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         params = self.parameters(hidden.shape[-1], embedding)
         per_row = full.full_softmax_loss(
             hidden,
@@ -184,13 +195,15 @@ class _SamplingHead(WordScores):
             raise ValueError(f"{type(self).__name__} needs a sampler, got None")
         return self.sampler
 
-    def draw(self, key, targets):
+    def draw(self, key: jax.Array, targets: jax.Array) -> tuple[Samples, jax.Array]:
         """Samples with their log expected counts, and the targets' log expected counts [N]."""
         rows = targets.shape[0] if self.per_row_samples else None
         drawn = self.proposal.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
         return drawn, self.proposal.log_expected_count(targets, self.num_samples, unique=self.unique)
 
-    def loss_arguments(self, hidden, targets, key, embedding):
+    def loss_arguments(
+        self, hidden: jax.Array, targets: jax.Array, key: jax.Array, embedding: jax.Array | None
+    ) -> tuple[dict[str, jax.Array], tuple[jax.Array, ...]]:
         """The parameters, and the positional arguments the sampled losses share: hidden,
         weights, biases, targets, the sample ids and both log expected counts."""
         params = self.parameters(hidden.shape[-1], embedding)
@@ -204,7 +217,14 @@ class SampledSoftmax(_SamplingHead):
 
     remove_accidental_hits: bool = True
 
-    def loss(self, hidden, targets, key, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         _, arguments = self.loss_arguments(hidden, targets, key, embedding)
         per_row = sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
         return masked_mean(per_row, mask)
@@ -227,7 +247,7 @@ class NCE(_SamplingHead):
         return self.log_normalizer - math.log(self.vocab_size)
 
     @nn.compact
-    def parameters(self, features: int, embedding=None) -> dict:
+    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
         params = _word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
         if self.learn_normalizer:
             init = nn.initializers.constant(self.log_normalizer)
@@ -236,7 +256,14 @@ class NCE(_SamplingHead):
             params["log_normalizer"] = jnp.float32(self.log_normalizer)
         return params
 
-    def loss(self, hidden, targets, key, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         params, arguments = self.loss_arguments(hidden, targets, key, embedding)
         per_row = nce_loss(*arguments, log_normalizer=params["log_normalizer"])
         return masked_mean(per_row, mask)
@@ -257,11 +284,18 @@ class NegativeSampling(_SamplingHead):
     def initial_bias(self) -> float:
         return -math.log(self.num_samples)
 
-    def score_biases(self, params):
+    def score_biases(self, params: dict[str, jax.Array]) -> jax.Array:
         """[V] float32 b + log q: with h·w, the log of the unnormalized distribution the head fits."""
         return params["biases"] + self.proposal.log_probs
 
-    def loss(self, hidden, targets, key, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         params = self.parameters(hidden.shape[-1], embedding)
         drawn, _ = self.draw(key, targets)
         per_row = negative_sampling_loss(hidden, params["weights"], params["biases"], targets, drawn.ids)
@@ -281,7 +315,7 @@ class ClassSoftmax(nn.Module):
         return float(features * (len(self.classes.sizes) + np.dot(_normalized(frequencies), sizes)))
 
     @nn.compact
-    def parameters(self, features: int, embedding=None) -> dict:
+    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
         shape = (self.classes.num_classes, features)
         return {
             "class_weights": self.param("class_weights", _normal(features), shape, jnp.float32),
@@ -289,14 +323,21 @@ class ClassSoftmax(nn.Module):
             **_word_parameters(self, features, embedding),
         }
 
-    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
-    def log_probs(self, hidden, embedding=None):
+    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return class_log_probs(hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes)
 
-    def target_log_probs(self, hidden, targets, embedding=None):
+    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return -class_softmax_loss(
             hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], targets, self.classes
@@ -322,14 +363,21 @@ class HierarchicalSoftmax(nn.Module):
             "node_biases": self.param("node_biases", nn.initializers.zeros, (nodes,), jnp.float32),
         }
 
-    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
-    def log_probs(self, hidden, embedding=None):
+    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         p = self.parameters(hidden.shape[-1])
         return tree_log_probs(hidden, p["node_weights"], p["node_biases"], self.tree)
 
-    def target_log_probs(self, hidden, targets, embedding=None):
+    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         p = self.parameters(hidden.shape[-1])
         return -tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
 
@@ -364,7 +412,7 @@ class AdaptiveSoftmax(nn.Module):
         return float(total)
 
     @nn.compact
-    def parameters(self, features: int, embedding=None) -> dict:
+    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
         shortlist, clusters = self.cutoffs[0], len(self.cutoffs)
         cluster_weights = self.param("cluster_weights", _normal(features), (clusters, features), jnp.float32)
         shortlist_weights = _word_table(self, "shortlist_weights", shortlist, features, embedding)
@@ -387,10 +435,17 @@ class AdaptiveSoftmax(nn.Module):
             "tail_weights": tails,
         }
 
-    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
-    def target_log_probs(self, hidden, targets, embedding=None):
+    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         p = self.parameters(hidden.shape[-1], embedding)
         capacities = None
         if self.tail_shares and checks.is_concrete(targets):  # the batch's own, read on the host
@@ -408,7 +463,7 @@ class AdaptiveSoftmax(nn.Module):
             tail_capacities=capacities,
         )
 
-    def log_probs(self, hidden, embedding=None):
+    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return adaptive_log_probs(
             hidden,

@@ -167,12 +167,14 @@ def negative_sampling_loss(
     return jax.nn.softplus(-target_scores) + jax.nn.softplus(sample_scores).sum(axis=1)
 
 
-def _hits(targets, samples):
+def _hits(targets: ArrayLike, samples: ArrayLike) -> jax.Array:
     """[N, K] bool (or [1, K] broadcast for shared samples): a sample equal to the row's target."""
     return jnp.atleast_2d(jnp.asarray(samples)) == jnp.asarray(targets)[:, None]
 
 
-def _scores(hidden, weights, biases, targets, samples):
+def _scores(
+    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike
+) -> tuple[jax.Array, jax.Array]:
     """Raw scores h·w + b of the samples ([N, K]) and of the targets ([N]), in float32."""
     hidden = jnp.asarray(hidden, jnp.float32)
     weights = jnp.asarray(weights, jnp.float32)
@@ -196,7 +198,9 @@ def _scores(hidden, weights, biases, targets, samples):
     return sample_scores, target_scores
 
 
-def _validate(hidden, weights, biases, targets, samples):
+def _validate(
+    hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike
+) -> None:
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     rows = np.shape(hidden)[0]
     if np.ndim(samples) not in (1, 2) or (np.ndim(samples) == 2 and np.shape(samples)[0] != rows):
@@ -206,7 +210,12 @@ def _validate(hidden, weights, biases, targets, samples):
     checks.require_ids("samples", samples, vocab_size)
 
 
-def _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts):
+def _validate_log_counts(
+    hidden: ArrayLike,
+    samples: ArrayLike,
+    sample_log_expected_counts: ArrayLike | None,
+    target_log_expected_counts: ArrayLike | None,
+) -> None:
     """The two corrections: given (not None), shaped like the samples and [N]."""
     rows = np.shape(hidden)[0]
     for name, value, shape, rule in (

@@ -109,7 +109,7 @@ class Sampler:
         return _draw(self.log_probs, self.accept, self.alias, key, num_samples, unique, num_rows)
 
 
-def _require_num_samples(num_samples, unique: bool, vocab_size: int) -> None:
+def _require_num_samples(num_samples: int, unique: bool, vocab_size: int) -> None:
     """K >= 1 draws; unique draws hold at most V distinct ids, so K <= V there."""
     checks.require_positive_int("num_samples", num_samples)
     if unique and num_samples > vocab_size:
@@ -228,7 +228,7 @@ def require_frequency_sorted(counts: ArrayLike, num_leading: int = 0) -> None:
         )
 
 
-def _log_expected(log_q, num_samples: int, unique: bool):
+def _log_expected(log_q: jax.Array, num_samples: int, unique: bool) -> jax.Array:
     if unique:
         # log(1 - (1 - q)^K), computed as log(-expm1(K log1p(-q))) to stay exact for tiny q.
         return jnp.log(-jnp.expm1(num_samples * jnp.log1p(-jnp.exp(log_q))))
@@ -236,13 +236,21 @@ def _log_expected(log_q, num_samples: int, unique: bool):
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "unique", "num_rows"))
-def _draw(log_probs, accept, alias, key, num_samples: int, unique: bool, num_rows: int | None) -> Samples:
+def _draw(
+    log_probs: jax.Array,
+    accept: jax.Array | None,
+    alias: jax.Array | None,
+    key: jax.Array,
+    num_samples: int,
+    unique: bool,
+    num_rows: int | None,
+) -> Samples:
     if num_rows is not None:
         keys = jax.random.split(key, num_rows)
         return jax.vmap(lambda k: _draw(log_probs, accept, alias, k, num_samples, unique, None))(keys)
     bucket_key, accept_key = jax.random.split(key)
     ids = jax.random.randint(bucket_key, (num_samples,), 0, log_probs.shape[0], jnp.int32)
-    if alias is not None:
+    if accept is not None and alias is not None:
         keep = jax.random.uniform(accept_key, (num_samples,), jnp.float32) < accept[ids]
         ids = jnp.where(keep, ids, alias[ids])
     log_expected = _log_expected(log_probs[ids], num_samples, unique)
@@ -251,7 +259,7 @@ def _draw(log_probs, accept, alias, key, num_samples: int, unique: bool, num_row
     return Samples(ids, log_expected)
 
 
-def _is_repeat(ids):
+def _is_repeat(ids: jax.Array) -> jax.Array:
     """[K] bool: True where the id already appeared at an earlier slot."""
     order = jnp.argsort(ids, stable=True)
     sorted_ids = ids[order]

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any, overload
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+# (hidden [R, D], params, row_data with leading axis R) -> [R] float32 losses; params and
+# row_data are pytrees.
+RowLosses = Callable[[jax.Array, Any, Any], jax.Array]
 
 
 def capacity_bucket(count: int) -> int:
@@ -37,7 +42,9 @@ def capacity_bucket(count: int) -> int:
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def selected_row_losses(row_losses: Callable, block_rows: int, hidden, params, row_data, selected):
+def selected_row_losses(
+    row_losses: RowLosses, block_rows: int, hidden: jax.Array, params: Any, row_data: Any, selected: jax.Array
+) -> jax.Array:
     """[N] float32: row_losses on the rows where `selected`, 0 on the others.
 
     Args:
@@ -52,12 +59,19 @@ def selected_row_losses(row_losses: Callable, block_rows: int, hidden, params, r
     return _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
 
 
-def _forward(row_losses, block_rows, hidden, params, row_data, selected):
+def _forward(
+    row_losses: RowLosses, block_rows: int, hidden: jax.Array, params: Any, row_data: Any, selected: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, Any, Any, jax.Array]]:
     losses = _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
     return losses, (hidden, params, row_data, selected)
 
 
-def _backward(row_losses, block_rows, residuals, loss_grads):
+def _backward(
+    row_losses: RowLosses,
+    block_rows: int,
+    residuals: tuple[jax.Array, Any, Any, jax.Array],
+    loss_grads: jax.Array,
+) -> tuple[jax.Array, Any, None, None]:
     hidden, params, row_data, selected = residuals
     hidden_grad, params_grad = _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_grads)
     return hidden_grad, params_grad, None, None
@@ -66,7 +80,39 @@ def _backward(row_losses, block_rows, residuals, loss_grads):
 selected_row_losses.defvjp(_forward, _backward)
 
 
-def _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_grads):
+@overload
+def _blocks(
+    row_losses: RowLosses,
+    block_rows: int,
+    hidden: jax.Array,
+    params: Any,
+    row_data: Any,
+    selected: jax.Array,
+    loss_grads: None,
+) -> jax.Array: ...
+
+
+@overload
+def _blocks(
+    row_losses: RowLosses,
+    block_rows: int,
+    hidden: jax.Array,
+    params: Any,
+    row_data: Any,
+    selected: jax.Array,
+    loss_grads: jax.Array,
+) -> tuple[jax.Array, Any]: ...
+
+
+def _blocks(
+    row_losses: RowLosses,
+    block_rows: int,
+    hidden: jax.Array,
+    params: Any,
+    row_data: Any,
+    selected: jax.Array,
+    loss_grads: jax.Array | None,
+) -> jax.Array | tuple[jax.Array, Any]:
     """The losses [N] (loss_grads None), or their VJP (hidden grad, params grad)."""
     rows = hidden.shape[0]
     block = max(1, min(block_rows, rows))
@@ -75,24 +121,25 @@ def _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_gra
     # Padded to whole blocks, so that no block's dynamic slice is shifted back to fit.
     order = jnp.concatenate([order, jnp.zeros((-rows % block,), order.dtype)])
 
-    def block_at(index):
+    def block_at(index: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
         positions = index * block + jnp.arange(block)
         picked = lax.dynamic_slice_in_dim(order, index * block, block)
         return picked, positions < count, jax.tree.map(lambda leaf: leaf[picked], row_data)
 
-    def forward_block(index, losses):
+    def forward_block(index: jax.Array, losses: jax.Array) -> jax.Array:
         picked, valid, data = block_at(index)
         per_row = row_losses(hidden[picked], params, data)
         return losses.at[picked].add(jnp.where(valid, per_row, 0.0))
 
-    def backward_block(index, grads):
+    num_blocks = (count + block - 1) // block
+    if loss_grads is None:
+        return lax.fori_loop(0, num_blocks, forward_block, jnp.zeros((rows,), jnp.float32))
+
+    def backward_block(index: jax.Array, grads: tuple[jax.Array, Any]) -> tuple[jax.Array, Any]:
         picked, valid, data = block_at(index)
         _, vjp = jax.vjp(lambda h, p: row_losses(h, p, data), hidden[picked], params)
         hidden_grad, params_grad = vjp(jnp.where(valid, loss_grads[picked], 0.0))
         return grads[0].at[picked].add(hidden_grad), jax.tree.map(jnp.add, grads[1], params_grad)
 
-    num_blocks = (count + block - 1) // block
-    if loss_grads is None:
-        return lax.fori_loop(0, num_blocks, forward_block, jnp.zeros((rows,), jnp.float32))
     zeros = (jnp.zeros_like(hidden), jax.tree.map(jnp.zeros_like, params))
     return lax.fori_loop(0, num_blocks, backward_block, zeros)

@@ -67,7 +67,7 @@ def balanced_tree(vocab_size: int) -> Tree:
     left, right = [], []
     ranges = [(0, vocab_size)]  # breadth-first queue of the id ranges under internal nodes
 
-    def child(low, high):
+    def child(low: int, high: int) -> int:
         if high - low == 1:
             return -low - 1
         ranges.append((low, high))
@@ -160,7 +160,7 @@ def tree_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array, ja
     return _gather_paths(tree, targets)
 
 
-def _gather_paths(tree: Tree, targets):
+def _gather_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array, jax.Array]:
     """`tree_paths` for targets already checked on the host."""
     targets = jnp.asarray(targets)
     return jnp.asarray(tree.nodes)[targets], jnp.asarray(tree.codes)[targets], jnp.asarray(tree.mask)[targets]
@@ -227,7 +227,7 @@ def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: Arra
         scores = scores + jnp.asarray(node_biases, jnp.float32)
     log_right, log_left = jax.nn.log_sigmoid(scores), jax.nn.log_sigmoid(-scores)
 
-    def branch(parent_ids, codes):
+    def branch(parent_ids: np.ndarray, codes: np.ndarray) -> jax.Array:
         return jnp.where(codes == 1, log_right[:, parent_ids], log_left[:, parent_ids])
 
     starts = tree.level_starts
@@ -244,7 +244,7 @@ def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: Arra
     return node_log_probs[:, leaf_parents] + branch(leaf_parents, leaf_codes)
 
 
-def _validate(hidden, node_weights, node_biases, tree: Tree) -> None:
+def _validate(hidden: ArrayLike, node_weights: ArrayLike, node_biases: ArrayLike | None, tree: Tree) -> None:
     if not isinstance(tree, Tree):
         raise ValueError(f"tree must be a Tree from balanced_tree or huffman_tree, got {type(tree).__name__}")
     checks.require_rank("node_weights", node_weights, 2)

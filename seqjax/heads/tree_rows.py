@@ -56,7 +56,7 @@ class SplitPaths(NamedTuple):
     step_signs: jax.Array
 
 
-def _require_levels(top_levels) -> int:
+def _require_levels(top_levels: object) -> int:
     if isinstance(top_levels, bool) or not isinstance(top_levels, (int, np.integer)) or top_levels < 0:
         raise ValueError(f"top_levels must be an int >= 0, got {top_levels!r}")
     return int(top_levels)
@@ -151,6 +151,6 @@ def split_path_loss(
     return top + jnp.zeros_like(top).at[paths.step_rows].add(deep, indices_are_sorted=True)
 
 
-def _path_log_sigmoid(signs, scores):
+def _path_log_sigmoid(signs: jax.Array, scores: jax.Array) -> jax.Array:
     """log σ(sign · score) on the path's steps (sign ±1), 0 off them (sign 0)."""
     return jnp.where(signs != 0.0, jax.nn.log_sigmoid(signs * scores), 0.0)

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
+from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 from seqjax.heads.modules import WordScores, masked_mean
 
 
-def _local_loss(hidden, weights, biases, targets, vocab_axis):
+def _local_loss(
+    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, vocab_axis: str
+) -> jax.Array:
     shard_size = weights.shape[0]
     scores = hidden @ weights.T + biases  # [n, V / M]
     # The max only keeps exp() in range; the loss does not depend on it, so no gradient flows.
@@ -39,8 +43,15 @@ def _local_loss(hidden, weights, biases, targets, vocab_axis):
 
 
 def vocab_parallel_softmax_loss(
-    hidden, weights, biases, targets, mesh: Mesh, *, vocab_axis: str = "model", row_axis: str | None = "data"
-):
+    hidden: ArrayLike,
+    weights: ArrayLike,
+    biases: ArrayLike | None,
+    targets: ArrayLike,
+    mesh: Mesh,
+    *,
+    vocab_axis: str = "model",
+    row_axis: str | None = "data",
+) -> jax.Array:
     """Per-row full-softmax NLL with the vocabulary split over `vocab_axis` of `mesh`.
 
     Equal in value and gradient to `full_softmax_loss(hidden, weights, biases, targets)`.
@@ -68,7 +79,7 @@ def vocab_parallel_softmax_loss(
         raise ValueError(
             f"the vocabulary size must be divisible by the {vocab_axis} axis size {shards}, got {vocab_size}"
         )
-    if row_axis is not None and hidden.shape[0] % mesh.shape[row_axis]:
+    if row_axis is not None and np.shape(hidden)[0] % mesh.shape[row_axis]:
         row_axis = None
     hidden, weights = jnp.asarray(hidden, jnp.float32), jnp.asarray(weights, jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32) if biases is None else jnp.asarray(biases, jnp.float32)
@@ -95,7 +106,14 @@ class VocabParallelSoftmax(WordScores):
     vocab_axis: str = "model"
     row_axis: str | None = "data"
 
-    def loss(self, hidden, targets, key=None, mask=None, embedding=None):
+    def loss(
+        self,
+        hidden: jax.Array,
+        targets: jax.Array,
+        key: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedding: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         if self.mesh is None:
             raise ValueError("VocabParallelSoftmax needs the mesh its vocabulary is split over, got None")
         params = self.parameters(hidden.shape[-1], embedding)

@@ -195,7 +195,17 @@ def _bleu_ids(
 
 
 @functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value", "corpus"))
-def _bleu_program(hyp, hyp_len, ref, ref_len, *, max_order, smooth, smooth_value, corpus):
+def _bleu_program(
+    hyp: jax.Array,
+    hyp_len: jax.Array,
+    ref: jax.Array,
+    ref_len: jax.Array,
+    *,
+    max_order: int,
+    smooth: str,
+    smooth_value: float,
+    corpus: bool,
+) -> jax.Array:
     matches, totals, _ = ngram_statistics(hyp, hyp_len, ref, ref_len, max_order)
     if corpus:  # one score of the statistics summed over the rows, every order kept
         matches, totals, hyp_len, ref_len = (jnp.sum(x, axis=0) for x in (matches, totals, hyp_len, ref_len))

@@ -37,7 +37,7 @@ def rouge_tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _f_measure(overlap, hyp_count, ref_count):
+def _f_measure(overlap: int, hyp_count: int, ref_count: int) -> float:
     precision = overlap / max(hyp_count, 1)
     recall = overlap / max(ref_count, 1)
     return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
@@ -103,7 +103,7 @@ def rouge(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, flo
     }
 
 
-def _f_measure_ids(overlap, hyp_count, ref_count):
+def _f_measure_ids(overlap: jax.Array, hyp_count: jax.Array, ref_count: jax.Array) -> jax.Array:
     overlap = overlap.astype(jnp.float32)
     precision = overlap / jnp.maximum(hyp_count, 1)
     recall = overlap / jnp.maximum(ref_count, 1)
@@ -145,16 +145,16 @@ def rouge_l_ids(hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: Arr
 
 
 @functools.partial(jax.jit, static_argnames=("n",))
-def _rouge_n_program(hyp, hyp_len, ref, ref_len, *, n):
+def _rouge_n_program(hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array, *, n: int) -> jax.Array:
     matches, hyp_counts, ref_counts = ngram_statistics(hyp, hyp_len, ref, ref_len, n)
     return _f_measure_ids(matches[:, -1], hyp_counts[:, -1], ref_counts[:, -1])
 
 
 @jax.jit
-def _rouge_l_program(hyp, hyp_len, ref, ref_len):
+def _rouge_l_program(hyp: jax.Array, hyp_len: jax.Array, ref: jax.Array, ref_len: jax.Array) -> jax.Array:
     ref_valid = jnp.arange(ref.shape[1]) < ref_len[:, None]
 
-    def next_row(row, inputs):
+    def next_row(row: jax.Array, inputs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
         # LCS row i from row i-1: L[i, j] = cummax_j max(L[i-1, j], L[i-1, j-1] + [h_i == r_j]).
         token, position = inputs
         match = (token[:, None] == ref) & ref_valid & (position < hyp_len)[:, None]

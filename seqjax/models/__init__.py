@@ -12,7 +12,7 @@ on the host from the train stream instead (`is_trained(cfg)` is False).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from seqjax import kinds
 from seqjax.config import ATTENTION, CELLS, ENCODERS, RECURRENT, RNN_ENCODERS, TRANSFORMERS, ModelConfig
+from seqjax.contracts import Model
 from seqjax.models.attention import KERNELS, resolve_kernel
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder, generator_config
@@ -124,7 +125,7 @@ def _check_positive(name: str, value: int) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-def _check_one_of(name: str, value: str, choices) -> None:
+def _check_one_of(name: str, value: str, choices: Collection[str]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
@@ -216,7 +217,7 @@ def build_model(
     dtype: Any = jnp.float32,
     src_vocab_size: int | None = None,
     platform: str | None = None,
-):
+) -> Model:
     """Returns the Linen module for `cfg.kind`; parameters float32, matmuls in `dtype`.
 
     src_vocab_size: seq2seq source vocabulary, vocab_size (a shared vocabulary) if None.

@@ -49,7 +49,7 @@ def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
     return heads, cfg.kv_heads or heads, cfg.d_model // heads
 
 
-def rotary(x, positions, base: float, max_len: int):
+def rotary(x: jax.Array, positions: jax.Array, base: float, max_len: int) -> jax.Array:
     """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
     (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
 
@@ -142,7 +142,7 @@ def query_blocks(length: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, length)) for start in range(0, length, size)]
 
 
-def attend(q, k, v, mask: SelfMask, kernel: str):
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: SelfMask, kernel: str) -> jax.Array:
     """Teacher-forced self-attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask`,
     with `kernel` resolved ("xla" | "cudnn" | "splash"): the fused kernel where it expresses the
     mask (cuDNN's, or the Pallas splash kernel on a TPU), else `dense_attention` under the whole
@@ -173,7 +173,7 @@ def attend(q, k, v, mask: SelfMask, kernel: str):
     return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
 
 
-def write_cache(buffer, update, slots, layer=None):
+def write_cache(buffer: jax.Array, update: jax.Array, slots: jax.Array, layer: jax.Array | None = None) -> jax.Array:
     """Writes each row's new entry at that row's own slot, in place.
 
     Args:
@@ -193,7 +193,7 @@ def write_cache(buffer, update, slots, layer=None):
     return buffer.at[batch, layer, :, slots].set(values)
 
 
-def by_batch_row(q, batch_size: int):
+def by_batch_row(q: jax.Array, batch_size: int) -> jax.Array:
     """q [N, T, H, Dh] -> [B, N / B · T, H, Dh]: the rows of one batch row (a beam search's
     beams) become queries of that row, which then attend over its shared keys and values."""
     return q.reshape(batch_size, -1, *q.shape[2:])
@@ -206,7 +206,7 @@ def empty_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> 
     return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
 
 
-def stored_attention(q, keys, values, mask):
+def stored_attention(q: jax.Array, keys: jax.Array, values: jax.Array, mask: jax.Array) -> jax.Array:
     """Grouped attention of queries over stored keys and values (a KV cache, a memory).
 
     Query head h reads key/value head h // G (G = H / K), as in `jax.nn.dot_product_attention`.
@@ -243,7 +243,9 @@ def stored_attention(q, keys, values, mask):
     return jnp.transpose(attended, (0, 3, 1, 2, 4)).reshape(batch, length, heads, head_dim)
 
 
-def _dense(cfg: ModelConfig, features, dtype, axis=-1):
+def _dense(
+    cfg: ModelConfig, features: int | tuple[int, ...], dtype: Any, axis: int | tuple[int, ...] = -1
+) -> nn.DenseGeneral:
     return nn.DenseGeneral(features, axis=axis, use_bias=cfg.bias, dtype=dtype)
 
 
@@ -254,7 +256,7 @@ class SelfAttention(nn.Module):
     cfg: ModelConfig
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
         if kv_heads == heads:
             self.qkv = _dense(self.cfg, (3, heads, head_dim), self.dtype)
@@ -263,7 +265,9 @@ class SelfAttention(nn.Module):
             self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
         self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
-    def _project(self, x, positions, step=False):
+    def _project(
+        self, x: jax.Array, positions: jax.Array, step: bool = False
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
         a decode step's products (`apply_dense`)."""
         if self.cfg.kv_heads in (0, self.cfg.num_heads):
@@ -277,7 +281,7 @@ class SelfAttention(nn.Module):
             q, k = rotary(q, positions, cfg.rope_base, cfg.max_len), rotary(k, positions, cfg.rope_base, cfg.max_len)
         return q, k, v
 
-    def __call__(self, x, positions, mask: SelfMask):
+    def __call__(self, x: jax.Array, positions: jax.Array, mask: SelfMask) -> jax.Array:
         """x: [B, T, D]; positions: [B, T] or [T] int32 (rope reads them); mask: what each
         query sees. Returns [B, T, D]."""
         q, k, v = self._project(x, positions)
@@ -285,7 +289,15 @@ class SelfAttention(nn.Module):
         kernel = resolve_kernel(self.cfg.attention_kernel, q.dtype, q.shape[-1], jax.default_backend())
         return self.out(attend(q, k, v, mask, kernel))
 
-    def decode(self, x, cache, positions, slots, mask, layer=None):
+    def decode(
+        self,
+        x: jax.Array,
+        cache: dict[str, jax.Array],
+        positions: jax.Array,
+        slots: jax.Array,
+        mask: jax.Array,
+        layer: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """One step of N rows against their KV cache; the cost is fixed by the cache size.
 
         Args:
@@ -319,18 +331,18 @@ class CrossAttention(nn.Module):
     cfg: ModelConfig
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
         self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
         self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
         self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
-    def memory(self, encoded):
+    def memory(self, encoded: jax.Array) -> dict[str, jax.Array]:
         """encoded: [B, S, D] -> {"k", "v"}: [B, K, S, Dh], computed once per source."""
         kv = jnp.moveaxis(self.kv(encoded), 1, 3)  # [B, 2, K, S, Dh]
         return {"k": kv[:, 0], "v": kv[:, 1]}
 
-    def __call__(self, x, memory, mask, step=False):
+    def __call__(self, x: jax.Array, memory: dict[str, jax.Array], mask: jax.Array, step: bool = False) -> jax.Array:
         """x: [N, T, D], N = B·R rows, the R rows of a batch row (beam search's beams) reading
         its memory from `memory`; mask: bool broadcastable to [B, 1, T, S] (source padding, and
         segments in packed rows; R = 1 then); `step`: a decode step's products (`apply_dense`).

@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
+from seqjax.models.cells import Carry
 from seqjax.models.checks import check_decode_size, check_mask, check_tokens
 from seqjax.models.embeddings import TokenModel, token_embedding
-from seqjax.models.rnn import Recurrent
+from seqjax.models.rnn import Recurrent, run_stack, step_stack
 
 
 class BiLM(TokenModel):
@@ -35,55 +37,47 @@ class BiLM(TokenModel):
     objective: ClassVar[str] = "bidirectional_lm"  # the objective that trains both directions
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         d, cell = self.cfg.d_model, self.cfg.cell
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.forward_layers = [Recurrent(cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.backward_layers = [Recurrent(cell, d, d, reverse=True, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def _stack(self, layers, x, mask, train: bool):
-        x = self.dropout(x, deterministic=not train)
-        for index, layer in enumerate(layers):
-            outputs, _ = layer(x, mask)
-            if index > 0 and self.cfg.residual:
-                outputs = outputs + x
-            x = self.dropout(outputs, deterministic=not train)
-        return x
-
-    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+    ) -> jax.Array:
         """The forward LM: tokens [B, T] int32, mask [B, T] bool or None, embedded [B, T, D]
         or None. Returns hidden [B, T, D] float32, row t having read tokens[: t + 1]."""
         x = self.embedded_targets(tokens, mask, embedded)
         if self.is_initializing():  # one init creates both directions' parameters
             self.backward(tokens, mask=mask)
-        return self._stack(self.forward_layers, x, mask, train)
+        return run_stack(self.forward_layers, x, mask, self.dropout, self.cfg.residual, train)
 
-    def backward(self, tokens, *, mask=None, train: bool = False):
+    def backward(self, tokens: jax.Array, *, mask: jax.Array | None = None, train: bool = False) -> jax.Array:
         """The backward LM: tokens [B, T] int32, mask [B, T] bool or None (padded steps, at a
         row's end, leave the carry at its start). Returns hidden [B, T, D] float32, row t
         having read tokens[t:]."""
         x = self.embedded_targets(tokens, mask, None)
-        return self._stack(self.backward_layers, x, mask, train)
+        return run_stack(self.backward_layers, x, mask, self.dropout, self.cfg.residual, train)
 
-    def features(self, tokens, mask=None):
+    def features(self, tokens: jax.Array, mask: jax.Array | None = None) -> jax.Array:
         """ELMo's contextual features: [B, T, 2D] float32, at t the forward state after tokens[: t + 1]
         and the backward state after tokens[t:] (no dropout)."""
         check_tokens(tokens)
         check_mask(mask, tokens)
         return jnp.concatenate([self(tokens, mask=mask), self.backward(tokens, mask=mask)], axis=-1)
 
-    def init_decode_state(self, batch_size: int, max_len: int):
+    def init_decode_state(self, batch_size: int, max_len: int) -> tuple[Carry, ...]:
         """The forward direction's per-layer carries, each a tuple of [B, D] float32 zeros."""
         check_decode_size(batch_size, max_len)
         return tuple(layer.initial_carry(batch_size) for layer in self.forward_layers)
 
-    def decode_step(self, state, token):
+    def decode_step(self, state: tuple[Carry, ...], token: jax.Array) -> tuple[jax.Array, tuple[Carry, ...]]:
         """token: [B] int32 -> (hidden [B, D] float32 of the forward direction, next state)."""
-        x = self.token_embed(token)
-        carries = []
-        for index, layer in enumerate(self.forward_layers):
-            carry, outputs = layer.step(state[index], x)
-            carries.append(carry)
-            x = outputs + x if index > 0 and self.cfg.residual else outputs
-        return x, tuple(carries)
+        return step_stack(self.forward_layers, state, self.token_embed(token), self.cfg.residual)

@@ -44,7 +44,7 @@ def block_matmul_weights(cfg: ModelConfig, cross: bool = False) -> int:
 
 
 @jax.custom_vjp
-def gated_silu(gate, up):
+def gated_silu(gate: jax.Array, up: jax.Array) -> jax.Array:
     """silu(gate) · up, elementwise (SwiGLU's gate), any shape and float dtype.
 
     The backward pass keeps only gate and up and recomputes the sigmoid; autodiff of
@@ -56,11 +56,11 @@ def gated_silu(gate, up):
     return gate * jax.nn.sigmoid(gate) * up
 
 
-def _gated_silu_forward(gate, up):
+def _gated_silu_forward(gate: jax.Array, up: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     return gated_silu(gate, up), (gate, up)
 
 
-def _gated_silu_backward(residuals, cotangent):
+def _gated_silu_backward(residuals: tuple[jax.Array, jax.Array], cotangent: jax.Array) -> tuple[jax.Array, jax.Array]:
     gate, up = residuals
     sigmoid = jax.nn.sigmoid(gate)
     d_gate = cotangent * up * sigmoid * (1 + gate * (1 - sigmoid))
@@ -88,7 +88,7 @@ class Block(nn.Module):
     cross: bool = False
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         cfg = self.cfg
         self.self_attention = SelfAttention(cfg, self.dtype)
         self.self_norm = make_norm(cfg, self.dtype)
@@ -103,14 +103,14 @@ class Block(nn.Module):
         self.ff_norm = make_norm(cfg, self.dtype)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def _enter(self, norm, x):
+    def _enter(self, norm: nn.Module, x: jax.Array) -> jax.Array:
         return norm(x) if self.cfg.norm == "pre" else x
 
-    def _leave(self, norm, x, y, train):
+    def _leave(self, norm: nn.Module, x: jax.Array, y: jax.Array, train: bool) -> jax.Array:
         x = x + self.dropout(y, deterministic=not train).astype(jnp.float32)
         return x if self.cfg.norm == "pre" else norm(x).astype(jnp.float32)
 
-    def _feed_forward(self, x, train, step=False):
+    def _feed_forward(self, x: jax.Array, train: bool, step: bool = False) -> jax.Array:
         # Rows flattened to [B·T, D]: given [B, T, D], XLA on CPU lays the weight gradient's
         # operand out transposed and writes it column by column (about half the MLP's backward).
         y = self._enter(self.ff_norm, x).reshape(-1, x.shape[-1])
@@ -120,11 +120,31 @@ class Block(nn.Module):
             h = ACTIVATIONS[self.cfg.mlp](apply_dense(self.ff_in, y, step))
         return self._leave(self.ff_norm, x, apply_dense(self.ff_out, h, step).reshape(x.shape), train)
 
-    def _cross(self, x, memory, memory_mask, train, step=False):
+    def _cross(
+        self,
+        x: jax.Array,
+        memory: dict[str, jax.Array] | None,
+        memory_mask: jax.Array | None,
+        train: bool,
+        step: bool = False,
+    ) -> jax.Array:
+        if memory is None or memory_mask is None:
+            raise ValueError(
+                "a block with cross-attention reads an encoder's memory and its mask, got "
+                f"memory {type(memory).__name__} and memory_mask {type(memory_mask).__name__}"
+            )
         y = self.cross_attention(self._enter(self.cross_norm, x), memory, memory_mask, step)
         return self._leave(self.cross_norm, x, y, train)
 
-    def __call__(self, x, positions, mask: SelfMask, memory=None, memory_mask=None, train: bool = False):
+    def __call__(
+        self,
+        x: jax.Array,
+        positions: jax.Array,
+        mask: SelfMask,
+        memory: dict[str, jax.Array] | None = None,
+        memory_mask: jax.Array | None = None,
+        train: bool = False,
+    ) -> jax.Array:
         """x: [B, T, D] float32; positions: [B, T] or [T] int32; mask: the self-attention's.
 
         memory, memory_mask: this block's `memory` of the encoder output and a bool mask
@@ -137,7 +157,17 @@ class Block(nn.Module):
             x = self._cross(x, memory, memory_mask, train)
         return self._feed_forward(x, train)
 
-    def decode(self, x, cache, positions, slots, mask, memory=None, memory_mask=None, layer=None):
+    def decode(
+        self,
+        x: jax.Array,
+        cache: dict[str, jax.Array],
+        positions: jax.Array,
+        slots: jax.Array,
+        mask: jax.Array,
+        memory: dict[str, jax.Array] | None = None,
+        memory_mask: jax.Array | None = None,
+        layer: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """x: [N, 1, D] float32; cache, positions, slots, mask, layer as in SelfAttention.decode."""
         y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, slots, mask, layer)
         x = self._leave(self.self_norm, x, y, False)
@@ -146,6 +176,6 @@ class Block(nn.Module):
             x = self._cross(x, memory, memory_mask, False, step)
         return self._feed_forward(x, False, step), cache
 
-    def memory(self, encoded):
+    def memory(self, encoded: jax.Array) -> dict[str, jax.Array]:
         """encoded: [B, S, D] -> this block's cross-attention {"k", "v"}: [B, K, S, Dh]."""
         return self.cross_attention.memory(encoded)

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from seqjax.models.rows_matmul import rows_matmul
+
+Carry = tuple[jax.Array, ...]  # a cell's carry: [B, H] float32 arrays, the output h last
+Bias = jax.Array | tuple[()]  # a cell's recurrent bias: [H] float32 for the GRU, () for the others
 
 GATES = {"lstm": 4, "gru": 3, "elman": 1}
 CARRY_SIZE = {"lstm": 2, "gru": 1, "elman": 1}
 
 
-def lstm_update(carry, gates_x, recurrent, bias):
+def lstm_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias) -> Carry:
     """carry (c, h): [B, H] float32; gates_x, recurrent: [B, 4H] float32; bias unused."""
     del bias
     c, _ = carry
@@ -34,8 +38,9 @@ def lstm_update(carry, gates_x, recurrent, bias):
     return c, jax.nn.sigmoid(o) * jnp.tanh(c)
 
 
-def gru_update(carry, gates_x, recurrent, bias):
+def gru_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias) -> Carry:
     """carry (h,): [B, H] float32; gates_x, recurrent: [B, 3H] float32; bias: [H] (b_hn)."""
+    assert not isinstance(bias, tuple), "the GRU has its own recurrent bias b_hn"
     (h,) = carry
     x_r, x_z, x_n = jnp.split(gates_x, 3, axis=-1)
     h_r, h_z, h_n = jnp.split(recurrent, 3, axis=-1)
@@ -45,7 +50,7 @@ def gru_update(carry, gates_x, recurrent, bias):
     return ((1.0 - z) * n + z * h,)
 
 
-def elman_update(carry, gates_x, recurrent, bias):
+def elman_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias) -> Carry:
     """carry (h,): [B, H] float32; gates_x, recurrent: [B, H] float32; bias unused."""
     del carry, bias
     return (jnp.tanh(gates_x + recurrent),)
@@ -54,16 +59,16 @@ def elman_update(carry, gates_x, recurrent, bias):
 UPDATES = {"lstm": lstm_update, "gru": gru_update, "elman": elman_update}
 
 
-def matmul(x, kernel, dtype):
+def matmul(x: jax.Array, kernel: jax.Array, dtype: DTypeLike) -> jax.Array:
     """x [N, D] @ kernel [D, F] with operands in `dtype`, accumulated and returned in float32;
     under autodiff the kernel's gradient reads a row-major xᵀ (`rows_matmul`)."""
     return rows_matmul(x.astype(dtype), kernel.astype(dtype), jnp.float32)
 
 
-def zero_carry(cell: str, batch_size: int, features: int):
+def zero_carry(cell: str, batch_size: int, features: int) -> Carry:
     return tuple(jnp.zeros((batch_size, features), jnp.float32) for _ in range(CARRY_SIZE[cell]))
 
 
-def cell_step(cell: str, carry, gates_x, kernel, bias, dtype):
+def cell_step(cell: str, carry: Carry, gates_x: jax.Array, kernel: jax.Array, bias: Bias, dtype: DTypeLike) -> Carry:
     """One step: carry [B, H] tuple, gates_x [B, G*H] float32 -> next carry."""
     return UPDATES[cell](carry, gates_x, matmul(carry[-1], kernel, dtype), bias)

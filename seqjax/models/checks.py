@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 
-def check_tokens(tokens, name: str = "tokens", max_len: int | None = None) -> None:
+def check_tokens(tokens: jax.Array, name: str = "tokens", max_len: int | None = None) -> None:
     """tokens: [B, T] integer, T ≤ max_len when the model has a length bound."""
     if np.ndim(tokens) != 2 or not np.issubdtype(np.dtype(tokens.dtype), np.integer):
         raise ValueError(f"{name} must be a [B, T] integer array, got shape {np.shape(tokens)} dtype {tokens.dtype}")
@@ -19,7 +19,7 @@ def check_tokens(tokens, name: str = "tokens", max_len: int | None = None) -> No
         raise ValueError(f"{name} length must be <= model.max_len={max_len}, got {tokens.shape[1]}")
 
 
-def check_mask(mask, tokens, name: str = "mask") -> None:
+def check_mask(mask: jax.Array | None, tokens: jax.Array, name: str = "mask") -> None:
     """mask: None or [B, T] bool with the tokens' shape."""
     if mask is None:
         return
@@ -29,7 +29,9 @@ def check_mask(mask, tokens, name: str = "mask") -> None:
         )
 
 
-def check_packing(segment_ids, positions, tokens, max_len: int, prefix: str = "") -> None:
+def check_packing(
+    segment_ids: jax.Array | None, positions: jax.Array | None, tokens: jax.Array, max_len: int, prefix: str = ""
+) -> None:
     """segment_ids, positions: None or [B, T] integer with the tokens' shape, positions in
     [0, max_len) when concrete (position tables are gathered, and a gather clamps); segment
     ids (a packed row) need their per-segment positions."""
@@ -52,7 +54,7 @@ def check_packing(segment_ids, positions, tokens, max_len: int, prefix: str = ""
         raise ValueError(f"{prefix}segment_ids need {prefix}positions (each token's position in its segment), got None")
 
 
-def check_embedded(embedded, tokens, width: int) -> None:
+def check_embedded(embedded: jax.Array | None, tokens: jax.Array, width: int) -> None:
     """embedded: None or [B, T, D] replacing the embedding lookup of `tokens`."""
     if embedded is None:
         return
@@ -61,7 +63,7 @@ def check_embedded(embedded, tokens, width: int) -> None:
         raise ValueError(f"embedded must have shape {expected}, got {np.shape(embedded)}")
 
 
-def check_decode_size(batch_size, max_len, limit: int | None = None) -> None:
+def check_decode_size(batch_size: int, max_len: int, limit: int | None = None) -> None:
     """batch_size, max_len: positive Python ints, max_len ≤ limit when the model has one."""
     for name, value in (("batch_size", batch_size), ("max_len", max_len)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
@@ -70,11 +72,12 @@ def check_decode_size(batch_size, max_len, limit: int | None = None) -> None:
         raise ValueError(f"max_len must be <= model.max_len={limit}, got {max_len}")
 
 
-def check_source(src, src_mask, batch_size: int) -> None:
-    """src: [B, S] integer with B == batch_size; src_mask: None or [B, S] bool."""
+def check_source(src: jax.Array | None, src_mask: jax.Array | None, batch_size: int) -> jax.Array:
+    """src: [B, S] integer with B == batch_size; src_mask: None or [B, S] bool. Returns src."""
     if src is None:
         raise ValueError("src must be a [B, S] integer array for a seq2seq model, got None")
     check_tokens(src, "src")
     check_mask(src_mask, src, "src_mask")
     if src.shape[0] != batch_size:
         raise ValueError(f"src batch must equal the target batch {batch_size}, got {src.shape[0]}")
+    return src

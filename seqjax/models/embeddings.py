@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
 from seqjax.models.checks import check_embedded, check_mask, check_tokens
 
 
-def sinusoidal_positions(positions, width: int):
+def sinusoidal_positions(positions: jax.Array, width: int) -> jax.Array:
     """Vaswani et al.'s encoding: sin on the first half of the features, cos on the second.
 
     Args:
@@ -24,7 +25,7 @@ def sinusoidal_positions(positions, width: int):
     return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
 
 
-def token_embedding(vocab_size: int, width: int, name: str):
+def token_embedding(vocab_size: int, width: int, name: str) -> nn.Embed:
     """[V, D] table with N(0, 1/D) entries: rows of about unit norm, so an output head tied
     to it starts with O(1) logits; the Transformer rescales lookups by √D."""
     return nn.Embed(vocab_size, width, embedding_init=nn.initializers.normal(width**-0.5), name=name)
@@ -52,15 +53,17 @@ class TokenModel(nn.Module):
         rows of seq_len tokens (12·L·D·T per attention of L layers)."""
         return 0
 
-    def embed(self, tokens):
+    def embed(self, tokens: jax.Array) -> jax.Array:
         """tokens: [B, T] int32 -> [B, T, D] float32, the (target) lookup `embedded` may replace."""
         return self.token_embed(tokens)
 
-    def target_embedding(self):
+    def target_embedding(self) -> jax.Array:
         """The target embedding table [V, D] float32 (what a tied head scores with)."""
         return self.token_embed.embedding
 
-    def embedded_targets(self, tokens, mask, embedded, max_len: int | None = None):
+    def embedded_targets(
+        self, tokens: jax.Array, mask: jax.Array | None, embedded: jax.Array | None, max_len: int | None = None
+    ) -> jax.Array:
         """Checks a teacher-forced call's tokens [B, T] int32 (T <= max_len), mask [B, T] bool
         or None and embedded [B, T, D] or None; returns [B, T, D] float32, `embedded` when
         given, else the lookup of `tokens`."""
@@ -90,14 +93,14 @@ class PositionalInputs(nn.Module):
 
     cfg: ModelConfig
 
-    def setup(self):
+    def setup(self) -> None:
         if self.cfg.positions == "learned":
             self.position_embed = nn.Embed(
                 self.cfg.max_len, self.cfg.d_model, embedding_init=nn.initializers.normal(1.0)
             )
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(self, embedded, positions, train: bool = False):
+    def __call__(self, embedded: jax.Array, positions: jax.Array, train: bool = False) -> jax.Array:
         """embedded: [B, T, D] lookups; positions: [B, T] or [T] int32 -> [B, T, D] float32."""
         x = embedded.astype(jnp.float32)
         if self.cfg.scale_embeddings:

@@ -21,6 +21,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from seqjax.models.blocks import make_norm
@@ -37,13 +38,20 @@ class EncoderStack(nn.Module):
     cfg: Any
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         self.inputs = PositionalInputs(self.cfg)
         self.blocks = make_blocks(self.cfg, self.dtype)
         if self.cfg.norm == "pre":
             self.final_norm = make_norm(self.cfg, self.dtype)
 
-    def __call__(self, embedded, mask, positions, segment_ids, train: bool):
+    def __call__(
+        self,
+        embedded: jax.Array,
+        mask: jax.Array | None,
+        positions: jax.Array,
+        segment_ids: jax.Array | None,
+        train: bool,
+    ) -> jax.Array:
         x = self.inputs(embedded, positions, train)
         attention_mask = self_mask(causal=False, valid=mask, segments=segment_ids)
         x = run_blocks(self.blocks, self.cfg, x, positions, attention_mask, train=train)
@@ -59,23 +67,41 @@ class TransformerEncoder(TokenModel):
     generates: ClassVar[bool] = False  # no autoregressive decode step
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         # One more row than the vocabulary: [MASK] = V, an input only.
         self.token_embed = token_embedding(self.vocab_size + 1, self.cfg.d_model, "embed")
         self.encoder = EncoderStack(self.cfg, self.dtype)
 
-    def target_embedding(self):
+    def target_embedding(self) -> jax.Array:
         """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""
         return self.token_embed.embedding[: self.vocab_size]
 
-    def _encode(self, stack, tokens, mask, embedded, train, segment_ids, positions):
+    def _encode(
+        self,
+        stack: EncoderStack,
+        tokens: jax.Array,
+        mask: jax.Array | None,
+        embedded: jax.Array | None,
+        train: bool,
+        segment_ids: jax.Array | None,
+        positions: jax.Array | None,
+    ) -> jax.Array:
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
         check_packing(segment_ids, positions, tokens, self.cfg.max_len)
         if positions is None:
             positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
         return stack(embedded, mask, positions, segment_ids, train)
 
-    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False, segment_ids=None, positions=None):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+        segment_ids: jax.Array | None = None,
+        positions: jax.Array | None = None,
+    ) -> jax.Array:
         """tokens: [B, T] int32 (ids in [0, V], V = [MASK]); mask: [B, T] bool or None (keys
         attended); embedded: [B, T, D] or None; segment_ids, positions: a packed row's, or
         None. Returns hidden: [B, T, D] float32, every row having seen every valid token."""
@@ -123,7 +149,7 @@ class ElectraEncoder(TransformerEncoder):
 
     objective: ClassVar[str] = "electra"
 
-    def setup(self):
+    def setup(self) -> None:
         super().setup()
         generator = generator_config(self.cfg)
         self.generator_stack = EncoderStack(generator, self.dtype)
@@ -132,7 +158,16 @@ class ElectraEncoder(TransformerEncoder):
             self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out")
         self.classifier = nn.Dense(1, dtype=self.dtype, name="classifier")
 
-    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False, segment_ids=None, positions=None):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+        segment_ids: jax.Array | None = None,
+        positions: jax.Array | None = None,
+    ) -> jax.Array:
         """The discriminator's hidden states [B, T, D] float32 (as `TransformerEncoder`)."""
         if self.is_initializing():  # one init creates the generator and the classifier too
             self.generator(tokens, mask=mask)
@@ -141,7 +176,7 @@ class ElectraEncoder(TransformerEncoder):
             tokens, mask=mask, embedded=embedded, train=train, segment_ids=segment_ids, positions=positions
         )
 
-    def generator(self, tokens, *, mask=None, train: bool = False):
+    def generator(self, tokens: jax.Array, *, mask: jax.Array | None = None, train: bool = False) -> jax.Array:
         """The generator's hidden states [B, T, D] float32 for tokens [B, T] int32 (the head
         turns them into its masked-LM distribution)."""
         if self.cfg.electra.generator_width == 1:
@@ -150,7 +185,7 @@ class ElectraEncoder(TransformerEncoder):
         positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
         return self.generator_out(self.generator_stack(embedded, mask, positions, None, train)).astype(jnp.float32)
 
-    def discriminate(self, tokens, *, mask=None, train: bool = False):
+    def discriminate(self, tokens: jax.Array, *, mask: jax.Array | None = None, train: bool = False) -> jax.Array:
         """Replaced-token logits [B, T] float32: log-odds that each token is not the original."""
         hidden = super().__call__(tokens, mask=mask, train=train)
         return self.classifier(hidden).astype(jnp.float32)[..., 0]

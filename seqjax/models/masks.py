@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 
-def window_mask(query_positions, key_positions, window: int = 0, dilation: int = 1):
+def window_mask(query_positions: jax.Array, key_positions: jax.Array, window: int = 0, dilation: int = 1) -> jax.Array:
     """Causal (optionally sliding-window, optionally dilated) mask from absolute positions.
 
     A query at position q sees the keys at q, q - dilation, ..., q - (window - 1) * dilation
@@ -37,7 +37,7 @@ def window_mask(query_positions, key_positions, window: int = 0, dilation: int =
     return allowed
 
 
-def causal_mask(length: int, window: int = 0, dilation: int = 1):
+def causal_mask(length: int, window: int = 0, dilation: int = 1) -> jax.Array:
     """Mask of teacher-forced self-attention over one sequence.
 
     Returns:
@@ -47,7 +47,7 @@ def causal_mask(length: int, window: int = 0, dilation: int = 1):
     return window_mask(positions, positions, window, dilation)[None, None]
 
 
-def padding_mask(mask):
+def padding_mask(mask: jax.Array) -> jax.Array:
     """Keys that are real tokens.
 
     Args:
@@ -58,7 +58,7 @@ def padding_mask(mask):
     return mask[:, None, None, :]
 
 
-def decode_mask(positions, max_len: int, window: int = 0, dilation: int = 1):
+def decode_mask(positions: jax.Array, max_len: int, window: int = 0, dilation: int = 1) -> jax.Array:
     """Mask of one decode step over a fixed-size KV cache.
 
     Args:
@@ -71,7 +71,7 @@ def decode_mask(positions, max_len: int, window: int = 0, dilation: int = 1):
     return window_mask(positions[:, None], keys, window, dilation)[:, None]
 
 
-def beam_slots_mask(mask, slot_rows, batch_size: int):
+def beam_slots_mask(mask: jax.Array, slot_rows: jax.Array, batch_size: int) -> jax.Array:
     """The decode mask of N = B·R rows that share their batch row's KV cache of R blocks of M
     slots (`SharedByBeams`: a beam search's R beams).
 
@@ -90,7 +90,7 @@ def beam_slots_mask(mask, slot_rows, batch_size: int):
     return (held & mask[:, 0]).reshape(batch_size, 1, per_batch, per_batch * length)
 
 
-def segment_mask(query_segments, key_segments):
+def segment_mask(query_segments: jax.Array, key_segments: jax.Array) -> jax.Array:
     """Keys of the query's own segment (packed rows: a line never sees another line).
 
     Args:
@@ -123,7 +123,7 @@ class SelfMask:
     dilation: int = flax.struct.field(pytree_node=False, default=1)
 
     @property
-    def extra(self):
+    def extra(self) -> jax.Array | None:
         """None, or the padding and segment part as bool broadcastable to [B, 1, T, T]."""
         extra = None if self.valid is None else padding_mask(self.valid)
         if self.segments is not None:
@@ -132,11 +132,11 @@ class SelfMask:
         return extra
 
     @property
-    def lengths(self):
+    def lengths(self) -> jax.Array | None:
         """[B] int32 real tokens per row, or None without padding."""
         return None if self.valid is None else self.valid.sum(axis=-1, dtype=jnp.int32)
 
-    def dense(self, length: int):
+    def dense(self, length: int) -> jax.Array:
         """The whole mask as one bool array broadcastable to [B, 1, T, T]."""
         if self.causal:
             structured = causal_mask(length, self.window, self.dilation)
@@ -154,7 +154,14 @@ class SelfMask:
         return max(0, start - reach), end
 
 
-def self_mask(*, causal: bool, window: int = 0, dilation: int = 1, valid=None, segments=None) -> SelfMask:
+def self_mask(
+    *,
+    causal: bool,
+    window: int = 0,
+    dilation: int = 1,
+    valid: jax.Array | None = None,
+    segments: jax.Array | None = None,
+) -> SelfMask:
     """The SelfMask with optional key padding valid [B, T] bool (a prefix of each row) and
     segment ids segments [B, T] int32 (the structured part is built only where a kernel needs
     it densely)."""

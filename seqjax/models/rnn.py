@@ -9,13 +9,15 @@ float32 so a bfloat16 run does not accumulate rounding through time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
-from seqjax.models.cells import GATES, cell_step, matmul, zero_carry
+from seqjax.models.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.recurrence import recurrence
@@ -34,7 +36,7 @@ class Recurrent(nn.Module):
     reverse: bool = False
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         gates = GATES[self.cell] * self.features
         self.input_kernel = self.param(
             "input_kernel", nn.initializers.lecun_normal(), (self.in_features, gates), jnp.float32
@@ -46,7 +48,7 @@ class Recurrent(nn.Module):
         if self.cell == "gru":
             self.recurrent_bias = self.param("recurrent_bias", nn.initializers.zeros, (self.features,), jnp.float32)
 
-    def _bias_init(self, key, shape, dtype):
+    def _bias_init(self, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
         del key
         bias = jnp.zeros(shape, dtype)
         if self.cell == "lstm":
@@ -54,13 +56,15 @@ class Recurrent(nn.Module):
             bias = bias.at[self.features : 2 * self.features].set(1.0)
         return bias
 
-    def initial_carry(self, batch_size: int):
+    def initial_carry(self, batch_size: int) -> Carry:
         return zero_carry(self.cell, batch_size, self.features)
 
-    def _bias(self):
+    def _bias(self) -> Bias:
         return self.recurrent_bias if self.cell == "gru" else ()
 
-    def __call__(self, inputs, mask=None, carry=None):
+    def __call__(
+        self, inputs: jax.Array, mask: jax.Array | None = None, carry: Carry | None = None
+    ) -> tuple[jax.Array, Carry]:
         """Runs the layer over a sequence.
 
         Args:
@@ -89,7 +93,7 @@ class Recurrent(nn.Module):
         )
         return jnp.swapaxes(outputs, 0, 1), carry
 
-    def step(self, carry, inputs):
+    def step(self, carry: Carry, inputs: jax.Array) -> tuple[Carry, jax.Array]:
         """One time step. inputs: [B, D_in] float; returns (carry, h [B, H] float32)."""
         gates_x = matmul(inputs, self.input_kernel, self.dtype) + self.input_bias
         carry = cell_step(self.cell, carry, gates_x, self.recurrent_kernel, self._bias(), self.dtype)
@@ -112,27 +116,28 @@ class RNNLM(TokenModel):
         """Each layer's input and recurrent kernels, [D, G·D] each for a cell of G gates."""
         return cfg.layers * GATES[cfg.cell] * 2 * cfg.d_model**2
 
-    def setup(self):
+    def setup(self) -> None:
         d = self.cfg.d_model
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.rnn_layers = [Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+    ) -> jax.Array:
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
 
         Returns hidden: [B, T, D] float32.
         """
         x = self.embedded_targets(tokens, mask, embedded)
-        x = self.dropout(x, deterministic=not train)
-        for index, layer in enumerate(self.rnn_layers):
-            outputs, _ = layer(x, mask)
-            if index > 0 and self.cfg.residual:
-                outputs = outputs + x
-            x = self.dropout(outputs, deterministic=not train)
-        return x
+        return run_stack(self.rnn_layers, x, mask, self.dropout, self.cfg.residual, train)
 
-    def init_decode_state(self, batch_size: int, max_len: int):
+    def init_decode_state(self, batch_size: int, max_len: int) -> tuple[Carry, ...]:
         """Returns the per-layer carries, each a tuple of [B, D] float32 zeros.
 
         max_len is accepted for the decode contract; a recurrence has no length bound.
@@ -140,15 +145,44 @@ class RNNLM(TokenModel):
         check_decode_size(batch_size, max_len)
         return tuple(layer.initial_carry(batch_size) for layer in self.rnn_layers)
 
-    def decode_step(self, state, token):
+    def decode_step(self, state: tuple[Carry, ...], token: jax.Array) -> tuple[jax.Array, tuple[Carry, ...]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
-        x = self.token_embed(token)
-        carries = []
-        for index, layer in enumerate(self.rnn_layers):
-            carry, outputs = layer.step(state[index], x)
-            carries.append(carry)
-            x = outputs + x if index > 0 and self.cfg.residual else outputs
-        return x, tuple(carries)
+        return step_stack(self.rnn_layers, state, self.token_embed(token), self.cfg.residual)
+
+
+def run_stack(
+    layers: Sequence[Recurrent],
+    x: jax.Array,
+    mask: jax.Array | None,
+    dropout: nn.Dropout,
+    residual: bool,
+    train: bool,
+    carries: Sequence[Carry] | None = None,
+) -> jax.Array:
+    """Stacked recurrent layers over x [B, T, D] (mask [B, T] bool or None) -> [B, T, D] float32:
+    dropout (train only) on the input, between layers and on the output; with `residual`, layers
+    after the first add their input to their output. `carries`: each layer's initial carry
+    (None: zeros)."""
+    x = dropout(x, deterministic=not train)
+    for index, layer in enumerate(layers):
+        outputs, _ = layer(x, mask, None if carries is None else carries[index])
+        if index > 0 and residual:
+            outputs = outputs + x
+        x = dropout(outputs, deterministic=not train)
+    return x
+
+
+def step_stack(
+    layers: Sequence[Recurrent], state: tuple[Carry, ...], x: jax.Array, residual: bool
+) -> tuple[jax.Array, tuple[Carry, ...]]:
+    """One decode step of `run_stack`'s layers: x [B, D] float32, state the per-layer carries
+    -> (the top layer's h [B, D] float32, next state)."""
+    carries = []
+    for index, layer in enumerate(layers):
+        carry, outputs = layer.step(state[index], x)
+        carries.append(carry)
+        x = outputs + x if index > 0 and residual else outputs
+    return x, tuple(carries)
 
 
 class RNNEncoder(nn.Module):
@@ -164,7 +198,7 @@ class RNNEncoder(nn.Module):
     cfg: ModelConfig
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         d = self.cfg.d_model
         width = d // 2 if self.cfg.bidirectional else d
         self.forward_layers = [Recurrent(self.cfg.cell, d, width, dtype=self.dtype) for _ in range(self.cfg.layers)]
@@ -174,7 +208,9 @@ class RNNEncoder(nn.Module):
             ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(self, x, mask=None, train: bool = False):
+    def __call__(
+        self, x: jax.Array, mask: jax.Array | None = None, train: bool = False
+    ) -> tuple[jax.Array, tuple[Carry, ...]]:
         """x: [B, S, D] float32; mask: [B, S] bool or None.
 
         Returns outputs [B, S, D] float32 and the per-layer final carries ([B, D] tuples).

@@ -25,6 +25,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import DTypeLike
 
 from seqjax.placement import compute_platform
 
@@ -36,7 +37,7 @@ def row_major_transpose(x: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def rows_matmul(x: jax.Array, kernel: jax.Array, preferred_element_type=None) -> jax.Array:
+def rows_matmul(x: jax.Array, kernel: jax.Array, preferred_element_type: DTypeLike | None = None) -> jax.Array:
     """x [N, D] @ kernel [D, F] -> [N, F], accumulated and returned in
     `preferred_element_type` (None: the operands' dtype, which must agree); the weight
     gradient is `row_major_transpose(x) @ dY`, the input gradient dY @ kernelᵀ, each in its
@@ -44,15 +45,19 @@ def rows_matmul(x: jax.Array, kernel: jax.Array, preferred_element_type=None) ->
     return _product(x, kernel, preferred_element_type)
 
 
-def _product(a, b, preferred_element_type):
+def _product(a: jax.Array, b: jax.Array, preferred_element_type: DTypeLike | None) -> jax.Array:
     return jnp.matmul(a, b, preferred_element_type=preferred_element_type)
 
 
-def _forward(x, kernel, preferred_element_type):
+def _forward(
+    x: jax.Array, kernel: jax.Array, preferred_element_type: DTypeLike | None
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     return _product(x, kernel, preferred_element_type), (x, kernel)
 
 
-def _backward(preferred_element_type, residuals, d_out):
+def _backward(
+    preferred_element_type: DTypeLike | None, residuals: tuple[jax.Array, jax.Array], d_out: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     x, kernel = residuals
     d_x = _product(d_out.astype(kernel.dtype), kernel.T, preferred_element_type).astype(x.dtype)
     d_kernel = _product(row_major_transpose(x), d_out.astype(x.dtype), preferred_element_type)
@@ -62,7 +67,13 @@ def _backward(preferred_element_type, residuals, d_out):
 rows_matmul.defvjp(_forward, _backward)
 
 
-def rows_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+def rows_dot_general(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    dimension_numbers: lax.DotDimensionNumbers,
+    precision: lax.PrecisionLike = None,
+    preferred_element_type: DTypeLike | None = None,
+) -> jax.Array:
     """`lax.dot_general` for `nn.Dense(dot_general=...)`: a [N, D] x [D, F] product with no
     precision asked for goes through `rows_matmul`; every other product or option through
     `lax.dot_general` unchanged."""

@@ -30,20 +30,20 @@ class SourceAttention(nn.Module):
     width: int
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         if self.kind in ("additive", "general"):
             self.key_projection = nn.Dense(self.width, use_bias=False, dtype=self.dtype)
         if self.kind == "additive":
             self.query_projection = nn.Dense(self.width, dtype=self.dtype)
             self.score_vector = self.param("score_vector", nn.initializers.normal(self.width**-0.5), (self.width,))
 
-    def keys(self, memory):
+    def keys(self, memory: jax.Array) -> jax.Array:
         """memory: [B, S, D] -> keys [B, S, D] float32, the query-independent part."""
         if self.kind == "dot":
             return memory
         return self.key_projection(memory).astype(jnp.float32)
 
-    def __call__(self, query, keys, memory, mask):
+    def __call__(self, query: jax.Array, keys: jax.Array, memory: jax.Array, mask: jax.Array) -> jax.Array:
         """query: [B, D]; keys, memory: [B, S, D]; mask: [B, S] bool -> context [B, D] float32."""
         if self.kind == "additive":
             projected = self.query_projection(query).astype(jnp.float32)
@@ -61,7 +61,7 @@ class InputFeedingDecoder(nn.Module):
     cfg: ModelConfig
     dtype: Any = jnp.float32
 
-    def setup(self):
+    def setup(self) -> None:
         d = self.cfg.d_model
         self.layers = [
             Recurrent(self.cfg.cell, 2 * d if index == 0 else d, d, dtype=self.dtype)
@@ -71,10 +71,12 @@ class InputFeedingDecoder(nn.Module):
         self.combine = nn.Dense(d, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def keys(self, memory):
+    def keys(self, memory: jax.Array) -> jax.Array:
         return self.attention.keys(memory)
 
-    def __call__(self, state, embedded, source, train: bool = False):
+    def __call__(
+        self, state: dict[str, Any], embedded: jax.Array, source: dict[str, jax.Array], train: bool = False
+    ) -> tuple[dict[str, Any], jax.Array]:
         """embedded: [B, D]; source {"memory", "keys", "mask"}. Returns (state, h̃ [B, D])."""
         x = jnp.concatenate([embedded, state["feed"]], axis=-1)
         carries = []
@@ -94,10 +96,19 @@ class InputFeedingDecoder(nn.Module):
         return {"carries": tuple(carries), "feed": attentional}, attentional
 
 
-def _decode_sequence(decoder, state, embedded, source, train):
-    """Teacher forcing: the decoder step scanned over time. embedded: [B, T, D]."""
+def _decode_sequence(
+    decoder: InputFeedingDecoder,
+    state: dict[str, Any],
+    embedded: jax.Array,
+    source: dict[str, jax.Array],
+    train: bool,
+) -> tuple[dict[str, Any], jax.Array]:
+    """Teacher forcing: the decoder step scanned over time. embedded: [B, T, D]; returns the
+    last state and h̃ [B, T, D] float32."""
 
-    def body(decoder, state, embedded_t):
+    def body(
+        decoder: InputFeedingDecoder, state: dict[str, Any], embedded_t: jax.Array
+    ) -> tuple[dict[str, Any], jax.Array]:
         return decoder(state, embedded_t, source, train)
 
     scan = nn.scan(
@@ -119,13 +130,13 @@ class AttentionSeq2Seq(EncoderDecoder):
 
     recurrent: ClassVar[bool] = True
 
-    def setup(self):
+    def setup(self) -> None:
         self.setup_embeddings()
         self.encoder = RNNEncoder(self.cfg, self.dtype)
         self.decoder = InputFeedingDecoder(self.cfg, self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def _start(self, src, src_mask, train):
+    def _start(self, src: jax.Array, src_mask: jax.Array | None, train: bool) -> dict[str, Any]:
         """Encodes the source; returns the initial decoder state (carries from the encoder)."""
         x = self.dropout(self.source_embed(src), deterministic=not train)
         memory, finals = self.encoder(x, src_mask, train)
@@ -134,27 +145,38 @@ class AttentionSeq2Seq(EncoderDecoder):
         source = {"memory": memory, "keys": self.decoder.keys(memory), "mask": mask}
         return {"carries": finals, "feed": feed, "source": source}
 
-    def __call__(self, tokens, *, src=None, src_mask=None, mask=None, embedded=None, train: bool = False):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        src: jax.Array | None = None,
+        src_mask: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+    ) -> jax.Array:
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None (target padding is trailing, so causality makes it
         irrelevant to valid rows); embedded: [B, T, D] or None. Returns [B, T, D] float32.
         """
         x = self.embedded_targets(tokens, mask, embedded)
-        check_source(src, src_mask, tokens.shape[0])
+        src = check_source(src, src_mask, tokens.shape[0])
         state = self._start(src, src_mask, train)
         x = self.dropout(x, deterministic=not train)
         start = {"carries": state["carries"], "feed": state["feed"]}
         _, hidden = _decode_sequence(self.decoder, start, x, state["source"], train)
         return hidden
 
-    def init_decode_state(self, batch_size: int, max_len: int, src=None, src_mask=None):
+    def init_decode_state(
+        self, batch_size: int, max_len: int, src: jax.Array | None = None, src_mask: jax.Array | None = None
+    ) -> dict[str, Any]:
         """Runs the encoder and precomputes the attention keys. max_len is unused."""
         check_decode_size(batch_size, max_len)
-        check_source(src, src_mask, batch_size)
+        src = check_source(src, src_mask, batch_size)
         return self._start(src, src_mask, False)
 
-    def decode_step(self, state, token):
+    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         step_state = {"carries": state["carries"], "feed": state["feed"]}
         step_state, hidden = self.decoder(step_state, self.token_embed(token), state["source"])

@@ -12,8 +12,9 @@ target token its own target prefix and the source segment with the same id.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
@@ -46,7 +47,7 @@ class TransformerSeq2Seq(EncoderDecoder):
         """Encoder self-, decoder self- and cross-attention."""
         return 3 * 12 * cfg.layers * cfg.d_model * seq_len
 
-    def setup(self):
+    def setup(self) -> None:
         self.setup_embeddings()
         self.source_inputs = PositionalInputs(self.cfg)
         self.target_inputs = PositionalInputs(self.cfg)
@@ -56,7 +57,14 @@ class TransformerSeq2Seq(EncoderDecoder):
             self.encoder_norm = make_norm(self.cfg, self.dtype)
             self.decoder_norm = make_norm(self.cfg, self.dtype)
 
-    def _encode(self, src, src_mask, train, segments=None, positions=None):
+    def _encode(
+        self,
+        src: jax.Array,
+        src_mask: jax.Array | None,
+        train: bool,
+        segments: jax.Array | None = None,
+        positions: jax.Array | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         """Returns the encoder output [B, S, D] and the [B, S] source mask."""
         src_mask = jnp.ones(src.shape, bool) if src_mask is None else src_mask
         if positions is None:
@@ -68,25 +76,25 @@ class TransformerSeq2Seq(EncoderDecoder):
             x = self.encoder_norm(x)
         return x, src_mask
 
-    def _finish(self, x):
+    def _finish(self, x: jax.Array) -> jax.Array:
         if self.cfg.norm == "pre":
             x = self.decoder_norm(x)
         return x.astype(jnp.float32)
 
     def __call__(
         self,
-        tokens,
+        tokens: jax.Array,
         *,
-        src=None,
-        src_mask=None,
-        mask=None,
-        embedded=None,
+        src: jax.Array | None = None,
+        src_mask: jax.Array | None = None,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
         train: bool = False,
-        segment_ids=None,
-        positions=None,
-        src_segment_ids=None,
-        src_positions=None,
-    ):
+        segment_ids: jax.Array | None = None,
+        positions: jax.Array | None = None,
+        src_segment_ids: jax.Array | None = None,
+        src_positions: jax.Array | None = None,
+    ) -> jax.Array:
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Packed rows: segment_ids,
@@ -94,7 +102,7 @@ class TransformerSeq2Seq(EncoderDecoder):
         Returns [B, T, D] float32.
         """
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
-        check_source(src, src_mask, tokens.shape[0])
+        src = check_source(src, src_mask, tokens.shape[0])
         check_tokens(src, "src", max_len=self.cfg.max_len)
         check_packing(segment_ids, positions, tokens, self.cfg.max_len)
         check_packing(src_segment_ids, src_positions, src, self.cfg.max_len, "src_")
@@ -107,18 +115,20 @@ class TransformerSeq2Seq(EncoderDecoder):
         window, dilation = self.cfg.window, self.cfg.dilation
         target_mask = self_mask(causal=True, window=window, dilation=dilation, valid=mask, segments=segment_ids)
         source_mask = padding_mask(src_mask)
-        if segment_ids is not None:
+        if segment_ids is not None and src_segment_ids is not None:
             source_mask = source_mask & segment_mask(segment_ids, src_segment_ids)
         x = run_blocks(self.decoder_blocks, self.cfg, x, positions, target_mask, encoded, source_mask, train)
         return self._finish(x)
 
-    def init_decode_state(self, batch_size: int, max_len: int, src=None, src_mask=None):
+    def init_decode_state(
+        self, batch_size: int, max_len: int, src: jax.Array | None = None, src_mask: jax.Array | None = None
+    ) -> dict[str, Any]:
         """Runs the encoder, projects its cross-attention keys/values, empties the caches.
 
         The memory and the source mask are `SharedByBeams`: a beam search's beams read their
         batch row's instead of each holding a copy that is reordered with them."""
         check_decode_size(batch_size, max_len, self.cfg.max_len)
-        check_source(src, src_mask, batch_size)
+        src = check_source(src, src_mask, batch_size)
         check_tokens(src, "src", max_len=self.cfg.max_len)
         encoded, src_mask = self._encode(src, src_mask, False)
         return {
@@ -128,7 +138,7 @@ class TransformerSeq2Seq(EncoderDecoder):
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
 
-    def decode_step(self, state, token):
+    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """token: [N] int32 -> (hidden [N, D] float32, next state); N = B, or B·K for a beam
         search's K beams sharing the cache and the memory. At most max_len steps."""
         positions = state["positions"]

@@ -67,7 +67,9 @@ def segment_ids(mask: SelfMask, batch: int, length: int) -> jax.Array:
     return ids if mask.valid is None else jnp.where(mask.valid, ids, 0)
 
 
-def _attend_rows(q, k, v, ids, *, mask: SelfMask, interpret: bool):
+def _attend_rows(
+    q: jax.Array, k: jax.Array, v: jax.Array, ids: jax.Array, *, mask: SelfMask, interpret: bool
+) -> jax.Array:
     """q [B, T, H, Dh] (scaled), k, v [B, T, K, Dh], ids [B, T] -> [B, T, H, Dh]."""
     batch, length, heads, head_dim = q.shape
     kv_heads = k.shape[2]
@@ -76,7 +78,8 @@ def _attend_rows(q, k, v, ids, *, mask: SelfMask, interpret: bool):
         _structured(mask, length, group), block_sizes=_blocks(), interpret=interpret
     )
 
-    def one_group(q_group, k_head, v_head, row_ids):  # [G, T, Dh], [T, Dh], [T, Dh], [T]
+    def one_group(q_group: jax.Array, k_head: jax.Array, v_head: jax.Array, row_ids: jax.Array) -> jax.Array:
+        """[G, T, Dh] queries, [T, Dh] keys and values, [T] segment ids -> [G, T, Dh]."""
         return kernel(q_group, k_head, v_head, segment_ids=splash.SegmentIds(q=row_ids, kv=row_ids))
 
     grouped = q.reshape(batch, length, kv_heads, group, head_dim).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, Dh]
@@ -86,7 +89,9 @@ def _attend_rows(q, k, v, ids, *, mask: SelfMask, interpret: bool):
     return out.transpose(0, 3, 1, 2, 4).reshape(batch, length, heads, head_dim)
 
 
-def splash_attention(q, k, v, mask: SelfMask, *, interpret: bool | None = None):
+def splash_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: SelfMask, *, interpret: bool | None = None
+) -> jax.Array:
     """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask` (which
     `splash_expresses`) by the splash kernel; `interpret` defaults to "not on a TPU" (the step's
     mesh's platform, else JAX's backend). Returns [B, T, H, Dh] in q's dtype."""

@@ -33,6 +33,7 @@ read from "slot_rows" at each call, so a step works with whatever length it is g
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -46,17 +47,23 @@ from seqjax.models.attention import empty_cache
 from seqjax.models.blocks import Block
 from seqjax.models.masks import SelfMask, beam_slots_mask, decode_mask
 
+# One stack's blocks: a scanned Block (`model.scan_layers`) or one Block per layer.
+Blocks = Block | Sequence[Block]
+# Per-layer {"k", "v"} arrays (KV caches, cross-attention memories): a tuple of [B, ...] dicts
+# (unrolled), or one dict of [B, L, ...] (scanned).
+Memories = tuple[dict[str, jax.Array], ...] | dict[str, jax.Array]
+
 REMAT_POLICIES = {"dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable, "full": None}
 
 
-def make_blocks(cfg: ModelConfig, dtype: Any, cross: bool = False) -> Block | list[Block]:
+def make_blocks(cfg: ModelConfig, dtype: Any, cross: bool = False) -> Blocks:
     """The blocks of one stack, for a model's `setup`: one scanned Block or a list of them."""
     if cfg.scan_layers:
         return Block(cfg, cross, dtype)
     return [Block(cfg, cross, dtype) for _ in range(cfg.layers)]
 
 
-def _scanned(layer, cfg: ModelConfig):
+def _scanned(layer: Callable[..., Any], cfg: ModelConfig) -> Callable[..., Any]:
     # Per-layer inputs and outputs (caches, memories) carry the layer on axis 1, after the batch.
     return nn.scan(
         layer,
@@ -69,8 +76,15 @@ def _scanned(layer, cfg: ModelConfig):
 
 
 def run_blocks(
-    blocks, cfg: ModelConfig, x, positions, mask: SelfMask, encoded=None, encoded_mask=None, train: bool = False
-):
+    blocks: Blocks,
+    cfg: ModelConfig,
+    x: jax.Array,
+    positions: jax.Array,
+    mask: SelfMask,
+    encoded: jax.Array | None = None,
+    encoded_mask: jax.Array | None = None,
+    train: bool = False,
+) -> jax.Array:
     """Teacher-forced pass: x [B, T, D] float32 through every block; returns [B, T, D] float32.
 
     positions: [B, T] or [T] int32; mask: the self-attention's; encoded [B, S, D] and
@@ -78,7 +92,7 @@ def run_blocks(
     cross-attention read (each projects its own memory).
     """
 
-    def layer(block, x, _):
+    def layer(block: Block, x: jax.Array, _: None) -> tuple[jax.Array, None]:
         memory = None if encoded is None else block.memory(encoded)
         return block(x, positions, mask, memory, encoded_mask, train), None
 
@@ -86,17 +100,17 @@ def run_blocks(
         # Inside a scan, CSE cannot merge recomputation across iterations; outside it must be
         # prevented, or XLA folds the recomputed forward back into the saved one.
         layer = nn.remat(layer, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
-    if cfg.scan_layers:
+    if isinstance(blocks, Block):
         return _scanned(layer, cfg)(blocks, x, None)[0]
     for block in blocks:
         x, _ = layer(block, x, None)
     return x
 
 
-def block_memories(blocks, cfg: ModelConfig, encoded):
+def block_memories(blocks: Blocks, cfg: ModelConfig, encoded: jax.Array) -> Memories:
     """Every decoder block's cross-attention memory of encoded [B, S, D]: a tuple of
     {"k", "v"} [B, K, S, Dh] (unrolled) or {"k", "v"} [B, L, K, S, Dh] (scanned)."""
-    if cfg.scan_layers:
+    if isinstance(blocks, Block):
         return _scanned(lambda block, carry, _: (carry, block.memory(carry)), cfg)(blocks, encoded, None)[1]
     return tuple(block.memory(encoded) for block in blocks)
 
@@ -113,7 +127,7 @@ def empty_decode_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: A
     return _cache_part(caches, jnp.zeros((batch_size, max_len), jnp.int32))
 
 
-def _cache_part(caches, slot_rows) -> dict[str, Any]:
+def _cache_part(caches: Memories, slot_rows: jax.Array) -> dict[str, Any]:
     """The decode state's cache part: the KV caches' slots (axis -2) are shared by the beams and
     grow with the steps, the slot record [N, M] grows with the steps."""
     return {
@@ -122,7 +136,15 @@ def _cache_part(caches, slot_rows) -> dict[str, Any]:
     }
 
 
-def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, memory_mask=None):
+def decode_blocks(
+    blocks: Blocks,
+    cfg: ModelConfig,
+    x: jax.Array,
+    state: dict[str, Any],
+    positions: jax.Array,
+    memories: Memories | None = None,
+    memory_mask: jax.Array | None = None,
+) -> tuple[jax.Array, dict[str, Any]]:
     """One decode step of N rows through every block: x [N, 1, D] float32 -> (x, the state's
     updated cache part, {"cache", "slot_rows"}).
 
@@ -139,10 +161,12 @@ def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, 
         slot_rows = slot_rows.at[jnp.arange(rows), positions].set(block)
     mask = beam_slots_mask(decode_mask(positions, length, cfg.window, cfg.dilation), slot_rows, batch)
 
-    if cfg.scan_layers:
+    if isinstance(blocks, Block):
         # The stacked caches ride in the carry and are updated in place at each layer's index;
         # as scanned inputs and outputs they would be moved whole to the front and back.
-        def layer(block, carry, _):
+        def layer(
+            block: Block, carry: tuple[jax.Array, dict[str, jax.Array], jax.Array], _: None
+        ) -> tuple[tuple[jax.Array, dict[str, jax.Array], jax.Array], None]:
             x, caches, index = carry
             memory = None
             if memories is not None:
@@ -154,7 +178,7 @@ def decode_blocks(blocks, cfg: ModelConfig, x, state, positions, memories=None, 
     else:
         updated = []
         for index, block_module in enumerate(blocks):
-            memory = None if memories is None else memories[index]
+            memory = memories[index] if isinstance(memories, tuple) else None
             x, cache = block_module.decode(x, caches[index], positions, slots, mask, memory, memory_mask)
             updated.append(cache)
         caches = tuple(updated)

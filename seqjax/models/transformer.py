@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from seqjax.config import ModelConfig
@@ -41,19 +42,28 @@ class TransformerLM(TokenModel):
     def attention_flops(cls, cfg: ModelConfig, seq_len: int) -> int:
         return 12 * cfg.layers * cfg.d_model * seq_len
 
-    def setup(self):
+    def setup(self) -> None:
         self.token_embed = token_embedding(self.vocab_size, self.cfg.d_model, "embed")
         self.inputs = PositionalInputs(self.cfg)
         self.blocks = make_blocks(self.cfg, self.dtype)
         if self.cfg.norm == "pre":
             self.final_norm = make_norm(self.cfg, self.dtype)
 
-    def _finish(self, x):
+    def _finish(self, x: jax.Array) -> jax.Array:
         if self.cfg.norm == "pre":
             x = self.final_norm(x)
         return x.astype(jnp.float32)
 
-    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False, segment_ids=None, positions=None):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+        segment_ids: jax.Array | None = None,
+        positions: jax.Array | None = None,
+    ) -> jax.Array:
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
 
         segment_ids: [B, T] int32 or None, a packed row's segment of each token (attention
@@ -71,7 +81,7 @@ class TransformerLM(TokenModel):
         x = run_blocks(self.blocks, self.cfg, x, positions, attention_mask, train=train)
         return self._finish(x)
 
-    def init_decode_state(self, batch_size: int, max_len: int):
+    def init_decode_state(self, batch_size: int, max_len: int) -> dict[str, Any]:
         """Empty KV caches of max_len ≤ cfg.max_len slots (`stack.empty_decode_cache`) and
         the rows' positions; every leaf has leading axis B."""
         check_decode_size(batch_size, max_len, self.cfg.max_len)
@@ -80,7 +90,7 @@ class TransformerLM(TokenModel):
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
 
-    def decode_step(self, state, token):
+    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """token: [N] int32 -> (hidden [N, D] float32, next state); N = B, or B·K for a beam
         search's K beams sharing the cache.
 

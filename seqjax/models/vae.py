@@ -17,16 +17,18 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
-from seqjax.models.cells import CARRY_SIZE
+from seqjax.models.cells import CARRY_SIZE, Carry
 from seqjax.models.checks import check_decode_size, check_mask, check_tokens
 from seqjax.models.embeddings import TokenModel, token_embedding
-from seqjax.models.rnn import Recurrent
+from seqjax.models.rnn import Recurrent, step_stack
 
 
-def interpolate_latents(first, second, num: int):
+def interpolate_latents(first: ArrayLike, second: ArrayLike, num: int) -> jax.Array:
     """Evenly spaced points from `first` to `second` (both ends included).
 
     first, second: [Z] float32; num >= 2. Returns [num, Z] float32, row i at
@@ -58,7 +60,7 @@ class RNNVAE(TokenModel):
         """Z, the dimensions of z (what a decode from the prior draws)."""
         return self.cfg.rnn_vae.latent_size
 
-    def setup(self):
+    def setup(self) -> None:
         d, z, cell = self.cfg.d_model, self.cfg.rnn_vae.latent_size, self.cfg.cell
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.encoder_layers = [Recurrent(cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
@@ -70,7 +72,7 @@ class RNNVAE(TokenModel):
         ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def encode(self, tokens, mask=None):
+    def encode(self, tokens: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """The posterior q(z | tokens): tokens [B, T] int32, mask [B, T] bool or None (padded
         steps leave the carry unchanged, so the final h is the last valid token's).
 
@@ -84,14 +86,14 @@ class RNNVAE(TokenModel):
         mean, log_variance = jnp.split(self.posterior(carry[-1]).astype(jnp.float32), 2, axis=-1)
         return mean, log_variance
 
-    def _initial_carries(self, latent):
+    def _initial_carries(self, latent: jax.Array) -> tuple[Carry, ...]:
         """latent [B, Z] -> per-layer carries, each a tuple of [B, D] float32 = tanh(W z + b)."""
         flat = jnp.tanh(self.latent_to_carries(latent).astype(jnp.float32))
         parts = jnp.split(flat, self.cfg.layers * CARRY_SIZE[self.cfg.cell], axis=-1)
         size = CARRY_SIZE[self.cfg.cell]
         return tuple(tuple(parts[layer * size : (layer + 1) * size]) for layer in range(self.cfg.layers))
 
-    def _check_latent(self, latent, batch_size: int) -> None:
+    def _check_latent(self, latent: ArrayLike | None, batch_size: int) -> None:
         expected = (batch_size, self.cfg.rnn_vae.latent_size)
         if latent is None or np.shape(latent) != expected:
             raise ValueError(
@@ -99,7 +101,15 @@ class RNNVAE(TokenModel):
                 f"posterior), got {None if latent is None else list(np.shape(latent))}"
             )
 
-    def decode(self, tokens, latent, *, mask=None, embedded=None, train: bool = False):
+    def decode(
+        self,
+        tokens: jax.Array,
+        latent: ArrayLike,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+    ) -> jax.Array:
         """Teacher-forced decoder given z: tokens [B, T] int32, latent [B, Z] float32, mask
         [B, T] bool or None, embedded [B, T, D] or None (replaces the lookup).
 
@@ -119,14 +129,21 @@ class RNNVAE(TokenModel):
             x = self.dropout(outputs, deterministic=not train)
         return x
 
-    def __call__(self, tokens, *, mask=None, embedded=None, train: bool = False):
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        mask: jax.Array | None = None,
+        embedded: jax.Array | None = None,
+        train: bool = False,
+    ) -> jax.Array:
         """The decoder's hidden states [B, T, D] float32 given z = the posterior mean of the
         same tokens (a deterministic reconstruction; training and evaluation go through the
         vae objective and `seqjax.objectives.vae.negative_elbo`, which sample z)."""
         mean, _ = self.encode(tokens, mask)
         return self.decode(tokens, mean, mask=mask, embedded=embedded, train=train)
 
-    def init_decode_state(self, batch_size: int, max_len: int, latent=None):
+    def init_decode_state(self, batch_size: int, max_len: int, latent: ArrayLike | None = None) -> dict[str, Any]:
         """The decoder's carries for z = latent [B, Z] float32 (required: a VAE decodes given
         z). max_len is accepted for the decode contract; a recurrence has no length bound."""
         check_decode_size(batch_size, max_len)
@@ -134,14 +151,10 @@ class RNNVAE(TokenModel):
         latent = jnp.asarray(latent, jnp.float32)
         return {"carries": self._initial_carries(latent), "latent": latent}
 
-    def decode_step(self, state, token):
+    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         x = self.token_embed(token)
         if self.cfg.rnn_vae.feed_latent:
             x = jnp.concatenate([x, state["latent"]], axis=-1)
-        carries = []
-        for index, layer in enumerate(self.decoder_layers):
-            carry, outputs = layer.step(state["carries"][index], x)
-            carries.append(carry)
-            x = outputs + x if index > 0 and self.cfg.residual else outputs
-        return x, {"carries": tuple(carries), "latent": state["latent"]}
+        hidden, carries = step_stack(self.decoder_layers, state["carries"], x, self.cfg.residual)
+        return hidden, {"carries": carries, "latent": state["latent"]}

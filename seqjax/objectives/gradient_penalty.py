@@ -20,7 +20,7 @@ def embedding_gradient(
     """(CE [] float32, ∂CE/∂e [B, T, D] float32, the head's aux), differentiable in `params`."""
     model_key, head_key = jax.random.split(key)
 
-    def cross_entropy(embedded):
+    def cross_entropy(embedded: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
         hidden = hidden_states(model, params, batch, model_key, train=True, embedded=embedded)
         return head_loss(model, head, params, hidden, batch, head_key)
 

@@ -110,7 +110,7 @@ def prefix_reinforce_loss(
     cross_entropy = -jnp.sum(weights[:, None] * prefix_log_probs) / jnp.maximum(weights.sum() * num_samples, 1.0)
     loss = cross_entropy + reinforce_surrogate(sequence_log_probs, rewards, baselines, weights)
 
-    def row_mean(x):
+    def row_mean(x: jax.Array) -> jax.Array:
         return jnp.sum(weights[:, None] * x) / jnp.maximum(weights.sum() * x.shape[1], 1.0)
 
     lengths = lengths.reshape(rows, num_samples).astype(jnp.float32)
@@ -181,7 +181,19 @@ class Reinforce(ReinforceOptions, Objective):
         prefix = jnp.zeros(batch["inputs"].shape[:1], jnp.int32)
         return self._reinforce_after(model, head, params, batch, key, step, prefix, {}, ids=ids)
 
-    def _reinforce_after(self, model, head, params, batch, key, step, prefix, extra_metrics, *, ids):
+    def _reinforce_after(
+        self,
+        model: Model,
+        head: Head,
+        params: Params,
+        batch: Batch,
+        key: jax.Array,
+        step: jax.Array,
+        prefix: jax.Array,
+        extra_metrics: dict[str, jax.Array],
+        *,
+        ids: SpecialIds,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """Cross-entropy on each row's first `prefix` [B] int32 targets, REINFORCE after them,
         mixed with teacher forcing; `extra_metrics` join the metrics."""
         rl_key, mle_key = jax.random.split(key)

@@ -10,6 +10,7 @@ decode-step contract; the decode step is the inference path, so it runs without 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +34,7 @@ def choose(feed: str) -> Select:
 def choose_per_row(greedy: jax.Array) -> Select:
     """A select that takes the most probable token in the rows where greedy [B] bool, else draws."""
 
-    def select(log_probs, key):
+    def select(log_probs: jax.Array, key: jax.Array) -> jax.Array:
         drawn = jax.random.categorical(key, log_probs, axis=-1)
         return jnp.where(greedy, most_probable(log_probs), drawn).astype(jnp.int32)
 
@@ -62,7 +63,9 @@ def rollout(
     # Choosing needs only the values: no gradient flows through an argmax or a draw.
     frozen = jax.lax.stop_gradient(params)
 
-    def step(carry, xs):
+    def step(
+        carry: tuple[Any, jax.Array], xs: tuple[jax.Array, jax.Array, jax.Array]
+    ) -> tuple[tuple[Any, jax.Array], tuple[jax.Array, jax.Array, jax.Array]]:
         state, previous = carry
         t, gold_t, inputs_t = xs
         token = jnp.where(gold_t | (t == 0), inputs_t, previous)

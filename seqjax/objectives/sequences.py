@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from seqjax.contracts import Batch, Head, Model, Params, SpecialIds
+from seqjax.contracts import Batch, Head, Model, Params, SpecialIds, StepFn
 from seqjax.metrics import sentence_bleu_ids
 from seqjax.model_head import hidden_states, token_log_probs
 
@@ -68,12 +68,12 @@ def candidate_log_probs(model: Model, head: Head, params: Params, batch: Batch, 
     return jnp.take_along_axis(log_probs, tokens[..., None], axis=-1)[..., 0]
 
 
-def start_step_fn(step_fn):
+def start_step_fn(step_fn: StepFn) -> StepFn:
     """Wraps a decoders' step function so that each row's first fed token is its own start
     token; the state becomes {"decoder": state, "start": [B] int32, "started": [B] bool}
     (see `start_state`), whose every leaf keeps the batch as its leading axis."""
 
-    def wrapped(state, tokens):
+    def wrapped(state: dict[str, Any], tokens: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         tokens = jnp.where(state["started"], tokens, state["start"])
         log_probs, decoder = step_fn(state["decoder"], tokens)
         return log_probs, {"decoder": decoder, "start": state["start"], "started": jnp.ones_like(state["started"])}

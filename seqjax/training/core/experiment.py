@@ -22,6 +22,7 @@ from seqjax.data import (
     LMData,
     ParallelData,
     Seq2SeqBatches,
+    Tokenizer,
     holds_pairs,
     load_data,
     load_tokenizer,
@@ -133,7 +134,7 @@ class Experiment:
         return is_seq2seq(self.cfg.model)
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> Tokenizer:
         """The target-side (or LM) tokenizer: what the head predicts and decoding emits."""
         return self.data.tokenizer
 

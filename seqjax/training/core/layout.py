@@ -224,7 +224,7 @@ def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
     """A NamedSharding for every leaf (arrays or jax.ShapeDtypeStruct) of `tree`."""
     validate_strategy(strategy, mesh)
 
-    def place(path, leaf):
+    def place(path: Sequence[Any], leaf: Any) -> NamedSharding:
         return NamedSharding(mesh, partition_spec(path_name(path), leaf.shape, leaf.dtype, strategy, mesh))
 
     return jax.tree_util.tree_map_with_path(place, tree)

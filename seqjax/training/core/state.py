@@ -95,7 +95,7 @@ def _initializer(
     """init(key) -> the fresh TrainState, for one example batch's shapes."""
     batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
 
-    def init(key):
+    def init(key: jax.Array) -> TrainState:
         init_key, run_key = jax.random.split(key)
         params = init_params(model, head, init_key, batch)
         return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), run_key)

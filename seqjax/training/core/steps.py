@@ -48,7 +48,7 @@ def _microbatches(batch: Batch, accum_steps: int) -> Batch:
     """[B, ...] -> [A, B / A, ...], microbatch a taking rows a, a + A, ... so that each one
     draws rows from every data shard rather than from a few devices."""
 
-    def split(x):
+    def split(x: jax.Array) -> jax.Array:
         x = x.reshape(x.shape[0] // accum_steps, accum_steps, *x.shape[1:])
         return jnp.swapaxes(x, 0, 1)
 
@@ -76,8 +76,8 @@ def weighted_loss_and_grads(
     Only one microbatch's activations are alive at a time (`lax.scan`).
     """
 
-    def part(micro_batch, micro_key):
-        def loss_fn(p):
+    def part(micro_batch: Batch, micro_key: jax.Array) -> tuple[jax.Array, dict[str, jax.Array], Params]:
+        def loss_fn(p: Params) -> tuple[jax.Array, dict[str, jax.Array]]:
             return objective(model, head, p, micro_batch, micro_key, step, ids=SPECIAL_IDS)
 
         (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -90,7 +90,9 @@ def weighted_loss_and_grads(
     if microbatch_sharding is not None:
         micro = jax.lax.with_sharding_constraint(micro, microbatch_sharding)
 
-    def accumulate(carry, inputs):
+    def accumulate(
+        carry: tuple[jax.Array, dict[str, jax.Array], Params], inputs: tuple[jax.Array, Batch]
+    ) -> tuple[tuple[jax.Array, dict[str, jax.Array], Params], None]:
         index, micro_batch = inputs
         return jax.tree.map(jnp.add, carry, part(micro_batch, jax.random.fold_in(key, index))), None
 

@@ -48,7 +48,7 @@ class DecodeOptions:
     top_k: int | None = None
     top_p: float | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.beam < 1:
             raise ValueError(f"beam must be >= 1, got {self.beam}")
         if self.beam > 1 and self.sample:
@@ -83,7 +83,7 @@ def run_decoder(
       tokens [B, max_len] int32 (pad after EOS) and lengths [B] int32 (EOS included).
     """
 
-    def last_first(carry, tokens):
+    def last_first(carry: tuple[Any, jax.Array], tokens: jax.Array) -> tuple[jax.Array, tuple[Any, jax.Array]]:
         inner, pending = carry  # pending [B]: the prompt's last token until it is fed, then -1
         log_probs, inner = step_fn(inner, jnp.where(pending >= 0, pending, tokens))
         return log_probs, (inner, jnp.full_like(pending, -1))

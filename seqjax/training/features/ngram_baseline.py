@@ -186,7 +186,7 @@ def ngram_decoder(model: ngram.KneserNeyLM, options: DecodeOptions) -> DecodeFn:
     log-probs come from `next_token_log_probs` on the host."""
     width = model.order - 1
 
-    def step_fn(history, tokens):
+    def step_fn(history: jax.Array, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
         history = jnp.concatenate([history, tokens[:, None]], axis=1)[:, 1:]
         shape = jax.ShapeDtypeStruct((history.shape[0], model.vocab_size), jnp.float32)
         return jax.pure_callback(partial(next_token_log_probs, model), shape, history), history
