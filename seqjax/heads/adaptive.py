@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -83,7 +84,7 @@ def adaptive_softmax_loss(
     *,
     head_biases: ArrayLike | None = None,
     tail_capacities: Sequence[int] | None = None,
-) -> jax.Array:
+) -> Array:
     """Per-row −log p(target | h) of an adaptive softmax.
 
     Args:
@@ -198,13 +199,8 @@ def _require_capacities(capacities: Sequence[int], targets: ArrayLike, cutoffs: 
 
 
 def _gathered_tail_losses(
-    hidden: jax.Array,
-    projection: jax.Array,
-    weights: jax.Array,
-    local_targets: jax.Array,
-    in_tail: jax.Array,
-    capacity: int,
-) -> jax.Array:
+    hidden: Array, projection: Array, weights: Array, local_targets: Array, in_tail: Array, capacity: int
+) -> Array:
     """[N] −log p(w | cluster, h) on the rows in the tail (gathered into `capacity` slots), 0 elsewhere."""
     (rows,) = jnp.nonzero(in_tail, size=capacity, fill_value=0)
     valid = jnp.arange(capacity) < in_tail.sum()
@@ -221,7 +217,7 @@ def adaptive_log_probs(
     cutoffs: Sequence[int],
     *,
     head_biases: ArrayLike | None = None,
-) -> jax.Array:
+) -> Array:
     """Exact normalized log p(w | h) for every word: [N, V] float32.
 
     Arguments as in `adaptive_softmax_loss` (no targets).
@@ -250,12 +246,10 @@ def adaptive_log_probs(
     return jnp.concatenate(parts, axis=1)
 
 
-def _tail_losses(
-    hidden: jax.Array, projection: jax.Array, weights: jax.Array, local_targets: jax.Array, in_tail: jax.Array
-) -> jax.Array:
+def _tail_losses(hidden: Array, projection: Array, weights: Array, local_targets: Array, in_tail: Array) -> Array:
     """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere."""
 
-    def row_losses(hidden: jax.Array, params: tuple[jax.Array, jax.Array], targets: jax.Array) -> jax.Array:
+    def row_losses(hidden: Array, params: tuple[Array, Array], targets: Array) -> Array:
         projection, weights = params
         return full_softmax_loss(hidden @ projection, weights, None, targets, chunk_size=TAIL_CHUNK)
 

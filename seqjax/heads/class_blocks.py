@@ -24,12 +24,12 @@ from typing import overload
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import Array, lax
 
-WordParams = tuple[jax.Array, jax.Array]  # the word table [V, D] and biases [V], float32
+WordParams = tuple[Array, Array]  # the word table [V, D] and biases [V], float32
 # What the walk over the classes carries: the losses [N], or the gradients of hidden, the word
 # table and the biases when it computes the VJP.
-Carry = jax.Array | tuple[jax.Array, jax.Array, jax.Array]
+Carry = Array | tuple[Array, Array, Array]
 
 ROWS_PER_STEP = 8  # rows of one class per matmul: ~N / C rows per class with equal-mass classes
 
@@ -64,13 +64,13 @@ def tiers_of(starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray) -
 
 
 def within_class_losses(
-    hidden: jax.Array,
-    word_weights: jax.Array,
-    word_biases: jax.Array | None,
-    targets: jax.Array,
-    class_of: jax.Array,
+    hidden: Array,
+    word_weights: Array,
+    word_biases: Array | None,
+    targets: Array,
+    class_of: Array,
     tiers: tuple[Tier, ...],
-) -> jax.Array:
+) -> Array:
     """[N] float32 −log p(t | c(t), h) of each row.
 
     hidden: [N, D] float32; word_weights: [V, D] float32; word_biases: [V] float32 or None;
@@ -82,21 +82,19 @@ def within_class_losses(
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _losses(
-    tiers: tuple[Tier, ...], hidden: jax.Array, params: WordParams, targets: jax.Array, class_of: jax.Array
-) -> jax.Array:
+def _losses(tiers: tuple[Tier, ...], hidden: Array, params: WordParams, targets: Array, class_of: Array) -> Array:
     return _walk(tiers, hidden, params, targets, class_of, None)
 
 
 def _losses_fwd(
-    tiers: tuple[Tier, ...], hidden: jax.Array, params: WordParams, targets: jax.Array, class_of: jax.Array
-) -> tuple[jax.Array, tuple[jax.Array, WordParams, jax.Array, jax.Array]]:
+    tiers: tuple[Tier, ...], hidden: Array, params: WordParams, targets: Array, class_of: Array
+) -> tuple[Array, tuple[Array, WordParams, Array, Array]]:
     return _walk(tiers, hidden, params, targets, class_of, None), (hidden, params, targets, class_of)
 
 
 def _losses_bwd(
-    tiers: tuple[Tier, ...], residuals: tuple[jax.Array, WordParams, jax.Array, jax.Array], loss_grads: jax.Array
-) -> tuple[jax.Array, WordParams, None, None]:
+    tiers: tuple[Tier, ...], residuals: tuple[Array, WordParams, Array, Array], loss_grads: Array
+) -> tuple[Array, WordParams, None, None]:
     hidden, params, targets, class_of = residuals
     hidden_grad, params_grad = _walk(tiers, hidden, params, targets, class_of, loss_grads)
     return hidden_grad, params_grad, None, None
@@ -108,33 +106,33 @@ _losses.defvjp(_losses_fwd, _losses_bwd)
 @overload
 def _walk(
     tiers: tuple[Tier, ...],
-    hidden: jax.Array,
+    hidden: Array,
     params: WordParams,
-    targets: jax.Array,
-    class_of: jax.Array,
+    targets: Array,
+    class_of: Array,
     loss_grads: None,
-) -> jax.Array: ...
+) -> Array: ...
 
 
 @overload
 def _walk(
     tiers: tuple[Tier, ...],
-    hidden: jax.Array,
+    hidden: Array,
     params: WordParams,
-    targets: jax.Array,
-    class_of: jax.Array,
-    loss_grads: jax.Array,
-) -> tuple[jax.Array, WordParams]: ...
+    targets: Array,
+    class_of: Array,
+    loss_grads: Array,
+) -> tuple[Array, WordParams]: ...
 
 
 def _walk(
     tiers: tuple[Tier, ...],
-    hidden: jax.Array,
+    hidden: Array,
     params: WordParams,
-    targets: jax.Array,
-    class_of: jax.Array,
-    loss_grads: jax.Array | None,
-) -> jax.Array | tuple[jax.Array, WordParams]:
+    targets: Array,
+    class_of: Array,
+    loss_grads: Array | None,
+) -> Array | tuple[Array, WordParams]:
     """The losses [N] (loss_grads None), or their VJP (hidden grad, (weights grad, biases grad))."""
     weights, biases = params
     rows = hidden.shape[0]
@@ -146,15 +144,7 @@ def _walk(
     order = jnp.concatenate([order, jnp.zeros((ROWS_PER_STEP,), jnp.int32)])
     step_rows = jnp.arange(ROWS_PER_STEP, dtype=jnp.int32)
 
-    def step(
-        carry: Carry,
-        picked: jax.Array,
-        valid: jax.Array,
-        window: jax.Array,
-        width: int,
-        first: jax.Array,
-        size: jax.Array,
-    ) -> Carry:
+    def step(carry: Carry, picked: Array, valid: Array, window: Array, width: int, first: Array, size: Array) -> Carry:
         window_weights = lax.dynamic_slice_in_dim(weights, window, width)
         window_biases = lax.dynamic_slice_in_dim(biases, window, width)
         columns = jnp.arange(width, dtype=jnp.int32)
@@ -187,12 +177,12 @@ def _walk(
         tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
 
         def class_steps(
-            index: jax.Array, carry: Carry, tier_arrays: tuple[jax.Array, ...] = tier_arrays, width: int = tier.width
+            index: Array, carry: Carry, tier_arrays: tuple[Array, ...] = tier_arrays, width: int = tier.width
         ) -> Carry:
             class_id, window, first, size = (a[index] for a in tier_arrays)
             count, offset = counts[class_id], offsets[class_id]
 
-            def one_step(number: jax.Array, carry: Carry) -> Carry:
+            def one_step(number: Array, carry: Carry) -> Carry:
                 start = number * ROWS_PER_STEP
                 picked = lax.dynamic_slice_in_dim(order, offset + start, ROWS_PER_STEP)
                 return step(carry, picked, start + step_rows < count, window, width, first, size)

@@ -20,6 +20,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -98,7 +99,7 @@ def class_softmax_loss(
     word_biases: ArrayLike | None,
     targets: ArrayLike,
     classes: Classes,
-) -> jax.Array:
+) -> Array:
     """Per-row −log p(c(t) | h) − log p(t | c(t), h).
 
     Args:
@@ -149,7 +150,7 @@ def class_log_probs(
     word_weights: ArrayLike,
     word_biases: ArrayLike | None,
     classes: Classes,
-) -> jax.Array:
+) -> Array:
     """Exact normalized log p(w | h) for every word: [N, V] float32 (one [N, D] x [D, V] matmul).
 
     Arguments as in `class_softmax_loss` (no targets).
@@ -183,7 +184,7 @@ def _tier_of_class(classes: Classes) -> np.ndarray:
     return np.unique(tiers, return_inverse=True)[1].astype(np.int32)  # drop empty tiers
 
 
-def _affine(hidden: jax.Array, weights: ArrayLike, biases: ArrayLike | None) -> jax.Array:
+def _affine(hidden: Array, weights: ArrayLike, biases: ArrayLike | None) -> Array:
     scores = hidden @ jnp.asarray(weights, jnp.float32).T
     return scores if biases is None else scores + jnp.asarray(biases, jnp.float32)
 

@@ -33,7 +33,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import Array, lax
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -47,10 +47,10 @@ BLOCK_RESIDUALS = ("bfloat16", "float32", "recompute")
 # What the forward pass keeps of a block for the backward pass: its exponentials exp(logits -
 # block max) [.., N, C] (float32, or bfloat16 bits as uint16) and row maxima [.., N] float32;
 # None when it recomputes them.
-Saved = tuple[jax.Array, jax.Array] | None
+Saved = tuple[Array, Array] | None
 # hidden, weights, biases, targets, the row log-normalizers [N], the scanned blocks' Saved and
 # the remainder block's.
-Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, Saved, Saved]
+Residuals = tuple[Array, Array, Array, Array, Array, Saved, Saved]
 
 
 def default_chunk_size(rows: int, vocab_size: int) -> int:
@@ -86,7 +86,7 @@ def full_softmax_loss(
     chunk_size: int | None = None,
     z_loss: float = 0.0,
     block_residuals: str | None = None,
-) -> jax.Array:
+) -> Array:
     """Per-row negative log-likelihood of the full softmax, `logsumexp(h W^T + b) - (h·w_t + b_t)`,
     plus `z_loss · logsumexp(h W^T + b)²`.
 
@@ -136,15 +136,13 @@ def full_softmax_loss(
     return _blocked_loss(hidden, weights, biases, targets, chunk_size, float(z_loss), block_residuals)
 
 
-def _block_logits(
-    hidden: jax.Array, weights: jax.Array, biases: jax.Array, start: int | jax.Array, size: int
-) -> jax.Array:
+def _block_logits(hidden: Array, weights: Array, biases: Array, start: int | Array, size: int) -> Array:
     block_weights = lax.dynamic_slice_in_dim(weights, start, size)
     block_biases = lax.dynamic_slice_in_dim(biases, start, size)
     return hidden @ block_weights.T + block_biases
 
 
-def _block_starts(vocab_size: int, block: int) -> tuple[jax.Array, int | None, int]:
+def _block_starts(vocab_size: int, block: int) -> tuple[Array, int | None, int]:
     """Starts of the full blocks (scanned) and of the remainder block (None if V % block == 0)."""
     num_full = vocab_size // block
     starts = jnp.arange(num_full, dtype=jnp.int32) * block
@@ -152,7 +150,7 @@ def _block_starts(vocab_size: int, block: int) -> tuple[jax.Array, int | None, i
     return starts, (num_full * block if remainder else None), remainder
 
 
-def _keep(exponentials: jax.Array, kept: str) -> jax.Array:
+def _keep(exponentials: Array, kept: str) -> Array:
     """float32 values as `kept` says: themselves, or rounded to bfloat16 (to nearest, ties to even)
     as the uint16 of its bits: XLA on CPU converts to bfloat16 2.4x slower than this integer form."""
     if kept == "float32":
@@ -162,7 +160,7 @@ def _keep(exponentials: jax.Array, kept: str) -> jax.Array:
     return (bits >> 16).astype(jnp.uint16)
 
 
-def _unkeep(kept_values: jax.Array) -> jax.Array:
+def _unkeep(kept_values: Array) -> Array:
     """float32 of what `_keep` returned."""
     if kept_values.dtype == jnp.float32:
         return kept_values
@@ -170,8 +168,8 @@ def _unkeep(kept_values: jax.Array) -> jax.Array:
 
 
 def _forward(
-    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, block: int, z_loss: float, kept: str
-) -> tuple[jax.Array, jax.Array, Saved, Saved]:
+    hidden: Array, weights: Array, biases: Array, targets: Array, block: int, z_loss: float, kept: str
+) -> tuple[Array, Array, Saved, Saved]:
     """Per-row losses (z-loss included), row log-normalizers [N], and what the backward pass
     reads instead of recomputing the logits: for the scanned blocks and for the remainder
     block, each block's exponentials exp(logits - block max) [.., N, C] in `kept` and its row
@@ -180,7 +178,7 @@ def _forward(
     vocab_size = weights.shape[0]
     starts, remainder_start, remainder = _block_starts(vocab_size, block)
 
-    def accumulate(carry: tuple[jax.Array, jax.Array], logits: jax.Array) -> tuple[tuple[jax.Array, jax.Array], Saved]:
+    def accumulate(carry: tuple[Array, Array], logits: Array) -> tuple[tuple[Array, Array], Saved]:
         running_max, running_sum = carry
         block_max = logits.max(axis=1)
         exponentials = jnp.exp(logits - block_max[:, None])
@@ -190,7 +188,7 @@ def _forward(
         saved = None if kept == "recompute" else (_keep(exponentials, kept), block_max)
         return (new_max, running_sum), saved
 
-    def step(carry: tuple[jax.Array, jax.Array], start: jax.Array) -> tuple[tuple[jax.Array, jax.Array], Saved]:
+    def step(carry: tuple[Array, Array], start: Array) -> tuple[tuple[Array, Array], Saved]:
         return accumulate(carry, _block_logits(hidden, weights, biases, start, block))
 
     rows = hidden.shape[0]
@@ -208,21 +206,21 @@ def _forward(
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
 def _blocked_loss(
-    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, block: int, z_loss: float, kept: str
-) -> jax.Array:
+    hidden: Array, weights: Array, biases: Array, targets: Array, block: int, z_loss: float, kept: str
+) -> Array:
     return _forward(hidden, weights, biases, targets, block, z_loss, "recompute")[0]
 
 
 def _blocked_loss_fwd(
-    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, block: int, z_loss: float, kept: str
-) -> tuple[jax.Array, Residuals]:
+    hidden: Array, weights: Array, biases: Array, targets: Array, block: int, z_loss: float, kept: str
+) -> tuple[Array, Residuals]:
     losses, log_normalizer, saved_blocks, saved_rest = _forward(hidden, weights, biases, targets, block, z_loss, kept)
     return losses, (hidden, weights, biases, targets, log_normalizer, saved_blocks, saved_rest)
 
 
 def _blocked_loss_bwd(
-    block: int, z_loss: float, kept: str, residuals: Residuals, loss_grads: jax.Array
-) -> tuple[jax.Array, jax.Array, jax.Array, None]:
+    block: int, z_loss: float, kept: str, residuals: Residuals, loss_grads: Array
+) -> tuple[Array, Array, Array, None]:
     hidden, weights, biases, targets, log_normalizer, saved_blocks, saved_rest = residuals
     weights, biases = gathered(weights), gathered(biases)
     vocab_size = weights.shape[0]
@@ -238,8 +236,8 @@ def _blocked_loss_bwd(
     # probabilities [N, C] as they are: a row-major copy of their transpose for Pᵀ·h (what
     # lifts the layers' weight gradients on AMD CPUs, `rows_matmul`) measured slower on Intel.
     def block_grads(
-        hidden_grad: jax.Array, start: int | jax.Array, size: int, saved: Saved
-    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        hidden_grad: Array, start: int | Array, size: int, saved: Saved
+    ) -> tuple[Array, tuple[Array, Array]]:
         if saved is None:
             logits = _block_logits(hidden, weights, biases, start, size)
             probs = jnp.exp(logits - log_normalizer[:, None]) * softmax_grads[:, None]
@@ -250,7 +248,7 @@ def _blocked_loss_bwd(
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
         return hidden_grad, (probs.T @ hidden, probs.sum(axis=0))
 
-    def step(hidden_grad: jax.Array, scanned: tuple[jax.Array, Saved]) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    def step(hidden_grad: Array, scanned: tuple[Array, Saved]) -> tuple[Array, tuple[Array, Array]]:
         start, saved = scanned
         return block_grads(hidden_grad, start, block, saved)
 

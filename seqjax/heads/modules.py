@@ -33,6 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks, full
@@ -49,7 +50,7 @@ from seqjax.heads.samplers import Sampler, Samples
 from seqjax.heads.tree import Tree, tree_log_probs, tree_softmax_loss
 
 
-def masked_mean(per_row: ArrayLike, mask: ArrayLike | None) -> tuple[jax.Array, dict[str, jax.Array]]:
+def masked_mean(per_row: ArrayLike, mask: ArrayLike | None) -> tuple[Array, dict[str, Array]]:
     """(sum(mask · per_row) / max(sum(mask), 1), {"tokens": sum(mask)}), both [] float32.
 
     per_row: [N] float losses; mask: [N] float (1 keeps a row, 0 drops it) or None (all rows).
@@ -75,7 +76,7 @@ def _normal(features: int) -> jax.nn.initializers.Initializer:
     return nn.initializers.normal(stddev=features**-0.5)
 
 
-def _word_table(module: nn.Module, name: str, rows: int, features: int, embedding: jax.Array | None) -> jax.Array:
+def _word_table(module: nn.Module, name: str, rows: int, features: int, embedding: Array | None) -> Array:
     """The module's own [rows, D] table, or the first `rows` rows of a tied embedding."""
     if not module.tied:
         return module.param(name, _normal(features), (rows, features), jnp.float32)
@@ -87,12 +88,8 @@ def _word_table(module: nn.Module, name: str, rows: int, features: int, embeddin
 
 
 def _word_parameters(
-    module: nn.Module,
-    features: int,
-    embedding: jax.Array | None,
-    initial_bias: float = 0.0,
-    learn_bias: bool = True,
-) -> dict[str, jax.Array]:
+    module: nn.Module, features: int, embedding: Array | None, initial_bias: float = 0.0, learn_bias: bool = True
+) -> dict[str, Array]:
     """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`, which get no
     gradient unless `learn_bias`; call from a compact method."""
     weights = _word_table(module, "weights", module.vocab_size, features, embedding)  # drawn first, as ever
@@ -119,10 +116,10 @@ class WordScores(nn.Module):
         return 0.0
 
     @nn.compact
-    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
+    def parameters(self, features: int, embedding: Array | None = None) -> dict:
         return _word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
 
-    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
         params = self.parameters(hidden.shape[-1], embedding)
         scores = self.scores(hidden, params)
         # Not jax.nn.log_softmax: XLA on CPU fused its row max and max-shifted copy into the
@@ -130,17 +127,17 @@ class WordScores(nn.Module):
         # matmul alone (decode steps 1-15% faster on 2 cores).
         return scores - jax.nn.logsumexp(scores, axis=-1, keepdims=True)
 
-    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
         params = self.parameters(hidden.shape[-1], embedding)
         biases = self.score_biases(params)
         # Blocks whatever the shape: without gradients they beat materialized logits (full.py).
         return -full.full_softmax_loss(hidden, params["weights"], biases, targets, chunk_size=full.DEFAULT_CHUNK)
 
-    def scores(self, hidden: jax.Array, params: dict[str, jax.Array]) -> jax.Array:
+    def scores(self, hidden: Array, params: dict[str, Array]) -> Array:
         """[N, V] float32 h·w + `score_biases`."""
         return jnp.asarray(hidden, jnp.float32) @ params["weights"].T + self.score_biases(params)
 
-    def score_biases(self, params: dict[str, jax.Array]) -> jax.Array:
+    def score_biases(self, params: dict[str, Array]) -> Array:
         """[V] float32 added to h·w in the scores: the word biases."""
         return params["biases"]
 
@@ -157,12 +154,12 @@ class FullSoftmax(WordScores):
 
     def loss(
         self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
         params = self.parameters(hidden.shape[-1], embedding)
         per_row = full.full_softmax_loss(
             hidden,
@@ -195,15 +192,15 @@ class _SamplingHead(WordScores):
             raise ValueError(f"{type(self).__name__} needs a sampler, got None")
         return self.sampler
 
-    def draw(self, key: jax.Array, targets: jax.Array) -> tuple[Samples, jax.Array]:
+    def draw(self, key: Array, targets: Array) -> tuple[Samples, Array]:
         """Samples with their log expected counts, and the targets' log expected counts [N]."""
         rows = targets.shape[0] if self.per_row_samples else None
         drawn = self.proposal.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
         return drawn, self.proposal.log_expected_count(targets, self.num_samples, unique=self.unique)
 
     def loss_arguments(
-        self, hidden: jax.Array, targets: jax.Array, key: jax.Array, embedding: jax.Array | None
-    ) -> tuple[dict[str, jax.Array], tuple[jax.Array, ...]]:
+        self, hidden: Array, targets: Array, key: Array, embedding: Array | None
+    ) -> tuple[dict[str, Array], tuple[Array, ...]]:
         """The parameters, and the positional arguments the sampled losses share: hidden,
         weights, biases, targets, the sample ids and both log expected counts."""
         params = self.parameters(hidden.shape[-1], embedding)
@@ -218,13 +215,8 @@ class SampledSoftmax(_SamplingHead):
     remove_accidental_hits: bool = True
 
     def loss(
-        self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        self, hidden: Array, targets: Array, key: Array, mask: Array | None = None, embedding: Array | None = None
+    ) -> tuple[Array, dict[str, Array]]:
         _, arguments = self.loss_arguments(hidden, targets, key, embedding)
         per_row = sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
         return masked_mean(per_row, mask)
@@ -247,7 +239,7 @@ class NCE(_SamplingHead):
         return self.log_normalizer - math.log(self.vocab_size)
 
     @nn.compact
-    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
+    def parameters(self, features: int, embedding: Array | None = None) -> dict:
         params = _word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
         if self.learn_normalizer:
             init = nn.initializers.constant(self.log_normalizer)
@@ -257,13 +249,8 @@ class NCE(_SamplingHead):
         return params
 
     def loss(
-        self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        self, hidden: Array, targets: Array, key: Array, mask: Array | None = None, embedding: Array | None = None
+    ) -> tuple[Array, dict[str, Array]]:
         params, arguments = self.loss_arguments(hidden, targets, key, embedding)
         per_row = nce_loss(*arguments, log_normalizer=params["log_normalizer"])
         return masked_mean(per_row, mask)
@@ -284,18 +271,13 @@ class NegativeSampling(_SamplingHead):
     def initial_bias(self) -> float:
         return -math.log(self.num_samples)
 
-    def score_biases(self, params: dict[str, jax.Array]) -> jax.Array:
+    def score_biases(self, params: dict[str, Array]) -> Array:
         """[V] float32 b + log q: with h·w, the log of the unnormalized distribution the head fits."""
         return params["biases"] + self.proposal.log_probs
 
     def loss(
-        self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        self, hidden: Array, targets: Array, key: Array, mask: Array | None = None, embedding: Array | None = None
+    ) -> tuple[Array, dict[str, Array]]:
         params = self.parameters(hidden.shape[-1], embedding)
         drawn, _ = self.draw(key, targets)
         per_row = negative_sampling_loss(hidden, params["weights"], params["biases"], targets, drawn.ids)
@@ -315,7 +297,7 @@ class ClassSoftmax(nn.Module):
         return float(features * (len(self.classes.sizes) + np.dot(_normalized(frequencies), sizes)))
 
     @nn.compact
-    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
+    def parameters(self, features: int, embedding: Array | None = None) -> dict:
         shape = (self.classes.num_classes, features)
         return {
             "class_weights": self.param("class_weights", _normal(features), shape, jnp.float32),
@@ -325,19 +307,19 @@ class ClassSoftmax(nn.Module):
 
     def loss(
         self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
         return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
-    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return class_log_probs(hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes)
 
-    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return -class_softmax_loss(
             hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], targets, self.classes
@@ -365,19 +347,19 @@ class HierarchicalSoftmax(nn.Module):
 
     def loss(
         self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
         return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
-    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1])
         return tree_log_probs(hidden, p["node_weights"], p["node_biases"], self.tree)
 
-    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1])
         return -tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
 
@@ -412,7 +394,7 @@ class AdaptiveSoftmax(nn.Module):
         return float(total)
 
     @nn.compact
-    def parameters(self, features: int, embedding: jax.Array | None = None) -> dict:
+    def parameters(self, features: int, embedding: Array | None = None) -> dict:
         shortlist, clusters = self.cutoffs[0], len(self.cutoffs)
         cluster_weights = self.param("cluster_weights", _normal(features), (clusters, features), jnp.float32)
         shortlist_weights = _word_table(self, "shortlist_weights", shortlist, features, embedding)
@@ -437,15 +419,15 @@ class AdaptiveSoftmax(nn.Module):
 
     def loss(
         self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
         return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
-    def target_log_probs(self, hidden: jax.Array, targets: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1], embedding)
         capacities = None
         if self.tail_shares and checks.is_concrete(targets):  # the batch's own, read on the host
@@ -463,7 +445,7 @@ class AdaptiveSoftmax(nn.Module):
             tail_capacities=capacities,
         )
 
-    def log_probs(self, hidden: jax.Array, embedding: jax.Array | None = None) -> jax.Array:
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return adaptive_log_probs(
             hidden,

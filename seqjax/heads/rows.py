@@ -27,14 +27,14 @@ zero gradient.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
 
 
-def compact(ids: ArrayLike) -> tuple[jax.Array, jax.Array]:
+def compact(ids: ArrayLike) -> tuple[Array, Array]:
     """The distinct ids among `ids`, and each id's index among them.
 
     Args:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -38,7 +39,7 @@ def sampled_softmax_loss(
     target_log_expected_counts: ArrayLike,
     *,
     remove_accidental_hits: bool = True,
-) -> jax.Array:
+) -> Array:
     """Importance-sampled softmax cross-entropy over the true class and K samples.
 
     Every score is corrected by its log expected count, s'(c) = s(c) − log(K q(c)), and the
@@ -97,7 +98,7 @@ def nce_loss(
     *,
     log_normalizer: float | ArrayLike = 0.0,
     remove_accidental_hits: bool = False,
-) -> jax.Array:
+) -> Array:
     """Noise-contrastive estimation (Mnih & Teh 2012) with K noise samples per row.
 
     With Δ(c) = s(c) − log Z − log(K q(c)), the posterior that c came from the data is σ(Δ(c)):
@@ -144,7 +145,7 @@ def nce_loss(
 
 def negative_sampling_loss(
     hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike
-) -> jax.Array:
+) -> Array:
     """word2vec's negative sampling (Mikolov et al. 2013): −log σ(s(t)) − Σ_k log σ(−s(sample_k)).
 
     Args:
@@ -167,14 +168,14 @@ def negative_sampling_loss(
     return jax.nn.softplus(-target_scores) + jax.nn.softplus(sample_scores).sum(axis=1)
 
 
-def _hits(targets: ArrayLike, samples: ArrayLike) -> jax.Array:
+def _hits(targets: ArrayLike, samples: ArrayLike) -> Array:
     """[N, K] bool (or [1, K] broadcast for shared samples): a sample equal to the row's target."""
     return jnp.atleast_2d(jnp.asarray(samples)) == jnp.asarray(targets)[:, None]
 
 
 def _scores(
     hidden: ArrayLike, weights: ArrayLike, biases: ArrayLike | None, targets: ArrayLike, samples: ArrayLike
-) -> tuple[jax.Array, jax.Array]:
+) -> tuple[Array, Array]:
     """Raw scores h·w + b of the samples ([N, K]) and of the targets ([N]), in float32."""
     hidden = jnp.asarray(hidden, jnp.float32)
     weights = jnp.asarray(weights, jnp.float32)

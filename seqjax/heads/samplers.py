@@ -33,6 +33,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -42,8 +43,8 @@ from seqjax.heads import checks
 class Samples:
     """ids: [K] or [N, K] int32; log_expected_counts: same shape, float32 (see the module docstring)."""
 
-    ids: jax.Array
-    log_expected_counts: jax.Array
+    ids: Array
+    log_expected_counts: Array
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -57,11 +58,11 @@ class Sampler:
 
     name: str
     vocab_size: int
-    log_probs: jax.Array
-    accept: jax.Array | None = None
-    alias: jax.Array | None = None
+    log_probs: Array
+    accept: Array | None = None
+    alias: Array | None = None
 
-    def log_prob(self, ids: ArrayLike) -> jax.Array:
+    def log_prob(self, ids: ArrayLike) -> Array:
         """log q(ids): ids [...] int in [0, V); returns [...] float32.
 
         Example:
@@ -73,7 +74,7 @@ class Sampler:
         checks.require_ids("ids", ids, self.vocab_size)
         return self.log_probs[jnp.asarray(ids)]
 
-    def log_expected_count(self, ids: ArrayLike, num_samples: int, *, unique: bool = False) -> jax.Array:
+    def log_expected_count(self, ids: ArrayLike, num_samples: int, *, unique: bool = False) -> Array:
         """Log expected count of `ids` among `num_samples` draws (see the module docstring).
 
         ids: [...] int in [0, V); returns [...] float32. What the sampled losses take as
@@ -91,7 +92,7 @@ class Sampler:
         _require_num_samples(num_samples, unique, self.vocab_size)
         return _log_expected(self.log_prob(ids), num_samples, unique)
 
-    def sample(self, key: jax.Array, num_samples: int, *, unique: bool = False, num_rows: int | None = None) -> Samples:
+    def sample(self, key: Array, num_samples: int, *, unique: bool = False, num_rows: int | None = None) -> Samples:
         """Draws `num_samples` ids ([K], or [num_rows, K] with an independent draw per row).
 
         K >= 1; with `unique`, K <= V. Returns `Samples` (ids int32, log_expected_counts float32).
@@ -228,7 +229,7 @@ def require_frequency_sorted(counts: ArrayLike, num_leading: int = 0) -> None:
         )
 
 
-def _log_expected(log_q: jax.Array, num_samples: int, unique: bool) -> jax.Array:
+def _log_expected(log_q: Array, num_samples: int, unique: bool) -> Array:
     if unique:
         # log(1 - (1 - q)^K), computed as log(-expm1(K log1p(-q))) to stay exact for tiny q.
         return jnp.log(-jnp.expm1(num_samples * jnp.log1p(-jnp.exp(log_q))))
@@ -237,10 +238,10 @@ def _log_expected(log_q: jax.Array, num_samples: int, unique: bool) -> jax.Array
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "unique", "num_rows"))
 def _draw(
-    log_probs: jax.Array,
-    accept: jax.Array | None,
-    alias: jax.Array | None,
-    key: jax.Array,
+    log_probs: Array,
+    accept: Array | None,
+    alias: Array | None,
+    key: Array,
     num_samples: int,
     unique: bool,
     num_rows: int | None,
@@ -259,7 +260,7 @@ def _draw(
     return Samples(ids, log_expected)
 
 
-def _is_repeat(ids: jax.Array) -> jax.Array:
+def _is_repeat(ids: Array) -> Array:
     """[K] bool: True where the id already appeared at an earlier slot."""
     order = jnp.argsort(ids, stable=True)
     sorted_ids = ids[order]

@@ -19,11 +19,11 @@ from typing import Any, overload
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax import Array, lax
 
 # (hidden [R, D], params, row_data with leading axis R) -> [R] float32 losses; params and
 # row_data are pytrees.
-RowLosses = Callable[[jax.Array, Any, Any], jax.Array]
+RowLosses = Callable[[Array, Any, Any], Array]
 
 
 def capacity_bucket(count: int) -> int:
@@ -43,8 +43,8 @@ def capacity_bucket(count: int) -> int:
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
 def selected_row_losses(
-    row_losses: RowLosses, block_rows: int, hidden: jax.Array, params: Any, row_data: Any, selected: jax.Array
-) -> jax.Array:
+    row_losses: RowLosses, block_rows: int, hidden: Array, params: Any, row_data: Any, selected: Array
+) -> Array:
     """[N] float32: row_losses on the rows where `selected`, 0 on the others.
 
     Args:
@@ -60,18 +60,15 @@ def selected_row_losses(
 
 
 def _forward(
-    row_losses: RowLosses, block_rows: int, hidden: jax.Array, params: Any, row_data: Any, selected: jax.Array
-) -> tuple[jax.Array, tuple[jax.Array, Any, Any, jax.Array]]:
+    row_losses: RowLosses, block_rows: int, hidden: Array, params: Any, row_data: Any, selected: Array
+) -> tuple[Array, tuple[Array, Any, Any, Array]]:
     losses = _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
     return losses, (hidden, params, row_data, selected)
 
 
 def _backward(
-    row_losses: RowLosses,
-    block_rows: int,
-    residuals: tuple[jax.Array, Any, Any, jax.Array],
-    loss_grads: jax.Array,
-) -> tuple[jax.Array, Any, None, None]:
+    row_losses: RowLosses, block_rows: int, residuals: tuple[Array, Any, Any, Array], loss_grads: Array
+) -> tuple[Array, Any, None, None]:
     hidden, params, row_data, selected = residuals
     hidden_grad, params_grad = _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_grads)
     return hidden_grad, params_grad, None, None
@@ -84,35 +81,35 @@ selected_row_losses.defvjp(_forward, _backward)
 def _blocks(
     row_losses: RowLosses,
     block_rows: int,
-    hidden: jax.Array,
+    hidden: Array,
     params: Any,
     row_data: Any,
-    selected: jax.Array,
+    selected: Array,
     loss_grads: None,
-) -> jax.Array: ...
+) -> Array: ...
 
 
 @overload
 def _blocks(
     row_losses: RowLosses,
     block_rows: int,
-    hidden: jax.Array,
+    hidden: Array,
     params: Any,
     row_data: Any,
-    selected: jax.Array,
-    loss_grads: jax.Array,
-) -> tuple[jax.Array, Any]: ...
+    selected: Array,
+    loss_grads: Array,
+) -> tuple[Array, Any]: ...
 
 
 def _blocks(
     row_losses: RowLosses,
     block_rows: int,
-    hidden: jax.Array,
+    hidden: Array,
     params: Any,
     row_data: Any,
-    selected: jax.Array,
-    loss_grads: jax.Array | None,
-) -> jax.Array | tuple[jax.Array, Any]:
+    selected: Array,
+    loss_grads: Array | None,
+) -> Array | tuple[Array, Any]:
     """The losses [N] (loss_grads None), or their VJP (hidden grad, params grad)."""
     rows = hidden.shape[0]
     block = max(1, min(block_rows, rows))
@@ -121,12 +118,12 @@ def _blocks(
     # Padded to whole blocks, so that no block's dynamic slice is shifted back to fit.
     order = jnp.concatenate([order, jnp.zeros((-rows % block,), order.dtype)])
 
-    def block_at(index: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
+    def block_at(index: Array) -> tuple[Array, Array, Any]:
         positions = index * block + jnp.arange(block)
         picked = lax.dynamic_slice_in_dim(order, index * block, block)
         return picked, positions < count, jax.tree.map(lambda leaf: leaf[picked], row_data)
 
-    def forward_block(index: jax.Array, losses: jax.Array) -> jax.Array:
+    def forward_block(index: Array, losses: Array) -> Array:
         picked, valid, data = block_at(index)
         per_row = row_losses(hidden[picked], params, data)
         return losses.at[picked].add(jnp.where(valid, per_row, 0.0))
@@ -135,7 +132,7 @@ def _blocks(
     if loss_grads is None:
         return lax.fori_loop(0, num_blocks, forward_block, jnp.zeros((rows,), jnp.float32))
 
-    def backward_block(index: jax.Array, grads: tuple[jax.Array, Any]) -> tuple[jax.Array, Any]:
+    def backward_block(index: Array, grads: tuple[Array, Any]) -> tuple[Array, Any]:
         picked, valid, data = block_at(index)
         _, vjp = jax.vjp(lambda h, p: row_losses(h, p, data), hidden[picked], params)
         hidden_grad, params_grad = vjp(jnp.where(valid, loss_grads[picked], 0.0))

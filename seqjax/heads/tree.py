@@ -17,6 +17,7 @@ import heapq
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -110,7 +111,7 @@ def huffman_tree(counts: ArrayLike) -> Tree:
 
 def tree_softmax_loss(
     hidden: ArrayLike, node_weights: ArrayLike, node_biases: ArrayLike | None, targets: ArrayLike, tree: Tree
-) -> jax.Array:
+) -> Array:
     """Per-row −log p(target | h) along the target's path.
 
     Args:
@@ -140,7 +141,7 @@ def tree_softmax_loss(
     return tree_path_loss(hidden, jnp.asarray(node_weights, jnp.float32)[nodes], path_biases, codes, mask)
 
 
-def tree_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array, jax.Array]:
+def tree_paths(tree: Tree, targets: ArrayLike) -> tuple[Array, Array, Array]:
     """The targets' root-to-leaf paths: node ids [N, L] int32 (0 on padding), codes [N, L] int8
     (1 = right) and mask [N, L] bool, for targets [N] int in [0, V).
 
@@ -160,7 +161,7 @@ def tree_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array, ja
     return _gather_paths(tree, targets)
 
 
-def _gather_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _gather_paths(tree: Tree, targets: ArrayLike) -> tuple[Array, Array, Array]:
     """`tree_paths` for targets already checked on the host."""
     targets = jnp.asarray(targets)
     return jnp.asarray(tree.nodes)[targets], jnp.asarray(tree.codes)[targets], jnp.asarray(tree.mask)[targets]
@@ -168,7 +169,7 @@ def _gather_paths(tree: Tree, targets: ArrayLike) -> tuple[jax.Array, jax.Array,
 
 def tree_path_loss(
     hidden: ArrayLike, path_weights: ArrayLike, path_biases: ArrayLike | None, codes: ArrayLike, mask: ArrayLike
-) -> jax.Array:
+) -> Array:
     """Per-row −Σ_l log σ(±(h·u_l + b_l)) over the real steps of each row's path.
 
     Args:
@@ -203,7 +204,7 @@ def tree_path_loss(
     return -(jnp.asarray(mask).astype(jnp.float32) * jax.nn.log_sigmoid(signs * scores)).sum(axis=1)
 
 
-def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: ArrayLike | None, tree: Tree) -> jax.Array:
+def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: ArrayLike | None, tree: Tree) -> Array:
     """Exact normalized log p(w | h) for every word: [N, V] float32.
 
     hidden: [N, D] float; node_weights: [V − 1, D] float; node_biases: [V − 1] float or None.
@@ -227,7 +228,7 @@ def tree_log_probs(hidden: ArrayLike, node_weights: ArrayLike, node_biases: Arra
         scores = scores + jnp.asarray(node_biases, jnp.float32)
     log_right, log_left = jax.nn.log_sigmoid(scores), jax.nn.log_sigmoid(-scores)
 
-    def branch(parent_ids: np.ndarray, codes: np.ndarray) -> jax.Array:
+    def branch(parent_ids: np.ndarray, codes: np.ndarray) -> Array:
         return jnp.where(codes == 1, log_right[:, parent_ids], log_left[:, parent_ids])
 
     starts = tree.level_starts

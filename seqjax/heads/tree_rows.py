@@ -33,6 +33,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -50,10 +51,10 @@ class SplitPaths(NamedTuple):
       padding steps (node 0, zero gradient) after the real ones.
     """
 
-    top_signs: jax.Array
-    step_rows: jax.Array
-    step_nodes: jax.Array
-    step_signs: jax.Array
+    top_signs: Array
+    step_rows: Array
+    step_nodes: Array
+    step_signs: Array
 
 
 def _require_levels(top_levels: object) -> int:
@@ -127,7 +128,7 @@ def split_path_loss(
     deep_weights: ArrayLike,
     deep_biases: ArrayLike | None,
     paths: SplitPaths,
-) -> jax.Array:
+) -> Array:
     """Per-row −Σ_l log σ(±(h·u_l + b_l)) along each target's path, as `tree_softmax_loss`.
 
     Args:
@@ -151,6 +152,6 @@ def split_path_loss(
     return top + jnp.zeros_like(top).at[paths.step_rows].add(deep, indices_are_sorted=True)
 
 
-def _path_log_sigmoid(signs: jax.Array, scores: jax.Array) -> jax.Array:
+def _path_log_sigmoid(signs: Array, scores: Array) -> Array:
     """log σ(sign · score) on the path's steps (sign ±1), 0 off them (sign 0)."""
     return jnp.where(signs != 0.0, jax.nn.log_sigmoid(signs * scores), 0.0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import Array, lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
@@ -27,9 +27,7 @@ from seqjax.heads import checks
 from seqjax.heads.modules import WordScores, masked_mean
 
 
-def _local_loss(
-    hidden: jax.Array, weights: jax.Array, biases: jax.Array, targets: jax.Array, vocab_axis: str
-) -> jax.Array:
+def _local_loss(hidden: Array, weights: Array, biases: Array, targets: Array, vocab_axis: str) -> Array:
     shard_size = weights.shape[0]
     scores = hidden @ weights.T + biases  # [n, V / M]
     # The max only keeps exp() in range; the loss does not depend on it, so no gradient flows.
@@ -51,7 +49,7 @@ def vocab_parallel_softmax_loss(
     *,
     vocab_axis: str = "model",
     row_axis: str | None = "data",
-) -> jax.Array:
+) -> Array:
     """Per-row full-softmax NLL with the vocabulary split over `vocab_axis` of `mesh`.
 
     Equal in value and gradient to `full_softmax_loss(hidden, weights, biases, targets)`.
@@ -108,12 +106,12 @@ class VocabParallelSoftmax(WordScores):
 
     def loss(
         self,
-        hidden: jax.Array,
-        targets: jax.Array,
-        key: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedding: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
         if self.mesh is None:
             raise ValueError("VocabParallelSoftmax needs the mesh its vocabulary is split over, got None")
         params = self.parameters(hidden.shape[-1], embedding)

@@ -30,7 +30,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import Array, lax
 
 from seqjax.config import ModelConfig
 from seqjax.models.dense_attention import dense_attention
@@ -49,7 +49,7 @@ def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
     return heads, cfg.kv_heads or heads, cfg.d_model // heads
 
 
-def rotary(x: jax.Array, positions: jax.Array, base: float, max_len: int) -> jax.Array:
+def rotary(x: Array, positions: Array, base: float, max_len: int) -> Array:
     """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
     (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
 
@@ -142,7 +142,7 @@ def query_blocks(length: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, length)) for start in range(0, length, size)]
 
 
-def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: SelfMask, kernel: str) -> jax.Array:
+def attend(q: Array, k: Array, v: Array, mask: SelfMask, kernel: str) -> Array:
     """Teacher-forced self-attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask`,
     with `kernel` resolved ("xla" | "cudnn" | "splash"): the fused kernel where it expresses the
     mask (cuDNN's, or the Pallas splash kernel on a TPU), else `dense_attention` under the whole
@@ -173,7 +173,7 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: SelfMask, kernel: str
     return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
 
 
-def write_cache(buffer: jax.Array, update: jax.Array, slots: jax.Array, layer: jax.Array | None = None) -> jax.Array:
+def write_cache(buffer: Array, update: Array, slots: Array, layer: Array | None = None) -> Array:
     """Writes each row's new entry at that row's own slot, in place.
 
     Args:
@@ -193,20 +193,20 @@ def write_cache(buffer: jax.Array, update: jax.Array, slots: jax.Array, layer: j
     return buffer.at[batch, layer, :, slots].set(values)
 
 
-def by_batch_row(q: jax.Array, batch_size: int) -> jax.Array:
+def by_batch_row(q: Array, batch_size: int) -> Array:
     """q [N, T, H, Dh] -> [B, N / B · T, H, Dh]: the rows of one batch row (a beam search's
     beams) become queries of that row, which then attend over its shared keys and values."""
     return q.reshape(batch_size, -1, *q.shape[2:])
 
 
-def empty_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, jax.Array]:
+def empty_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: Any) -> dict[str, Array]:
     """One layer's empty KV cache {"k", "v"}: [B, K, max_len, Dh] each, K the kv heads."""
     _, kv_heads, head_dim = head_counts(cfg)
     shape = (batch_size, kv_heads, max_len, head_dim)
     return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
 
 
-def stored_attention(q: jax.Array, keys: jax.Array, values: jax.Array, mask: jax.Array) -> jax.Array:
+def stored_attention(q: Array, keys: Array, values: Array, mask: Array) -> Array:
     """Grouped attention of queries over stored keys and values (a KV cache, a memory).
 
     Query head h reads key/value head h // G (G = H / K), as in `jax.nn.dot_product_attention`.
@@ -265,9 +265,7 @@ class SelfAttention(nn.Module):
             self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
         self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
-    def _project(
-        self, x: jax.Array, positions: jax.Array, step: bool = False
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def _project(self, x: Array, positions: Array, step: bool = False) -> tuple[Array, Array, Array]:
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
         a decode step's products (`apply_dense`)."""
         if self.cfg.kv_heads in (0, self.cfg.num_heads):
@@ -281,7 +279,7 @@ class SelfAttention(nn.Module):
             q, k = rotary(q, positions, cfg.rope_base, cfg.max_len), rotary(k, positions, cfg.rope_base, cfg.max_len)
         return q, k, v
 
-    def __call__(self, x: jax.Array, positions: jax.Array, mask: SelfMask) -> jax.Array:
+    def __call__(self, x: Array, positions: Array, mask: SelfMask) -> Array:
         """x: [B, T, D]; positions: [B, T] or [T] int32 (rope reads them); mask: what each
         query sees. Returns [B, T, D]."""
         q, k, v = self._project(x, positions)
@@ -290,14 +288,8 @@ class SelfAttention(nn.Module):
         return self.out(attend(q, k, v, mask, kernel))
 
     def decode(
-        self,
-        x: jax.Array,
-        cache: dict[str, jax.Array],
-        positions: jax.Array,
-        slots: jax.Array,
-        mask: jax.Array,
-        layer: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        self, x: Array, cache: dict[str, Array], positions: Array, slots: Array, mask: Array, layer: Array | None = None
+    ) -> tuple[Array, dict[str, Array]]:
         """One step of N rows against their KV cache; the cost is fixed by the cache size.
 
         Args:
@@ -337,12 +329,12 @@ class CrossAttention(nn.Module):
         self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
         self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
 
-    def memory(self, encoded: jax.Array) -> dict[str, jax.Array]:
+    def memory(self, encoded: Array) -> dict[str, Array]:
         """encoded: [B, S, D] -> {"k", "v"}: [B, K, S, Dh], computed once per source."""
         kv = jnp.moveaxis(self.kv(encoded), 1, 3)  # [B, 2, K, S, Dh]
         return {"k": kv[:, 0], "v": kv[:, 1]}
 
-    def __call__(self, x: jax.Array, memory: dict[str, jax.Array], mask: jax.Array, step: bool = False) -> jax.Array:
+    def __call__(self, x: Array, memory: dict[str, Array], mask: Array, step: bool = False) -> Array:
         """x: [N, T, D], N = B·R rows, the R rows of a batch row (beam search's beams) reading
         its memory from `memory`; mask: bool broadcastable to [B, 1, T, S] (source padding, and
         segments in packed rows; R = 1 then); `step`: a decode step's products (`apply_dense`).

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.models.cells import Carry
 from seqjax.models.checks import check_decode_size, check_mask, check_tokens
@@ -45,13 +45,8 @@ class BiLM(TokenModel):
         self.dropout = nn.Dropout(self.cfg.dropout)
 
     def __call__(
-        self,
-        tokens: jax.Array,
-        *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
-        train: bool = False,
-    ) -> jax.Array:
+        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
+    ) -> Array:
         """The forward LM: tokens [B, T] int32, mask [B, T] bool or None, embedded [B, T, D]
         or None. Returns hidden [B, T, D] float32, row t having read tokens[: t + 1]."""
         x = self.embedded_targets(tokens, mask, embedded)
@@ -59,14 +54,14 @@ class BiLM(TokenModel):
             self.backward(tokens, mask=mask)
         return run_stack(self.forward_layers, x, mask, self.dropout, self.cfg.residual, train)
 
-    def backward(self, tokens: jax.Array, *, mask: jax.Array | None = None, train: bool = False) -> jax.Array:
+    def backward(self, tokens: Array, *, mask: Array | None = None, train: bool = False) -> Array:
         """The backward LM: tokens [B, T] int32, mask [B, T] bool or None (padded steps, at a
         row's end, leave the carry at its start). Returns hidden [B, T, D] float32, row t
         having read tokens[t:]."""
         x = self.embedded_targets(tokens, mask, None)
         return run_stack(self.backward_layers, x, mask, self.dropout, self.cfg.residual, train)
 
-    def features(self, tokens: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    def features(self, tokens: Array, mask: Array | None = None) -> Array:
         """ELMo's contextual features: [B, T, 2D] float32, at t the forward state after tokens[: t + 1]
         and the backward state after tokens[t:] (no dropout)."""
         check_tokens(tokens)
@@ -78,6 +73,6 @@ class BiLM(TokenModel):
         check_decode_size(batch_size, max_len)
         return tuple(layer.initial_carry(batch_size) for layer in self.forward_layers)
 
-    def decode_step(self, state: tuple[Carry, ...], token: jax.Array) -> tuple[jax.Array, tuple[Carry, ...]]:
+    def decode_step(self, state: tuple[Carry, ...], token: Array) -> tuple[Array, tuple[Carry, ...]]:
         """token: [B] int32 -> (hidden [B, D] float32 of the forward direction, next state)."""
         return step_stack(self.forward_layers, state, self.token_embed(token), self.cfg.residual)

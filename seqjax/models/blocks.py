@@ -19,6 +19,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.models.attention import CrossAttention, SelfAttention
@@ -44,7 +45,7 @@ def block_matmul_weights(cfg: ModelConfig, cross: bool = False) -> int:
 
 
 @jax.custom_vjp
-def gated_silu(gate: jax.Array, up: jax.Array) -> jax.Array:
+def gated_silu(gate: Array, up: Array) -> Array:
     """silu(gate) · up, elementwise (SwiGLU's gate), any shape and float dtype.
 
     The backward pass keeps only gate and up and recomputes the sigmoid; autodiff of
@@ -56,11 +57,11 @@ def gated_silu(gate: jax.Array, up: jax.Array) -> jax.Array:
     return gate * jax.nn.sigmoid(gate) * up
 
 
-def _gated_silu_forward(gate: jax.Array, up: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+def _gated_silu_forward(gate: Array, up: Array) -> tuple[Array, tuple[Array, Array]]:
     return gated_silu(gate, up), (gate, up)
 
 
-def _gated_silu_backward(residuals: tuple[jax.Array, jax.Array], cotangent: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _gated_silu_backward(residuals: tuple[Array, Array], cotangent: Array) -> tuple[Array, Array]:
     gate, up = residuals
     sigmoid = jax.nn.sigmoid(gate)
     d_gate = cotangent * up * sigmoid * (1 + gate * (1 - sigmoid))
@@ -103,14 +104,14 @@ class Block(nn.Module):
         self.ff_norm = make_norm(cfg, self.dtype)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def _enter(self, norm: nn.Module, x: jax.Array) -> jax.Array:
+    def _enter(self, norm: nn.Module, x: Array) -> Array:
         return norm(x) if self.cfg.norm == "pre" else x
 
-    def _leave(self, norm: nn.Module, x: jax.Array, y: jax.Array, train: bool) -> jax.Array:
+    def _leave(self, norm: nn.Module, x: Array, y: Array, train: bool) -> Array:
         x = x + self.dropout(y, deterministic=not train).astype(jnp.float32)
         return x if self.cfg.norm == "pre" else norm(x).astype(jnp.float32)
 
-    def _feed_forward(self, x: jax.Array, train: bool, step: bool = False) -> jax.Array:
+    def _feed_forward(self, x: Array, train: bool, step: bool = False) -> Array:
         # Rows flattened to [B·T, D]: given [B, T, D], XLA on CPU lays the weight gradient's
         # operand out transposed and writes it column by column (about half the MLP's backward).
         y = self._enter(self.ff_norm, x).reshape(-1, x.shape[-1])
@@ -121,13 +122,8 @@ class Block(nn.Module):
         return self._leave(self.ff_norm, x, apply_dense(self.ff_out, h, step).reshape(x.shape), train)
 
     def _cross(
-        self,
-        x: jax.Array,
-        memory: dict[str, jax.Array] | None,
-        memory_mask: jax.Array | None,
-        train: bool,
-        step: bool = False,
-    ) -> jax.Array:
+        self, x: Array, memory: dict[str, Array] | None, memory_mask: Array | None, train: bool, step: bool = False
+    ) -> Array:
         if memory is None or memory_mask is None:
             raise ValueError(
                 "a block with cross-attention reads an encoder's memory and its mask, got "
@@ -138,13 +134,13 @@ class Block(nn.Module):
 
     def __call__(
         self,
-        x: jax.Array,
-        positions: jax.Array,
+        x: Array,
+        positions: Array,
         mask: SelfMask,
-        memory: dict[str, jax.Array] | None = None,
-        memory_mask: jax.Array | None = None,
+        memory: dict[str, Array] | None = None,
+        memory_mask: Array | None = None,
         train: bool = False,
-    ) -> jax.Array:
+    ) -> Array:
         """x: [B, T, D] float32; positions: [B, T] or [T] int32; mask: the self-attention's.
 
         memory, memory_mask: this block's `memory` of the encoder output and a bool mask
@@ -159,15 +155,15 @@ class Block(nn.Module):
 
     def decode(
         self,
-        x: jax.Array,
-        cache: dict[str, jax.Array],
-        positions: jax.Array,
-        slots: jax.Array,
-        mask: jax.Array,
-        memory: dict[str, jax.Array] | None = None,
-        memory_mask: jax.Array | None = None,
-        layer: jax.Array | None = None,
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        x: Array,
+        cache: dict[str, Array],
+        positions: Array,
+        slots: Array,
+        mask: Array,
+        memory: dict[str, Array] | None = None,
+        memory_mask: Array | None = None,
+        layer: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
         """x: [N, 1, D] float32; cache, positions, slots, mask, layer as in SelfAttention.decode."""
         y, cache = self.self_attention.decode(self._enter(self.self_norm, x), cache, positions, slots, mask, layer)
         x = self._leave(self.self_norm, x, y, False)
@@ -176,6 +172,6 @@ class Block(nn.Module):
             x = self._cross(x, memory, memory_mask, False, step)
         return self._feed_forward(x, False, step), cache
 
-    def memory(self, encoded: jax.Array) -> dict[str, jax.Array]:
+    def memory(self, encoded: Array) -> dict[str, Array]:
         """encoded: [B, S, D] -> this block's cross-attention {"k", "v"}: [B, K, S, Dh]."""
         return self.cross_attention.memory(encoded)

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import Array
 from jax.typing import DTypeLike
 
 from seqjax.models.rows_matmul import rows_matmul
 
-Carry = tuple[jax.Array, ...]  # a cell's carry: [B, H] float32 arrays, the output h last
-Bias = jax.Array | tuple[()]  # a cell's recurrent bias: [H] float32 for the GRU, () for the others
+Carry = tuple[Array, ...]  # a cell's carry: [B, H] float32 arrays, the output h last
+Bias = Array | tuple[()]  # a cell's recurrent bias: [H] float32 for the GRU, () for the others
 
 GATES = {"lstm": 4, "gru": 3, "elman": 1}
 CARRY_SIZE = {"lstm": 2, "gru": 1, "elman": 1}
 
 
-def lstm_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias) -> Carry:
+def lstm_update(carry: Carry, gates_x: Array, recurrent: Array, bias: Bias) -> Carry:
     """carry (c, h): [B, H] float32; gates_x, recurrent: [B, 4H] float32; bias unused."""
     del bias
     c, _ = carry
@@ -38,7 +39,7 @@ def lstm_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bi
     return c, jax.nn.sigmoid(o) * jnp.tanh(c)
 
 
-def gru_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias) -> Carry:
+def gru_update(carry: Carry, gates_x: Array, recurrent: Array, bias: Bias) -> Carry:
     """carry (h,): [B, H] float32; gates_x, recurrent: [B, 3H] float32; bias: [H] (b_hn)."""
     assert not isinstance(bias, tuple), "the GRU has its own recurrent bias b_hn"
     (h,) = carry
@@ -50,7 +51,7 @@ def gru_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bia
     return ((1.0 - z) * n + z * h,)
 
 
-def elman_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias) -> Carry:
+def elman_update(carry: Carry, gates_x: Array, recurrent: Array, bias: Bias) -> Carry:
     """carry (h,): [B, H] float32; gates_x, recurrent: [B, H] float32; bias unused."""
     del carry, bias
     return (jnp.tanh(gates_x + recurrent),)
@@ -59,7 +60,7 @@ def elman_update(carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: B
 UPDATES = {"lstm": lstm_update, "gru": gru_update, "elman": elman_update}
 
 
-def matmul(x: jax.Array, kernel: jax.Array, dtype: DTypeLike) -> jax.Array:
+def matmul(x: Array, kernel: Array, dtype: DTypeLike) -> Array:
     """x [N, D] @ kernel [D, F] with operands in `dtype`, accumulated and returned in float32;
     under autodiff the kernel's gradient reads a row-major xᵀ (`rows_matmul`)."""
     return rows_matmul(x.astype(dtype), kernel.astype(dtype), jnp.float32)
@@ -69,6 +70,6 @@ def zero_carry(cell: str, batch_size: int, features: int) -> Carry:
     return tuple(jnp.zeros((batch_size, features), jnp.float32) for _ in range(CARRY_SIZE[cell]))
 
 
-def cell_step(cell: str, carry: Carry, gates_x: jax.Array, kernel: jax.Array, bias: Bias, dtype: DTypeLike) -> Carry:
+def cell_step(cell: str, carry: Carry, gates_x: Array, kernel: Array, bias: Bias, dtype: DTypeLike) -> Carry:
     """One step: carry [B, H] tuple, gates_x [B, G*H] float32 -> next carry."""
     return UPDATES[cell](carry, gates_x, matmul(carry[-1], kernel, dtype), bias)

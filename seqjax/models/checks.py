@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from jax import Array
 
 
-def check_tokens(tokens: jax.Array, name: str = "tokens", max_len: int | None = None) -> None:
+def check_tokens(tokens: Array, name: str = "tokens", max_len: int | None = None) -> None:
     """tokens: [B, T] integer, T ≤ max_len when the model has a length bound."""
     if np.ndim(tokens) != 2 or not np.issubdtype(np.dtype(tokens.dtype), np.integer):
         raise ValueError(f"{name} must be a [B, T] integer array, got shape {np.shape(tokens)} dtype {tokens.dtype}")
@@ -19,7 +20,7 @@ def check_tokens(tokens: jax.Array, name: str = "tokens", max_len: int | None = 
         raise ValueError(f"{name} length must be <= model.max_len={max_len}, got {tokens.shape[1]}")
 
 
-def check_mask(mask: jax.Array | None, tokens: jax.Array, name: str = "mask") -> None:
+def check_mask(mask: Array | None, tokens: Array, name: str = "mask") -> None:
     """mask: None or [B, T] bool with the tokens' shape."""
     if mask is None:
         return
@@ -30,7 +31,7 @@ def check_mask(mask: jax.Array | None, tokens: jax.Array, name: str = "mask") ->
 
 
 def check_packing(
-    segment_ids: jax.Array | None, positions: jax.Array | None, tokens: jax.Array, max_len: int, prefix: str = ""
+    segment_ids: Array | None, positions: Array | None, tokens: Array, max_len: int, prefix: str = ""
 ) -> None:
     """segment_ids, positions: None or [B, T] integer with the tokens' shape, positions in
     [0, max_len) when concrete (position tables are gathered, and a gather clamps); segment
@@ -54,7 +55,7 @@ def check_packing(
         raise ValueError(f"{prefix}segment_ids need {prefix}positions (each token's position in its segment), got None")
 
 
-def check_embedded(embedded: jax.Array | None, tokens: jax.Array, width: int) -> None:
+def check_embedded(embedded: Array | None, tokens: Array, width: int) -> None:
     """embedded: None or [B, T, D] replacing the embedding lookup of `tokens`."""
     if embedded is None:
         return
@@ -72,7 +73,7 @@ def check_decode_size(batch_size: int, max_len: int, limit: int | None = None) -
         raise ValueError(f"max_len must be <= model.max_len={limit}, got {max_len}")
 
 
-def check_source(src: jax.Array | None, src_mask: jax.Array | None, batch_size: int) -> jax.Array:
+def check_source(src: Array | None, src_mask: Array | None, batch_size: int) -> Array:
     """src: [B, S] integer with B == batch_size; src_mask: None or [B, S] bool. Returns src."""
     if src is None:
         raise ValueError("src must be a [B, S] integer array for a seq2seq model, got None")

@@ -27,6 +27,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+from jax import Array
 
 # As `jax.nn.dot_product_attention` masks: finite, so that a query that sees no key gets the
 # uniform average of the values rather than NaN.
@@ -35,29 +36,29 @@ MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
 # What the backward pass reads: the scaled grouped queries [B, K, G·T, Dh], keys and values
 # [B, K, S, Dh], the unnormalized probabilities E [B, K, G·T, S] float32, 1 / rowsum(E)
 # [B, K, G·T, 1], the grouped output [B, K, G·T, Dh] and the mask.
-Residuals = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+Residuals = tuple[Array, Array, Array, Array, Array, Array, Array]
 
 
-def _grouped(x: jax.Array, kv_heads: int) -> jax.Array:
+def _grouped(x: Array, kv_heads: int) -> Array:
     """[B, T, K·G, Dh] -> [B, K, G·T, Dh]: query head h = k·G + g reads key/value head k."""
     batch, length, heads, width = x.shape
     x = x.reshape(batch, length, kv_heads, heads // kv_heads, width)
     return jnp.transpose(x, (0, 2, 3, 1, 4)).reshape(batch, kv_heads, -1, width)
 
 
-def _ungrouped(x: jax.Array, length: int) -> jax.Array:
+def _ungrouped(x: Array, length: int) -> Array:
     """[B, K, G·T, Dh] -> [B, T, K·G, Dh], the inverse of `_grouped`."""
     batch, kv_heads, rows, width = x.shape
     x = x.reshape(batch, kv_heads, rows // length, length, width)
     return jnp.transpose(x, (0, 3, 1, 2, 4)).reshape(batch, length, -1, width)
 
 
-def _by_group(x: jax.Array, length: int) -> jax.Array:
+def _by_group(x: Array, length: int) -> Array:
     """[B, K, G·T, S] -> [B, K, G, T, S] (a reshape), where a [B, 1, T, S] mask broadcasts."""
     return x.reshape(x.shape[0], x.shape[1], -1, length, x.shape[-1])
 
 
-def _forward(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> tuple[jax.Array, Residuals]:
+def _forward(q: Array, k: Array, v: Array, mask: Array) -> tuple[Array, Residuals]:
     length, width = q.shape[1], q.shape[-1]
     queries = _grouped(q * (1.0 / math.sqrt(width)), k.shape[2])  # scaled here, not as [.., S] logits
     keys, values = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)  # [B, K, S, Dh]
@@ -72,7 +73,7 @@ def _forward(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> tuple
 
 
 @jax.custom_vjp
-def dense_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+def dense_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
     """softmax(q kᵀ / √Dh, masked) v with H / K query heads per key/value head.
 
     Args:
@@ -86,7 +87,7 @@ def dense_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -
     return _forward(q, k, v, mask)[0]
 
 
-def _backward(residuals: Residuals, cotangent: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, None]:
+def _backward(residuals: Residuals, cotangent: Array) -> tuple[Array, Array, Array, None]:
     queries, keys, values, weights, inverse, out, mask = residuals
     length, width = cotangent.shape[1], cotangent.shape[-1]
     d_out = _grouped(cotangent, keys.shape[1])  # [B, K, G·T, Dh]

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.models.checks import check_embedded, check_mask, check_tokens
 
 
-def sinusoidal_positions(positions: jax.Array, width: int) -> jax.Array:
+def sinusoidal_positions(positions: Array, width: int) -> Array:
     """Vaswani et al.'s encoding: sin on the first half of the features, cos on the second.
 
     Args:
@@ -53,17 +53,17 @@ class TokenModel(nn.Module):
         rows of seq_len tokens (12·L·D·T per attention of L layers)."""
         return 0
 
-    def embed(self, tokens: jax.Array) -> jax.Array:
+    def embed(self, tokens: Array) -> Array:
         """tokens: [B, T] int32 -> [B, T, D] float32, the (target) lookup `embedded` may replace."""
         return self.token_embed(tokens)
 
-    def target_embedding(self) -> jax.Array:
+    def target_embedding(self) -> Array:
         """The target embedding table [V, D] float32 (what a tied head scores with)."""
         return self.token_embed.embedding
 
     def embedded_targets(
-        self, tokens: jax.Array, mask: jax.Array | None, embedded: jax.Array | None, max_len: int | None = None
-    ) -> jax.Array:
+        self, tokens: Array, mask: Array | None, embedded: Array | None, max_len: int | None = None
+    ) -> Array:
         """Checks a teacher-forced call's tokens [B, T] int32 (T <= max_len), mask [B, T] bool
         or None and embedded [B, T, D] or None; returns [B, T, D] float32, `embedded` when
         given, else the lookup of `tokens`."""
@@ -100,7 +100,7 @@ class PositionalInputs(nn.Module):
             )
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(self, embedded: jax.Array, positions: jax.Array, train: bool = False) -> jax.Array:
+    def __call__(self, embedded: Array, positions: Array, train: bool = False) -> Array:
         """embedded: [B, T, D] lookups; positions: [B, T] or [T] int32 -> [B, T, D] float32."""
         x = embedded.astype(jnp.float32)
         if self.cfg.scale_embeddings:

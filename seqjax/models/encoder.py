@@ -21,8 +21,8 @@ import dataclasses
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.models.blocks import make_norm
 from seqjax.models.checks import check_packing
@@ -45,13 +45,8 @@ class EncoderStack(nn.Module):
             self.final_norm = make_norm(self.cfg, self.dtype)
 
     def __call__(
-        self,
-        embedded: jax.Array,
-        mask: jax.Array | None,
-        positions: jax.Array,
-        segment_ids: jax.Array | None,
-        train: bool,
-    ) -> jax.Array:
+        self, embedded: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
+    ) -> Array:
         x = self.inputs(embedded, positions, train)
         attention_mask = self_mask(causal=False, valid=mask, segments=segment_ids)
         x = run_blocks(self.blocks, self.cfg, x, positions, attention_mask, train=train)
@@ -72,20 +67,20 @@ class TransformerEncoder(TokenModel):
         self.token_embed = token_embedding(self.vocab_size + 1, self.cfg.d_model, "embed")
         self.encoder = EncoderStack(self.cfg, self.dtype)
 
-    def target_embedding(self) -> jax.Array:
+    def target_embedding(self) -> Array:
         """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""
         return self.token_embed.embedding[: self.vocab_size]
 
     def _encode(
         self,
         stack: EncoderStack,
-        tokens: jax.Array,
-        mask: jax.Array | None,
-        embedded: jax.Array | None,
+        tokens: Array,
+        mask: Array | None,
+        embedded: Array | None,
         train: bool,
-        segment_ids: jax.Array | None,
-        positions: jax.Array | None,
-    ) -> jax.Array:
+        segment_ids: Array | None,
+        positions: Array | None,
+    ) -> Array:
         embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
         check_packing(segment_ids, positions, tokens, self.cfg.max_len)
         if positions is None:
@@ -94,14 +89,14 @@ class TransformerEncoder(TokenModel):
 
     def __call__(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-        segment_ids: jax.Array | None = None,
-        positions: jax.Array | None = None,
-    ) -> jax.Array:
+        segment_ids: Array | None = None,
+        positions: Array | None = None,
+    ) -> Array:
         """tokens: [B, T] int32 (ids in [0, V], V = [MASK]); mask: [B, T] bool or None (keys
         attended); embedded: [B, T, D] or None; segment_ids, positions: a packed row's, or
         None. Returns hidden: [B, T, D] float32, every row having seen every valid token."""
@@ -160,14 +155,14 @@ class ElectraEncoder(TransformerEncoder):
 
     def __call__(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-        segment_ids: jax.Array | None = None,
-        positions: jax.Array | None = None,
-    ) -> jax.Array:
+        segment_ids: Array | None = None,
+        positions: Array | None = None,
+    ) -> Array:
         """The discriminator's hidden states [B, T, D] float32 (as `TransformerEncoder`)."""
         if self.is_initializing():  # one init creates the generator and the classifier too
             self.generator(tokens, mask=mask)
@@ -176,7 +171,7 @@ class ElectraEncoder(TransformerEncoder):
             tokens, mask=mask, embedded=embedded, train=train, segment_ids=segment_ids, positions=positions
         )
 
-    def generator(self, tokens: jax.Array, *, mask: jax.Array | None = None, train: bool = False) -> jax.Array:
+    def generator(self, tokens: Array, *, mask: Array | None = None, train: bool = False) -> Array:
         """The generator's hidden states [B, T, D] float32 for tokens [B, T] int32 (the head
         turns them into its masked-LM distribution)."""
         if self.cfg.electra.generator_width == 1:
@@ -185,7 +180,7 @@ class ElectraEncoder(TransformerEncoder):
         positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
         return self.generator_out(self.generator_stack(embedded, mask, positions, None, train)).astype(jnp.float32)
 
-    def discriminate(self, tokens: jax.Array, *, mask: jax.Array | None = None, train: bool = False) -> jax.Array:
+    def discriminate(self, tokens: Array, *, mask: Array | None = None, train: bool = False) -> Array:
         """Replaced-token logits [B, T] float32: log-odds that each token is not the original."""
         hidden = super().__call__(tokens, mask=mask, train=train)
         return self.classifier(hidden).astype(jnp.float32)[..., 0]

@@ -9,11 +9,11 @@ can be given the structured part it expresses and the rest only when there is a 
 from __future__ import annotations
 
 import flax.struct
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 
-def window_mask(query_positions: jax.Array, key_positions: jax.Array, window: int = 0, dilation: int = 1) -> jax.Array:
+def window_mask(query_positions: Array, key_positions: Array, window: int = 0, dilation: int = 1) -> Array:
     """Causal (optionally sliding-window, optionally dilated) mask from absolute positions.
 
     A query at position q sees the keys at q, q - dilation, ..., q - (window - 1) * dilation
@@ -37,7 +37,7 @@ def window_mask(query_positions: jax.Array, key_positions: jax.Array, window: in
     return allowed
 
 
-def causal_mask(length: int, window: int = 0, dilation: int = 1) -> jax.Array:
+def causal_mask(length: int, window: int = 0, dilation: int = 1) -> Array:
     """Mask of teacher-forced self-attention over one sequence.
 
     Returns:
@@ -47,7 +47,7 @@ def causal_mask(length: int, window: int = 0, dilation: int = 1) -> jax.Array:
     return window_mask(positions, positions, window, dilation)[None, None]
 
 
-def padding_mask(mask: jax.Array) -> jax.Array:
+def padding_mask(mask: Array) -> Array:
     """Keys that are real tokens.
 
     Args:
@@ -58,7 +58,7 @@ def padding_mask(mask: jax.Array) -> jax.Array:
     return mask[:, None, None, :]
 
 
-def decode_mask(positions: jax.Array, max_len: int, window: int = 0, dilation: int = 1) -> jax.Array:
+def decode_mask(positions: Array, max_len: int, window: int = 0, dilation: int = 1) -> Array:
     """Mask of one decode step over a fixed-size KV cache.
 
     Args:
@@ -71,7 +71,7 @@ def decode_mask(positions: jax.Array, max_len: int, window: int = 0, dilation: i
     return window_mask(positions[:, None], keys, window, dilation)[:, None]
 
 
-def beam_slots_mask(mask: jax.Array, slot_rows: jax.Array, batch_size: int) -> jax.Array:
+def beam_slots_mask(mask: Array, slot_rows: Array, batch_size: int) -> Array:
     """The decode mask of N = B·R rows that share their batch row's KV cache of R blocks of M
     slots (`SharedByBeams`: a beam search's R beams).
 
@@ -90,7 +90,7 @@ def beam_slots_mask(mask: jax.Array, slot_rows: jax.Array, batch_size: int) -> j
     return (held & mask[:, 0]).reshape(batch_size, 1, per_batch, per_batch * length)
 
 
-def segment_mask(query_segments: jax.Array, key_segments: jax.Array) -> jax.Array:
+def segment_mask(query_segments: Array, key_segments: Array) -> Array:
     """Keys of the query's own segment (packed rows: a line never sees another line).
 
     Args:
@@ -116,14 +116,14 @@ class SelfMask:
     of the valid prefixes, the splash kernel's the segment ids.
     """
 
-    valid: jax.Array | None = None
-    segments: jax.Array | None = None
+    valid: Array | None = None
+    segments: Array | None = None
     causal: bool = flax.struct.field(pytree_node=False, default=True)
     window: int = flax.struct.field(pytree_node=False, default=0)
     dilation: int = flax.struct.field(pytree_node=False, default=1)
 
     @property
-    def extra(self) -> jax.Array | None:
+    def extra(self) -> Array | None:
         """None, or the padding and segment part as bool broadcastable to [B, 1, T, T]."""
         extra = None if self.valid is None else padding_mask(self.valid)
         if self.segments is not None:
@@ -132,11 +132,11 @@ class SelfMask:
         return extra
 
     @property
-    def lengths(self) -> jax.Array | None:
+    def lengths(self) -> Array | None:
         """[B] int32 real tokens per row, or None without padding."""
         return None if self.valid is None else self.valid.sum(axis=-1, dtype=jnp.int32)
 
-    def dense(self, length: int) -> jax.Array:
+    def dense(self, length: int) -> Array:
         """The whole mask as one bool array broadcastable to [B, 1, T, T]."""
         if self.causal:
             structured = causal_mask(length, self.window, self.dilation)
@@ -155,12 +155,7 @@ class SelfMask:
 
 
 def self_mask(
-    *,
-    causal: bool,
-    window: int = 0,
-    dilation: int = 1,
-    valid: jax.Array | None = None,
-    segments: jax.Array | None = None,
+    *, causal: bool, window: int = 0, dilation: int = 1, valid: Array | None = None, segments: Array | None = None
 ) -> SelfMask:
     """The SelfMask with optional key padding valid [B, T] bool (a prefix of each row) and
     segment ids segments [B, T] int32 (the structured part is built only where a kernel needs

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
@@ -33,7 +33,7 @@ class NNLM(TokenModel):
             self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def _hidden(self, windows: jax.Array, train: bool) -> jax.Array:
+    def _hidden(self, windows: Array, train: bool) -> Array:
         """windows: [..., k*D] float32 -> [..., D] float32."""
         windows = self.dropout(windows, deterministic=not train)
         hidden = jnp.tanh(self.hidden(windows).astype(jnp.float32))
@@ -42,13 +42,8 @@ class NNLM(TokenModel):
         return self.dropout(hidden, deterministic=not train)
 
     def __call__(
-        self,
-        tokens: jax.Array,
-        *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
-        train: bool = False,
-    ) -> jax.Array:
+        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
+    ) -> Array:
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
 
         Returns hidden: [B, T, D] float32.
@@ -64,7 +59,7 @@ class NNLM(TokenModel):
         ]
         return self._hidden(jnp.concatenate(slots, axis=-1), train)
 
-    def init_decode_state(self, batch_size: int, max_len: int) -> dict[str, jax.Array]:
+    def init_decode_state(self, batch_size: int, max_len: int) -> dict[str, Array]:
         """{"tokens": [B, k] int32, "valid": [B, k] bool}, newest token in the first column.
 
         max_len is accepted for the decode contract; the window has a fixed size.
@@ -73,7 +68,7 @@ class NNLM(TokenModel):
         shape = (batch_size, self.cfg.context)
         return {"tokens": jnp.zeros(shape, jnp.int32), "valid": jnp.zeros(shape, bool)}
 
-    def decode_step(self, state: dict[str, jax.Array], token: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    def decode_step(self, state: dict[str, Array], token: Array) -> tuple[Array, dict[str, Array]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         tokens = jnp.concatenate([token[:, None], state["tokens"][:, :-1]], axis=1)
         valid = jnp.concatenate([jnp.ones_like(state["valid"][:, :1]), state["valid"][:, :-1]], axis=1)

@@ -13,7 +13,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax import Array, lax
 from jax.typing import DTypeLike
 
 from seqjax.models.cells import UPDATES, Bias, Carry, matmul
@@ -22,12 +22,10 @@ from seqjax.placement import gathered
 
 # gates_x [T, B, G*H], valid [T, B] or None, the carries before each step (each [T, B, H]),
 # h W_hh per step [T, B, G*H], the kernel W_hh [H, G*H] and the cell's recurrent bias.
-Residuals = tuple[jax.Array, jax.Array | None, Carry, jax.Array, jax.Array, Bias]
+Residuals = tuple[Array, Array | None, Carry, Array, Array, Bias]
 
 
-def _masked_update(
-    cell: str, carry: Carry, gates_x: jax.Array, recurrent: jax.Array, bias: Bias, valid: jax.Array | None
-) -> Carry:
+def _masked_update(cell: str, carry: Carry, gates_x: Array, recurrent: Array, bias: Bias, valid: Array | None) -> Carry:
     new = UPDATES[cell](carry, gates_x, recurrent, bias)
     if valid is None:
         return new
@@ -38,18 +36,16 @@ def _forward(
     cell: str,
     dtype: DTypeLike,
     reverse: bool,
-    gates_x: jax.Array,
-    valid: jax.Array | None,
+    gates_x: Array,
+    valid: Array | None,
     carry: Carry,
-    kernel: jax.Array,
+    kernel: Array,
     bias: Bias,
-) -> tuple[jax.Array, Carry, tuple[Carry, jax.Array]]:
+) -> tuple[Array, Carry, tuple[Carry, Array]]:
     """Returns (outputs [T, B, H], final carry, (carries before each step, h W_hh per step))."""
     kernel = gathered(kernel)  # once, not at every step
 
-    def body(
-        carry: Carry, inputs: tuple[jax.Array, jax.Array | None]
-    ) -> tuple[Carry, tuple[jax.Array, Carry, jax.Array]]:
+    def body(carry: Carry, inputs: tuple[Array, Array | None]) -> tuple[Carry, tuple[Array, Carry, Array]]:
         gates_t, valid_t = inputs
         recurrent = matmul(carry[-1], kernel, dtype)
         new = _masked_update(cell, carry, gates_t, recurrent, bias, valid_t)
@@ -64,12 +60,12 @@ def recurrence(
     cell: str,
     dtype: DTypeLike,
     reverse: bool,
-    gates_x: jax.Array,
-    valid: jax.Array | None,
+    gates_x: Array,
+    valid: Array | None,
     carry: Carry,
-    kernel: jax.Array,
+    kernel: Array,
     bias: Bias,
-) -> tuple[jax.Array, Carry]:
+) -> tuple[Array, Carry]:
     """Runs `cell` over time.
 
     Args:
@@ -92,26 +88,26 @@ def _recurrence_fwd(
     cell: str,
     dtype: DTypeLike,
     reverse: bool,
-    gates_x: jax.Array,
-    valid: jax.Array | None,
+    gates_x: Array,
+    valid: Array | None,
     carry: Carry,
-    kernel: jax.Array,
+    kernel: Array,
     bias: Bias,
-) -> tuple[tuple[jax.Array, Carry], Residuals]:
+) -> tuple[tuple[Array, Carry], Residuals]:
     outputs, final, (previous, recurrent) = _forward(cell, dtype, reverse, gates_x, valid, carry, kernel, bias)
     return (outputs, final), (gates_x, valid, previous, recurrent, kernel, bias)
 
 
 def _recurrence_bwd(
-    cell: str, dtype: DTypeLike, reverse: bool, residuals: Residuals, cotangents: tuple[jax.Array, Carry]
-) -> tuple[jax.Array, None, Carry, jax.Array, Bias]:
+    cell: str, dtype: DTypeLike, reverse: bool, residuals: Residuals, cotangents: tuple[Array, Carry]
+) -> tuple[Array, None, Carry, Array, Bias]:
     gates_x, valid, previous, recurrent, kernel, bias = residuals
     d_outputs, d_final = cotangents
     kernel = gathered(kernel)
 
     def body(
-        state: tuple[Carry, Bias], inputs: tuple[jax.Array, jax.Array | None, Carry, jax.Array, jax.Array]
-    ) -> tuple[tuple[Carry, Bias], tuple[jax.Array, jax.Array]]:
+        state: tuple[Carry, Bias], inputs: tuple[Array, Array | None, Carry, Array, Array]
+    ) -> tuple[tuple[Carry, Bias], tuple[Array, Array]]:
         d_carry, d_bias = state
         gates_t, valid_t, previous_t, recurrent_t, d_output_t = inputs
         d_carry = (*d_carry[:-1], d_carry[-1] + d_output_t)

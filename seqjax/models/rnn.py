@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.models.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
@@ -48,7 +48,7 @@ class Recurrent(nn.Module):
         if self.cell == "gru":
             self.recurrent_bias = self.param("recurrent_bias", nn.initializers.zeros, (self.features,), jnp.float32)
 
-    def _bias_init(self, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    def _bias_init(self, key: Array, shape: tuple[int, ...], dtype: Any) -> Array:
         del key
         bias = jnp.zeros(shape, dtype)
         if self.cell == "lstm":
@@ -62,9 +62,7 @@ class Recurrent(nn.Module):
     def _bias(self) -> Bias:
         return self.recurrent_bias if self.cell == "gru" else ()
 
-    def __call__(
-        self, inputs: jax.Array, mask: jax.Array | None = None, carry: Carry | None = None
-    ) -> tuple[jax.Array, Carry]:
+    def __call__(self, inputs: Array, mask: Array | None = None, carry: Carry | None = None) -> tuple[Array, Carry]:
         """Runs the layer over a sequence.
 
         Args:
@@ -93,7 +91,7 @@ class Recurrent(nn.Module):
         )
         return jnp.swapaxes(outputs, 0, 1), carry
 
-    def step(self, carry: Carry, inputs: jax.Array) -> tuple[Carry, jax.Array]:
+    def step(self, carry: Carry, inputs: Array) -> tuple[Carry, Array]:
         """One time step. inputs: [B, D_in] float; returns (carry, h [B, H] float32)."""
         gates_x = matmul(inputs, self.input_kernel, self.dtype) + self.input_bias
         carry = cell_step(self.cell, carry, gates_x, self.recurrent_kernel, self._bias(), self.dtype)
@@ -123,13 +121,8 @@ class RNNLM(TokenModel):
         self.dropout = nn.Dropout(self.cfg.dropout)
 
     def __call__(
-        self,
-        tokens: jax.Array,
-        *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
-        train: bool = False,
-    ) -> jax.Array:
+        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
+    ) -> Array:
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
 
         Returns hidden: [B, T, D] float32.
@@ -145,20 +138,20 @@ class RNNLM(TokenModel):
         check_decode_size(batch_size, max_len)
         return tuple(layer.initial_carry(batch_size) for layer in self.rnn_layers)
 
-    def decode_step(self, state: tuple[Carry, ...], token: jax.Array) -> tuple[jax.Array, tuple[Carry, ...]]:
+    def decode_step(self, state: tuple[Carry, ...], token: Array) -> tuple[Array, tuple[Carry, ...]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         return step_stack(self.rnn_layers, state, self.token_embed(token), self.cfg.residual)
 
 
 def run_stack(
     layers: Sequence[Recurrent],
-    x: jax.Array,
-    mask: jax.Array | None,
+    x: Array,
+    mask: Array | None,
     dropout: nn.Dropout,
     residual: bool,
     train: bool,
     carries: Sequence[Carry] | None = None,
-) -> jax.Array:
+) -> Array:
     """Stacked recurrent layers over x [B, T, D] (mask [B, T] bool or None) -> [B, T, D] float32:
     dropout (train only) on the input, between layers and on the output; with `residual`, layers
     after the first add their input to their output. `carries`: each layer's initial carry
@@ -173,8 +166,8 @@ def run_stack(
 
 
 def step_stack(
-    layers: Sequence[Recurrent], state: tuple[Carry, ...], x: jax.Array, residual: bool
-) -> tuple[jax.Array, tuple[Carry, ...]]:
+    layers: Sequence[Recurrent], state: tuple[Carry, ...], x: Array, residual: bool
+) -> tuple[Array, tuple[Carry, ...]]:
     """One decode step of `run_stack`'s layers: x [B, D] float32, state the per-layer carries
     -> (the top layer's h [B, D] float32, next state)."""
     carries = []
@@ -208,9 +201,7 @@ class RNNEncoder(nn.Module):
             ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(
-        self, x: jax.Array, mask: jax.Array | None = None, train: bool = False
-    ) -> tuple[jax.Array, tuple[Carry, ...]]:
+    def __call__(self, x: Array, mask: Array | None = None, train: bool = False) -> tuple[Array, tuple[Carry, ...]]:
         """x: [B, S, D] float32; mask: [B, S] bool or None.
 
         Returns outputs [B, S, D] float32 and the per-layer final carries ([B, D] tuples).

@@ -24,20 +24,20 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax import Array, lax
 from jax.typing import DTypeLike
 
 from seqjax.placement import compute_platform
 
 
-def row_major_transpose(x: jax.Array) -> jax.Array:
+def row_major_transpose(x: Array) -> Array:
     """xᵀ [D, N] of x [N, D]; on CPU a row-major copy that XLA keeps (not folded into the
     product that reads it), elsewhere the plain transpose."""
     return lax.optimization_barrier(x.T) if compute_platform() == "cpu" else x.T
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def rows_matmul(x: jax.Array, kernel: jax.Array, preferred_element_type: DTypeLike | None = None) -> jax.Array:
+def rows_matmul(x: Array, kernel: Array, preferred_element_type: DTypeLike | None = None) -> Array:
     """x [N, D] @ kernel [D, F] -> [N, F], accumulated and returned in
     `preferred_element_type` (None: the operands' dtype, which must agree); the weight
     gradient is `row_major_transpose(x) @ dY`, the input gradient dY @ kernelᵀ, each in its
@@ -45,19 +45,17 @@ def rows_matmul(x: jax.Array, kernel: jax.Array, preferred_element_type: DTypeLi
     return _product(x, kernel, preferred_element_type)
 
 
-def _product(a: jax.Array, b: jax.Array, preferred_element_type: DTypeLike | None) -> jax.Array:
+def _product(a: Array, b: Array, preferred_element_type: DTypeLike | None) -> Array:
     return jnp.matmul(a, b, preferred_element_type=preferred_element_type)
 
 
-def _forward(
-    x: jax.Array, kernel: jax.Array, preferred_element_type: DTypeLike | None
-) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+def _forward(x: Array, kernel: Array, preferred_element_type: DTypeLike | None) -> tuple[Array, tuple[Array, Array]]:
     return _product(x, kernel, preferred_element_type), (x, kernel)
 
 
 def _backward(
-    preferred_element_type: DTypeLike | None, residuals: tuple[jax.Array, jax.Array], d_out: jax.Array
-) -> tuple[jax.Array, jax.Array]:
+    preferred_element_type: DTypeLike | None, residuals: tuple[Array, Array], d_out: Array
+) -> tuple[Array, Array]:
     x, kernel = residuals
     d_x = _product(d_out.astype(kernel.dtype), kernel.T, preferred_element_type).astype(x.dtype)
     d_kernel = _product(row_major_transpose(x), d_out.astype(x.dtype), preferred_element_type)
@@ -68,12 +66,12 @@ rows_matmul.defvjp(_forward, _backward)
 
 
 def rows_dot_general(
-    lhs: jax.Array,
-    rhs: jax.Array,
+    lhs: Array,
+    rhs: Array,
     dimension_numbers: lax.DotDimensionNumbers,
     precision: lax.PrecisionLike = None,
     preferred_element_type: DTypeLike | None = None,
-) -> jax.Array:
+) -> Array:
     """`lax.dot_general` for `nn.Dense(dot_general=...)`: a [N, D] x [D, F] product with no
     precision asked for goes through `rows_matmul`; every other product or option through
     `lax.dot_general` unchanged."""

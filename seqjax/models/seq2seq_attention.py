@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.models.checks import check_decode_size, check_source
@@ -37,13 +38,13 @@ class SourceAttention(nn.Module):
             self.query_projection = nn.Dense(self.width, dtype=self.dtype)
             self.score_vector = self.param("score_vector", nn.initializers.normal(self.width**-0.5), (self.width,))
 
-    def keys(self, memory: jax.Array) -> jax.Array:
+    def keys(self, memory: Array) -> Array:
         """memory: [B, S, D] -> keys [B, S, D] float32, the query-independent part."""
         if self.kind == "dot":
             return memory
         return self.key_projection(memory).astype(jnp.float32)
 
-    def __call__(self, query: jax.Array, keys: jax.Array, memory: jax.Array, mask: jax.Array) -> jax.Array:
+    def __call__(self, query: Array, keys: Array, memory: Array, mask: Array) -> Array:
         """query: [B, D]; keys, memory: [B, S, D]; mask: [B, S] bool -> context [B, D] float32."""
         if self.kind == "additive":
             projected = self.query_projection(query).astype(jnp.float32)
@@ -71,12 +72,12 @@ class InputFeedingDecoder(nn.Module):
         self.combine = nn.Dense(d, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def keys(self, memory: jax.Array) -> jax.Array:
+    def keys(self, memory: Array) -> Array:
         return self.attention.keys(memory)
 
     def __call__(
-        self, state: dict[str, Any], embedded: jax.Array, source: dict[str, jax.Array], train: bool = False
-    ) -> tuple[dict[str, Any], jax.Array]:
+        self, state: dict[str, Any], embedded: Array, source: dict[str, Array], train: bool = False
+    ) -> tuple[dict[str, Any], Array]:
         """embedded: [B, D]; source {"memory", "keys", "mask"}. Returns (state, h̃ [B, D])."""
         x = jnp.concatenate([embedded, state["feed"]], axis=-1)
         carries = []
@@ -97,18 +98,12 @@ class InputFeedingDecoder(nn.Module):
 
 
 def _decode_sequence(
-    decoder: InputFeedingDecoder,
-    state: dict[str, Any],
-    embedded: jax.Array,
-    source: dict[str, jax.Array],
-    train: bool,
-) -> tuple[dict[str, Any], jax.Array]:
+    decoder: InputFeedingDecoder, state: dict[str, Any], embedded: Array, source: dict[str, Array], train: bool
+) -> tuple[dict[str, Any], Array]:
     """Teacher forcing: the decoder step scanned over time. embedded: [B, T, D]; returns the
     last state and h̃ [B, T, D] float32."""
 
-    def body(
-        decoder: InputFeedingDecoder, state: dict[str, Any], embedded_t: jax.Array
-    ) -> tuple[dict[str, Any], jax.Array]:
+    def body(decoder: InputFeedingDecoder, state: dict[str, Any], embedded_t: Array) -> tuple[dict[str, Any], Array]:
         return decoder(state, embedded_t, source, train)
 
     scan = nn.scan(
@@ -136,7 +131,7 @@ class AttentionSeq2Seq(EncoderDecoder):
         self.decoder = InputFeedingDecoder(self.cfg, self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def _start(self, src: jax.Array, src_mask: jax.Array | None, train: bool) -> dict[str, Any]:
+    def _start(self, src: Array, src_mask: Array | None, train: bool) -> dict[str, Any]:
         """Encodes the source; returns the initial decoder state (carries from the encoder)."""
         x = self.dropout(self.source_embed(src), deterministic=not train)
         memory, finals = self.encoder(x, src_mask, train)
@@ -147,14 +142,14 @@ class AttentionSeq2Seq(EncoderDecoder):
 
     def __call__(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         *,
-        src: jax.Array | None = None,
-        src_mask: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        src: Array | None = None,
+        src_mask: Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-    ) -> jax.Array:
+    ) -> Array:
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None (target padding is trailing, so causality makes it
@@ -169,14 +164,14 @@ class AttentionSeq2Seq(EncoderDecoder):
         return hidden
 
     def init_decode_state(
-        self, batch_size: int, max_len: int, src: jax.Array | None = None, src_mask: jax.Array | None = None
+        self, batch_size: int, max_len: int, src: Array | None = None, src_mask: Array | None = None
     ) -> dict[str, Any]:
         """Runs the encoder and precomputes the attention keys. max_len is unused."""
         check_decode_size(batch_size, max_len)
         src = check_source(src, src_mask, batch_size)
         return self._start(src, src_mask, False)
 
-    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+    def decode_step(self, state: dict[str, Any], token: Array) -> tuple[Array, dict[str, Any]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         step_state = {"carries": state["carries"], "feed": state["feed"]}
         step_state, hidden = self.decoder(step_state, self.token_embed(token), state["source"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
+from jax import Array
 
 from seqjax.models.cells import Carry
 from seqjax.models.checks import check_decode_size, check_source
@@ -32,7 +32,7 @@ class RNNSeq2Seq(EncoderDecoder):
         self.decoder_layers = [Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def encode(self, src: jax.Array, src_mask: jax.Array | None = None, train: bool = False) -> tuple[Carry, ...]:
+    def encode(self, src: Array, src_mask: Array | None = None, train: bool = False) -> tuple[Carry, ...]:
         """src: [B, S] int32 -> per-layer final encoder carries."""
         x = self.dropout(self.source_embed(src), deterministic=not train)
         _, finals = self.encoder(x, src_mask, train)
@@ -40,14 +40,14 @@ class RNNSeq2Seq(EncoderDecoder):
 
     def __call__(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         *,
-        src: jax.Array | None = None,
-        src_mask: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        src: Array | None = None,
+        src_mask: Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-    ) -> jax.Array:
+    ) -> Array:
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.
@@ -58,14 +58,14 @@ class RNNSeq2Seq(EncoderDecoder):
         return run_stack(self.decoder_layers, x, mask, self.dropout, self.cfg.residual, train, finals)
 
     def init_decode_state(
-        self, batch_size: int, max_len: int, src: jax.Array | None = None, src_mask: jax.Array | None = None
+        self, batch_size: int, max_len: int, src: Array | None = None, src_mask: Array | None = None
     ) -> dict[str, Any]:
         """Runs the encoder; its final carries start the decoder. max_len is unused."""
         check_decode_size(batch_size, max_len)
         src = check_source(src, src_mask, batch_size)
         return {"carries": self.encode(src, src_mask)}
 
-    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+    def decode_step(self, state: dict[str, Any], token: Array) -> tuple[Array, dict[str, Any]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         hidden, carries = step_stack(self.decoder_layers, state["carries"], self.token_embed(token), self.cfg.residual)
         return hidden, {"carries": carries}

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.contracts import SharedByBeams
@@ -59,12 +59,12 @@ class TransformerSeq2Seq(EncoderDecoder):
 
     def _encode(
         self,
-        src: jax.Array,
-        src_mask: jax.Array | None,
+        src: Array,
+        src_mask: Array | None,
         train: bool,
-        segments: jax.Array | None = None,
-        positions: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
+        segments: Array | None = None,
+        positions: Array | None = None,
+    ) -> tuple[Array, Array]:
         """Returns the encoder output [B, S, D] and the [B, S] source mask."""
         src_mask = jnp.ones(src.shape, bool) if src_mask is None else src_mask
         if positions is None:
@@ -76,25 +76,25 @@ class TransformerSeq2Seq(EncoderDecoder):
             x = self.encoder_norm(x)
         return x, src_mask
 
-    def _finish(self, x: jax.Array) -> jax.Array:
+    def _finish(self, x: Array) -> Array:
         if self.cfg.norm == "pre":
             x = self.decoder_norm(x)
         return x.astype(jnp.float32)
 
     def __call__(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         *,
-        src: jax.Array | None = None,
-        src_mask: jax.Array | None = None,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        src: Array | None = None,
+        src_mask: Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-        segment_ids: jax.Array | None = None,
-        positions: jax.Array | None = None,
-        src_segment_ids: jax.Array | None = None,
-        src_positions: jax.Array | None = None,
-    ) -> jax.Array:
+        segment_ids: Array | None = None,
+        positions: Array | None = None,
+        src_segment_ids: Array | None = None,
+        src_positions: Array | None = None,
+    ) -> Array:
         """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
 
         mask: [B, T] bool or None; embedded: [B, T, D] or None. Packed rows: segment_ids,
@@ -121,7 +121,7 @@ class TransformerSeq2Seq(EncoderDecoder):
         return self._finish(x)
 
     def init_decode_state(
-        self, batch_size: int, max_len: int, src: jax.Array | None = None, src_mask: jax.Array | None = None
+        self, batch_size: int, max_len: int, src: Array | None = None, src_mask: Array | None = None
     ) -> dict[str, Any]:
         """Runs the encoder, projects its cross-attention keys/values, empties the caches.
 
@@ -138,7 +138,7 @@ class TransformerSeq2Seq(EncoderDecoder):
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
 
-    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+    def decode_step(self, state: dict[str, Any], token: Array) -> tuple[Array, dict[str, Any]]:
         """token: [N] int32 -> (hidden [N, D] float32, next state); N = B, or B·K for a beam
         search's K beams sharing the cache and the memory. At most max_len steps."""
         positions = state["positions"]

@@ -21,6 +21,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+from jax import Array
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
 
@@ -61,15 +62,13 @@ def _blocks() -> splash.BlockSizes:
     )
 
 
-def segment_ids(mask: SelfMask, batch: int, length: int) -> jax.Array:
+def segment_ids(mask: SelfMask, batch: int, length: int) -> Array:
     """[B, T] int32: the packed rows' segments, 0 for padding, 1 for every token of an unpacked row."""
     ids = jnp.ones((batch, length), jnp.int32) if mask.segments is None else mask.segments.astype(jnp.int32)
     return ids if mask.valid is None else jnp.where(mask.valid, ids, 0)
 
 
-def _attend_rows(
-    q: jax.Array, k: jax.Array, v: jax.Array, ids: jax.Array, *, mask: SelfMask, interpret: bool
-) -> jax.Array:
+def _attend_rows(q: Array, k: Array, v: Array, ids: Array, *, mask: SelfMask, interpret: bool) -> Array:
     """q [B, T, H, Dh] (scaled), k, v [B, T, K, Dh], ids [B, T] -> [B, T, H, Dh]."""
     batch, length, heads, head_dim = q.shape
     kv_heads = k.shape[2]
@@ -78,7 +77,7 @@ def _attend_rows(
         _structured(mask, length, group), block_sizes=_blocks(), interpret=interpret
     )
 
-    def one_group(q_group: jax.Array, k_head: jax.Array, v_head: jax.Array, row_ids: jax.Array) -> jax.Array:
+    def one_group(q_group: Array, k_head: Array, v_head: Array, row_ids: Array) -> Array:
         """[G, T, Dh] queries, [T, Dh] keys and values, [T] segment ids -> [G, T, Dh]."""
         return kernel(q_group, k_head, v_head, segment_ids=splash.SegmentIds(q=row_ids, kv=row_ids))
 
@@ -89,9 +88,7 @@ def _attend_rows(
     return out.transpose(0, 3, 1, 2, 4).reshape(batch, length, heads, head_dim)
 
 
-def splash_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, mask: SelfMask, *, interpret: bool | None = None
-) -> jax.Array:
+def splash_attention(q: Array, k: Array, v: Array, mask: SelfMask, *, interpret: bool | None = None) -> Array:
     """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask` (which
     `splash_expresses`) by the splash kernel; `interpret` defaults to "not on a TPU" (the step's
     mesh's platform, else JAX's backend). Returns [B, T, H, Dh] in q's dtype."""

@@ -39,7 +39,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax import Array, lax
 
 from seqjax.config import ModelConfig
 from seqjax.contracts import GrowsWithSteps, SharedByBeams
@@ -51,7 +51,7 @@ from seqjax.models.masks import SelfMask, beam_slots_mask, decode_mask
 Blocks = Block | Sequence[Block]
 # Per-layer {"k", "v"} arrays (KV caches, cross-attention memories): a tuple of [B, ...] dicts
 # (unrolled), or one dict of [B, L, ...] (scanned).
-Memories = tuple[dict[str, jax.Array], ...] | dict[str, jax.Array]
+Memories = tuple[dict[str, Array], ...] | dict[str, Array]
 
 REMAT_POLICIES = {"dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable, "full": None}
 
@@ -78,13 +78,13 @@ def _scanned(layer: Callable[..., Any], cfg: ModelConfig) -> Callable[..., Any]:
 def run_blocks(
     blocks: Blocks,
     cfg: ModelConfig,
-    x: jax.Array,
-    positions: jax.Array,
+    x: Array,
+    positions: Array,
     mask: SelfMask,
-    encoded: jax.Array | None = None,
-    encoded_mask: jax.Array | None = None,
+    encoded: Array | None = None,
+    encoded_mask: Array | None = None,
     train: bool = False,
-) -> jax.Array:
+) -> Array:
     """Teacher-forced pass: x [B, T, D] float32 through every block; returns [B, T, D] float32.
 
     positions: [B, T] or [T] int32; mask: the self-attention's; encoded [B, S, D] and
@@ -92,7 +92,7 @@ def run_blocks(
     cross-attention read (each projects its own memory).
     """
 
-    def layer(block: Block, x: jax.Array, _: None) -> tuple[jax.Array, None]:
+    def layer(block: Block, x: Array, _: None) -> tuple[Array, None]:
         memory = None if encoded is None else block.memory(encoded)
         return block(x, positions, mask, memory, encoded_mask, train), None
 
@@ -107,7 +107,7 @@ def run_blocks(
     return x
 
 
-def block_memories(blocks: Blocks, cfg: ModelConfig, encoded: jax.Array) -> Memories:
+def block_memories(blocks: Blocks, cfg: ModelConfig, encoded: Array) -> Memories:
     """Every decoder block's cross-attention memory of encoded [B, S, D]: a tuple of
     {"k", "v"} [B, K, S, Dh] (unrolled) or {"k", "v"} [B, L, K, S, Dh] (scanned)."""
     if isinstance(blocks, Block):
@@ -127,7 +127,7 @@ def empty_decode_cache(cfg: ModelConfig, batch_size: int, max_len: int, dtype: A
     return _cache_part(caches, jnp.zeros((batch_size, max_len), jnp.int32))
 
 
-def _cache_part(caches: Memories, slot_rows: jax.Array) -> dict[str, Any]:
+def _cache_part(caches: Memories, slot_rows: Array) -> dict[str, Any]:
     """The decode state's cache part: the KV caches' slots (axis -2) are shared by the beams and
     grow with the steps, the slot record [N, M] grows with the steps."""
     return {
@@ -139,12 +139,12 @@ def _cache_part(caches: Memories, slot_rows: jax.Array) -> dict[str, Any]:
 def decode_blocks(
     blocks: Blocks,
     cfg: ModelConfig,
-    x: jax.Array,
+    x: Array,
     state: dict[str, Any],
-    positions: jax.Array,
+    positions: Array,
     memories: Memories | None = None,
-    memory_mask: jax.Array | None = None,
-) -> tuple[jax.Array, dict[str, Any]]:
+    memory_mask: Array | None = None,
+) -> tuple[Array, dict[str, Any]]:
     """One decode step of N rows through every block: x [N, 1, D] float32 -> (x, the state's
     updated cache part, {"cache", "slot_rows"}).
 
@@ -165,8 +165,8 @@ def decode_blocks(
         # The stacked caches ride in the carry and are updated in place at each layer's index;
         # as scanned inputs and outputs they would be moved whole to the front and back.
         def layer(
-            block: Block, carry: tuple[jax.Array, dict[str, jax.Array], jax.Array], _: None
-        ) -> tuple[tuple[jax.Array, dict[str, jax.Array], jax.Array], None]:
+            block: Block, carry: tuple[Array, dict[str, Array], Array], _: None
+        ) -> tuple[tuple[Array, dict[str, Array], Array], None]:
             x, caches, index = carry
             memory = None
             if memories is not None:

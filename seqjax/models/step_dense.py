@@ -24,15 +24,14 @@ from __future__ import annotations
 import math
 
 import flax.linen as nn
-import jax
-from jax import lax
+from jax import Array, lax
 
 from seqjax.placement import compute_platform
 
 FEW_ROWS = 128
 
 
-def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
+def step_dense(dense: nn.Dense | nn.DenseGeneral, x: Array) -> Array:
     """`dense(x)` for a decode step, as (Wᵀ xᵀ)ᵀ on CPU when x has at most FEW_ROWS rows.
 
     Args:
@@ -58,7 +57,7 @@ def step_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array) -> jax.Array:
     return y if bias is None else y + bias
 
 
-def apply_dense(dense: nn.Dense | nn.DenseGeneral, x: jax.Array, step: bool) -> jax.Array:
+def apply_dense(dense: nn.Dense | nn.DenseGeneral, x: Array, step: bool) -> Array:
     """`step_dense(dense, x)` in a decode step whose kernels are the same at every step
     (`step`), else `dense(x)`."""
     return step_dense(dense, x) if step else dense(x)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
+from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.models.blocks import block_matmul_weights, make_norm
@@ -49,21 +49,21 @@ class TransformerLM(TokenModel):
         if self.cfg.norm == "pre":
             self.final_norm = make_norm(self.cfg, self.dtype)
 
-    def _finish(self, x: jax.Array) -> jax.Array:
+    def _finish(self, x: Array) -> Array:
         if self.cfg.norm == "pre":
             x = self.final_norm(x)
         return x.astype(jnp.float32)
 
     def __call__(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-        segment_ids: jax.Array | None = None,
-        positions: jax.Array | None = None,
-    ) -> jax.Array:
+        segment_ids: Array | None = None,
+        positions: Array | None = None,
+    ) -> Array:
         """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
 
         segment_ids: [B, T] int32 or None, a packed row's segment of each token (attention
@@ -90,7 +90,7 @@ class TransformerLM(TokenModel):
             "positions": jnp.zeros((batch_size,), jnp.int32),
         }
 
-    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+    def decode_step(self, state: dict[str, Any], token: Array) -> tuple[Array, dict[str, Any]]:
         """token: [N] int32 -> (hidden [N, D] float32, next state); N = B, or B·K for a beam
         search's K beams sharing the cache.
 

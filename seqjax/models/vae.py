@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.models.cells import CARRY_SIZE, Carry
@@ -28,7 +28,7 @@ from seqjax.models.embeddings import TokenModel, token_embedding
 from seqjax.models.rnn import Recurrent, step_stack
 
 
-def interpolate_latents(first: ArrayLike, second: ArrayLike, num: int) -> jax.Array:
+def interpolate_latents(first: ArrayLike, second: ArrayLike, num: int) -> Array:
     """Evenly spaced points from `first` to `second` (both ends included).
 
     first, second: [Z] float32; num >= 2. Returns [num, Z] float32, row i at
@@ -72,7 +72,7 @@ class RNNVAE(TokenModel):
         ]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def encode(self, tokens: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    def encode(self, tokens: Array, mask: Array | None = None) -> tuple[Array, Array]:
         """The posterior q(z | tokens): tokens [B, T] int32, mask [B, T] bool or None (padded
         steps leave the carry unchanged, so the final h is the last valid token's).
 
@@ -86,7 +86,7 @@ class RNNVAE(TokenModel):
         mean, log_variance = jnp.split(self.posterior(carry[-1]).astype(jnp.float32), 2, axis=-1)
         return mean, log_variance
 
-    def _initial_carries(self, latent: jax.Array) -> tuple[Carry, ...]:
+    def _initial_carries(self, latent: Array) -> tuple[Carry, ...]:
         """latent [B, Z] -> per-layer carries, each a tuple of [B, D] float32 = tanh(W z + b)."""
         flat = jnp.tanh(self.latent_to_carries(latent).astype(jnp.float32))
         parts = jnp.split(flat, self.cfg.layers * CARRY_SIZE[self.cfg.cell], axis=-1)
@@ -103,13 +103,13 @@ class RNNVAE(TokenModel):
 
     def decode(
         self,
-        tokens: jax.Array,
+        tokens: Array,
         latent: ArrayLike,
         *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
         train: bool = False,
-    ) -> jax.Array:
+    ) -> Array:
         """Teacher-forced decoder given z: tokens [B, T] int32, latent [B, Z] float32, mask
         [B, T] bool or None, embedded [B, T, D] or None (replaces the lookup).
 
@@ -130,13 +130,8 @@ class RNNVAE(TokenModel):
         return x
 
     def __call__(
-        self,
-        tokens: jax.Array,
-        *,
-        mask: jax.Array | None = None,
-        embedded: jax.Array | None = None,
-        train: bool = False,
-    ) -> jax.Array:
+        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
+    ) -> Array:
         """The decoder's hidden states [B, T, D] float32 given z = the posterior mean of the
         same tokens (a deterministic reconstruction; training and evaluation go through the
         vae objective and `seqjax.objectives.vae.negative_elbo`, which sample z)."""
@@ -151,7 +146,7 @@ class RNNVAE(TokenModel):
         latent = jnp.asarray(latent, jnp.float32)
         return {"carries": self._initial_carries(latent), "latent": latent}
 
-    def decode_step(self, state: dict[str, Any], token: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+    def decode_step(self, state: dict[str, Any], token: Array) -> tuple[Array, dict[str, Any]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         x = self.token_embed(token)
         if self.cfg.rnn_vae.feed_latent:
