@@ -235,6 +235,11 @@ def _blocked_loss_bwd(
     # was gathered whole at every block to take one block's update. The two products read the
     # probabilities [N, C] as they are: a row-major copy of their transpose for Pᵀ·h (what
     # lifts the layers' weight gradients on AMD CPUs, `rows_matmul`) measured slower on Intel.
+    # The bias gradient Σ_n P is the last column of Pᵀ·[h, 1]: the same product, one column
+    # wider, where a column sum of P read it again (the whole loss 8% faster at V = 100k, 2 cores).
+    rows, features = hidden.shape
+    hidden_and_ones = jnp.concatenate([hidden, jnp.ones((rows, 1), hidden.dtype)], axis=1)
+
     def block_grads(
         hidden_grad: Array, start: int | Array, size: int, saved: Saved
     ) -> tuple[Array, tuple[Array, Array]]:
@@ -246,7 +251,8 @@ def _blocked_loss_bwd(
             scale = jnp.exp(block_max - log_normalizer) * softmax_grads
             probs = _unkeep(exponentials) * scale[:, None]
         hidden_grad = hidden_grad + probs @ lax.dynamic_slice_in_dim(weights, start, size)
-        return hidden_grad, (probs.T @ hidden, probs.sum(axis=0))
+        table_grads = probs.T @ hidden_and_ones
+        return hidden_grad, (table_grads[:, :features], table_grads[:, features])
 
     def step(hidden_grad: Array, scanned: tuple[Array, Saved]) -> tuple[Array, tuple[Array, Array]]:
         start, saved = scanned
