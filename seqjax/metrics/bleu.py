@@ -14,7 +14,7 @@ import functools
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -124,21 +124,23 @@ def _check_options(max_order: Any, smooth: Any, smooth_value: Any) -> float:
     return float(smooth_value)
 
 
+class BleuOptions(TypedDict, total=False):
+    """The keyword options of `sentence_bleu_ids` and `corpus_bleu_ids`: max_order (default 4),
+    smooth (none | floor | add-k | exp, default exp) and smooth_value for floor and add-k (None,
+    the default: sacrebleu's 0.1 and 1)."""
+
+    max_order: int
+    smooth: str
+    smooth_value: float | None
+
+
 def sentence_bleu_ids(
-    hyp: ArrayLike,
-    hyp_len: ArrayLike,
-    ref: ArrayLike,
-    ref_len: ArrayLike,
-    *,
-    max_order: int = 4,
-    smooth: str = "exp",
-    smooth_value: float | None = None,
+    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, **options: Unpack[BleuOptions]
 ) -> jax.Array:
     """Sentence BLEU (0-100) of each row, as `sacrebleu.sentence_bleu` (effective order on).
 
     hyp: [B, T] int, hyp_len: [B] int, ref: [B, S] int, ref_len: [B] int; ids past a
-    row's length are ignored. smooth: none | floor | add-k | exp; smooth_value for floor
-    and add-k (None: sacrebleu's 0.1 and 1). Returns [B] float32. Jittable.
+    row's length are ignored; `options` as `BleuOptions`. Returns [B] float32. Jittable.
 
     Example:
       >>> import jax.numpy as jnp, numpy as np
@@ -148,18 +150,11 @@ def sentence_bleu_ids(
       >>> print(np.asarray(sentence_bleu_ids(hyp, hyp_len, ref, ref_len)).round(2))
       [100.    71.65]
     """
-    return _bleu_ids(hyp, hyp_len, ref, ref_len, max_order, smooth, smooth_value, corpus=False)
+    return _bleu_ids(hyp, hyp_len, ref, ref_len, options, corpus=False)
 
 
 def corpus_bleu_ids(
-    hyp: ArrayLike,
-    hyp_len: ArrayLike,
-    ref: ArrayLike,
-    ref_len: ArrayLike,
-    *,
-    max_order: int = 4,
-    smooth: str = "exp",
-    smooth_value: float | None = None,
+    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, **options: Unpack[BleuOptions]
 ) -> jax.Array:
     """Corpus BLEU (0-100) of all rows together, as `sacrebleu.corpus_bleu` (statistics summed).
 
@@ -172,22 +167,20 @@ def corpus_bleu_ids(
       >>> print(np.asarray(corpus_bleu_ids(ids, jnp.array([5, 3]), ids, jnp.array([5, 4]))).round(2))
       88.25
     """
-    return _bleu_ids(hyp, hyp_len, ref, ref_len, max_order, smooth, smooth_value, corpus=True)
+    return _bleu_ids(hyp, hyp_len, ref, ref_len, options, corpus=True)
 
 
 def _bleu_ids(
-    hyp: ArrayLike,
-    hyp_len: ArrayLike,
-    ref: ArrayLike,
-    ref_len: ArrayLike,
-    max_order: int,
-    smooth: str,
-    smooth_value: float | None,
-    *,
-    corpus: bool,
+    hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike, options: BleuOptions, *, corpus: bool
 ) -> jax.Array:
     """Sentence (`corpus` False) or corpus BLEU of the ids, the options and ids checked on the host first."""
-    smooth_value = _check_options(max_order, smooth, smooth_value)
+    unknown = sorted(set(options) - set(BleuOptions.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"unexpected BLEU option(s) {', '.join(unknown)}; the options are {', '.join(BleuOptions.__annotations__)}"
+        )
+    max_order, smooth = options.get("max_order", 4), options.get("smooth", "exp")
+    smooth_value = _check_options(max_order, smooth, options.get("smooth_value"))
     check_id_batch(hyp, hyp_len, ref, ref_len)
     return _bleu_program(
         hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value, corpus=corpus

@@ -122,3 +122,9 @@ def test_bad_shapes_and_lengths_raise():
         corpus_bleu(["a"], ["a", "b"])
     with pytest.raises(ValueError, match="tokenize must be one of .*, got 'moses'"):
         corpus_bleu(["a"], ["a"], tokenize="moses")
+
+
+def test_an_unknown_bleu_option_is_refused_naming_the_options():
+    ids, lengths = np.array([[5, 6]]), np.array([2])
+    with pytest.raises(TypeError, match="unexpected BLEU option\\(s\\) max_n; the options are max_order, smooth"):
+        sentence_bleu_ids(ids, lengths, ids, lengths, max_n=2)
