@@ -48,18 +48,21 @@ def _structured(mask: SelfMask, length: int, heads: int) -> splash_mask.MultiHea
     return splash_mask.MultiHeadMask([base] * heads)
 
 
+# The forward kernel's and both backward kernels' block sizes: every one BLOCK.
+_BLOCK_SIZES = (
+    "block_q",
+    "block_kv",
+    "block_kv_compute",
+    "block_q_dkv",
+    "block_kv_dkv",
+    "block_kv_dkv_compute",
+    "block_q_dq",
+    "block_kv_dq",
+)
+
+
 def _blocks() -> splash.BlockSizes:
-    block = BLOCK
-    return splash.BlockSizes(
-        block_q=block,
-        block_kv=block,
-        block_kv_compute=block,
-        block_q_dkv=block,
-        block_kv_dkv=block,
-        block_kv_dkv_compute=block,
-        block_q_dq=block,
-        block_kv_dq=block,
-    )
+    return splash.BlockSizes(**dict.fromkeys(_BLOCK_SIZES, BLOCK))
 
 
 def segment_ids(mask: SelfMask, batch: int, length: int) -> Array:
