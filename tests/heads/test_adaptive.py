@@ -179,8 +179,8 @@ def test_tail_capacities_round_each_tails_row_count_up_to_its_bucket():
 def test_expected_tail_capacities_cover_the_mean_plus_margin_standard_deviations():
     mean, deviation = 2048 * 0.2, np.sqrt(2048 * 0.2 * 0.8)
     (capacity,) = expected_tail_capacities(2048, (0.2,))
-    assert mean + 4 * deviation < capacity <= 1.25 * (mean + 4 * deviation + 1)
-    assert expected_tail_capacities(10, (1.0, 0.0)) == (10, 1)
+    assert mean + 3 * deviation < capacity <= mean + 3 * deviation + 9 and capacity % 8 == 0
+    assert expected_tail_capacities(10, (1.0, 0.0)) == (10, 8)
 
 
 @pytest.mark.parametrize("shares", [(0.5, 1.5), (-0.1, 0.2)])
