@@ -44,12 +44,9 @@ class BiLM(TokenModel):
         self.backward_layers = [Recurrent(cell, d, d, reverse=True, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(
-        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
-    ) -> Array:
-        """The forward LM: tokens [B, T] int32, mask [B, T] bool or None, embedded [B, T, D]
-        or None. Returns hidden [B, T, D] float32, row t having read tokens[: t + 1]."""
-        x = self.embedded_targets(tokens, mask, embedded)
+    def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
+        """The forward LM (`__call__`): tokens [B, T] int32, x [B, T, D] float32 their lookup,
+        mask [B, T] bool or None. Returns hidden [B, T, D] float32, row t having read tokens[: t + 1]."""
         if self.is_initializing():  # one init creates both directions' parameters
             self.backward(tokens, mask=mask)
         return run_stack(self.forward_layers, x, mask, self.dropout, self.cfg.residual, train)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import ModelConfig
-from seqjax.models.checks import check_embedded, check_mask, check_tokens
+from seqjax.models.checks import check_embedded, check_mask, check_packing, check_source, check_tokens
 
 
 def sinusoidal_positions(positions: Array, width: int) -> Array:
@@ -33,8 +33,9 @@ def token_embedding(vocab_size: int, width: int, name: str) -> nn.Embed:
 
 class TokenModel(nn.Module):
     """What every neural model shares (`seqjax.contracts.Model`): its config, its target
-    vocabulary, and the target embedding table, which a subclass creates in `setup` as
-    `self.token_embed = token_embedding(vocab_size, D, "embed")`."""
+    vocabulary, the target embedding table, which a subclass creates in `setup` as
+    `self.token_embed = token_embedding(vocab_size, D, "embed")`, and the teacher-forced
+    `__call__`, which checks its inputs and hands them to the subclass's `hidden_states`."""
 
     cfg: ModelConfig
     vocab_size: int
@@ -61,6 +62,20 @@ class TokenModel(nn.Module):
         """The target embedding table [V, D] float32 (what a tied head scores with)."""
         return self.token_embed.embedding
 
+    def __call__(
+        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
+    ) -> Array:
+        """The teacher-forced pass: tokens [B, T] int32, mask [B, T] bool or None, embedded
+        [B, T, D] or None (replaces the lookup of `tokens`). Returns `hidden_states`: [B, T, D] float32."""
+        x = self.embedded_targets(tokens, mask, embedded)
+        return self.hidden_states(tokens, x, mask, train)
+
+    def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
+        """The model proper, given checked inputs: tokens [B, T] int32 as called, x [B, T, D]
+        float32 their lookup (or the `embedded` that replaced it), mask [B, T] bool or None.
+        Returns [B, T, D] float32."""
+        raise NotImplementedError(f"{type(self).__name__} defines no hidden_states")
+
     def embedded_targets(
         self, tokens: Array, mask: Array | None, embedded: Array | None, max_len: int | None = None
     ) -> Array:
@@ -85,6 +100,64 @@ class EncoderDecoder(TokenModel):
     def setup_embeddings(self) -> None:
         self.source_embed = token_embedding(self.src_vocab_size, self.cfg.d_model, "src_embed")
         self.token_embed = token_embedding(self.vocab_size, self.cfg.d_model, "embed")
+
+    def __call__(
+        self,
+        tokens: Array,
+        *,
+        src: Array | None = None,
+        src_mask: Array | None = None,
+        mask: Array | None = None,
+        embedded: Array | None = None,
+        train: bool = False,
+    ) -> Array:
+        """The teacher-forced pass: tokens [B, T] int32; src [B, S] int32; src_mask [B, S] bool
+        or None; mask [B, T] bool or None; embedded [B, T, D] or None (replaces the target
+        lookup). Returns `decoder_hidden_states`: [B, T, D] float32."""
+        x = self.embedded_targets(tokens, mask, embedded)
+        src = check_source(src, src_mask, tokens.shape[0])
+        return self.decoder_hidden_states(x, mask, src, src_mask, train)
+
+    def decoder_hidden_states(
+        self, x: Array, mask: Array | None, src: Array, src_mask: Array | None, train: bool
+    ) -> Array:
+        """The model proper, given checked inputs: x [B, T, D] float32 the target lookup (or the
+        `embedded` that replaced it), mask [B, T] bool or None, src [B, S] int32, src_mask [B, S]
+        bool or None. Returns [B, T, D] float32, row t predicting target token t + 1."""
+        raise NotImplementedError(f"{type(self).__name__} defines no decoder_hidden_states")
+
+
+class PackedTokenModel(TokenModel):
+    """A TokenModel over positions (the Transformer LM and encoders): rows of at most
+    cfg.max_len tokens, which a packed batch fills with several segments; its `__call__`
+    also takes each token's segment and position and hands them to `packed_hidden_states`."""
+
+    def __call__(
+        self,
+        tokens: Array,
+        *,
+        mask: Array | None = None,
+        embedded: Array | None = None,
+        train: bool = False,
+        segment_ids: Array | None = None,
+        positions: Array | None = None,
+    ) -> Array:
+        """`TokenModel.__call__` for T <= cfg.max_len, plus segment_ids: [B, T] int32 or None, a
+        packed row's segment of each token (attention never crosses segments); positions: [B, T]
+        int32 or None (0, 1, ..., T - 1), each token's position (within its segment when packed)."""
+        x = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
+        check_packing(segment_ids, positions, tokens, self.cfg.max_len)
+        if positions is None:
+            positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
+        return self.packed_hidden_states(x, mask, positions, segment_ids, train)
+
+    def packed_hidden_states(
+        self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
+    ) -> Array:
+        """The model proper, given checked inputs: x [B, T, D] float32 the lookup (or the
+        `embedded` that replaced it), mask [B, T] bool or None, positions [B, T] or [T] int32,
+        segment_ids [B, T] int32 or None. Returns [B, T, D] float32."""
+        raise NotImplementedError(f"{type(self).__name__} defines no packed_hidden_states")
 
 
 class PositionalInputs(nn.Module):

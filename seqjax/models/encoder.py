@@ -25,8 +25,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.models.blocks import make_norm
-from seqjax.models.checks import check_packing
-from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
+from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
 from seqjax.models.masks import self_mask
 from seqjax.models.stack import make_blocks, run_blocks
 
@@ -55,7 +54,7 @@ class EncoderStack(nn.Module):
         return x.astype(jnp.float32)
 
 
-class TransformerEncoder(TokenModel):
+class TransformerEncoder(PackedTokenModel):
     """Bidirectional Transformer encoder: tokens [B, T] (ids < V + 1) -> hidden [B, T, D]."""
 
     objective: ClassVar[str] = "masked_lm"  # the objective that trains it
@@ -71,36 +70,14 @@ class TransformerEncoder(TokenModel):
         """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""
         return self.token_embed.embedding[: self.vocab_size]
 
-    def _encode(
-        self,
-        stack: EncoderStack,
-        tokens: Array,
-        mask: Array | None,
-        embedded: Array | None,
-        train: bool,
-        segment_ids: Array | None,
-        positions: Array | None,
+    def packed_hidden_states(
+        self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
     ) -> Array:
-        embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
-        check_packing(segment_ids, positions, tokens, self.cfg.max_len)
-        if positions is None:
-            positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
-        return stack(embedded, mask, positions, segment_ids, train)
-
-    def __call__(
-        self,
-        tokens: Array,
-        *,
-        mask: Array | None = None,
-        embedded: Array | None = None,
-        train: bool = False,
-        segment_ids: Array | None = None,
-        positions: Array | None = None,
-    ) -> Array:
-        """tokens: [B, T] int32 (ids in [0, V], V = [MASK]); mask: [B, T] bool or None (keys
-        attended); embedded: [B, T, D] or None; segment_ids, positions: a packed row's, or
-        None. Returns hidden: [B, T, D] float32, every row having seen every valid token."""
-        return self._encode(self.encoder, tokens, mask, embedded, train, segment_ids, positions)
+        """x: [B, T, D] float32, the lookup of tokens [B, T] int32 (ids in [0, V], V = [MASK]);
+        mask: [B, T] bool or None (keys attended); positions: [B, T] or [T] int32; segment_ids:
+        [B, T] int32 or None. Returns hidden: [B, T, D] float32, every row having seen every
+        valid token."""
+        return self.encoder(x, mask, positions, segment_ids, train)
 
 
 def generator_config(cfg: Any) -> Any:
@@ -153,34 +130,31 @@ class ElectraEncoder(TransformerEncoder):
             self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out")
         self.classifier = nn.Dense(1, dtype=self.dtype, name="classifier")
 
-    def __call__(
-        self,
-        tokens: Array,
-        *,
-        mask: Array | None = None,
-        embedded: Array | None = None,
-        train: bool = False,
-        segment_ids: Array | None = None,
-        positions: Array | None = None,
+    def packed_hidden_states(
+        self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
     ) -> Array:
         """The discriminator's hidden states [B, T, D] float32 (as `TransformerEncoder`)."""
+        hidden = super().packed_hidden_states(x, mask, positions, segment_ids, train)
         if self.is_initializing():  # one init creates the generator and the classifier too
-            self.generator(tokens, mask=mask)
-            self.discriminate(tokens, mask=mask)
-        return super().__call__(
-            tokens, mask=mask, embedded=embedded, train=train, segment_ids=segment_ids, positions=positions
-        )
+            self._generate(x, mask, train)
+            self.classifier(hidden)
+        return hidden
 
     def generator(self, tokens: Array, *, mask: Array | None = None, train: bool = False) -> Array:
         """The generator's hidden states [B, T, D] float32 for tokens [B, T] int32 (the head
         turns them into its masked-LM distribution)."""
+        return self._generate(self.embedded_targets(tokens, mask, None, self.cfg.max_len), mask, train)
+
+    def _generate(self, x: Array, mask: Array | None, train: bool) -> Array:
+        """The generator over lookups x [B, T, D] float32 -> [B, T, D] float32; a narrower one
+        reads them through `generator_in` and maps its output back through `generator_out`."""
+        positions = jnp.arange(x.shape[1], dtype=jnp.int32)
         if self.cfg.electra.generator_width == 1:
-            return self._encode(self.generator_stack, tokens, mask, None, train, None, None)
-        embedded = self.generator_in(self.embedded_targets(tokens, mask, None, self.cfg.max_len))
-        positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
-        return self.generator_out(self.generator_stack(embedded, mask, positions, None, train)).astype(jnp.float32)
+            return self.generator_stack(x, mask, positions, None, train)
+        hidden = self.generator_stack(self.generator_in(x), mask, positions, None, train)
+        return self.generator_out(hidden).astype(jnp.float32)
 
     def discriminate(self, tokens: Array, *, mask: Array | None = None, train: bool = False) -> Array:
         """Replaced-token logits [B, T] float32: log-odds that each token is not the original."""
-        hidden = super().__call__(tokens, mask=mask, train=train)
+        hidden = self(tokens, mask=mask, train=train)
         return self.classifier(hidden).astype(jnp.float32)[..., 0]

@@ -41,17 +41,11 @@ class NNLM(TokenModel):
             hidden = hidden + self.direct(windows).astype(jnp.float32)
         return self.dropout(hidden, deterministic=not train)
 
-    def __call__(
-        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
-    ) -> Array:
-        """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
-
-        Returns hidden: [B, T, D] float32.
-        """
-        x = self.embedded_targets(tokens, mask, embedded)
+    def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
+        """x: [B, T, D] float32; mask: [B, T] bool or None. Returns hidden: [B, T, D] float32."""
         if mask is not None:
             x = jnp.where(mask[..., None], x, 0.0)
-        length = tokens.shape[1]
+        length = x.shape[1]
         # Window slot j holds x_{t-j}: the sequence shifted right by j, zeros shifted in.
         padded = jnp.pad(x, ((0, 0), (self.cfg.context - 1, 0), (0, 0)))
         slots = [

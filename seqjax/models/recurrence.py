@@ -10,6 +10,7 @@ the loop, stacks the per-step cotangents of h W_hh, and forms dW_hh afterwards a
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +20,24 @@ from jax.typing import DTypeLike
 from seqjax.models.cells import UPDATES, Bias, Carry, matmul
 from seqjax.models.rows_matmul import row_major_transpose
 from seqjax.placement import gathered
+
+
+class RecurrenceInputs(NamedTuple):
+    """The arrays a recurrence runs over: what `recurrence` differentiates (valid apart).
+
+    gates_x: [T, B, G*H] float32, the input projections x_t W_ih + b.
+    valid: [T, B] bool (a False step leaves the carry unchanged) or None (all valid).
+    carry: initial carry, a tuple of [B, H] float32.
+    kernel: [H, G*H] float32, W_hh.
+    bias: the cell's recurrent bias ([H] for the GRU) or an empty tuple.
+    """
+
+    gates_x: Array
+    valid: Array | None
+    carry: Carry
+    kernel: Array
+    bias: Bias
+
 
 # gates_x [T, B, G*H], valid [T, B] or None, the carries before each step (each [T, B, H]),
 # h W_hh per step [T, B, G*H], the kernel W_hh [H, G*H] and the cell's recurrent bias.
@@ -33,16 +52,10 @@ def _masked_update(cell: str, carry: Carry, gates_x: Array, recurrent: Array, bi
 
 
 def _forward(
-    cell: str,
-    dtype: DTypeLike,
-    reverse: bool,
-    gates_x: Array,
-    valid: Array | None,
-    carry: Carry,
-    kernel: Array,
-    bias: Bias,
+    cell: str, dtype: DTypeLike, reverse: bool, sequence: RecurrenceInputs
 ) -> tuple[Array, Carry, tuple[Carry, Array]]:
     """Returns (outputs [T, B, H], final carry, (carries before each step, h W_hh per step))."""
+    gates_x, valid, carry, kernel, bias = sequence
     kernel = gathered(kernel)  # once, not at every step
 
     def body(carry: Carry, inputs: tuple[Array, Array | None]) -> tuple[Carry, tuple[Array, Carry, Array]]:
@@ -56,51 +69,31 @@ def _forward(
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def recurrence(
-    cell: str,
-    dtype: DTypeLike,
-    reverse: bool,
-    gates_x: Array,
-    valid: Array | None,
-    carry: Carry,
-    kernel: Array,
-    bias: Bias,
-) -> tuple[Array, Carry]:
+def recurrence(cell: str, dtype: DTypeLike, reverse: bool, sequence: RecurrenceInputs) -> tuple[Array, Carry]:
     """Runs `cell` over time.
 
     Args:
       cell: "lstm" | "gru" | "elman".
       dtype: matmul operand dtype (accumulation is float32).
       reverse: scan from the last step to the first.
-      gates_x: [T, B, G*H] float32, the input projections x_t W_ih + b.
-      valid: [T, B] bool (a False step leaves the carry unchanged) or None (all valid).
-      carry: initial carry, a tuple of [B, H] float32.
-      kernel: [H, G*H] float32, W_hh.
-      bias: the cell's recurrent bias ([H] for the GRU) or an empty tuple.
+      sequence: the input projections, validity, initial carry and recurrent weights.
     Returns:
       outputs [T, B, H] float32 (the carried h after each step), final carry.
     """
-    outputs, carry, _ = _forward(cell, dtype, reverse, gates_x, valid, carry, kernel, bias)
+    outputs, carry, _ = _forward(cell, dtype, reverse, sequence)
     return outputs, carry
 
 
 def _recurrence_fwd(
-    cell: str,
-    dtype: DTypeLike,
-    reverse: bool,
-    gates_x: Array,
-    valid: Array | None,
-    carry: Carry,
-    kernel: Array,
-    bias: Bias,
+    cell: str, dtype: DTypeLike, reverse: bool, sequence: RecurrenceInputs
 ) -> tuple[tuple[Array, Carry], Residuals]:
-    outputs, final, (previous, recurrent) = _forward(cell, dtype, reverse, gates_x, valid, carry, kernel, bias)
-    return (outputs, final), (gates_x, valid, previous, recurrent, kernel, bias)
+    outputs, final, (previous, recurrent) = _forward(cell, dtype, reverse, sequence)
+    return (outputs, final), (sequence.gates_x, sequence.valid, previous, recurrent, sequence.kernel, sequence.bias)
 
 
 def _recurrence_bwd(
     cell: str, dtype: DTypeLike, reverse: bool, residuals: Residuals, cotangents: tuple[Array, Carry]
-) -> tuple[Array, None, Carry, Array, Bias]:
+) -> tuple[RecurrenceInputs]:
     gates_x, valid, previous, recurrent, kernel, bias = residuals
     d_outputs, d_final = cotangents
     kernel = gathered(kernel)
@@ -137,7 +130,7 @@ def _recurrence_bwd(
         d_recurrent.reshape(time * batch, -1),
         dtype,
     )
-    return d_gates_x, None, d_carry, d_kernel, d_bias
+    return (RecurrenceInputs(d_gates_x, None, d_carry, d_kernel, d_bias),)
 
 
 recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)

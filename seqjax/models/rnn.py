@@ -20,7 +20,7 @@ from seqjax.config import ModelConfig
 from seqjax.models.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
-from seqjax.models.recurrence import recurrence
+from seqjax.models.recurrence import RecurrenceInputs, recurrence
 
 
 class Recurrent(nn.Module):
@@ -79,16 +79,8 @@ class Recurrent(nn.Module):
         time_major = jnp.swapaxes(inputs, 0, 1).reshape(time * batch, self.in_features)
         gates_x = matmul(time_major, self.input_kernel, self.dtype) + self.input_bias
         valid = None if mask is None else jnp.swapaxes(mask, 0, 1)
-        outputs, carry = recurrence(
-            self.cell,
-            self.dtype,
-            self.reverse,
-            gates_x.reshape(time, batch, -1),
-            valid,
-            carry,
-            self.recurrent_kernel,
-            self._bias(),
-        )
+        sequence = RecurrenceInputs(gates_x.reshape(time, batch, -1), valid, carry, self.recurrent_kernel, self._bias())
+        outputs, carry = recurrence(self.cell, self.dtype, self.reverse, sequence)
         return jnp.swapaxes(outputs, 0, 1), carry
 
     def step(self, carry: Carry, inputs: Array) -> tuple[Carry, Array]:
@@ -120,14 +112,8 @@ class RNNLM(TokenModel):
         self.rnn_layers = [Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.dropout = nn.Dropout(self.cfg.dropout)
 
-    def __call__(
-        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
-    ) -> Array:
-        """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
-
-        Returns hidden: [B, T, D] float32.
-        """
-        x = self.embedded_targets(tokens, mask, embedded)
+    def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
+        """x: [B, T, D] float32; mask: [B, T] bool or None. Returns hidden: [B, T, D] float32."""
         return run_stack(self.rnn_layers, x, mask, self.dropout, self.cfg.residual, train)
 
     def init_decode_state(self, batch_size: int, max_len: int) -> tuple[Carry, ...]:

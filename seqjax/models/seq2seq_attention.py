@@ -140,23 +140,12 @@ class AttentionSeq2Seq(EncoderDecoder):
         source = {"memory": memory, "keys": self.decoder.keys(memory), "mask": mask}
         return {"carries": finals, "feed": feed, "source": source}
 
-    def __call__(
-        self,
-        tokens: Array,
-        *,
-        src: Array | None = None,
-        src_mask: Array | None = None,
-        mask: Array | None = None,
-        embedded: Array | None = None,
-        train: bool = False,
+    def decoder_hidden_states(
+        self, x: Array, mask: Array | None, src: Array, src_mask: Array | None, train: bool
     ) -> Array:
-        """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
-
-        mask: [B, T] bool or None (target padding is trailing, so causality makes it
-        irrelevant to valid rows); embedded: [B, T, D] or None. Returns [B, T, D] float32.
-        """
-        x = self.embedded_targets(tokens, mask, embedded)
-        src = check_source(src, src_mask, tokens.shape[0])
+        """x: [B, T, D] float32; mask: [B, T] bool or None (target padding is trailing, so
+        causality makes it irrelevant to valid rows); src: [B, S] int32; src_mask: [B, S] bool
+        or None. Returns [B, T, D] float32."""
         state = self._start(src, src_mask, train)
         x = self.dropout(x, deterministic=not train)
         start = {"carries": state["carries"], "feed": state["feed"]}

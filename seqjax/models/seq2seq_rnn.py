@@ -38,22 +38,11 @@ class RNNSeq2Seq(EncoderDecoder):
         _, finals = self.encoder(x, src_mask, train)
         return finals
 
-    def __call__(
-        self,
-        tokens: Array,
-        *,
-        src: Array | None = None,
-        src_mask: Array | None = None,
-        mask: Array | None = None,
-        embedded: Array | None = None,
-        train: bool = False,
+    def decoder_hidden_states(
+        self, x: Array, mask: Array | None, src: Array, src_mask: Array | None, train: bool
     ) -> Array:
-        """tokens: [B, T] int32; src: [B, S] int32; src_mask: [B, S] bool or None.
-
-        mask: [B, T] bool or None; embedded: [B, T, D] or None. Returns [B, T, D] float32.
-        """
-        x = self.embedded_targets(tokens, mask, embedded)
-        src = check_source(src, src_mask, tokens.shape[0])
+        """x: [B, T, D] float32; mask: [B, T] bool or None; src: [B, S] int32; src_mask: [B, S]
+        bool or None. Returns [B, T, D] float32."""
         finals = self.encode(src, src_mask, train)
         return run_stack(self.decoder_layers, x, mask, self.dropout, self.cfg.residual, train, finals)
 

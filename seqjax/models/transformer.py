@@ -18,13 +18,13 @@ from jax import Array
 
 from seqjax.config import ModelConfig
 from seqjax.models.blocks import block_matmul_weights, make_norm
-from seqjax.models.checks import check_decode_size, check_packing
-from seqjax.models.embeddings import PositionalInputs, TokenModel, token_embedding
+from seqjax.models.checks import check_decode_size
+from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
 from seqjax.models.masks import self_mask
 from seqjax.models.stack import decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
-class TransformerLM(TokenModel):
+class TransformerLM(PackedTokenModel):
     """Decoder-only Transformer: tokens [B, T] → hidden [B, T, D] (row t predicts token t+1).
 
     Self-attention is causal, limited to `cfg.window` keys spaced `cfg.dilation` apart
@@ -54,27 +54,12 @@ class TransformerLM(TokenModel):
             x = self.final_norm(x)
         return x.astype(jnp.float32)
 
-    def __call__(
-        self,
-        tokens: Array,
-        *,
-        mask: Array | None = None,
-        embedded: Array | None = None,
-        train: bool = False,
-        segment_ids: Array | None = None,
-        positions: Array | None = None,
+    def packed_hidden_states(
+        self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
     ) -> Array:
-        """tokens: [B, T] int32; mask: [B, T] bool or None; embedded: [B, T, D] or None.
-
-        segment_ids: [B, T] int32 or None, a packed row's segment of each token (attention
-        never crosses segments); positions: [B, T] int32 or None (0, 1, ..., T - 1), each
-        token's position (within its segment when packed). Returns hidden: [B, T, D] float32.
-        """
-        embedded = self.embedded_targets(tokens, mask, embedded, self.cfg.max_len)
-        check_packing(segment_ids, positions, tokens, self.cfg.max_len)
-        if positions is None:
-            positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
-        x = self.inputs(embedded, positions, train)
+        """x: [B, T, D] float32 lookups; mask: [B, T] bool or None; positions: [B, T] or [T]
+        int32; segment_ids: [B, T] int32 or None. Returns hidden: [B, T, D] float32."""
+        x = self.inputs(x, positions, train)
         attention_mask = self_mask(
             causal=True, window=self.cfg.window, dilation=self.cfg.dilation, valid=mask, segments=segment_ids
         )

@@ -117,7 +117,11 @@ class RNNVAE(TokenModel):
         """
         x = self.embedded_targets(tokens, mask, embedded)
         self._check_latent(latent, tokens.shape[0])
-        latent = jnp.asarray(latent, jnp.float32)
+        return self._decode(x, jnp.asarray(latent, jnp.float32), mask, train)
+
+    def _decode(self, x: Array, latent: Array, mask: Array | None, train: bool) -> Array:
+        """The decoder given z: x [B, T, D] float32 its input embeddings, latent [B, Z] float32,
+        mask [B, T] bool or None. Returns hidden: [B, T, D] float32."""
         x = self.dropout(x, deterministic=not train)
         if self.cfg.rnn_vae.feed_latent:
             x = jnp.concatenate([x, jnp.broadcast_to(latent[:, None], (*x.shape[:2], latent.shape[-1]))], axis=-1)
@@ -129,14 +133,13 @@ class RNNVAE(TokenModel):
             x = self.dropout(outputs, deterministic=not train)
         return x
 
-    def __call__(
-        self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False
-    ) -> Array:
-        """The decoder's hidden states [B, T, D] float32 given z = the posterior mean of the
-        same tokens (a deterministic reconstruction; training and evaluation go through the
-        vae objective and `seqjax.objectives.vae.negative_elbo`, which sample z)."""
+    def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
+        """The decoder's hidden states [B, T, D] float32 for inputs x [B, T, D] float32 given
+        z = the posterior mean of `tokens` [B, T] int32 (a deterministic reconstruction; training
+        and evaluation go through the vae objective and `seqjax.objectives.vae.negative_elbo`,
+        which sample z)."""
         mean, _ = self.encode(tokens, mask)
-        return self.decode(tokens, mean, mask=mask, embedded=embedded, train=train)
+        return self._decode(x, mean, mask, train)
 
     def init_decode_state(self, batch_size: int, max_len: int, latent: ArrayLike | None = None) -> dict[str, Any]:
         """The decoder's carries for z = latent [B, Z] float32 (required: a VAE decodes given

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seqjax.models.cells import GATES, UPDATES
-from seqjax.models.recurrence import recurrence
+from seqjax.models.recurrence import RecurrenceInputs, recurrence
 
 T, B, H = 4, 3, 5
 
@@ -48,7 +48,7 @@ def test_recurrence_gradients_equal_autodiff_of_the_unrolled_equations(cell, rev
         return jnp.sum(outputs * weights) + sum(jnp.sum(c**2) for c in final)
 
     def custom(cell, reverse, *args):
-        return recurrence(cell, jnp.float32, reverse, *args)
+        return recurrence(cell, jnp.float32, reverse, RecurrenceInputs(*args))
 
     args = (gates_x, carry, kernel, bias)
     got = jax.jit(jax.grad(lambda *a: loss(custom, *a), argnums=(0, 1, 2, 3)))(*args)
