@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -62,7 +63,8 @@ _BLOCK_SIZES = (
 
 
 def _blocks() -> splash.BlockSizes:
-    return splash.BlockSizes(**dict.fromkeys(_BLOCK_SIZES, BLOCK))
+    sizes: dict[str, Any] = dict.fromkeys(_BLOCK_SIZES, BLOCK)
+    return splash.BlockSizes(**sizes)
 
 
 def segment_ids(mask: SelfMask, batch: int, length: int) -> Array:
