@@ -25,7 +25,7 @@ from jax import Array, lax
 # row_data are pytrees.
 RowLosses = Callable[[Array, Any, Any], Array]
 Carry = TypeVar("Carry")
-# (carry, picked rows [R], valid [R] bool, row_data at those rows) -> carry: one block's share.
+# (carry, picked [R] int rows, valid [R] bool, row_data at those rows) -> carry: one block's share.
 AddBlock = Callable[[Carry, Array, Array, Any], Carry]
 
 
@@ -100,11 +100,8 @@ def _losses(
 
 
 def _walk(block_rows: int, row_data: Any, selected: Array, add_block: AddBlock[Carry], init: Carry) -> Carry:
-    """`init` updated by `add_block` for each block of the selected rows, in order.
-
-    add_block(carry, picked [R] int rows, valid [R] bool (a selected row, not padding), row_data
-    at the picked rows) -> carry; R = block_rows capped at N.
-    """
+    """`init` updated by `add_block` for each block of R = min(block_rows, N) selected rows, in
+    order; a block's rows past the selected ones are padding (valid false)."""
     rows = selected.shape[0]
     block = max(1, min(block_rows, rows))
     count = selected.sum()
