@@ -152,7 +152,9 @@ def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
 def test_sampling_head_loss_without_a_key_raises_naming_the_head(kind):
     head = build_head(dataclasses.replace(BASE, kind=kind), VOCAB, COUNTS)
     hidden, targets, key, mask, _ = inputs()
-    with pytest.raises(ValueError, match="draws its samples from key: pass a PRNG key, got None"):
+    with pytest.raises(
+        ValueError, match=f"{type(head).__name__} draws its samples from key: pass a PRNG key, got None"
+    ):
         head.init({"params": key}, hidden, targets, None, mask, None, method="loss")
 
 
