@@ -16,17 +16,8 @@ from jax.typing import ArrayLike
 from seqjax import kinds
 from seqjax.config import PROPOSALS, HeadConfig
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.heads import checks, samplers
+from seqjax.heads import checks, modules, samplers
 from seqjax.heads.classes import frequency_classes
-from seqjax.heads.modules import (
-    NCE,
-    AdaptiveSoftmax,
-    ClassSoftmax,
-    FullSoftmax,
-    HierarchicalSoftmax,
-    NegativeSampling,
-    SampledSoftmax,
-)
 from seqjax.heads.tree import balanced_tree, huffman_tree
 
 # Heads whose loss `train.vocab_parallel` splits over the model axis (`vocab_parallel.py`).
@@ -91,7 +82,7 @@ def _smoothed(counts: np.ndarray) -> np.ndarray:
 
 def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     full = cfg.full
-    return FullSoftmax(
+    return modules.FullSoftmax(
         vocab_size,
         tied=cfg.tied,
         learn_bias=cfg.learn_bias,
@@ -108,14 +99,14 @@ def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
             f"head.class.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), "
             f"got {cfg.class_.num_classes}"
         )
-    return ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
+    return modules.ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
 
 
 def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     if cfg.tied:
         raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
     built = huffman_tree(_smoothed(counts)) if cfg.tree.tree == "huffman" else balanced_tree(vocab_size)
-    return HierarchicalSoftmax(vocab_size, tree=built)
+    return modules.HierarchicalSoftmax(vocab_size, tree=built)
 
 
 def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
@@ -123,7 +114,7 @@ def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module
     cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", adaptive.cutoffs, vocab_size)
     smoothed = _smoothed(counts)
     shares = np.add.reduceat(smoothed, np.array(cutoffs)) / smoothed.sum()  # one sum from each tail's start
-    return AdaptiveSoftmax(
+    return modules.AdaptiveSoftmax(
         vocab_size,
         cutoffs=cutoffs,
         div_value=adaptive.div_value,
@@ -160,12 +151,12 @@ def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> d
 def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
     hits = cfg.sampled.remove_accidental_hits
-    return SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
+    return modules.SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
 
 
 def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
-    return NCE(
+    return modules.NCE(
         vocab_size,
         unique=cfg.unique,
         log_normalizer=cfg.nce.log_normalizer,
@@ -175,7 +166,7 @@ def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
 
 
 def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    return NegativeSampling(vocab_size, **_sampling_options(cfg, vocab_size, counts))
+    return modules.NegativeSampling(vocab_size, **_sampling_options(cfg, vocab_size, counts))
 
 
 # head.kind (named in `seqjax.kinds.HEADS`) -> its builder

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import overload
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -27,9 +28,8 @@ import numpy as np
 from jax import Array, lax
 
 WordParams = tuple[Array, Array]  # the word table [V, D] and biases [V], float32
-# What the walk over the classes carries: the losses [N], or the gradients of hidden, the word
-# table and the biases when it computes the VJP.
-Carry = Array | tuple[Array, Array, Array]
+Grads = tuple[Array, Array, Array]  # the gradients of hidden, the word table and the biases
+Carry = TypeVar("Carry")  # what the walk over the classes carries: the losses [N], or Grads
 
 ROWS_PER_STEP = 8  # rows of one class per matmul: ~N / C rows per class with equal-mass classes
 
@@ -48,6 +48,22 @@ class Tier:
     shifts: np.ndarray
     sizes: np.ndarray
     width: int
+
+
+class Step(NamedTuple):
+    """One step of the walk: up to ROWS_PER_STEP rows of one class and that class's window.
+
+    picked: [R] int32 rows; valid: [R] bool, a row of the class (not padding); window: []
+    int32 first table row of the window; width: its width (static); first: [] int32 the
+    class's first column in the window; size: [] int32 the class's words.
+    """
+
+    picked: Array
+    valid: Array
+    window: Array
+    width: int
+    first: Array
+    size: Array
 
 
 def tiers_of(starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray) -> tuple[Tier, ...]:
@@ -83,59 +99,62 @@ def within_class_losses(
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _losses(tiers: tuple[Tier, ...], hidden: Array, params: WordParams, targets: Array, class_of: Array) -> Array:
-    return _walk(tiers, hidden, params, targets, class_of, None)
+    def add_step(losses: Array, step: Step) -> Array:
+        scores, target_columns, log_normalizers = _step_scores(hidden, params, targets, step)
+        target_scores = jnp.take_along_axis(scores, target_columns[:, None], axis=1)[:, 0]
+        return losses.at[step.picked].add(jnp.where(step.valid, log_normalizers - target_scores, 0.0))
+
+    return _walk(tiers, class_of, add_step, jnp.zeros((hidden.shape[0],), jnp.float32))
 
 
 def _losses_fwd(
     tiers: tuple[Tier, ...], hidden: Array, params: WordParams, targets: Array, class_of: Array
 ) -> tuple[Array, tuple[Array, WordParams, Array, Array]]:
-    return _walk(tiers, hidden, params, targets, class_of, None), (hidden, params, targets, class_of)
+    return _losses(tiers, hidden, params, targets, class_of), (hidden, params, targets, class_of)
 
 
 def _losses_bwd(
     tiers: tuple[Tier, ...], residuals: tuple[Array, WordParams, Array, Array], loss_grads: Array
 ) -> tuple[Array, WordParams, None, None]:
     hidden, params, targets, class_of = residuals
-    hidden_grad, params_grad = _walk(tiers, hidden, params, targets, class_of, loss_grads)
-    return hidden_grad, params_grad, None, None
+    weights, biases = params
+
+    def add_step(grads: Grads, step: Step) -> Grads:
+        hidden_grad, weights_grad, biases_grad = grads
+        picked, window, width = step.picked, step.window, step.width
+        scores, target_columns, log_normalizers = _step_scores(hidden, params, targets, step)
+        one_hot = jnp.arange(width, dtype=jnp.int32)[None, :] == target_columns[:, None]
+        row_grads = jnp.where(step.valid, loss_grads[picked], 0.0)
+        score_grads = (jnp.exp(scores - log_normalizers[:, None]) - one_hot) * row_grads[:, None]
+        hidden_grad = hidden_grad.at[picked].add(score_grads @ lax.dynamic_slice_in_dim(weights, window, width))
+        window_grad = lax.dynamic_slice_in_dim(weights_grad, window, width) + score_grads.T @ hidden[picked]
+        weights_grad = lax.dynamic_update_slice_in_dim(weights_grad, window_grad, window, 0)
+        bias_grad = lax.dynamic_slice_in_dim(biases_grad, window, width) + score_grads.sum(axis=0)
+        return hidden_grad, weights_grad, lax.dynamic_update_slice_in_dim(biases_grad, bias_grad, window, 0)
+
+    zeros = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
+    hidden_grad, weights_grad, biases_grad = _walk(tiers, class_of, add_step, zeros)
+    return hidden_grad, (weights_grad, biases_grad), None, None
 
 
 _losses.defvjp(_losses_fwd, _losses_bwd)
 
 
-@overload
-def _walk(
-    tiers: tuple[Tier, ...],
-    hidden: Array,
-    params: WordParams,
-    targets: Array,
-    class_of: Array,
-    loss_grads: None,
-) -> Array: ...
-
-
-@overload
-def _walk(
-    tiers: tuple[Tier, ...],
-    hidden: Array,
-    params: WordParams,
-    targets: Array,
-    class_of: Array,
-    loss_grads: Array,
-) -> tuple[Array, WordParams]: ...
-
-
-def _walk(
-    tiers: tuple[Tier, ...],
-    hidden: Array,
-    params: WordParams,
-    targets: Array,
-    class_of: Array,
-    loss_grads: Array | None,
-) -> Array | tuple[Array, WordParams]:
-    """The losses [N] (loss_grads None), or their VJP (hidden grad, (weights grad, biases grad))."""
+def _step_scores(hidden: Array, params: WordParams, targets: Array, step: Step) -> tuple[Array, Array, Array]:
+    """The step's rows scored over its window: [R, W] scores (−inf outside the class), [R]
+    target columns in the window, [R] log-normalizers over the class."""
     weights, biases = params
-    rows = hidden.shape[0]
+    window_weights = lax.dynamic_slice_in_dim(weights, step.window, step.width)
+    window_biases = lax.dynamic_slice_in_dim(biases, step.window, step.width)
+    columns = jnp.arange(step.width, dtype=jnp.int32)
+    in_class = (columns >= step.first) & (columns < step.first + step.size)
+    scores = jnp.where(in_class, hidden[step.picked] @ window_weights.T + window_biases, -jnp.inf)
+    target_columns = jnp.clip(targets[step.picked] - step.window, 0, step.width - 1)
+    return scores, target_columns, jax.nn.logsumexp(scores, axis=1)
+
+
+def _walk(tiers: tuple[Tier, ...], class_of: Array, add_step: Callable[[Carry, Step], Carry], init: Carry) -> Carry:
+    """`init` updated by `add_step` for every step of every class, tier by tier."""
     num_classes = int(max(tier.classes.max() for tier in tiers)) + 1
     counts = jnp.zeros((num_classes,), jnp.int32).at[class_of].add(1)
     offsets = jnp.cumsum(counts) - counts
@@ -143,36 +162,7 @@ def _walk(
     # Padded so that a step's slice past the last row is never shifted back to fit.
     order = jnp.concatenate([order, jnp.zeros((ROWS_PER_STEP,), jnp.int32)])
     step_rows = jnp.arange(ROWS_PER_STEP, dtype=jnp.int32)
-
-    def step(carry: Carry, picked: Array, valid: Array, window: Array, width: int, first: Array, size: Array) -> Carry:
-        window_weights = lax.dynamic_slice_in_dim(weights, window, width)
-        window_biases = lax.dynamic_slice_in_dim(biases, window, width)
-        columns = jnp.arange(width, dtype=jnp.int32)
-        in_class = (columns >= first) & (columns < first + size)
-        row_hidden = hidden[picked]
-        scores = jnp.where(in_class, row_hidden @ window_weights.T + window_biases, -jnp.inf)
-        target_columns = jnp.clip(targets[picked] - window, 0, width - 1)
-        log_normalizers = jax.nn.logsumexp(scores, axis=1)
-        if not isinstance(carry, tuple):  # the losses, when loss_grads is None
-            target_scores = jnp.take_along_axis(scores, target_columns[:, None], axis=1)[:, 0]
-            return carry.at[picked].add(jnp.where(valid, log_normalizers - target_scores, 0.0))
-        assert loss_grads is not None  # the gradients' carry comes with them
-        hidden_grad, weights_grad, biases_grad = carry
-        one_hot = columns[None, :] == target_columns[:, None]
-        score_grads = (jnp.exp(scores - log_normalizers[:, None]) - one_hot) * jnp.where(
-            valid, loss_grads[picked], 0.0
-        )[:, None]
-        hidden_grad = hidden_grad.at[picked].add(score_grads @ window_weights)
-        window_grad = lax.dynamic_slice_in_dim(weights_grad, window, width) + score_grads.T @ row_hidden
-        weights_grad = lax.dynamic_update_slice_in_dim(weights_grad, window_grad, window, 0)
-        bias_grad = lax.dynamic_slice_in_dim(biases_grad, window, width) + score_grads.sum(axis=0)
-        return hidden_grad, weights_grad, lax.dynamic_update_slice_in_dim(biases_grad, bias_grad, window, 0)
-
-    carry: Carry
-    if loss_grads is None:
-        carry = jnp.zeros((rows,), jnp.float32)
-    else:
-        carry = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
+    carry = init
     for tier in tiers:
         tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
 
@@ -185,12 +175,9 @@ def _walk(
             def one_step(number: Array, carry: Carry) -> Carry:
                 start = number * ROWS_PER_STEP
                 picked = lax.dynamic_slice_in_dim(order, offset + start, ROWS_PER_STEP)
-                return step(carry, picked, start + step_rows < count, window, width, first, size)
+                return add_step(carry, Step(picked, start + step_rows < count, window, width, first, size))
 
             return lax.fori_loop(0, (count + ROWS_PER_STEP - 1) // ROWS_PER_STEP, one_step, carry)
 
         carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)
-    if not isinstance(carry, tuple):
-        return carry
-    hidden_grad, weights_grad, biases_grad = carry
-    return hidden_grad, (weights_grad, biases_grad)
+    return carry

@@ -29,6 +29,8 @@ from seqjax.heads.class_blocks import tiers_of, within_class_losses
 FIRST_TIER = 4  # classes of up to this many words share the first tier
 TIER_GROWTH = 1.5  # each further tier holds classes up to this many times wider
 
+Layer = tuple[ArrayLike, ArrayLike | None]  # a [rows, D] table and its [rows] biases or None
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Classes:
@@ -125,7 +127,7 @@ def class_softmax_loss(
       >>> loss.shape, loss.dtype, bool(jnp.allclose(loss, exact, rtol=1e-5))
       ((3,), dtype('float32'), True)
     """
-    _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes)
+    _validate(hidden, (class_weights, class_biases), (word_weights, word_biases), classes)
     checks.require_hidden_and_targets(hidden, targets, classes.vocab_size)
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     class_of = jnp.asarray(classes.class_of)[targets]
@@ -163,7 +165,7 @@ def class_log_probs(
       >>> print(np.asarray(jnp.exp(log_probs)).round(4))  # 1/2, then 1/2 · 1/3 each
       [[0.5    0.1667 0.1667 0.1667]]
     """
-    _validate(hidden, class_weights, class_biases, word_weights, word_biases, classes)
+    _validate(hidden, (class_weights, class_biases), (word_weights, word_biases), classes)
     hidden = jnp.asarray(hidden, jnp.float32)
     class_of = jnp.asarray(classes.class_of)
     class_log_probs_ = jax.nn.log_softmax(_affine(hidden, class_weights, class_biases), axis=1)
@@ -189,14 +191,8 @@ def _affine(hidden: Array, weights: ArrayLike, biases: ArrayLike | None) -> Arra
     return scores if biases is None else scores + jnp.asarray(biases, jnp.float32)
 
 
-def _validate(
-    hidden: ArrayLike,
-    class_weights: ArrayLike,
-    class_biases: ArrayLike | None,
-    word_weights: ArrayLike,
-    word_biases: ArrayLike | None,
-    classes: Classes,
-) -> None:
+def _validate(hidden: ArrayLike, class_layer: Layer, word_layer: Layer, classes: Classes) -> None:
+    (class_weights, class_biases), (word_weights, word_biases) = class_layer, word_layer
     if not isinstance(classes, Classes):
         raise ValueError(f"classes must be a Classes from frequency_classes, got {type(classes).__name__}")
     checks.require_rank("word_weights", word_weights, 2)

@@ -9,10 +9,12 @@ The head contract (`seqjax.contracts.Head`), for every head below:
 
 hidden: [N, D] float (computed in float32); targets: [N] int32; key: a PRNG key (used by the
 sampling heads); mask: [N] float32 or None; embedding: [V, D] input table or None.
-`loss` is the scalar float32 sum(mask · per-row loss) / max(sum(mask), 1) with
-aux = {"tokens": sum(mask)}; `log_probs` is the exact normalized [N, V] float32 for every
-head, the sampling ones included (there the full softmax over the same scores, plus the
-proposal's log q for negative sampling, whose scores are not log-probabilities).
+`loss` (`LinenHead`'s, the same for every head) is the scalar float32
+sum(mask · row_losses) / max(sum(mask), 1) with aux = {"tokens": sum(mask)}, where a head's
+`row_losses` [N] are its exact NLL unless it trains on another loss; `log_probs` is the
+exact normalized [N, V] float32 for every head, the sampling ones included (there the full
+softmax over the same scores, plus the proposal's log q for negative sampling, whose scores
+are not log-probabilities).
 `target_log_probs` is [N] float32 log p(target | h) under that same distribution, without
 the [N, V] matrix (what exact evaluation needs): the softmax heads' log-normalizer comes from
 `full_softmax_loss` in blocks of `full.DEFAULT_CHUNK` words (memory O(N × block));
@@ -97,7 +99,30 @@ def _word_parameters(
     return {"weights": weights, "biases": biases if learn_bias else jax.lax.stop_gradient(biases)}
 
 
-class WordScores(nn.Module):
+class LinenHead(nn.Module):
+    """The base of the Linen heads: the contract's `loss`, the masked mean of `row_losses`,
+    which are the exact NLL −`target_log_probs` unless a head trains on another loss."""
+
+    def loss(
+        self,
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
+        return masked_mean(self.row_losses(hidden, targets, key, embedding), mask)
+
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
+        """[N] float32 training loss of each row (key: what a sampling head draws from)."""
+        return -self.target_log_probs(hidden, targets, embedding)
+
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
+        """[N] float32 log p(target | h) under the head's exact distribution."""
+        raise NotImplementedError(f"{type(self).__name__} must define target_log_probs")
+
+
+class WordScores(LinenHead):
     """Heads that score words with one [V, D] table and [V] biases; exact log-probs over them.
 
     `learn_bias` false keeps the biases where they start (a zero gradient; a pretrained model
@@ -152,25 +177,13 @@ class FullSoftmax(WordScores):
     z_loss: float = 0.0
     block_residuals: str = ""
 
-    def loss(
-        self,
-        hidden: Array,
-        targets: Array,
-        key: Array | None = None,
-        mask: Array | None = None,
-        embedding: Array | None = None,
-    ) -> tuple[Array, dict[str, Array]]:
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
+        chunks, residuals = self.chunk_size or None, self.block_residuals or None
         params = self.parameters(hidden.shape[-1], embedding)
-        per_row = full.full_softmax_loss(
-            hidden,
-            params["weights"],
-            params["biases"],
-            targets,
-            chunk_size=self.chunk_size or None,
-            z_loss=self.z_loss,
-            block_residuals=self.block_residuals or None,
+        weights, biases = params["weights"], params["biases"]
+        return full.full_softmax_loss(
+            hidden, weights, biases, targets, chunk_size=chunks, z_loss=self.z_loss, block_residuals=residuals
         )
-        return masked_mean(per_row, mask)
 
 
 class _SamplingHead(WordScores):
@@ -192,14 +205,16 @@ class _SamplingHead(WordScores):
             raise ValueError(f"{type(self).__name__} needs a sampler, got None")
         return self.sampler
 
-    def draw(self, key: Array, targets: Array) -> tuple[Samples, Array]:
+    def draw(self, key: Array | None, targets: Array) -> tuple[Samples, Array]:
         """Samples with their log expected counts, and the targets' log expected counts [N]."""
+        if key is None:
+            raise ValueError(f"{type(self).__name__} draws its samples from key: pass a PRNG key, got None")
         rows = targets.shape[0] if self.per_row_samples else None
         drawn = self.proposal.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
         return drawn, self.proposal.log_expected_count(targets, self.num_samples, unique=self.unique)
 
     def loss_arguments(
-        self, hidden: Array, targets: Array, key: Array, embedding: Array | None
+        self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None
     ) -> tuple[dict[str, Array], tuple[Array, ...]]:
         """The parameters, and the positional arguments the sampled losses share: hidden,
         weights, biases, targets, the sample ids and both log expected counts."""
@@ -214,12 +229,9 @@ class SampledSoftmax(_SamplingHead):
 
     remove_accidental_hits: bool = True
 
-    def loss(
-        self, hidden: Array, targets: Array, key: Array, mask: Array | None = None, embedding: Array | None = None
-    ) -> tuple[Array, dict[str, Array]]:
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
         _, arguments = self.loss_arguments(hidden, targets, key, embedding)
-        per_row = sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
-        return masked_mean(per_row, mask)
+        return sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
 
 
 class NCE(_SamplingHead):
@@ -248,12 +260,9 @@ class NCE(_SamplingHead):
             params["log_normalizer"] = jnp.float32(self.log_normalizer)
         return params
 
-    def loss(
-        self, hidden: Array, targets: Array, key: Array, mask: Array | None = None, embedding: Array | None = None
-    ) -> tuple[Array, dict[str, Array]]:
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
         params, arguments = self.loss_arguments(hidden, targets, key, embedding)
-        per_row = nce_loss(*arguments, log_normalizer=params["log_normalizer"])
-        return masked_mean(per_row, mask)
+        return nce_loss(*arguments, log_normalizer=params["log_normalizer"])
 
 
 class NegativeSampling(_SamplingHead):
@@ -275,16 +284,13 @@ class NegativeSampling(_SamplingHead):
         """[V] float32 b + log q: with h·w, the log of the unnormalized distribution the head fits."""
         return params["biases"] + self.proposal.log_probs
 
-    def loss(
-        self, hidden: Array, targets: Array, key: Array, mask: Array | None = None, embedding: Array | None = None
-    ) -> tuple[Array, dict[str, Array]]:
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
         params = self.parameters(hidden.shape[-1], embedding)
         drawn, _ = self.draw(key, targets)
-        per_row = negative_sampling_loss(hidden, params["weights"], params["biases"], targets, drawn.ids)
-        return masked_mean(per_row, mask)
+        return negative_sampling_loss(hidden, params["weights"], params["biases"], targets, drawn.ids)
 
 
-class ClassSoftmax(nn.Module):
+class ClassSoftmax(LinenHead):
     """Two-level class-based softmax over `classes`; tying applies to the word level."""
 
     vocab_size: int
@@ -305,16 +311,6 @@ class ClassSoftmax(nn.Module):
             **_word_parameters(self, features, embedding),
         }
 
-    def loss(
-        self,
-        hidden: Array,
-        targets: Array,
-        key: Array | None = None,
-        mask: Array | None = None,
-        embedding: Array | None = None,
-    ) -> tuple[Array, dict[str, Array]]:
-        return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
-
     def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1], embedding)
         return class_log_probs(hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes)
@@ -326,7 +322,7 @@ class ClassSoftmax(nn.Module):
         )
 
 
-class HierarchicalSoftmax(nn.Module):
+class HierarchicalSoftmax(LinenHead):
     """Binary-tree softmax over `tree` (balanced or Huffman); V − 1 node vectors, never tied."""
 
     vocab_size: int
@@ -345,16 +341,6 @@ class HierarchicalSoftmax(nn.Module):
             "node_biases": self.param("node_biases", nn.initializers.zeros, (nodes,), jnp.float32),
         }
 
-    def loss(
-        self,
-        hidden: Array,
-        targets: Array,
-        key: Array | None = None,
-        mask: Array | None = None,
-        embedding: Array | None = None,
-    ) -> tuple[Array, dict[str, Array]]:
-        return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
-
     def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1])
         return tree_log_probs(hidden, p["node_weights"], p["node_biases"], self.tree)
@@ -364,7 +350,7 @@ class HierarchicalSoftmax(nn.Module):
         return -tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
 
 
-class AdaptiveSoftmax(nn.Module):
+class AdaptiveSoftmax(LinenHead):
     """Adaptive softmax with `cutoffs` and `div_value`; tying applies to the shortlist rows.
 
     `head_bias` adds a [c_1 + n] bias to the head's scores (shortlist words and clusters),
@@ -416,16 +402,6 @@ class AdaptiveSoftmax(nn.Module):
             "tail_projections": projections,
             "tail_weights": tails,
         }
-
-    def loss(
-        self,
-        hidden: Array,
-        targets: Array,
-        key: Array | None = None,
-        mask: Array | None = None,
-        embedding: Array | None = None,
-    ) -> tuple[Array, dict[str, Array]]:
-        return masked_mean(-self.target_log_probs(hidden, targets, embedding), mask)
 
     def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
         p = self.parameters(hidden.shape[-1], embedding)

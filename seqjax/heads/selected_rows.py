@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,9 @@ from jax import Array, lax
 # (hidden [R, D], params, row_data with leading axis R) -> [R] float32 losses; params and
 # row_data are pytrees.
 RowLosses = Callable[[Array, Any, Any], Array]
+Carry = TypeVar("Carry")
+# (carry, picked [R] int rows, valid [R] bool, row_data at those rows) -> carry: one block's share.
+AddBlock = Callable[[Carry, Array, Array, Any], Carry]
 
 
 def capacity_bucket(count: int) -> int:
@@ -56,13 +59,13 @@ def selected_row_losses(
       row_data: a pytree of per-row arrays [N, ...] (ids, offsets), not differentiated.
       selected: [N] bool.
     """
-    return _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
+    return _losses(row_losses, block_rows, hidden, params, row_data, selected)
 
 
 def _forward(
     row_losses: RowLosses, block_rows: int, hidden: Array, params: Any, row_data: Any, selected: Array
 ) -> tuple[Array, tuple[Array, Any, Any, Array]]:
-    losses = _blocks(row_losses, block_rows, hidden, params, row_data, selected, None)
+    losses = _losses(row_losses, block_rows, hidden, params, row_data, selected)
     return losses, (hidden, params, row_data, selected)
 
 
@@ -70,73 +73,45 @@ def _backward(
     row_losses: RowLosses, block_rows: int, residuals: tuple[Array, Any, Any, Array], loss_grads: Array
 ) -> tuple[Array, Any, None, None]:
     hidden, params, row_data, selected = residuals
-    hidden_grad, params_grad = _blocks(row_losses, block_rows, hidden, params, row_data, selected, loss_grads)
+
+    def add_block(grads: tuple[Array, Any], picked: Array, valid: Array, data: Any) -> tuple[Array, Any]:
+        _, vjp = jax.vjp(lambda h, p: row_losses(h, p, data), hidden[picked], params)
+        hidden_grad, params_grad = vjp(jnp.where(valid, loss_grads[picked], 0.0))
+        return grads[0].at[picked].add(hidden_grad), jax.tree.map(jnp.add, grads[1], params_grad)
+
+    zeros = (jnp.zeros_like(hidden), jax.tree.map(jnp.zeros_like, params))
+    hidden_grad, params_grad = _walk(block_rows, row_data, selected, add_block, zeros)
     return hidden_grad, params_grad, None, None
 
 
 selected_row_losses.defvjp(_forward, _backward)
 
 
-@overload
-def _blocks(
-    row_losses: RowLosses,
-    block_rows: int,
-    hidden: Array,
-    params: Any,
-    row_data: Any,
-    selected: Array,
-    loss_grads: None,
-) -> Array: ...
+def _losses(
+    row_losses: RowLosses, block_rows: int, hidden: Array, params: Any, row_data: Any, selected: Array
+) -> Array:
+    """[N] float32: the selected rows' losses, walked in blocks; 0 on the others."""
+
+    def add_block(losses: Array, picked: Array, valid: Array, data: Any) -> Array:
+        per_row = row_losses(hidden[picked], params, data)
+        return losses.at[picked].add(jnp.where(valid, per_row, 0.0))
+
+    return _walk(block_rows, row_data, selected, add_block, jnp.zeros((selected.shape[0],), jnp.float32))
 
 
-@overload
-def _blocks(
-    row_losses: RowLosses,
-    block_rows: int,
-    hidden: Array,
-    params: Any,
-    row_data: Any,
-    selected: Array,
-    loss_grads: Array,
-) -> tuple[Array, Any]: ...
-
-
-def _blocks(
-    row_losses: RowLosses,
-    block_rows: int,
-    hidden: Array,
-    params: Any,
-    row_data: Any,
-    selected: Array,
-    loss_grads: Array | None,
-) -> Array | tuple[Array, Any]:
-    """The losses [N] (loss_grads None), or their VJP (hidden grad, params grad)."""
-    rows = hidden.shape[0]
+def _walk(block_rows: int, row_data: Any, selected: Array, add_block: AddBlock[Carry], init: Carry) -> Carry:
+    """`init` updated by `add_block` for each block of R = min(block_rows, N) selected rows, in
+    order; a block's rows past the selected ones are padding (valid false)."""
+    rows = selected.shape[0]
     block = max(1, min(block_rows, rows))
     count = selected.sum()
     order = jnp.argsort(jnp.logical_not(selected), stable=True)  # selected rows first, in order
     # Padded to whole blocks, so that no block's dynamic slice is shifted back to fit.
     order = jnp.concatenate([order, jnp.zeros((-rows % block,), order.dtype)])
 
-    def block_at(index: Array) -> tuple[Array, Array, Any]:
+    def visit(index: Array, carry: Carry) -> Carry:
         positions = index * block + jnp.arange(block)
         picked = lax.dynamic_slice_in_dim(order, index * block, block)
-        return picked, positions < count, jax.tree.map(lambda leaf: leaf[picked], row_data)
+        return add_block(carry, picked, positions < count, jax.tree.map(lambda leaf: leaf[picked], row_data))
 
-    def forward_block(index: Array, losses: Array) -> Array:
-        picked, valid, data = block_at(index)
-        per_row = row_losses(hidden[picked], params, data)
-        return losses.at[picked].add(jnp.where(valid, per_row, 0.0))
-
-    num_blocks = (count + block - 1) // block
-    if loss_grads is None:
-        return lax.fori_loop(0, num_blocks, forward_block, jnp.zeros((rows,), jnp.float32))
-
-    def backward_block(index: Array, grads: tuple[Array, Any]) -> tuple[Array, Any]:
-        picked, valid, data = block_at(index)
-        _, vjp = jax.vjp(lambda h, p: row_losses(h, p, data), hidden[picked], params)
-        hidden_grad, params_grad = vjp(jnp.where(valid, loss_grads[picked], 0.0))
-        return grads[0].at[picked].add(hidden_grad), jax.tree.map(jnp.add, grads[1], params_grad)
-
-    zeros = (jnp.zeros_like(hidden), jax.tree.map(jnp.zeros_like, params))
-    return lax.fori_loop(0, num_blocks, backward_block, zeros)
+    return lax.fori_loop(0, (count + block - 1) // block, visit, init)

@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
-from seqjax.heads.modules import WordScores, masked_mean
+from seqjax.heads.modules import WordScores
 
 
 def _local_loss(hidden: Array, weights: Array, biases: Array, targets: Array, vocab_axis: str) -> Array:
@@ -104,24 +104,11 @@ class VocabParallelSoftmax(WordScores):
     vocab_axis: str = "model"
     row_axis: str | None = "data"
 
-    def loss(
-        self,
-        hidden: Array,
-        targets: Array,
-        key: Array | None = None,
-        mask: Array | None = None,
-        embedding: Array | None = None,
-    ) -> tuple[Array, dict[str, Array]]:
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
         if self.mesh is None:
             raise ValueError("VocabParallelSoftmax needs the mesh its vocabulary is split over, got None")
         params = self.parameters(hidden.shape[-1], embedding)
-        per_row = vocab_parallel_softmax_loss(
-            hidden,
-            params["weights"],
-            params["biases"],
-            targets,
-            self.mesh,
-            vocab_axis=self.vocab_axis,
-            row_axis=self.row_axis,
+        weights, biases = params["weights"], params["biases"]
+        return vocab_parallel_softmax_loss(
+            hidden, weights, biases, targets, self.mesh, vocab_axis=self.vocab_axis, row_axis=self.row_axis
         )
-        return masked_mean(per_row, mask)

@@ -148,6 +148,16 @@ def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
     assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
 
 
+@pytest.mark.parametrize("kind", ["sampled", "nce", "negative"])
+def test_sampling_head_loss_without_a_key_raises_naming_the_head(kind):
+    head = build_head(dataclasses.replace(BASE, kind=kind), VOCAB, COUNTS)
+    hidden, targets, key, mask, _ = inputs()
+    with pytest.raises(
+        ValueError, match=f"{type(head).__name__} draws its samples from key: pass a PRNG key, got None"
+    ):
+        head.init({"params": key}, hidden, targets, None, mask, None, method="loss")
+
+
 @pytest.mark.parametrize("kind", ["full", "sampled"])
 def test_biases_that_are_not_learned_get_no_gradient_while_the_word_vectors_do(kind):
     head = build_head(dataclasses.replace(BASE, kind=kind, learn_bias=False), VOCAB, COUNTS)
