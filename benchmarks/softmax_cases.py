@@ -26,7 +26,7 @@ from seqjax.heads import (
     tail_dimensions,
 )
 from seqjax.heads.adaptive import TAIL_CHUNK
-from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size
+from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size, dividing_block
 from seqjax.heads.rows import compact
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size
 
@@ -217,11 +217,11 @@ def sampled_floor_case(shapes: Shapes, hidden):
 
 def full_floor_case(vocab_size: int, shapes: Shapes, hidden, exponentials: bool):
     """The full softmax's irreducible work: its three products, [N, D] x [D, V] and the two of the
-    backward pass, in the default blocks of `default_chunk_size` words; with `exponentials`, also
+    backward pass, in the head's blocks (`dividing_block` of `default_chunk_size`); with `exponentials`, also
     the one elementwise pass any exact softmax makes over its logits (an exponential and a row
     sum per logit, the backward products reading the exponentials), nothing kept between blocks."""
     weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab_size, shapes.features)), jnp.float32)
-    block = default_chunk_size(shapes.rows, vocab_size)
+    block = dividing_block(vocab_size, default_chunk_size(shapes.rows, vocab_size))  # the head's blocks
     return compiled(jax.jit(lambda h, w: _blocked_products(h, w, block, exponentials)), hidden, weights)
 
 

@@ -96,7 +96,8 @@ def full_softmax_loss(
       biases: [V] float or None.
       targets: [N] int32 ids in [0, V).
       chunk_size: words per vocabulary block C > 0; C >= V materializes the [N, V] logits,
-        C < V never holds more than [N, C] of them; both give the same value and gradients.
+        C < V never holds more than [N, C] of them (the blocks are `dividing_block(V, C)`
+        words); both give the same value and gradients.
         None (default): `default_chunk_size(N, V)`, the faster of the two for the shapes.
       z_loss: weight >= 0 of the squared log-normalizer (0: the plain negative log-likelihood).
       block_residuals: what the blocked path keeps for its backward pass, one of
@@ -133,7 +134,25 @@ def full_softmax_loss(
         target_logits = jnp.take_along_axis(logits, targets[:, None], axis=1)[:, 0]
         log_normalizer = jax.nn.logsumexp(logits, axis=1)
         return log_normalizer - target_logits + z_loss * log_normalizer**2
-    return _blocked_loss(hidden, weights, biases, targets, chunk_size, float(z_loss), block_residuals)
+    block = dividing_block(vocab_size, chunk_size)
+    return _blocked_loss(hidden, weights, biases, targets, block, float(z_loss), block_residuals)
+
+
+def dividing_block(vocab_size: int, chunk_size: int) -> int:
+    """The block the blocked loss scans: the largest divisor of V in [C/2, C], else C itself.
+
+    With no remainder block, the scanned blocks' weight gradients [V / b, b, D] are the table's
+    gradient as they stand (a reshape); a remainder block joins them by a concatenation, which
+    writes a second [V, D] array (at V = 100k, D = 512: 190 of the recomputing loss's 242 MiB
+    of temporaries).
+
+    Example:
+      >>> from seqjax.heads.full import dividing_block
+      >>> dividing_block(100_000, 4096), dividing_block(32_003, 4096)
+      (4000, 4096)
+    """
+    divisors = [size for size in range(chunk_size, (chunk_size + 1) // 2 - 1, -1) if vocab_size % size == 0]
+    return divisors[0] if divisors else chunk_size
 
 
 def _block_logits(hidden: Array, weights: Array, biases: Array, start: int | Array, size: int) -> Array:

@@ -59,6 +59,30 @@ def test_chunked_full_softmax_equals_unchunked_value_and_gradients(chunk_size, r
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "vocab, chunk, block",
+    [(100_000, 4096, 4000), (1_000_000, 4096, 4000), (32_003, 4096, 4096), (24, 7, 6), (23, 22, 22), (8, 8, 8)],
+)
+def test_dividing_block_is_the_largest_divisor_in_the_upper_half_of_the_chunk(vocab, chunk, block):
+    assert full.dividing_block(vocab, chunk) == block
+
+
+def test_blocks_that_divide_the_vocabulary_write_no_second_table_gradient():
+    """The recomputing loss's scratch memory at V = 1,000 (blocks of 250) stays below one [V, D]
+    table; at the prime V = 1,009 (blocks of 256 and a remainder of 241) the concatenation of the
+    remainder's gradient adds that table."""
+    rows, features = 64, 64
+
+    def memory(vocab):
+        hidden, weights, biases, targets = random_problem(0, rows=rows, features=features, vocab=vocab)
+        loss = lambda h, w, b: full_softmax_loss(h, w, b, targets, chunk_size=256, block_residuals="recompute").sum()
+        program = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+        return program.lower(hidden, weights, biases).compile().memory_analysis().temp_size_in_bytes
+
+    assert full.dividing_block(1000, 256) == 250 and full.dividing_block(1009, 256) == 256
+    assert memory(1000) < 1000 * features * 4 < memory(1009)
+
+
 def test_full_softmax_gradient_equals_softmax_minus_one_hot():
     hidden, weights, biases, targets = random_problem(2)
     hidden_grad = jax.grad(lambda h: full_softmax_loss(h, weights, biases, targets).sum())(hidden)
