@@ -75,7 +75,10 @@ def test_blocks_that_divide_the_vocabulary_write_no_second_table_gradient():
 
     def memory(vocab):
         hidden, weights, biases, targets = random_problem(0, rows=rows, features=features, vocab=vocab)
-        loss = lambda h, w, b: full_softmax_loss(h, w, b, targets, chunk_size=256, block_residuals="recompute").sum()
+
+        def loss(h, w, b):
+            return full_softmax_loss(h, w, b, targets, chunk_size=256, block_residuals="recompute").sum()
+
         program = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
         return program.lower(hidden, weights, biases).compile().memory_analysis().temp_size_in_bytes
 
