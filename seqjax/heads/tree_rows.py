@@ -11,7 +11,10 @@ sampling losses' row gradients are, and applied the same way: `table.at[ids].add
 of one [N, L, D] array: at V = 100k (Huffman, Zipfian targets, N = 2048) M ≈ 8.7k steps below
 k = 8 against N·L = 41k path slots. Summing each node's steps into one row first (a segment
 sum, then a renumbering of the distinct nodes) measured 1.4x slower (212 against 152 ms, 2 loaded CPU cores): the
-optimizer's scatter does that sum anyway.
+optimizer's scatter does that sum anyway. The loss has its gradients written out (a custom
+VJP): −log σ and its slope come from one exponential per score in the forward pass, which
+keeps the slopes for the backward pass, and the gathered hidden rows are never multiplied
+twice (the whole step at V = 100k, k = 8: 1.15x faster than autodiff's, paired medians of 25).
 
     capacity = deep_capacity(tree, host_targets, k)            # on the host, per batch
     paths = split_paths(tree, targets, k, capacity)
@@ -104,11 +107,13 @@ def split_paths(tree: Tree, targets: ArrayLike, top_levels: int, capacity: int) 
     nodes, codes, mask = tree_paths(tree, targets)
     signs = jnp.where(mask, 2.0 * codes.astype(jnp.float32) - 1.0, 0.0)
     levels = min(top_levels, nodes.shape[1])
-    # Top: a path holds one node per depth, so comparing each step's node with every top id
-    # and summing over the steps places each sign without a scatter (nor, in the backward
-    # pass, a scatter's transpose).
-    on_top = nodes[:, :levels, None] == jnp.arange(size)
-    top_signs = (on_top * signs[:, :levels, None]).sum(axis=1)
+    # Top: each path holds one node per depth, so the N x k entries land on distinct slots; a
+    # scatter writes them (the signs are constants of the loss: no transpose is ever taken),
+    # where comparing every step with every top id made an [N, k, T] array.
+    rows = jnp.arange(nodes.shape[0])[:, None]
+    top_signs = jnp.zeros((nodes.shape[0], size), jnp.float32)
+    if size:
+        top_signs = top_signs.at[rows, nodes[:, :levels]].add(signs[:, :levels])
     # Deep: one masked column more, so the steps are never empty and the last slot (row N - 1)
     # pads the packed steps with their rows still increasing.
     deep_ids, deep_signs = (jnp.pad(part[:, levels:], ((0, 0), (0, 1))).reshape(-1) for part in (nodes, signs))
@@ -141,17 +146,59 @@ def split_path_loss(
       [N] float32 losses.
     """
     hidden = jnp.asarray(hidden, jnp.float32)
-    scores = hidden @ jnp.asarray(top_weights, jnp.float32).T
-    if top_biases is not None:
-        scores = scores + jnp.asarray(top_biases, jnp.float32)
-    top = -_path_log_sigmoid(paths.top_signs, scores).sum(axis=1)
-    step_scores = jnp.einsum("md,md->m", hidden[paths.step_rows], jnp.asarray(deep_weights, jnp.float32))
-    if deep_biases is not None:
-        step_scores = step_scores + jnp.asarray(deep_biases, jnp.float32)
-    deep = -_path_log_sigmoid(paths.step_signs, step_scores)
-    return top + jnp.zeros_like(top).at[paths.step_rows].add(deep, indices_are_sorted=True)
+    top_weights, deep_weights = jnp.asarray(top_weights, jnp.float32), jnp.asarray(deep_weights, jnp.float32)
+    top_biases = jnp.zeros(top_weights.shape[0], jnp.float32) if top_biases is None else top_biases
+    deep_biases = jnp.zeros(deep_weights.shape[0], jnp.float32) if deep_biases is None else deep_biases
+    top_biases, deep_biases = jnp.asarray(top_biases, jnp.float32), jnp.asarray(deep_biases, jnp.float32)
+    return _path_loss(hidden, top_weights, top_biases, deep_weights, deep_biases, paths)
 
 
-def _path_log_sigmoid(signs: Array, scores: Array) -> Array:
-    """log σ(sign · score) on the path's steps (sign ±1), 0 off them (sign 0)."""
-    return jnp.where(signs != 0.0, jax.nn.log_sigmoid(signs * scores), 0.0)
+# What the backward pass reads: hidden, the top and deep node rows, and d loss / d score on the
+# top [N, T] and the deep steps [M].
+Residuals = tuple[Array, Array, Array, Array, Array, SplitPaths]
+
+
+@jax.custom_vjp
+def _path_loss(
+    hidden: Array, top_weights: Array, top_biases: Array, deep_weights: Array, deep_biases: Array, paths: SplitPaths
+) -> Array:
+    return _path_loss_fwd(hidden, top_weights, top_biases, deep_weights, deep_biases, paths)[0]
+
+
+def _path_loss_fwd(
+    hidden: Array, top_weights: Array, top_biases: Array, deep_weights: Array, deep_biases: Array, paths: SplitPaths
+) -> tuple[Array, Residuals]:
+    top, top_slopes = _path_terms(paths.top_signs, hidden @ top_weights.T + top_biases)
+    step_scores = jnp.einsum("md,md->m", hidden[paths.step_rows], deep_weights) + deep_biases
+    deep, deep_slopes = _path_terms(paths.step_signs, step_scores)
+    losses = top.sum(axis=1) + jnp.zeros(hidden.shape[0]).at[paths.step_rows].add(deep, indices_are_sorted=True)
+    return losses, (hidden, top_weights, deep_weights, top_slopes, deep_slopes, paths)
+
+
+def _path_loss_bwd(residuals: Residuals, loss_grads: Array) -> tuple[Array, Array, Array, Array, Array, None]:
+    # Written out rather than left to autodiff, which made [M, D] products of the gathered
+    # hidden rows twice and a separate pass over the [N, T] scores for each of log σ's parts.
+    hidden, top_weights, deep_weights, top_slopes, deep_slopes, paths = residuals
+    score_grads = top_slopes * loss_grads[:, None]
+    step_grads = deep_slopes * loss_grads[paths.step_rows]
+    deep_hidden = (
+        jnp.zeros_like(hidden).at[paths.step_rows].add(step_grads[:, None] * deep_weights, indices_are_sorted=True)
+    )
+    hidden_grad = score_grads @ top_weights + deep_hidden
+    deep_grads = step_grads[:, None] * hidden[paths.step_rows]
+    return hidden_grad, score_grads.T @ hidden, score_grads.sum(axis=0), deep_grads, step_grads, None
+
+
+_path_loss.defvjp(_path_loss_fwd, _path_loss_bwd)
+
+
+def _path_terms(signs: Array, scores: Array) -> tuple[Array, Array]:
+    """−log σ(sign · score) and its derivative in the score on the path's steps (sign ±1), both 0
+    off them (sign 0), from one exponential: with x = sign · score and e = exp(−|x|),
+    −log σ(x) = max(−x, 0) + log1p(e) and σ(−x) = (e, or 1 where x < 0) / (1 + e)."""
+    x = signs * scores
+    e = jnp.exp(-jnp.abs(x))
+    on_path = signs != 0.0
+    losses = jnp.where(on_path, jnp.maximum(-x, 0.0) + jnp.log1p(e), 0.0)
+    slopes = jnp.where(on_path, -signs * jnp.where(x < 0.0, 1.0, e) / (1.0 + e), 0.0)
+    return losses, slopes

@@ -46,6 +46,20 @@ def test_split_loss_and_gradients_equal_the_tree_softmax_loss(make_tree, top_lev
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_split_loss_and_gradients_stay_exact_where_the_scores_saturate_log_sigmoid():
+    """Scores of about ±100: −log σ and its slope from one exponential neither overflow nor lose
+    the linear part of the loss."""
+    tree, (hidden, weights, biases, targets) = huffman_tree(COUNTS), problem(4)
+    hidden = 40.0 * hidden
+    dense = jax.jit(jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2)))
+    value, grads = dense(hidden, weights, biases)
+    split_value, split_grads = split_value_and_table_grads(tree, 3, hidden, weights, biases, targets)
+    assert np.isfinite(split_value) and value > 100.0
+    np.testing.assert_allclose(split_value, value, rtol=1e-5)
+    for got, expected in zip(split_grads, grads):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
 def test_split_losses_per_row_equal_the_tree_softmax_losses_under_jit_with_spare_capacity():
     tree, (hidden, weights, biases, targets) = huffman_tree(COUNTS), problem(1)
     capacity = deep_capacity(tree, targets, 2) + 5
