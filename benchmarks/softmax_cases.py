@@ -203,6 +203,13 @@ def deep_path_lengths(name: str, vocab_size: int, counts, targets, top_levels=TO
     return float(steps.mean()), int(steps.max())
 
 
+def peak_case(size: int):
+    """The [size, size] x [size, size] float32 matmul that measures the peak, as a case: timed
+    round-robin with the full softmax, so that its share of the peak reads both in the same load."""
+    square = jnp.asarray(np.random.default_rng(5).normal(size=(size, size)), jnp.float32)
+    return compiled(jax.jit(lambda a: a @ a), square)
+
+
 def _product_and_vjp(x, table, cotangent):
     """x · tableᵀ and both its input gradients, laid out as autodiff lays out a loss's products."""
     out, vjp = jax.vjp(lambda x, table: x @ table.T, x, table)
