@@ -23,7 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import Array
+from jax import Array, lax
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
@@ -82,9 +82,12 @@ def sampled_softmax_loss(
     target_scores = target_scores - target_log_expected_counts
     if remove_accidental_hits:
         sample_scores = jnp.where(_hits(targets, samples), -jnp.inf, sample_scores)
-    # The finite target column keeps the normalizer finite even if every sample is dropped.
-    all_scores = jnp.concatenate([target_scores[:, None], sample_scores], axis=1)
-    return jax.nn.logsumexp(all_scores, axis=1) - target_scores
+    # logsumexp over the target and the samples without joining them into one [N, K + 1] array
+    # (a copy, and a slice of its gradient); the finite target score keeps the shift, and so the
+    # normalizer, finite even if every sample is dropped.
+    shift = lax.stop_gradient(jnp.maximum(target_scores, sample_scores.max(axis=1)))
+    total = jnp.exp(target_scores - shift) + jnp.exp(sample_scores - shift[:, None]).sum(axis=1)
+    return shift + jnp.log(total) - target_scores
 
 
 def nce_loss(

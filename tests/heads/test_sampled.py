@@ -87,6 +87,23 @@ def test_sampled_softmax_gives_accidental_hits_no_mass():
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
 
 
+def test_sampled_softmax_with_every_sample_dropped_is_zero_with_zero_finite_gradients():
+    """Only the target left in the softmax: the loss is log 1 = 0 and nothing moves (no NaN from
+    a normalizer over no finite score)."""
+    hidden, weights, biases, targets = random_problem(4)
+    samples = np.array([1, 2, 4], np.int32)
+
+    def total(hidden, weights, biases):
+        return sampled_softmax_loss(
+            hidden, weights, biases, targets, samples, np.full(3, np.inf, np.float32), np.zeros(len(targets))
+        ).sum()
+
+    value, grads = jax.value_and_grad(total, argnums=(0, 1, 2))(hidden, weights, biases)
+    assert value == 0.0
+    for grad in grads:
+        np.testing.assert_array_equal(grad, np.zeros_like(grad))
+
+
 def test_sampled_softmax_ignores_slots_with_infinite_log_expected_count():
     hidden, weights, biases, targets = random_problem(3)
     samples = np.array([1, 2, 2, 4], np.int32)
