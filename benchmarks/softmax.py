@@ -78,7 +78,10 @@ from softmax_cases import (  # noqa: E402
     tree_row_gradient_case,
 )
 
-SLOW_SECONDS = 2.0  # a case whose warm-up call took longer is called once per run
+# A case whose warm-up call took longer is called once per run: the V = 1M full softmax (about a
+# minute). Below it every case gets `--repeats` calls a run, the 4-6 s ones at V = 100k included, whose
+# single calls beside three of the peak's moved their share of the peak by 10-15 points between runs.
+SLOW_SECONDS = 10.0
 PEAK = "fp32 matmul 2048^3 (the peak, timed with the cases)"
 PEAK_SIZE = 2048
 FULL_PRODUCTS = "full: its 3 matmuls alone"
