@@ -68,10 +68,10 @@ def test_dividing_block_is_the_largest_divisor_in_the_upper_half_of_the_chunk(vo
 
 
 def test_blocks_that_divide_the_vocabulary_write_no_second_table_gradient():
-    """The recomputing loss's scratch memory at V = 1,000 (blocks of 250) stays below one [V, D]
-    table; at the prime V = 1,009 (blocks of 256 and a remainder of 241) the concatenation of the
+    """The recomputing loss's scratch memory at V = 4,000 (blocks of 250) stays below one [V, D]
+    table; at the prime V = 4,001 (blocks of 256 and a remainder of 161) the concatenation of the
     remainder's gradient adds that table."""
-    rows, features = 64, 64
+    rows, features = 16, 64
 
     def memory(vocab):
         hidden, weights, biases, targets = random_problem(0, rows=rows, features=features, vocab=vocab)
@@ -82,8 +82,8 @@ def test_blocks_that_divide_the_vocabulary_write_no_second_table_gradient():
         program = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
         return program.lower(hidden, weights, biases).compile().memory_analysis().temp_size_in_bytes
 
-    assert full.dividing_block(1000, 256) == 250 and full.dividing_block(1009, 256) == 256
-    assert memory(1000) < 1000 * features * 4 < memory(1009)
+    assert full.dividing_block(4000, 256) == 250 and full.dividing_block(4001, 256) == 256
+    assert memory(4000) < 4000 * features * 4 < memory(4001)
 
 
 def test_full_softmax_gradient_equals_softmax_minus_one_hot():
