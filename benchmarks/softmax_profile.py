@@ -34,6 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from seqjax.training.core.host_heap import restart_with_huge_pages
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
 from softmax_cases import (  # noqa: E402
@@ -242,6 +244,7 @@ def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    restart_with_huge_pages()  # as softmax.py: the host heap a `seqjax` process has
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
