@@ -80,7 +80,8 @@ from softmax_cases import (  # noqa: E402
 
 # A case whose warm-up call took longer is called once per run: the V = 1M full softmax (about a
 # minute). Below it every case gets `--repeats` calls a run, the 4-6 s ones at V = 100k included, whose
-# single calls beside three of the peak's moved their share of the peak by 10-15 points between runs.
+# single calls beside three of the peak's moved their share of the peak between runs (74, 68 and 66%
+# in one three-run partial run on a 2-core Intel Xeon).
 SLOW_SECONDS = 10.0
 PEAK = "fp32 matmul 2048^3 (the peak, timed with the cases)"
 PEAK_SIZE = 2048
