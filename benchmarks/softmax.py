@@ -386,7 +386,8 @@ def main(argv: list[str] | None = None) -> None:
         f"N = {shapes.rows} rows, D = {shapes.features}, K = {shapes.samples} samples, targets Zipfian; one jitted "
         f'value_and_grad with respect to the hidden states and every parameter (dense gradients; the "row '
         f'gradients" rows differentiate the sampling losses with respect to the N + K table rows they read '
-        f"instead, `seqjax.heads.rows.compact`, and the tree losses with respect to the top {TOP_LEVELS} levels' "
+        f"instead, `seqjax.heads.rows.read_rows` with `gathered=True`, "
+        f"and the tree losses with respect to the top {TOP_LEVELS} levels' "
         f"nodes and the node rows of the steps below them, `seqjax.heads.tree_rows`); the median over "
         f"{args.runs} runs of each run's median of {args.repeats} calls (1 for a case whose warm-up took over "
         f"{SLOW_SECONDS:.0f} s) timed round-robin. Memory: XLA memory_analysis of the compiled step, temporaries "

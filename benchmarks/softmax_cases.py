@@ -27,7 +27,7 @@ from seqjax.heads import (
 )
 from seqjax.heads.adaptive import TAIL_CHUNK
 from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size, dividing_block
-from seqjax.heads.rows import compact
+from seqjax.heads.rows import read_rows
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size
 
 
@@ -116,30 +116,29 @@ ROW_GRADIENT_LOSSES = {
 
 def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets):
     """A sampling loss differentiated with respect to the rows it reads (`seqjax.heads.rows`):
-    draw K samples, compact targets + samples to their distinct ids, gather those rows, and
-    return the loss with the gradients of the hidden states and of the [N + K, D] rows — what
-    TensorFlow's IndexedSlices gradient holds — instead of a dense [V, D] table gradient."""
+    draw K samples, gather the targets' and the samples' rows (`read_rows`), and return the loss
+    with the gradients of the hidden states and of the [N, D] and [K, D] rows, repeats included —
+    what TensorFlow's IndexedSlices gradient holds — instead of a dense [V, D] table gradient."""
     proposal, unique, kind = ROW_GRADIENT_LOSSES[name]
     sampler = samplers.log_uniform(vocab_size) if proposal == "log_uniform" else samplers.unigram(counts, 0.75)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32)
-    rows = shapes.rows
 
     def step(weights, biases, hidden, key):
         drawn = sampler.sample(key, shapes.samples, unique=unique)
         target_log_counts = sampler.log_expected_count(targets, shapes.samples, unique=unique)
-        distinct, local = compact(jnp.concatenate([targets, drawn.ids]))
+        rows, row_biases = read_rows(weights, biases, targets, drawn.ids)
 
-        def loss(hidden, row_weights, row_biases):
-            args = (hidden, row_weights, row_biases, local[:rows], local[rows:])
+        def loss(hidden, rows, row_biases):
+            args = (hidden, rows, row_biases, targets, drawn.ids)
             if kind == "negative":
-                return negative_sampling_loss(*args).mean()
+                return negative_sampling_loss(*args, gathered=True).mean()
             loss_fn = sampled_softmax_loss if kind == "sampled" else nce_loss
-            return loss_fn(*args, drawn.log_expected_counts, target_log_counts).mean()
+            return loss_fn(*args, drawn.log_expected_counts, target_log_counts, gathered=True).mean()
 
-        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[distinct], biases[distinct])
-        return value, grads, distinct
+        value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, rows, row_biases)
+        return value, grads, drawn.ids
 
     return compiled(jax.jit(step), weights, biases, hidden, jax.random.key(0))
 

@@ -16,9 +16,9 @@ part a jitted program timed round-robin with the whole it belongs to:
   dense) against its parts: splitting the paths, the top's three products, gathering the deep
   steps' rows; and the formulation before it, every path step on [N, L, D] gathered rows;
 * sampled softmax with row gradients at the smallest and largest V of `--sweep`: the whole
-  step against drawing the K samples with their expected counts, finding the distinct ids,
-  gathering their rows from the [V, D] table, and the loss with its gradients on the rows:
-  which part grows with V.
+  step against drawing the K samples with their expected counts, gathering the targets' and
+  samples' rows from the [V, D] table (`read_rows`), and the loss with its gradients on those
+  rows: which part grows with V.
 
 Writes benchmarks/results/softmax_profile.md.
 """
@@ -59,7 +59,7 @@ from seqjax.heads import (  # noqa: E402
     tree_paths,
 )
 from seqjax.heads.full import default_chunk_size  # noqa: E402
-from seqjax.heads.rows import compact  # noqa: E402
+from seqjax.heads.rows import read_rows  # noqa: E402
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_paths, top_size  # noqa: E402
 
 
@@ -225,21 +225,22 @@ def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict:
         return drawn.ids, drawn.log_expected_counts, sampler.log_expected_count(targets, shapes.samples, unique=True)
 
     ids, sample_counts, target_counts = jax.jit(draw)(key)
-    distinct, local = jax.jit(compact)(jnp.concatenate([targets, ids]))
+    rows, row_biases = read_rows(weights, biases, targets, ids)
 
     def loss(h, w, b):
-        rest = (local[: shapes.rows], local[shapes.rows :], sample_counts, target_counts)
-        return jax.value_and_grad(lambda *a: sampled_softmax_loss(*a, *rest).mean(), argnums=(0, 1, 2))(h, w, b)
+        rest = (targets, ids, sample_counts, target_counts)
+        return jax.value_and_grad(lambda *a: sampled_softmax_loss(*a, *rest, gathered=True).mean(), argnums=(0, 1, 2))(
+            h, w, b
+        )
 
     whole = row_gradient_case("sampled (log-uniform), row gradients", vocab_size, shapes, counts, hidden, targets)[0]
     return {
         "the whole step": whole,
         "drawing K unique samples and both expected counts": blocking(draw, key),
-        "the distinct ids of targets + samples (compact)": blocking(compact, jnp.concatenate([targets, ids])),
-        "gathering their rows from the [V, D] table": blocking(lambda w, b, d: (w[d], b[d]), weights, biases, distinct),
-        "the loss and its gradients on the gathered rows": blocking(
-            lambda h, w, b: loss(h, w, b), hidden, weights[distinct], biases[distinct]
+        "gathering the targets' and samples' rows from the [V, D] table": blocking(
+            lambda w, b, i: read_rows(w, b, targets, i), weights, biases, ids
         ),
+        "the loss and its gradients on the gathered rows": blocking(loss, hidden, rows, row_biases),
     }
 
 

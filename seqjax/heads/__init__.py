@@ -5,8 +5,9 @@ Pure functions (import one without the rest): `full_softmax_loss`, `sampled_soft
 `balanced_tree` / `huffman_tree`, `class_softmax_loss` / `class_log_probs` with
 `frequency_classes`, `adaptive_softmax_loss` / `adaptive_log_probs`; proposal distributions in
 `seqjax.heads.samplers`; row-sparse table gradients for the sampling losses with
-`seqjax.heads.rows.compact`, and for the tree loss with a dense top and gathered deep nodes with
-`seqjax.heads.tree_rows`. Flax heads under the head contract, and `build_head(cfg, V, counts)`.
+`seqjax.heads.rows.read_rows` and their `gathered=True` form, and for the tree loss with a dense
+top and gathered deep nodes with `seqjax.heads.tree_rows`. Flax heads under the head contract,
+and `build_head(cfg, V, counts)`.
 """
 
 from seqjax.heads import samplers

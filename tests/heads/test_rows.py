@@ -1,12 +1,10 @@
-"""Row-sparse gradients: `compact` renumbering, and losses on compacted rows (sampling losses) or
-gathered path rows (the tree) have the full table's gradient."""
+"""Row-sparse gradients: the sampling losses on the rows they read (`read_rows`, `gathered=True`)
+and the tree loss on gathered path rows have the full table's gradient."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from seqjax.heads import (
     balanced_tree,
@@ -18,35 +16,28 @@ from seqjax.heads import (
     tree_paths,
     tree_softmax_loss,
 )
-from seqjax.heads.rows import compact
-
-COMPACT = jax.jit(compact)
+from seqjax.heads.rows import add_rows, read_rows
 
 
-# Three lengths (one compilation each) with any values: compiling every length dominated the time.
-@settings(max_examples=30, deadline=None)
-@given(st.sampled_from([1, 7, 40]).flatmap(lambda n: st.lists(st.integers(0, 50), min_size=n, max_size=n)))
-def test_compact_renumbers_ids_onto_their_distinct_values(values):
-    ids = np.array(values, np.int32)
-    distinct, local = COMPACT(ids)
-    distinct, local = np.asarray(distinct), np.asarray(local)
-    count = len(set(values))
-    assert distinct.shape == ids.shape and local.shape == ids.shape
-    np.testing.assert_array_equal(distinct[:count], np.unique(ids))
-    np.testing.assert_array_equal(distinct[local], ids)
+@pytest.mark.parametrize("samples", [np.array([3, 9, 3], np.int32), np.array([[3, 9], [0, 3]], np.int32)])
+def test_read_rows_gathers_and_add_rows_scatters_back_summing_repeats(samples):
+    weights = np.arange(40, dtype=np.float32).reshape(10, 4)
+    biases = np.arange(10, dtype=np.float32) / 10
+    targets = np.array([7, 3], np.int32)
+    (target_rows, sample_rows), (target_biases, sample_biases) = read_rows(weights, biases, targets, samples)
+    np.testing.assert_array_equal(target_rows, weights[targets])
+    np.testing.assert_array_equal(sample_rows, weights[samples])
+    np.testing.assert_array_equal(target_biases, biases[targets])
+    np.testing.assert_array_equal(sample_biases, biases[samples])
 
-
-def test_compact_keeps_the_shape_of_its_ids_under_jit():
-    ids = jnp.array([[7, 2, 7], [2, 9, 0]], jnp.int32)
-    distinct, local = jax.jit(compact)(ids)
-    assert local.shape == (2, 3)
-    np.testing.assert_array_equal(np.asarray(distinct)[np.asarray(local)], np.asarray(ids))
-
-
-@pytest.mark.parametrize("ids", [np.array([3, -1]), np.zeros((0,), np.int32)])
-def test_compact_refuses_negative_or_no_ids(ids):
-    with pytest.raises(ValueError, match="ids"):
-        compact(ids)
+    added = add_rows(np.zeros_like(weights), targets, samples, (target_rows, sample_rows))
+    expected = np.zeros_like(weights)
+    for row, id_ in zip(
+        np.concatenate([weights[targets], weights[samples].reshape(-1, 4)]),
+        np.concatenate([targets, samples.reshape(-1)]),
+    ):
+        expected[id_] += row  # id 3 is read twice or three times
+    np.testing.assert_array_equal(added, expected)
 
 
 def assert_same_loss_and_table_gradient(dense, sparse, weights, biases, index):
@@ -63,9 +54,9 @@ def assert_same_loss_and_table_gradient(dense, sparse, weights, biases, index):
 
 
 LOSSES = {
-    "sampled": lambda h, w, b, t, s, lq, tq: sampled_softmax_loss(h, w, b, t, s, lq, tq),
-    "nce": lambda h, w, b, t, s, lq, tq: nce_loss(h, w, b, t, s, lq, tq, log_normalizer=0.5),
-    "negative": lambda h, w, b, t, s, lq, tq: negative_sampling_loss(h, w, b, t, s),
+    "sampled": lambda h, w, b, t, s, lq, tq, **kw: sampled_softmax_loss(h, w, b, t, s, lq, tq, **kw),
+    "nce": lambda h, w, b, t, s, lq, tq, **kw: nce_loss(h, w, b, t, s, lq, tq, log_normalizer=0.5, **kw),
+    "negative": lambda h, w, b, t, s, lq, tq, **kw: negative_sampling_loss(h, w, b, t, s, **kw),
 }
 
 
@@ -87,14 +78,33 @@ def test_row_gradients_equal_the_rows_of_the_dense_gradient(kind, per_row):
     def dense(w, b):
         return loss(hidden, w, b, targets, samples, sample_log_counts, target_log_counts).sum()
 
-    distinct, local = compact(np.concatenate([targets, samples.reshape(-1)]))
-    local_targets, local_samples = local[:rows], local[rows:].reshape(shape)
+    value, (weight_grad, bias_grad) = jax.value_and_grad(dense, argnums=(0, 1))(weights, biases)
 
     def sparse(row_weights, row_biases):
-        args = (local_targets, local_samples, sample_log_counts, target_log_counts)
-        return loss(hidden, row_weights, row_biases, *args).sum()
+        args = (targets, samples, sample_log_counts, target_log_counts)
+        return loss(hidden, row_weights, row_biases, *args, gathered=True).sum()
 
-    assert_same_loss_and_table_gradient(dense, sparse, weights, biases, distinct)
+    rows, row_biases = read_rows(weights, biases, targets, samples)
+    row_value, (rows_grad, row_biases_grad) = jax.value_and_grad(sparse, argnums=(0, 1))(rows, row_biases)
+    np.testing.assert_allclose(row_value, value, rtol=1e-6)
+    # Repeated ids (repeated targets, a target also sampled) keep a row each; add_rows sums them.
+    np.testing.assert_allclose(add_rows(jnp.zeros_like(weights), targets, samples, rows_grad), weight_grad, atol=1e-6)
+    np.testing.assert_allclose(
+        add_rows(jnp.zeros_like(biases), targets, samples, row_biases_grad), bias_grad, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(LOSSES))
+def test_gathered_losses_refuse_rows_that_are_not_the_pair_read(kind):
+    hidden, targets, samples = np.zeros((2, 4), np.float32), np.array([1, 3]), np.array([5, 6, 7])
+    counts = (np.zeros(3, np.float32), np.zeros(2, np.float32))
+    table, pair = np.zeros((40, 4), np.float32), (np.zeros((2, 4), np.float32), np.zeros((3, 4), np.float32))
+    with pytest.raises(ValueError, match=r"weights must be the pair .* got ndarray"):
+        LOSSES[kind](hidden, table, None, targets, samples, *counts, gathered=True)
+    with pytest.raises(ValueError, match=r"weights: the samples' rows must have shape \(3, 4\), got \(2, 4\)"):
+        LOSSES[kind](hidden, (pair[0], pair[0]), None, targets, samples, *counts, gathered=True)
+    with pytest.raises(ValueError, match=r"biases: the targets' rows must have shape \(2,\), got \(40,\)"):
+        LOSSES[kind](hidden, pair, (np.zeros(40), np.zeros(3)), targets, samples, *counts, gathered=True)
 
 
 @pytest.mark.parametrize("make_tree", ["balanced", "huffman"])

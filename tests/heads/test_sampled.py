@@ -150,6 +150,35 @@ def test_nce_loss_equals_logistic_equations():
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["nce", "negative"])
+def test_logistic_losses_have_autodiffs_gradients_at_saturated_and_dropped_scores(kind):
+    hidden, weights, biases, targets = random_problem(8)
+    hidden = hidden * 40.0  # scores of about ±100: σ saturates in both directions
+    samples = np.array([1, 4, 6, 9], np.int32)
+    sample_log_counts = np.array([0.5, np.inf, -1.0, 0.0], np.float32)  # +inf drops the second slot
+    target_log_counts = np.zeros(len(targets), np.float32)
+
+    def loss(hidden, weights, biases):
+        if kind == "negative":
+            return negative_sampling_loss(hidden, weights, biases, targets, samples).sum()
+        return nce_loss(hidden, weights, biases, targets, samples, sample_log_counts, target_log_counts).sum()
+
+    def reference(hidden, weights, biases):  # the equations through jax.nn.softplus
+        scores = hidden @ weights.T + biases
+        corrections = (0.0, 0.0) if kind == "negative" else (target_log_counts, sample_log_counts)
+        true = scores[jnp.arange(len(targets)), targets] - corrections[0]
+        noise = scores[:, samples] - corrections[1]
+        return (jax.nn.softplus(-true) + jax.nn.softplus(noise).sum(axis=1)).sum()
+
+    value, grads = jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights, biases)
+    expected, expected_grads = jax.value_and_grad(reference, argnums=(0, 1, 2))(hidden, weights, biases)
+    assert np.abs(hidden @ weights.T).max() > 50.0
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+    for got, want in zip(grads, expected_grads):
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("remove_accidental_hits", [False, True])
 def test_nce_loss_drops_the_noise_term_of_a_sample_equal_to_the_target_only_when_asked(remove_accidental_hits):
     hidden, weights, biases, _ = random_problem(10, rows=3)

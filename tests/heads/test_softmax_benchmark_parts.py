@@ -1,5 +1,5 @@
-"""The softmax benchmark's cases (benchmarks/softmax_cases.py): the row-gradient tree cases
-compute the tree loss and, put back into the table, the dense node-table gradient they are compared against."""
+"""The softmax benchmark's cases (benchmarks/softmax_cases.py): the row-gradient sampling and tree
+cases compute their loss and, put back into the table, the dense table gradient they are compared against."""
 
 import jax
 import jax.numpy as jnp
@@ -7,9 +7,53 @@ import numpy as np
 import pytest
 from project_scripts import load_script
 
-from seqjax.heads import balanced_tree, huffman_tree, tree_softmax_loss
+from seqjax.heads import (
+    balanced_tree,
+    huffman_tree,
+    nce_loss,
+    negative_sampling_loss,
+    sampled_softmax_loss,
+    samplers,
+    tree_softmax_loss,
+)
+from seqjax.heads.rows import add_rows
 
 bench = load_script("benchmarks/softmax_cases.py", "softmax_benchmark_cases")
+
+
+@pytest.mark.parametrize("name", sorted(bench.ROW_GRADIENT_LOSSES))
+def test_sampling_row_gradient_cases_give_the_loss_and_table_gradient(name):
+    vocab, shapes = 300, bench.Shapes(rows=32, features=8, samples=16)
+    counts, hidden, targets = bench.make_inputs(vocab, shapes)
+    run, _, _ = bench.row_gradient_case(name, vocab, shapes, counts, hidden, targets)
+    value, (hidden_grad, rows_grad, row_biases_grad), samples = run()
+
+    proposal, unique, kind = bench.ROW_GRADIENT_LOSSES[name]
+    sampler = samplers.log_uniform(vocab) if proposal == "log_uniform" else samplers.unigram(counts, 0.75)
+    drawn = sampler.sample(jax.random.key(0), shapes.samples, unique=unique)  # the case's key
+    weights = jnp.asarray(0.05 * np.random.default_rng(2).normal(size=(vocab, shapes.features)), jnp.float32)
+    biases = jnp.zeros((vocab,), jnp.float32)
+
+    def dense(hidden, weights, biases):
+        args = (hidden, weights, biases, targets, drawn.ids)
+        if kind == "negative":
+            return negative_sampling_loss(*args).mean()
+        target_counts = sampler.log_expected_count(targets, shapes.samples, unique=unique)
+        return (sampled_softmax_loss if kind == "sampled" else nce_loss)(
+            *args, drawn.log_expected_counts, target_counts
+        ).mean()
+
+    expected, (expected_hidden, expected_weights, expected_biases) = jax.value_and_grad(dense, argnums=(0, 1, 2))(
+        hidden, weights, biases
+    )
+    np.testing.assert_array_equal(samples, drawn.ids)
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+    np.testing.assert_allclose(hidden_grad, expected_hidden, rtol=1e-5, atol=1e-7)
+    weights_grad = add_rows(jnp.zeros_like(weights), targets, samples, rows_grad)
+    np.testing.assert_allclose(weights_grad, expected_weights, atol=1e-7)
+    np.testing.assert_allclose(
+        add_rows(jnp.zeros_like(biases), targets, samples, row_biases_grad), expected_biases, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("name", sorted(bench.TREE_ROW_GRADIENTS))
