@@ -154,8 +154,7 @@ def speed(vocab_size: int, shapes: Shapes, repeats: int, memory_limit: float, to
 
 def matmul_rate(precision: str | None, size: int = 8192, repeats: int = 10) -> float:
     """TFLOP/s of an fp32 [size, size] matmul at `precision` (None: JAX's default), on random
-    data: a GPU's tensor cores multiply constant data faster than random (the peak
-    `seqjax.training.core.mfu.matmul_tflops` measures on ones)."""
+    data as a training step's are (`seqjax.training.core.mfu.matmul_tflops` multiplies ones)."""
     a = jnp.asarray(np.random.default_rng(0).normal(size=(size, size)), jnp.float32)
     with jax.default_matmul_precision(precision) if precision else contextlib.nullcontext():
         product = jax.jit(lambda x: x @ x).lower(a).compile()
