@@ -17,11 +17,12 @@ the row gradient TensorFlow calls IndexedSlices — one [D] row per id read, rep
 With `gathered=True` the loss takes the targets' and the samples' rows as two arrays instead
 of gathering them from a table, and compares the ids themselves, so accidental-hit removal
 and duplicate samples behave exactly as on the full table. Measured at V = 100k, N = 2048,
-K = 1024 (2-core Intel Xeon, paired medians, each step over its three [N, D] x [D, K] products
-alone): two arrays 1.05x, one [N + K, D] block 1.09x (slicing the parts out of it copied both,
-and their gradients were joined again), and renumbering the ids onto their distinct values
-first 1.13x (a sort, a second gather inside the loss and its scatter in the backward pass, for
-a sum the optimizer's scatter does anyway).
+K = 1024 (2-core Intel Xeon; each whole step over its three [N, D] x [D, K] products alone,
+paired medians of 41 and of 61 calls): renumbering the ids onto their distinct values first
+1.13x against one [N + K, D] block of rows 1.04x (the renumbering costs a sort, a second gather
+inside the loss and its scatter in the backward pass, for a sum the optimizer's scatter does
+anyway); that block 1.09x against two arrays 1.05x (slicing the parts out of one block copied
+both, and their gradients were joined again).
 
 The tree softmax is differentiated the same way: `tree_path_loss` with respect to the
 [N, L, D] node rows gathered along `tree_paths`, the path node ids (repeats included)
