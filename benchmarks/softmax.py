@@ -401,8 +401,9 @@ def main(argv: list[str] | None = None) -> None:
         f"nodes and the node rows of the steps below them, `seqjax.heads.tree_rows`); the median over "
         f"{args.runs} runs of each run's median of its calls, timed round-robin in {args.repeats} turns a run (1 "
         f"for a case whose warm-up took over {SLOW_SECONDS:.0f} s), a turn calling a case back to back for about "
-        f"{BURST_SECONDS} s (1 to {MAX_BURST} calls: the fast cases read many calls a run). Memory: XLA memory_analysis of the compiled step, temporaries "
-        f'+ arguments + outputs, and the temporaries alone. "full" is the formulation the head picks by shape '
+        f"{BURST_SECONDS} s (1 to {MAX_BURST} calls: the fast cases read many calls a run). Memory: XLA "
+        f"memory_analysis of the compiled step, temporaries + arguments + outputs, and the temporaries alone. "
+        f'"full" is the formulation the head picks by shape '
         f'and memory (`default_chunk_size`, `default_block_residuals`), "full, materialized" the [N, V] logits; '
         f'the "(floor)" rows time what a target cannot do without. Adaptive cutoffs at 2% and 20% of V.\n\n'
         + tables(results, shapes, peak)
