@@ -53,12 +53,15 @@ class SplitPaths(NamedTuple):
     step_rows: [M] int32 row of each deep step, increasing; step_nodes: [M] int32 its node id
       (index of the deep rows' gradient); step_signs: [M] float32 +1 right, -1 left, 0 on the
       padding steps (node 0, zero gradient) after the real ones.
+    row_steps: [N, P] int32 the index in [0, M) of each row's deep steps in path order, -1
+      past its last (P: the tree's depth below the top levels): a row's steps are adjacent.
     """
 
     top_signs: Array
     step_rows: Array
     step_nodes: Array
     step_signs: Array
+    row_steps: Array
 
 
 def _require_levels(top_levels: object) -> int:
@@ -119,11 +122,18 @@ def split_paths(tree: Tree, targets: ArrayLike, top_levels: int, capacity: int) 
     # pads the packed steps with their rows still increasing.
     deep_ids, deep_signs = (jnp.pad(part[:, levels:], ((0, 0), (0, 1))).reshape(-1) for part in (nodes, signs))
     (flat,) = jnp.nonzero(deep_signs, size=capacity, fill_value=deep_signs.size - 1)
+    # A path's steps are a prefix of its slots, so row n's j-th deep step is packed at
+    # starts[n] + j (starts: the exclusive running count of the rows' deep steps).
+    depth = nodes.shape[1] - levels
+    counts = (signs[:, levels:] != 0.0).sum(axis=1, dtype=jnp.int32)
+    row_steps = (jnp.cumsum(counts) - counts)[:, None] + jnp.arange(depth, dtype=jnp.int32)
+    real = (jnp.arange(depth) < counts[:, None]) & (row_steps < capacity)
     return SplitPaths(
         top_signs=top_signs,
-        step_rows=(flat // (nodes.shape[1] - levels + 1)).astype(jnp.int32),
+        step_rows=(flat // (depth + 1)).astype(jnp.int32),
         step_nodes=deep_ids[flat],
         step_signs=deep_signs[flat],
+        row_steps=jnp.where(real, row_steps, -1),
     )
 
 
@@ -182,15 +192,31 @@ def _path_loss_bwd(residuals: Residuals, loss_grads: Array) -> tuple[Array, Arra
     hidden, top_weights, deep_weights, top_slopes, deep_slopes, paths = residuals
     score_grads = top_slopes * loss_grads[:, None]
     step_grads = deep_slopes * loss_grads[paths.step_rows]
-    deep_hidden = (
-        jnp.zeros_like(hidden).at[paths.step_rows].add(step_grads[:, None] * deep_weights, indices_are_sorted=True)
-    )
-    hidden_grad = score_grads @ top_weights + deep_hidden
+    hidden_grad = score_grads @ top_weights + _row_sums(paths.row_steps, step_grads, deep_weights)
     deep_grads = step_grads[:, None] * hidden[paths.step_rows]
     return hidden_grad, score_grads.T @ hidden, score_grads.sum(axis=0), deep_grads, step_grads, None
 
 
 _path_loss.defvjp(_path_loss_fwd, _path_loss_bwd)
+
+
+def _row_sums(row_steps: Array, step_grads: Array, deep_weights: Array) -> Array:
+    """[N, D]: each row's Σ step_grads[m] · deep_weights[m] over its deep steps m.
+
+    Gathered row by row, one step depth j at a time (P = row_steps.shape[1] gathers of [N, D],
+    fused into one loop): a row's steps are adjacent in the packing, so the gathers read the
+    [M, D] rows in order, where a scatter-add into [N, D] first wrote the [M, D] products and read
+    them back. The whole Huffman step at V = 100k, N = 2048, k = 7 (M = 10240 steps, P = 13):
+    1.09x and 1.14x faster in two paired comparisons (19.2 against 17.6 ms and 23.1 against 20.2
+    ms, medians of 41 calls, 2-core Intel Xeon); scoring the steps the same way, row by row in
+    [N, P], was 1.26x slower than gathering the hidden rows for them.
+    """
+    total = jnp.zeros((row_steps.shape[0], deep_weights.shape[1]), deep_weights.dtype)
+    for depth in range(row_steps.shape[1]):
+        steps = row_steps[:, depth]
+        index = jnp.maximum(steps, 0)
+        total = total + jnp.where(steps >= 0, step_grads[index], 0.0)[:, None] * deep_weights[index]
+    return total
 
 
 def _path_terms(signs: Array, scores: Array) -> tuple[Array, Array]:

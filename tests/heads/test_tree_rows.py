@@ -21,9 +21,10 @@ def problem(seed):
     return hidden, weights, biases, targets
 
 
-def split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targets):
+def split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targets, capacity=None):
     """The split loss and its gradients, the top's and the deep rows' put back into [V - 1] tables."""
-    paths = split_paths(tree, targets, top_levels, deep_capacity(tree, targets, top_levels))
+    capacity = deep_capacity(tree, targets, top_levels) if capacity is None else capacity
+    paths = split_paths(tree, targets, top_levels, capacity)
     size = top_size(tree, top_levels)
     value, grads = jax.jit(jax.value_and_grad(lambda *a: split_path_loss(*a, paths).sum(), argnums=(0, 1, 2, 3, 4)))(
         hidden, weights[:size], biases[:size], weights[paths.step_nodes], biases[paths.step_nodes]
@@ -44,6 +45,32 @@ def test_split_loss_and_gradients_equal_the_tree_softmax_loss(make_tree, top_lev
     np.testing.assert_allclose(split_value, value, rtol=1e-5)
     for got, expected in zip(split_grads, grads):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("spare", [0, 7])  # no padding steps after the real ones, and some
+def test_split_gradients_equal_the_tree_softmax_gradients_at_any_capacity_that_holds_the_steps(spare):
+    tree, (hidden, weights, biases, targets) = huffman_tree(COUNTS), problem(5)
+    capacity = int(deep_steps(tree, targets, 2).sum()) + spare
+    dense = jax.jit(jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2)))
+    value, grads = dense(hidden, weights, biases)
+    split_value, split_grads = split_value_and_table_grads(tree, 2, hidden, weights, biases, targets, capacity)
+    np.testing.assert_allclose(split_value, value, rtol=1e-5)
+    for got, expected in zip(split_grads, grads):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_row_steps_index_each_rows_packed_deep_steps_in_path_order():
+    tree, (_, _, _, targets) = huffman_tree(COUNTS), problem(6)
+    paths = split_paths(tree, targets, 2, deep_capacity(tree, targets, 2))
+    steps = deep_steps(tree, targets, 2)
+    step_rows, row_steps = np.asarray(paths.step_rows), np.asarray(paths.row_steps)
+    assert row_steps.shape == (ROWS, tree.nodes.shape[1] - 2)
+    for row in range(ROWS):
+        packed = row_steps[row, : steps[row]]
+        np.testing.assert_array_equal(packed, np.arange(steps[:row].sum(), steps[: row + 1].sum()))
+        assert (step_rows[packed] == row).all() and (row_steps[row, steps[row] :] == -1).all()
+    real = np.asarray(tree.mask[targets])[:, 2:]
+    np.testing.assert_array_equal(np.asarray(paths.step_nodes)[row_steps[real]], tree.nodes[targets][:, 2:][real])
 
 
 def test_split_loss_and_gradients_stay_exact_where_the_scores_saturate_log_sigmoid():
