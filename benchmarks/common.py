@@ -17,9 +17,9 @@ from seqjax.config import HeadConfig, ModelConfig, OptimConfig
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.objectives import TeacherForcing
+from seqjax.optimizers import learning_rate_schedule, make_optimizer
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.mfu import matmul_tflops
-from seqjax.training.core.optim import learning_rate_schedule, make_optimizer
 from seqjax.training.core.state import init_state
 from seqjax.training.core.steps import make_train_step
 

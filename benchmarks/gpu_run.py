@@ -64,9 +64,9 @@ def measure_row(row: str, steps: int) -> dict:
     import jax
     import numpy as np
 
+    from seqjax import optimizers as optim
     from seqjax.accelerators import program
     from seqjax.accelerators.abstract_run import abstract_batch, build, compile_train
-    from seqjax.training.core import optim
     from seqjax.training.core.layout import batch_sharding, make_mesh
     from seqjax.training.core.mfu import train_flops_per_token
     from seqjax.training.core.state import init_state

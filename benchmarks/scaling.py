@@ -51,12 +51,12 @@ from common import (  # noqa: E402
 
 from seqjax.config import HeadConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
-from seqjax.heads.vocab_parallel import VocabParallelSoftmax  # noqa: E402
+from seqjax.heads.full_head import VocabParallelSoftmax  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
+from seqjax.optimizers import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.layout import batch_sharding, check_batch_size, make_mesh, validate_strategy  # noqa: E402
 from seqjax.training.core.memory import format_bytes, memory_report  # noqa: E402
-from seqjax.training.core.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.state import init_state, state_shardings  # noqa: E402
 from seqjax.training.core.steps import make_train_step  # noqa: E402
 

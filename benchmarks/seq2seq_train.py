@@ -47,8 +47,8 @@ from seqjax.models import build_model  # noqa: E402
 from seqjax.models.cells import GATES  # noqa: E402
 from seqjax.models.embeddings import sinusoidal_positions  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
+from seqjax.optimizers import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.layout import make_mesh  # noqa: E402
-from seqjax.training.core.optim import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.state import init_state  # noqa: E402
 from seqjax.training.core.steps import make_train_step  # noqa: E402
 

@@ -12,7 +12,6 @@ import numpy as np
 from jax import lax
 
 from seqjax.config import HeadConfig
-from seqjax.head_options import AdaptiveOptions, FullOptions, TreeOptions
 from seqjax.heads import (
     adaptive_softmax_loss,
     balanced_tree,
@@ -26,6 +25,7 @@ from seqjax.heads import (
     tail_dimensions,
 )
 from seqjax.heads.adaptive import TAIL_CHUNK
+from seqjax.heads.build import AdaptiveOptions, FullOptions, TreeOptions
 from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size, dividing_block
 from seqjax.heads.rows import read_rows
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size

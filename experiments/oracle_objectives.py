@@ -108,7 +108,7 @@ def objective_config(name: str, steps: int) -> ObjectiveConfig:
         decay = dict(schedule="exponential", k=0.5 ** (2.0 / steps))
     else:
         decay = dict(schedule="inverse_sigmoid", k=inverse_sigmoid_k(steps / 2))
-    return ObjectiveConfig(kind="scheduled_sampling", scheduled_sampling=ScheduledSampling(**sampling, **decay))
+    return ObjectiveConfig(kind="scheduled_sampling", groups=(ScheduledSampling(**sampling, **decay),))
 
 
 def run_config(base: Config, name: str, seed: int) -> Config:

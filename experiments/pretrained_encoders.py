@@ -40,7 +40,7 @@ from corpora import split_paths  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, DataConfig, HeadConfig, OptimConfig, TrainConfig  # noqa: E402
-from seqjax.model_options import ElectraModelOptions  # noqa: E402
+from seqjax.models.encoder import ElectraModelOptions  # noqa: E402
 from seqjax.objectives import ObjectiveConfig  # noqa: E402
 
 PRETRAINING = ("masked_lm", "electra")
@@ -56,8 +56,8 @@ def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> 
     if kind == "masked_lm":
         model = dataclasses.replace(encoder, kind="transformer_encoder")
     else:
-        model = dataclasses.replace(encoder, kind="electra").with_groups(
-            electra=ElectraModelOptions(generator_width=generator_width)
+        model = dataclasses.replace(encoder, kind="electra").with_options(
+            ElectraModelOptions(generator_width=generator_width)
         )
     return Config(
         data=data,

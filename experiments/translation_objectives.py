@@ -57,12 +57,12 @@ def objective_config(name: str, steps: int) -> ObjectiveConfig:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {name!r}")
     if name == "scheduled_sampling":  # ε from 1 (gold) down to 0.5 at the end, argmax feed as at test time
         sampling = ScheduledSampling(schedule="linear", k=1.0, c=0.5 / steps, eps_min=0.5, feed="argmax")
-        return ObjectiveConfig(kind=name, scheduled_sampling=sampling)
+        return ObjectiveConfig(kind=name, groups=(sampling,))
     if name == "self_critical":
-        return ObjectiveConfig(kind="reinforce", reinforce=Reinforce(baseline="self_critical"))
+        return ObjectiveConfig(kind="reinforce", groups=(Reinforce(baseline="self_critical"),))
     if name == "mixer":  # REINFORCE on the last Δ = 4, 8, 12, 16 tokens, one quarter of the run each
         mixer = Mixer(baseline="self_critical", delta_start=4, delta_growth=4, delta_every=max(steps // 4, 1))
-        return ObjectiveConfig(kind="mixer", mixer=mixer)
+        return ObjectiveConfig(kind="mixer", groups=(mixer,))
     return ObjectiveConfig(kind=name)  # teacher forcing, random replacement, gradient penalty, MRT: defaults
 
 

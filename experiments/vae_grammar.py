@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
-from seqjax.model_options import RNNVAEOptions  # noqa: E402
+from seqjax.models.vae import RNNVAEOptions  # noqa: E402
 from seqjax.objectives import VAE, ObjectiveConfig  # noqa: E402
 
 STEPS = 6000
@@ -59,7 +59,7 @@ def get_config(steps: int = STEPS) -> Config:
             kind="rnn_vae", cell="lstm", d_model=256, layers=1, dropout=0.0, groups=(RNNVAEOptions(latent_size=32),)
         ),
         objective=ObjectiveConfig(
-            kind="vae", vae=VAE(beta=1.0, schedule="sigmoid", anneal_steps=steps // 2, word_dropout=0.4)
+            kind="vae", groups=(VAE(beta=1.0, schedule="sigmoid", anneal_steps=steps // 2, word_dropout=0.4),)
         ),
         optim=OptimConfig(learning_rate=1e-3, warmup_steps=100),
         train=TrainConfig(
@@ -76,18 +76,18 @@ def get_config(steps: int = STEPS) -> Config:
 def run_config(variant: str, seed: int, steps: int, quick: bool) -> Config:
     """The variant's config with train.seed = seed (the corpus, data.seed, stays fixed)."""
     base = get_config(QUICK["steps"] if quick else steps)
-    vae = dataclasses.replace(base.objective.vae, **VARIANTS[variant])
+    vae = dataclasses.replace(base.objective.group("vae"), **VARIANTS[variant])
     cfg = dataclasses.replace(
         base,
-        objective=dataclasses.replace(base.objective, vae=vae),
+        objective=base.objective.with_options(vae),
         train=dataclasses.replace(base.train, seed=seed),
     )
     if quick:
         cfg = dataclasses.replace(
             cfg,
             data=dataclasses.replace(cfg.data, num_train=QUICK["num_train"], num_eval=QUICK["num_eval"]),
-            model=dataclasses.replace(cfg.model, d_model=QUICK["d_model"]).with_groups(
-                rnn_vae=dataclasses.replace(cfg.model.rnn_vae, latent_size=QUICK["latent_size"])
+            model=dataclasses.replace(cfg.model, d_model=QUICK["d_model"]).with_options(
+                dataclasses.replace(cfg.model.group("rnn_vae"), latent_size=QUICK["latent_size"])
             ),
             train=dataclasses.replace(cfg.train, batch_size=QUICK["batch_size"], log_every=1, eval_every=0),
         )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from seqjax import config as config_lib
-from seqjax import config_text
+from seqjax.config import text as config_text
 
 if TYPE_CHECKING:
     from seqjax.training.features.generation import DecodeOptions

@@ -1,6 +1,6 @@
-"""Each model and head kind is declared once: `seqjax.kinds` names it with its families and its own
-options, the code registries map exactly those names, and one registration makes a new kind, and
-its group of options, valid, listed and built."""
+"""A kind is one `register` call in its own module: the registries (`seqjax.config.kinds`) refuse
+a name, options class or family that would clash, and one registration makes a new kind, and its
+group of options, valid, listed and built."""
 
 from __future__ import annotations
 
@@ -12,61 +12,89 @@ import numpy as np
 import pytest
 
 from seqjax import config as config_lib
-from seqjax import kinds, models
+from seqjax import models
 from seqjax.cli import main
-from seqjax.config import Config, HeadConfig, ModelConfig
+from seqjax.config import HEADS, MODELS, OBJECTIVES, OPTIMIZERS, Config, HeadConfig, ModelConfig, Registry, option
 from seqjax.heads import build
-from seqjax.models import MODEL_KINDS
-from seqjax.options import option
 
 
-def test_the_model_registry_maps_exactly_the_declared_model_kinds_in_order():
-    assert tuple(MODEL_KINDS) == tuple(kinds.MODELS)
-
-
-def test_the_head_registry_maps_exactly_the_declared_head_kinds_in_order():
-    assert tuple(build.HEAD_BUILDERS) == tuple(kinds.HEADS)
-
-
-@pytest.mark.parametrize("section, table", [(ModelConfig, kinds.MODELS), (HeadConfig, kinds.HEADS)])
-def test_every_option_applies_only_to_declared_kinds(section, table):
-    undeclared = {
-        field.name: sorted(set(field.metadata.get("kinds", ())) - set(table))
+@pytest.mark.parametrize("section, registry", [(ModelConfig, MODELS), (HeadConfig, HEADS)])
+def test_every_option_applies_only_to_registered_kinds(section, registry):
+    unregistered = {
+        field.name: sorted(set(config_lib.applies_to(field)) - set(registry))
         for field in dataclasses.fields(section)
-        if set(field.metadata.get("kinds", ())) - set(table)
+        if set(config_lib.applies_to(field)) - set(registry)
     }
-    assert undeclared == {}
+    assert unregistered == {}
 
 
 @pytest.mark.parametrize("section", [ModelConfig, HeadConfig])
 def test_an_option_only_one_kind_reads_is_in_that_kinds_group_not_flat(section):
-    single = [field.name for field in dataclasses.fields(section) if len(field.metadata.get("kinds", ())) == 1]
+    single = [field.name for field in dataclasses.fields(section) if len(config_lib.applies_to(field)) == 1]
     assert single == []
 
 
-@pytest.mark.parametrize("table", [kinds.MODELS, kinds.HEADS])
-def test_each_kinds_options_are_a_frozen_dataclass_whose_defaults_construct(table):
-    for options in table.options.values():
-        assert dataclasses.fields(options) and options.__dataclass_params__.frozen
+@pytest.mark.parametrize("registry", [MODELS, HEADS, OBJECTIVES, OPTIMIZERS])
+def test_each_kinds_options_are_a_frozen_dataclass_whose_defaults_construct(registry):
+    for options in registry.options.values():
+        assert options.__dataclass_params__.frozen
         options()
 
 
 def test_a_kinds_options_class_taken_by_another_kind_is_refused():
-    table = kinds.Kinds("model", {"a": kinds.Kind((), _DummyOptions)})
+    registry = Registry("model.kind")
+    registry.register("a", object, options=_DummyOptions)
     with pytest.raises(ValueError, match="model.kind 'b': _DummyOptions are another kind's options"):
-        table.add("b", (), _DummyOptions)
+        registry.register("b", object, options=_DummyOptions)
+
+
+def test_options_that_are_not_a_frozen_dataclass_are_refused():
+    with pytest.raises(ValueError, match="options must be a frozen dataclass"):
+        Registry("head.kind").register("a", object, options=dict)
+
+
+def test_a_family_the_registry_does_not_declare_is_refused():
+    with pytest.raises(ValueError, match=r"unknown families \['recurrant'\]; model.kind's are recurrent"):
+        Registry("model.kind", {"recurrent": ""}).register("a", object, families=("recurrant",))
 
 
 def test_a_family_is_a_live_view_that_sees_a_kind_added_later():
-    table = kinds.Kinds("head", {"a": kinds.Kind(("x",)), "b": kinds.Kind()})
-    family = table.reading("x")
-    table.add("c", ("x",))
+    registry = Registry("head.kind", {"x": "", "y": ""})
+    registry.register("a", object, families=("x",))
+    registry.register("b", object)
+    family = registry.family("x")
+    registry.register("c", object, families=("x", "y"))
     assert tuple(family) == ("a", "c") and "c" in family and "b" not in family
 
 
-def test_a_kind_name_already_taken_is_refused():
+def test_a_kind_name_already_taken_or_not_an_identifier_is_refused():
     with pytest.raises(ValueError, match="head.kind 'full' is already registered"):
-        kinds.Kinds("head", {"full": kinds.Kind()}).add("full")
+        HEADS.register("full", object)
+    with pytest.raises(ValueError, match="head.kind must be a Python identifier, got 'a-b'"):
+        Registry("head.kind").register("a-b", object)
+
+
+def test_a_removed_kind_is_no_longer_a_choice():
+    registry = Registry("optim.kind")
+    registry.register("a", object)
+    registry.remove("a")
+    assert "a" not in registry
+    with pytest.raises(ValueError, match="optim.kind must be one of , got 'a'"):
+        registry["a"]
+
+
+@pytest.fixture
+def registered():
+    """register(registry, name, build, ...): a kind registered for this test only."""
+    added: list[tuple[Registry, str]] = []
+
+    def register(registry: Registry, name: str, build_: Any, **kwargs: Any) -> None:
+        registry.register(name, build_, **kwargs)
+        added.append((registry, name))
+
+    yield register
+    for registry, name in added:
+        registry.remove(name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,14 +115,13 @@ class _Dummy(nn.Module):
 
 
 @pytest.fixture
-def dummy_head(monkeypatch):
+def dummy_head(registered):
     """`head.kind=dummy`, reading the `tied` option and its own `head.dummy.width`, registered by
     one call for this test only."""
-    monkeypatch.setattr(kinds.HEADS, "declared", dict(kinds.HEADS.declared))
-    monkeypatch.setattr(build, "HEAD_BUILDERS", dict(build.HEAD_BUILDERS))
-    build.register_head(
+    registered(
+        HEADS,
         "dummy",
-        lambda cfg, vocab_size, counts: _Dummy(vocab_size, cfg.tied, cfg.dummy.width),
+        lambda cfg, vocab_size, counts: _Dummy(vocab_size, cfg.tied, cfg.options.width),
         families=("tied",),
         options=_DummyOptions,
     )
@@ -102,7 +129,7 @@ def dummy_head(monkeypatch):
 
 def test_a_head_kind_registered_once_is_accepted_by_validation_with_its_own_options(dummy_head):
     cfg = config_lib.override(Config(), ["head.kind=dummy", "head.tied=true", "head.dummy.width=3"])
-    assert cfg.head.dummy == _DummyOptions(width=3)
+    assert cfg.head.options == _DummyOptions(width=3)
     assert config_lib.from_dict(config_lib.to_dict(cfg)) == cfg
     with pytest.raises(ValueError, match="head.num_samples applies to head.kind in"):
         config_lib.override(Config(), ["head.kind=dummy", "head.num_samples=8"])
@@ -137,12 +164,10 @@ class _DummySeq2Seq:
 
 
 @pytest.fixture
-def dummy_model(monkeypatch):
+def dummy_model(registered):
     """`model.kind=dummy`: an encoder-decoder that starts from a pre-trained encoder and that one
     objective trains, registered by one call for this test only."""
-    monkeypatch.setattr(kinds.MODELS, "declared", dict(kinds.MODELS.declared))
-    monkeypatch.setattr(models, "MODEL_KINDS", dict(models.MODEL_KINDS))
-    models.register_model("dummy", _DummySeq2Seq)
+    registered(MODELS, "dummy", _DummySeq2Seq)
 
 
 def test_a_model_kind_registered_once_is_in_the_tables_of_what_model_classes_state(dummy_model):
@@ -159,24 +184,15 @@ class _DummyLM(nn.Module):
 
 
 @pytest.fixture
-def dummy_lm(monkeypatch):
+def dummy_lm(registered):
     """`model.kind=dummy`: a language model reading the `neural` options and its own
     `model.dummy.width`, registered by one call for this test only."""
-    monkeypatch.setattr(kinds.MODELS, "declared", dict(kinds.MODELS.declared))
-    monkeypatch.setattr(models, "MODEL_KINDS", dict(models.MODEL_KINDS))
-    models.register_model("dummy", _DummyLM, families=("neural",), options=_DummyOptions)
+    registered(MODELS, "dummy", _DummyLM, families=("neural",), options=_DummyOptions)
 
 
 def test_a_model_kind_registered_once_is_validated_and_built_with_its_own_options(dummy_lm):
     cfg = config_lib.override(Config(), ["model.kind=dummy", "model.d_model=8", "model.dummy.width=3"])
     model = models.build_model(cfg.model, 5)
-    assert isinstance(model, _DummyLM) and model.cfg.dummy == _DummyOptions(width=3)
+    assert isinstance(model, _DummyLM) and model.cfg.options == _DummyOptions(width=3)
     with pytest.raises(ValueError, match="model.dummy.width applies to model.kind=dummy, not 'transformer'"):
         config_lib.override(Config(), ["model.dummy.width=3"])
-
-
-def test_the_objective_kinds_are_exactly_the_option_groups_of_the_objective_config():
-    from seqjax.objective_config import OBJECTIVE_KINDS, ObjectiveConfig
-
-    groups = tuple(field.name for field in dataclasses.fields(ObjectiveConfig) if field.name != "kind")
-    assert groups == OBJECTIVE_KINDS

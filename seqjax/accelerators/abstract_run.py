@@ -22,12 +22,12 @@ from jax.errors import JaxRuntimeError
 from jax.sharding import Mesh
 
 from seqjax import decoding
+from seqjax import optimizers as optim
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.models import generates, is_seq2seq
 from seqjax.placement import under_mesh
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import build_experiment, build_parts
 from seqjax.training.core.layout import batch_sharding, make_mesh
 from seqjax.training.core.state import abstract_state

@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 from typing import BinaryIO
 
+from seqjax.config import DATA_FORMATS
 from seqjax.data.streaming import file_blocks, read_blocks
+
+# A corpus format's reader: read_blocks(path, name=..., block_bytes=..., digest=..., progress=...) ->
+# the file's records (lines of text) as consecutive non-empty lists; "lines": one record a line.
+DATA_FORMATS.register("lines", read_blocks)
 
 
 def read_lines(path: str | os.PathLike, name: str = "path") -> list[str]:

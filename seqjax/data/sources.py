@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import os
 import sys
+import typing
 from collections.abc import Sequence
 
-from seqjax.config import DATA_KINDS, SYNTHETIC_TASKS, TOKENIZERS, DataConfig
+from seqjax.checks import check_int, check_one_of
+from seqjax.config import DATA_FORMATS, DataConfig
+from seqjax.config.sections import DataKind, SyntheticTask, TokenizerKind
 from seqjax.data.synthetic import SEQ2SEQ_TASKS
 from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE
 
 SPLITS = ("train", "valid", "test")
-
-
-def _check_int(cfg: DataConfig, name: str, minimum: int) -> None:
-    value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"data.{name} must be an int >= {minimum}, got {value!r}")
 
 
 DATA_ROOT_VARIABLE = "SEQJAX_DATA"
@@ -51,10 +48,9 @@ def splits_of(cfg: DataConfig) -> list[str]:
 def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> None:
     """Checks every field `load_data` uses, and that the files of `splits` exist, with the value
     and the rule in each message."""
-    if cfg.kind not in DATA_KINDS:
-        raise ValueError(f"data.kind must be one of {', '.join(DATA_KINDS)}, got {cfg.kind!r}")
-    if cfg.tokenizer not in TOKENIZERS:
-        raise ValueError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, got {cfg.tokenizer!r}")
+    check_one_of("data.kind", cfg.kind, typing.get_args(DataKind))
+    check_one_of("data.tokenizer", cfg.tokenizer, typing.get_args(TokenizerKind))
+    check_one_of("data.format", cfg.format, tuple(DATA_FORMATS))
     for name, minimum in (
         ("vocab_size", 0),
         ("min_count", 1),
@@ -64,7 +60,7 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
         ("num_eval", 1),
         ("seed", 0),
     ):
-        _check_int(cfg, name, minimum)
+        check_int(f"data.{name}", getattr(cfg, name), minimum)
     if (cfg.tokenizer == "pretrained") != bool(cfg.tokenizer_from):
         raise ValueError(
             "data.tokenizer=pretrained and data.tokenizer_from (the run whose tokenizer encodes the corpus) go "
@@ -84,8 +80,8 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
         raise ValueError(f"data.buckets must be a non-empty tuple of ints >= 2, got {buckets}")
     if any(a >= b for a, b in zip(buckets, buckets[1:])):
         raise ValueError(f"data.buckets must be strictly increasing, got {buckets}")
-    if cfg.kind == "synthetic" and cfg.task not in SYNTHETIC_TASKS:
-        raise ValueError(f"data.task must be one of {', '.join(SYNTHETIC_TASKS)} for synthetic data, got {cfg.task!r}")
+    if cfg.kind == "synthetic":
+        check_one_of("data.task", cfg.task, typing.get_args(SyntheticTask))
     if cfg.kind in ("text", "parallel"):
         if not cfg.train and cfg.tokenizer != "pretrained":
             raise ValueError(f"data.train must name the training {'file' if cfg.kind == 'text' else 'prefix'}, got ''")

@@ -21,11 +21,11 @@ from seqjax.heads.adaptive import (
 from seqjax.heads.build import build_head
 from seqjax.heads.classes import Classes, class_log_probs, class_softmax_loss, frequency_classes
 from seqjax.heads.full import full_softmax_loss
+from seqjax.heads.full_head import FullSoftmax, VocabParallelSoftmax
 from seqjax.heads.modules import (
     NCE,
     AdaptiveSoftmax,
     ClassSoftmax,
-    FullSoftmax,
     HierarchicalSoftmax,
     NegativeSampling,
     SampledSoftmax,
@@ -48,6 +48,7 @@ __all__ = [
     "ClassSoftmax",
     "Classes",
     "FullSoftmax",
+    "VocabParallelSoftmax",
     "HierarchicalSoftmax",
     "NegativeSampling",
     "SampledSoftmax",

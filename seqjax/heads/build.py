@@ -1,31 +1,103 @@
 """`build_head`: the head a `HeadConfig` names, with its host-built structures, validated once.
 
-`HEAD_BUILDERS` maps each `head.kind` (named in `seqjax.kinds.HEADS`) to its builder;
-`register_head` adds a kind to both."""
+Each kind registers its builder, its own options (the group `head.<kind>`) and the families of
+shared options it reads with `HEADS.register` (`seqjax.config.kinds`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import flax.linen as nn
 import numpy as np
 from jax.typing import ArrayLike
 
-from seqjax import kinds
-from seqjax.config import PROPOSALS, HeadConfig
+from seqjax.checks import check_int, check_number, check_one_of
+from seqjax.config import HEADS, HeadConfig, option
+from seqjax.config.sections import Proposal
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, modules, samplers
 from seqjax.heads.classes import frequency_classes
+from seqjax.heads.full_head import FullSoftmax
 from seqjax.heads.tree import balanced_tree, huffman_tree
-
-# Heads whose loss `train.vocab_parallel` splits over the model axis (`vocab_parallel.py`).
-VOCAB_PARALLEL_HEADS = ("full",)
 
 # A head kind's builder: (its config, V, the [V] training counts) -> the head module; it checks the
 # options of its kind on the host.
 HeadBuilder = Callable[[HeadConfig, int, np.ndarray], nn.Module]
+
+
+TreeShape = Literal["huffman", "balanced"]
+BlockResiduals = Literal["auto", "bfloat16", "float32", "recompute"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FullOptions:
+    """The full softmax's blocked loss and its z-loss."""
+
+    chunk_size: int = option(
+        0, "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)"
+    )
+    block_residuals: BlockResiduals = option(
+        "auto",
+        "what the blocked loss keeps for its backward pass: bfloat16 | float32 exponentials (three matmuls, "
+        "N·V values) or recompute (four matmuls, [N, chunk] memory); auto: bfloat16 while it fits 1 GiB",
+    )
+    z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")
+
+    def __post_init__(self) -> None:
+        check_int("chunk_size", self.chunk_size, 0)
+        check_one_of("block_residuals", self.block_residuals, typing.get_args(BlockResiduals))
+        check_number("z_loss", self.z_loss, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledOptions:
+    """Sampled softmax's treatment of a sample equal to the target."""
+
+    remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative")
+
+
+@dataclasses.dataclass(frozen=True)
+class NCEOptions:
+    """NCE's normalizer, fixed or learned."""
+
+    log_normalizer: float = option(0.0, "log Z (the initial value when learned)")
+    learn_normalizer: bool = option(False, "learn log Z instead of fixing it")
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeOptions:
+    """The hierarchical softmax's tree."""
+
+    tree: TreeShape = option("huffman", "huffman | balanced")
+
+    def __post_init__(self) -> None:
+        check_one_of("tree", self.tree, typing.get_args(TreeShape))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassOptions:
+    """The class-factored softmax's number of frequency classes."""
+
+    num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))")
+
+    def __post_init__(self) -> None:
+        check_int("num_classes", self.num_classes, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveOptions:
+    """The adaptive softmax's clusters."""
+
+    cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts")
+    div_value: float = option(4.0, "tail cluster i projects to D / div_value^i")
+    head_bias: bool = option(False, "a bias on the head (shortlist + cluster) scores, as torch's head_bias")
+
+    def __post_init__(self) -> None:
+        check_number("div_value", self.div_value, 1.0)
 
 
 def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
@@ -47,16 +119,15 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
     Example:
       >>> import numpy as np
       >>> from seqjax.config import HeadConfig
-      >>> from seqjax.head_options import AdaptiveOptions
+      >>> from seqjax.heads.build import AdaptiveOptions
       >>> from seqjax.heads import build_head
       >>> cfg = HeadConfig(kind="adaptive", groups=(AdaptiveOptions(cutoffs=(10,), head_bias=True),))
       >>> head = build_head(cfg, 30, np.arange(30, 0, -1))
       >>> type(head).__name__, head.cutoffs, head.head_bias
       ('AdaptiveSoftmax', (10,), True)
     """
-    if cfg.kind not in HEAD_BUILDERS:
-        raise ValueError(f"head.kind must be one of {', '.join(HEAD_BUILDERS)}, got {cfg.kind!r}")
-    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    builder = HEADS[cfg.kind].build
+    vocab_size = check_int("vocab_size", vocab_size)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
     counts = np.asarray(counts)
@@ -65,15 +136,7 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             f"counts must be [vocab_size={vocab_size}] non-negative numbers, got shape {counts.shape} "
             f"with minimum {counts.min() if counts.size else None}"
         )
-    return HEAD_BUILDERS[cfg.kind](cfg, vocab_size, counts)
-
-
-def register_head(kind: str, builder: HeadBuilder, families: tuple[str, ...] = (), options: type | None = None) -> None:
-    """Adds `head.kind=kind`, built by `builder`, reading the `families` of options and its own
-    `options` (a frozen dataclass, the group `head.<kind>`; `seqjax.kinds`), to validation, the
-    config text and `build_head` at once. Raises ValueError for a name already taken."""
-    kinds.HEADS.add(kind, families, options)
-    HEAD_BUILDERS[kind] = builder
+    return builder(cfg, vocab_size, counts)
 
 
 def _smoothed(counts: np.ndarray) -> np.ndarray:
@@ -81,8 +144,8 @@ def _smoothed(counts: np.ndarray) -> np.ndarray:
 
 
 def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    full = cfg.full
-    return modules.FullSoftmax(
+    full = cfg.options_of(FullOptions)
+    return FullSoftmax(
         vocab_size,
         tied=cfg.tied,
         learn_bias=cfg.learn_bias,
@@ -93,11 +156,11 @@ def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
 
 
 def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    num_classes = cfg.class_.num_classes or math.ceil(math.sqrt(vocab_size))
+    num_classes = cfg.options_of(ClassOptions).num_classes or math.ceil(math.sqrt(vocab_size))
     if not 0 < num_classes <= vocab_size:
         raise ValueError(
             f"head.class.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), "
-            f"got {cfg.class_.num_classes}"
+            f"got {cfg.options_of(ClassOptions).num_classes}"
         )
     return modules.ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
 
@@ -105,12 +168,13 @@ def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
 def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     if cfg.tied:
         raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
-    built = huffman_tree(_smoothed(counts)) if cfg.tree.tree == "huffman" else balanced_tree(vocab_size)
+    huffman = cfg.options_of(TreeOptions).tree == "huffman"
+    built = huffman_tree(_smoothed(counts)) if huffman else balanced_tree(vocab_size)
     return modules.HierarchicalSoftmax(vocab_size, tree=built)
 
 
 def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    adaptive = cfg.adaptive
+    adaptive = cfg.options_of(AdaptiveOptions)
     cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", adaptive.cutoffs, vocab_size)
     smoothed = _smoothed(counts)
     shares = np.add.reduceat(smoothed, np.array(cutoffs)) / smoothed.sum()  # one sum from each tail's start
@@ -128,8 +192,7 @@ def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> d
     """The options every sampling head takes: its proposal, K and how it is drawn, checked."""
     if not 0 < cfg.num_samples < vocab_size:
         raise ValueError(f"head.num_samples must be in (0, vocab_size={vocab_size}), got {cfg.num_samples}")
-    if cfg.proposal not in PROPOSALS:
-        raise ValueError(f"head.proposal must be one of {', '.join(PROPOSALS)}, got {cfg.proposal!r}")
+    check_one_of("head.proposal", cfg.proposal, typing.get_args(Proposal))
     if cfg.proposal == "uniform":
         sampler = samplers.uniform(vocab_size)
     elif cfg.proposal == "unigram":
@@ -150,7 +213,7 @@ def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> d
 
 def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
-    hits = cfg.sampled.remove_accidental_hits
+    hits = cfg.options_of(SampledOptions).remove_accidental_hits
     return modules.SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
 
 
@@ -159,8 +222,8 @@ def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     return modules.NCE(
         vocab_size,
         unique=cfg.unique,
-        log_normalizer=cfg.nce.log_normalizer,
-        learn_normalizer=cfg.nce.learn_normalizer,
+        log_normalizer=cfg.options_of(NCEOptions).log_normalizer,
+        learn_normalizer=cfg.options_of(NCEOptions).learn_normalizer,
         **shared,
     )
 
@@ -169,13 +232,10 @@ def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module
     return modules.NegativeSampling(vocab_size, **_sampling_options(cfg, vocab_size, counts))
 
 
-# head.kind (named in `seqjax.kinds.HEADS`) -> its builder
-HEAD_BUILDERS: dict[str, HeadBuilder] = {
-    "full": _full,
-    "sampled": _sampled,
-    "nce": _nce,
-    "negative": _negative,
-    "class": _class,
-    "tree": _tree,
-    "adaptive": _adaptive,
-}
+HEADS.register("full", _full, options=FullOptions, families=("tied", "word_bias", "vocab_parallel"))
+HEADS.register("sampled", _sampled, options=SampledOptions, families=("tied", "word_bias", "sampling"))
+HEADS.register("nce", _nce, options=NCEOptions, families=("tied", "word_bias", "sampling"))
+HEADS.register("negative", _negative, families=("tied", "word_bias", "sampling"))
+HEADS.register("class", _class, options=ClassOptions, families=("tied",))
+HEADS.register("tree", _tree, options=TreeOptions)
+HEADS.register("adaptive", _adaptive, options=AdaptiveOptions, families=("tied",))

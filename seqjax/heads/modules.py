@@ -167,25 +167,6 @@ class WordScores(LinenHead):
         return params["biases"]
 
 
-class FullSoftmax(WordScores):
-    """Exact softmax; `chunk_size` C > 0 scores the vocabulary in blocks of C words (C >= V:
-    materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
-    z_loss · (log Z)² to each row's training loss (not to `log_probs`); `block_residuals` is what
-    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`, "": chosen by shape)."""
-
-    chunk_size: int = 0
-    z_loss: float = 0.0
-    block_residuals: str = ""
-
-    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
-        chunks, residuals = self.chunk_size or None, self.block_residuals or None
-        params = self.parameters(hidden.shape[-1], embedding)
-        weights, biases = params["weights"], params["biases"]
-        return full.full_softmax_loss(
-            hidden, weights, biases, targets, chunk_size=chunks, z_loss=self.z_loss, block_residuals=residuals
-        )
-
-
 class _SamplingHead(WordScores):
     """Draws K samples from `sampler` per call (shared by the batch, or one draw per row)."""
 

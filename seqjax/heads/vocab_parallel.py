@@ -24,7 +24,6 @@ from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from seqjax.heads import checks
-from seqjax.heads.modules import WordScores
 
 
 def _local_loss(hidden: Array, weights: Array, biases: Array, targets: Array, vocab_axis: str) -> Array:
@@ -89,26 +88,3 @@ def vocab_parallel_softmax_loss(
         out_specs=rows,
     )
     return sharded(hidden, weights, biases, jnp.asarray(targets, jnp.int32))
-
-
-class VocabParallelSoftmax(WordScores):
-    """The full-softmax head with a vocabulary-parallel training loss.
-
-    Same parameters as `FullSoftmax` (`weights` [V, D], `biases` [V], or the tied input
-    embedding), so checkpoints move freely between the two; `log_probs` (decoding needs every
-    word's probability) and `target_log_probs` (exact evaluation, in vocabulary blocks) are
-    those of `WordScores`.
-    """
-
-    mesh: Mesh | None = None
-    vocab_axis: str = "model"
-    row_axis: str | None = "data"
-
-    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
-        if self.mesh is None:
-            raise ValueError("VocabParallelSoftmax needs the mesh its vocabulary is split over, got None")
-        params = self.parameters(hidden.shape[-1], embedding)
-        weights, biases = params["weights"], params["biases"]
-        return vocab_parallel_softmax_loss(
-            hidden, weights, biases, targets, self.mesh, vocab_axis=self.vocab_axis, row_axis=self.row_axis
-        )

@@ -1,8 +1,8 @@
 """Models: Flax Linen modules mapping tokens to hidden states [B, T, D], used via init/apply.
 
-`MODEL_KINDS` maps each `model.kind` (named in `seqjax.kinds.MODELS`) to its class;
-`register_model` adds a kind to both. `build_model(cfg, vocab_size)` validates the config on
-the host and returns the module. Every neural model follows
+Each `model.kind` registers itself in its own module (`MODELS.register("rnn", RNNLM, families=...)`,
+`seqjax.config.kinds`); importing this package registers the built-in ones. `build_model(cfg,
+vocab_size)` validates the config on the host and returns the module. Every neural model follows
 `seqjax.contracts.Model` (`embed`, `target_embedding`, `init_decode_state`, `decode_step`,
 `has_encoder`, `recurrent`); encoder-decoders (`is_seq2seq(cfg)`) also take `src`/`src_mask`
 in `apply` and in `init_decode_state`. The n-gram baseline (`ngram.KneserNeyLM`) is counted
@@ -12,17 +12,28 @@ on the host from the train stream instead (`is_trained(cfg)` is False).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping
+import typing
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from seqjax import kinds
-from seqjax.config import ATTENTION, CELLS, ENCODERS, RECURRENT, RNN_ENCODERS, TRANSFORMERS, ModelConfig
+from seqjax.checks import check_int, check_number, check_one_of
+from seqjax.config import (
+    ATTENTION,
+    ATTENTION_KERNELS,
+    ENCODERS,
+    MODELS,
+    RECURRENT,
+    RNN_ENCODERS,
+    TRANSFORMERS,
+    ModelConfig,
+)
+from seqjax.config.sections import Cell, Mlp, Norm, NormType, Positions, Remat
 from seqjax.contracts import Model
-from seqjax.models.attention import KERNELS, resolve_kernel
+from seqjax.models.attention import resolve_kernel
 from seqjax.models.bilm import BiLM
 from seqjax.models.encoder import ElectraEncoder, TransformerEncoder, generator_config
 from seqjax.models.ngram import KneserNeyLM
@@ -34,30 +45,21 @@ from seqjax.models.seq2seq_transformer import TransformerSeq2Seq
 from seqjax.models.transformer import TransformerLM
 from seqjax.models.vae import RNNVAE
 
-MODEL_KINDS: dict[str, Any] = {  # kind -> class (has_encoder, recurrent, ... as class facts)
-    "rnn": RNNLM,
-    "rnn_vae": RNNVAE,
-    "bilm": BiLM,
-    "transformer": TransformerLM,
-    "nnlm": NNLM,
-    "ngram": KneserNeyLM,
-    "rnn_seq2seq": RNNSeq2Seq,
-    "attention_seq2seq": AttentionSeq2Seq,
-    "transformer_seq2seq": TransformerSeq2Seq,
-    "transformer_encoder": TransformerEncoder,
-    "electra": ElectraEncoder,
-}
+
+def model_class(cfg: ModelConfig) -> Any:
+    """The class registered for `cfg.kind` (its class facts: `has_encoder`, `recurrent`, ...)."""
+    return MODELS[cfg.kind].build
 
 
 class _ClassFacts(Mapping[str, Any]):
-    """kind -> the value of `fact` on its class in `MODEL_KINDS`, for the kinds whose class
-    states it (a true value): a live view, so that a kind registered later is in it."""
+    """kind -> the value of `fact` on its registered class, for the kinds whose class states it (a
+    true value): a live view, so that a kind registered later is in it."""
 
     def __init__(self, fact: str) -> None:
         self._fact = fact
 
     def _table(self) -> dict[str, Any]:
-        stated = {kind: getattr(cls, self._fact, None) for kind, cls in MODEL_KINDS.items()}
+        stated = {kind.name: getattr(kind.build, self._fact, None) for kind in MODELS.kinds()}
         return {kind: value for kind, value in stated.items() if value}
 
     def __getitem__(self, kind: str) -> Any:
@@ -77,36 +79,22 @@ TRANSFORMER_KINDS = TRANSFORMERS  # causal self-attention: sliding windows, pack
 # the encoder-decoders whose encoder `train.init_encoder_from` starts from an encoder-only run
 PRETRAINED_ENCODER_KINDS = _ClassFacts("takes_pretrained_encoder")
 ENCODER_KINDS = ENCODERS  # encoder-only: no decode step
-POSITIONS = ("sinusoidal", "learned", "rope")
-NORMS = ("pre", "post")
-NORM_TYPES = ("layernorm", "rmsnorm")
-MLPS = ("gelu", "gelu_exact", "relu", "swiglu")
-REMATS = ("none", "dots", "full")
-
-
-def register_model(kind: str, model: type, families: tuple[str, ...] = (), options: type | None = None) -> None:
-    """Adds `model.kind=kind`, built as `model(cfg, vocab_size[, src_vocab_size], dtype=dtype)`,
-    reading the `families` of options and its own `options` (a frozen dataclass, the group
-    `model.<kind>`; `seqjax.kinds`), to validation, the config text and `build_model` at once.
-    Raises ValueError for a name already taken."""
-    kinds.MODELS.add(kind, families, options)
-    MODEL_KINDS[kind] = model
 
 
 def is_seq2seq(cfg: ModelConfig) -> bool:
     """True for encoder–decoders, whose apply and init_decode_state take src/src_mask."""
-    return MODEL_KINDS[cfg.kind].has_encoder
+    return bool(model_class(cfg).has_encoder)
 
 
 def is_latent(cfg: ModelConfig) -> bool:
     """True for latent-variable models (the VAE LM), trained by the vae objective and scored
     by their evidence lower bound."""
-    return getattr(MODEL_KINDS[cfg.kind], "latent", False)
+    return bool(getattr(model_class(cfg), "latent", False))
 
 
 def generates(cfg: ModelConfig) -> bool:
     """True for the models with a decode step (every kind but the encoder-only ones)."""
-    return getattr(MODEL_KINDS[cfg.kind], "generates", True)
+    return bool(getattr(model_class(cfg), "generates", True))
 
 
 def readable_length(cfg: ModelConfig) -> int | None:
@@ -117,30 +105,16 @@ def readable_length(cfg: ModelConfig) -> int | None:
 
 def is_trained(cfg: ModelConfig) -> bool:
     """True for the Linen models trained by gradient steps; False for the counted n-gram."""
-    return issubclass(MODEL_KINDS[cfg.kind], nn.Module)
-
-
-def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
-def _check_one_of(name: str, value: str, choices: Collection[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return issubclass(model_class(cfg), nn.Module)
 
 
 def _check_transformer(cfg: ModelConfig) -> None:
-    _check_positive("model.num_heads", cfg.num_heads)
-    _check_positive("model.d_ff", cfg.d_ff)
-    _check_positive("model.max_len", cfg.max_len)
-    _check_positive("model.dilation", cfg.dilation)
-    _check_one_of("model.positions", cfg.positions, POSITIONS)
-    _check_one_of("model.norm", cfg.norm, NORMS)
-    _check_one_of("model.norm_type", cfg.norm_type, NORM_TYPES)
-    _check_one_of("model.mlp", cfg.mlp, MLPS)
-    _check_one_of("model.attention_kernel", cfg.attention_kernel, KERNELS)
-    _check_one_of("model.remat", cfg.remat, REMATS)
+    for name in ("num_heads", "d_ff", "max_len", "dilation"):
+        check_int(f"model.{name}", getattr(cfg, name))
+    for name, choices in (("positions", Positions), ("norm", Norm), ("norm_type", NormType), ("mlp", Mlp)):
+        check_one_of(f"model.{name}", getattr(cfg, name), typing.get_args(choices))
+    check_one_of("model.remat", cfg.remat, typing.get_args(Remat))
+    check_one_of("model.attention_kernel", cfg.attention_kernel, ("auto", *ATTENTION_KERNELS))
     if cfg.d_model % cfg.num_heads:
         raise ValueError(f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}")
     if cfg.positions == "sinusoidal" and cfg.d_model % 2:
@@ -150,19 +124,16 @@ def _check_transformer(cfg: ModelConfig) -> None:
             f"model.d_model / model.num_heads (the head width) must be even for rope positions, "
             f"got {cfg.d_model} / {cfg.num_heads}"
         )
-    if isinstance(cfg.norm_eps, bool) or not 0.0 < cfg.norm_eps < 1.0:
+    if check_number("model.norm_eps", cfg.norm_eps, 0.0, open_low=True) >= 1.0:
         raise ValueError(f"model.norm_eps must be in (0, 1), got {cfg.norm_eps!r}")
-    if isinstance(cfg.rope_base, bool) or not cfg.rope_base > 1.0:
-        raise ValueError(f"model.rope_base must be > 1, got {cfg.rope_base!r}")
-    if not isinstance(cfg.kv_heads, int) or isinstance(cfg.kv_heads, bool) or cfg.kv_heads < 0:
-        raise ValueError(f"model.kv_heads must be an int >= 0 (0: model.num_heads), got {cfg.kv_heads!r}")
+    check_number("model.rope_base", cfg.rope_base, 1.0, open_low=True)
+    check_int("model.kv_heads", cfg.kv_heads, 0)
     if cfg.kv_heads and cfg.num_heads % cfg.kv_heads:
         raise ValueError(
             f"model.num_heads={cfg.num_heads} must be divisible by model.kv_heads (query heads share each "
             f"key/value head in equal groups), got {cfg.kv_heads}"
         )
-    if not isinstance(cfg.window, int) or isinstance(cfg.window, bool) or cfg.window < 0:
-        raise ValueError(f"model.window must be an int >= 0 (0: unbounded), got {cfg.window!r}")
+    check_int("model.window", cfg.window, 0)
 
 
 def resolved_kernel(cfg: ModelConfig, dtype: Any, platform: str) -> str:
@@ -184,26 +155,25 @@ def resolved_kernel(cfg: ModelConfig, dtype: Any, platform: str) -> str:
 
 def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int | None = None) -> None:
     """Raises ValueError naming the first config value outside its rule."""
-    _check_one_of("model.kind", cfg.kind, tuple(MODEL_KINDS))
-    _check_positive("vocab_size", vocab_size)
+    check_one_of("model.kind", cfg.kind, tuple(MODELS))
+    check_int("vocab_size", vocab_size)
     if not is_trained(cfg):
-        if isinstance(cfg.context, bool) or not isinstance(cfg.context, int) or cfg.context < 0:
-            raise ValueError(f"model.context must be an int >= 0 (the n-gram order - 1), got {cfg.context!r}")
+        check_int("model.context", cfg.context, 0)
         return
     if src_vocab_size is not None:
-        _check_positive("src_vocab_size", src_vocab_size)
-    _check_positive("model.d_model", cfg.d_model)
-    _check_positive("model.layers", cfg.layers)
-    if isinstance(cfg.dropout, bool) or not 0.0 <= cfg.dropout < 1.0:
+        check_int("src_vocab_size", src_vocab_size)
+    check_int("model.d_model", cfg.d_model)
+    check_int("model.layers", cfg.layers)
+    if check_number("model.dropout", cfg.dropout, 0.0) >= 1.0:
         raise ValueError(f"model.dropout must be in [0, 1), got {cfg.dropout!r}")
     if cfg.kind in RECURRENT:
-        _check_one_of("model.cell", cfg.cell, CELLS)
+        check_one_of("model.cell", cfg.cell, typing.get_args(Cell))
     if cfg.kind in ATTENTION:
         _check_transformer(cfg)
     if cfg.kind == "electra":
         generator_config(cfg)
     if cfg.kind == "nnlm":
-        _check_positive("model.context", cfg.context)
+        check_int("model.context", cfg.context)
     if cfg.kind in RNN_ENCODERS and cfg.bidirectional and cfg.d_model % 2:
         raise ValueError(
             f"model.d_model must be even for a bidirectional encoder (D/2 per direction), got {cfg.d_model}"
@@ -235,14 +205,15 @@ def build_model(
         cfg = dataclasses.replace(cfg, attention_kernel=kernel)
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
-        return MODEL_KINDS[cfg.kind](cfg, vocab_size, source, dtype=dtype)
-    return MODEL_KINDS[cfg.kind](cfg, vocab_size, dtype=dtype)
+        return model_class(cfg)(cfg, vocab_size, source, dtype=dtype)
+    return model_class(cfg)(cfg, vocab_size, dtype=dtype)
 
 
 __all__ = [
     "AttentionSeq2Seq",
     "BiLM",
     "ElectraEncoder",
+    "KneserNeyLM",
     "NNLM",
     "RNNLM",
     "RNNVAE",
@@ -250,14 +221,13 @@ __all__ = [
     "TransformerLM",
     "TransformerEncoder",
     "TransformerSeq2Seq",
-    "MODEL_KINDS",
     "MODEL_OBJECTIVES",
     "build_model",
     "generates",
-    "register_model",
     "is_latent",
     "is_seq2seq",
     "is_trained",
+    "model_class",
     "resolved_kernel",
     "validate_model_config",
 ]

@@ -32,15 +32,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array, lax
 
-from seqjax.config import ModelConfig
+from seqjax.config import ATTENTION_KERNELS, ModelConfig
 from seqjax.models.dense_attention import dense_attention
 from seqjax.models.masks import SelfMask
 from seqjax.models.splash_attention import BLOCK as SPLASH_BLOCK
 from seqjax.models.splash_attention import splash_attention, splash_expresses
 from seqjax.models.step_dense import apply_dense
 from seqjax.placement import same_placement
-
-KERNELS = ("auto", "xla", "cudnn", "splash")
 
 
 def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
@@ -171,6 +169,10 @@ def attend(q: Array, k: Array, v: Array, mask: SelfMask, kernel: str) -> Array:
         block_mask = rows[..., first:last]
         outputs.append(dense_attention(q[:, start:end], k[:, first:last], v[:, first:last], block_mask))
     return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
+
+
+for _kernel in ("xla", "cudnn", "splash"):
+    ATTENTION_KERNELS.register(_kernel, functools.partial(attend, kernel=_kernel))
 
 
 def write_cache(buffer: Array, update: Array, slots: Array, layer: Array | None = None) -> Array:

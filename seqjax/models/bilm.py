@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
+from seqjax.config import MODELS
 from seqjax.models.cells import Carry
 from seqjax.models.checks import check_decode_size, check_mask, check_tokens
 from seqjax.models.embeddings import TokenModel, token_embedding
@@ -73,3 +74,6 @@ class BiLM(TokenModel):
     def decode_step(self, state: tuple[Carry, ...], token: Array) -> tuple[Array, tuple[Carry, ...]]:
         """token: [B] int32 -> (hidden [B, D] float32 of the forward direction, next state)."""
         return step_stack(self.forward_layers, state, self.token_embed(token), self.cfg.residual)
+
+
+MODELS.register("bilm", BiLM, families=("neural", "recurrent"))

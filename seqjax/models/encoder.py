@@ -24,6 +24,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
+from seqjax.checks import check_int, check_number
+from seqjax.config import MODELS, option
 from seqjax.models.blocks import make_norm
 from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
 from seqjax.models.masks import self_mask
@@ -81,13 +83,13 @@ class TransformerEncoder(PackedTokenModel):
 
 
 def generator_config(cfg: Any) -> Any:
-    """The generator's blocks as a config: `cfg.electra.generator_layers` of them, d_model, d_ff and the
-    (key/value) heads scaled by `cfg.electra.generator_width` (heads rounded down, at least one).
+    """The generator's blocks as a config: `model.electra.generator_layers` of them, d_model, d_ff and
+    the (key/value) heads scaled by `model.electra.generator_width` (heads rounded down, at least one).
 
     Raises:
       ValueError: a width outside (0, 1], or one that gives no whole d_model divisible by the heads.
     """
-    width = cfg.electra.generator_width
+    width = cfg.options_of(ElectraModelOptions).generator_width
     d_model = cfg.d_model * width if isinstance(width, (int, float)) and not isinstance(width, bool) else 0.0
     if not 0 < width <= 1 or abs(d_model - round(d_model)) > 1e-6:
         raise ValueError(
@@ -105,12 +107,28 @@ def generator_config(cfg: Any) -> Any:
         )
     return dataclasses.replace(
         cfg,
-        layers=cfg.electra.generator_layers,
+        layers=cfg.options_of(ElectraModelOptions).generator_layers,
         d_model=round(d_model),
         num_heads=heads,
         kv_heads=kv_heads,
         d_ff=max(1, round(cfg.d_ff * width)),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class ElectraModelOptions:
+    """ELECTRA's generator, as a fraction of the discriminator (whose size the flat options give)."""
+
+    generator_layers: int = option(1, "blocks of the generator (the discriminator has model.layers)")
+    generator_width: float = option(
+        1.0,
+        "the generator's d_model, d_ff and heads as a fraction of the discriminator's, in (0, 1] "
+        "(Clark et al.: 1/4 to 1/2)",
+    )
+
+    def __post_init__(self) -> None:
+        check_int("generator_layers", self.generator_layers, 1)
+        check_number("generator_width", self.generator_width, 0.0, 1.0, open_low=True)
 
 
 class ElectraEncoder(TransformerEncoder):
@@ -149,7 +167,7 @@ class ElectraEncoder(TransformerEncoder):
         """The generator over lookups x [B, T, D] float32 -> [B, T, D] float32; a narrower one
         reads them through `generator_in` and maps its output back through `generator_out`."""
         positions = jnp.arange(x.shape[1], dtype=jnp.int32)
-        if self.cfg.electra.generator_width == 1:
+        if self.cfg.options_of(ElectraModelOptions).generator_width == 1:
             return self.generator_stack(x, mask, positions, None, train)
         hidden = self.generator_stack(self.generator_in(x), mask, positions, None, train)
         return self.generator_out(hidden).astype(jnp.float32)
@@ -158,3 +176,9 @@ class ElectraEncoder(TransformerEncoder):
         """Replaced-token logits [B, T] float32: log-odds that each token is not the original."""
         hidden = self(tokens, mask=mask, train=train)
         return self.classifier(hidden).astype(jnp.float32)[..., 0]
+
+
+MODELS.register("transformer_encoder", TransformerEncoder, families=("neural", "attention", "encoder_only"))
+MODELS.register(
+    "electra", ElectraEncoder, options=ElectraModelOptions, families=("neural", "attention", "encoder_only")
+)

@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from seqjax.config import MODELS
+
 
 @dataclasses.dataclass(frozen=True)
 class KneserNeyLM:
@@ -159,3 +161,6 @@ def load(path: str | os.PathLike) -> KneserNeyLM:
             for k in range(1, order + 1)
         )
     return KneserNeyLM(order, vocab_size, discount, tables)
+
+
+MODELS.register("ngram", KneserNeyLM, families=("context",))

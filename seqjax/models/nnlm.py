@@ -10,14 +10,23 @@ carries them as a rank-D factorization U·W. Positions before the start of the s
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
+from seqjax.config import MODELS, option
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
+
+
+@dataclasses.dataclass(frozen=True)
+class NNLMOptions:
+    """Bengio's feed-forward LM's direct connections."""
+
+    direct: bool = option(False, "direct (linear) connections from the context to the output")
 
 
 class NNLM(TokenModel):
@@ -29,7 +38,7 @@ class NNLM(TokenModel):
         d = self.cfg.d_model
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.hidden = nn.Dense(d, dtype=self.dtype)
-        if self.cfg.nnlm.direct:
+        if self.cfg.options_of(NNLMOptions).direct:
             self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
@@ -37,7 +46,7 @@ class NNLM(TokenModel):
         """windows: [..., k*D] float32 -> [..., D] float32."""
         windows = self.dropout(windows, deterministic=not train)
         hidden = jnp.tanh(self.hidden(windows).astype(jnp.float32))
-        if self.cfg.nnlm.direct:
+        if self.cfg.options_of(NNLMOptions).direct:
             hidden = hidden + self.direct(windows).astype(jnp.float32)
         return self.dropout(hidden, deterministic=not train)
 
@@ -69,3 +78,6 @@ class NNLM(TokenModel):
         x = jnp.where(valid[..., None], self.token_embed(tokens), 0.0)
         hidden = self._hidden(x.reshape(x.shape[0], -1), False)
         return hidden, {"tokens": tokens, "valid": valid}
+
+
+MODELS.register("nnlm", NNLM, options=NNLMOptions, families=("neural", "context"))

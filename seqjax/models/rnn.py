@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.config import ModelConfig
+from seqjax.config import MODELS, ModelConfig
 from seqjax.models.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import TokenModel, token_embedding
@@ -204,3 +204,6 @@ class RNNEncoder(nn.Module):
             x = self.dropout(outputs, deterministic=not train)
             finals.append(carry)
         return x, tuple(finals)
+
+
+MODELS.register("rnn", RNNLM, families=("neural", "recurrent"))

@@ -11,17 +11,22 @@ The source-side half of each score (W_k m_s, W_a m_s) is computed once per sourc
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import dataclasses
+import typing
+from typing import Any, ClassVar, Literal
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.config import ModelConfig
+from seqjax.checks import check_one_of
+from seqjax.config import MODELS, ModelConfig, option
 from seqjax.models.checks import check_decode_size, check_source
 from seqjax.models.embeddings import EncoderDecoder
 from seqjax.models.rnn import Recurrent, RNNEncoder
+
+AttentionScore = Literal["additive", "dot", "general"]
 
 
 class SourceAttention(nn.Module):
@@ -68,7 +73,7 @@ class InputFeedingDecoder(nn.Module):
             Recurrent(self.cfg.cell, 2 * d if index == 0 else d, d, dtype=self.dtype)
             for index in range(self.cfg.layers)
         ]
-        self.attention = SourceAttention(self.cfg.attention_seq2seq.attention, d, self.dtype)
+        self.attention = SourceAttention(self.cfg.options_of(AttentionSeq2SeqOptions).attention, d, self.dtype)
         self.combine = nn.Dense(d, dtype=self.dtype)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
@@ -114,6 +119,16 @@ def _decode_sequence(
         out_axes=1,
     )
     return scan(decoder, state, embedded)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionSeq2SeqOptions:
+    """The RNN encoder-decoder's attention score."""
+
+    attention: AttentionScore = option("additive", "attention score: additive | dot | general")
+
+    def __post_init__(self) -> None:
+        check_one_of("attention", self.attention, typing.get_args(AttentionScore))
 
 
 class AttentionSeq2Seq(EncoderDecoder):
@@ -165,3 +180,11 @@ class AttentionSeq2Seq(EncoderDecoder):
         step_state = {"carries": state["carries"], "feed": state["feed"]}
         step_state, hidden = self.decoder(step_state, self.token_embed(token), state["source"])
         return hidden, {**step_state, "source": state["source"]}
+
+
+MODELS.register(
+    "attention_seq2seq",
+    AttentionSeq2Seq,
+    options=AttentionSeq2SeqOptions,
+    families=("neural", "recurrent", "rnn_encoder"),
+)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 from jax import Array
 
+from seqjax.config import MODELS
 from seqjax.models.cells import Carry
 from seqjax.models.checks import check_decode_size, check_source
 from seqjax.models.embeddings import EncoderDecoder
@@ -58,3 +59,6 @@ class RNNSeq2Seq(EncoderDecoder):
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         hidden, carries = step_stack(self.decoder_layers, state["carries"], self.token_embed(token), self.cfg.residual)
         return hidden, {"carries": carries}
+
+
+MODELS.register("rnn_seq2seq", RNNSeq2Seq, families=("neural", "recurrent", "rnn_encoder"))

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.config import ModelConfig
+from seqjax.config import MODELS, ModelConfig
 from seqjax.contracts import SharedByBeams
 from seqjax.models.blocks import block_matmul_weights, make_norm
 from seqjax.models.checks import check_decode_size, check_packing, check_source, check_tokens
@@ -146,3 +146,6 @@ class TransformerSeq2Seq(EncoderDecoder):
         source_mask = padding_mask(state["src_mask"].value)
         x, cache = decode_blocks(self.decoder_blocks, self.cfg, x, state, positions, state["memory"].value, source_mask)
         return self._finish(x[:, 0]), {**state, **cache, "positions": positions + 1}
+
+
+MODELS.register("transformer_seq2seq", TransformerSeq2Seq, families=("neural", "attention", "causal_attention"))

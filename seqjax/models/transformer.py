@@ -16,7 +16,7 @@ from typing import Any
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.config import ModelConfig
+from seqjax.config import MODELS, ModelConfig
 from seqjax.models.blocks import block_matmul_weights, make_norm
 from seqjax.models.checks import check_decode_size
 from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
@@ -85,3 +85,6 @@ class TransformerLM(PackedTokenModel):
         x = self.inputs(self.token_embed(token[:, None]), positions[:, None])
         x, cache = decode_blocks(self.blocks, self.cfg, x, state, positions)
         return self._finish(x[:, 0]), {**state, **cache, "positions": positions + 1}
+
+
+MODELS.register("transformer", TransformerLM, families=("neural", "attention", "causal_attention"))

@@ -14,6 +14,7 @@ posterior means).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import flax.linen as nn
@@ -22,6 +23,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int
+from seqjax.config import MODELS, option
 from seqjax.models.cells import CARRY_SIZE, Carry
 from seqjax.models.checks import check_decode_size, check_mask, check_tokens
 from seqjax.models.embeddings import TokenModel, token_embedding
@@ -38,6 +41,19 @@ def interpolate_latents(first: ArrayLike, second: ArrayLike, num: int) -> Array:
         raise ValueError(f"num must be an int >= 2 (both ends are included), got {num!r}")
     fractions = jnp.linspace(0.0, 1.0, num, dtype=jnp.float32)[:, None]
     return (1.0 - fractions) * jnp.asarray(first, jnp.float32) + fractions * jnp.asarray(second, jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class RNNVAEOptions:
+    """The VAE LM's latent: its size and where the decoder reads it."""
+
+    latent_size: int = option(32, "dimensions Z of the latent z")
+    feed_latent: bool = option(
+        False, "z is also concatenated to every decoder input (else it only sets the initial carries)"
+    )
+
+    def __post_init__(self) -> None:
+        check_int("latent_size", self.latent_size, 1)
 
 
 class RNNVAE(TokenModel):
@@ -58,15 +74,15 @@ class RNNVAE(TokenModel):
     @property
     def latent_size(self) -> int:
         """Z, the dimensions of z (what a decode from the prior draws)."""
-        return self.cfg.rnn_vae.latent_size
+        return self.cfg.options_of(RNNVAEOptions).latent_size
 
     def setup(self) -> None:
-        d, z, cell = self.cfg.d_model, self.cfg.rnn_vae.latent_size, self.cfg.cell
+        d, z, cell = self.cfg.d_model, self.cfg.options_of(RNNVAEOptions).latent_size, self.cfg.cell
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.encoder_layers = [Recurrent(cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
         self.posterior = nn.Dense(2 * z, dtype=self.dtype, name="posterior")
         self.latent_to_carries = nn.Dense(self.cfg.layers * CARRY_SIZE[cell] * d, dtype=self.dtype)
-        first = d + z if self.cfg.rnn_vae.feed_latent else d
+        first = d + z if self.cfg.options_of(RNNVAEOptions).feed_latent else d
         self.decoder_layers = [
             Recurrent(cell, first if index == 0 else d, d, dtype=self.dtype) for index in range(self.cfg.layers)
         ]
@@ -94,7 +110,7 @@ class RNNVAE(TokenModel):
         return tuple(tuple(parts[layer * size : (layer + 1) * size]) for layer in range(self.cfg.layers))
 
     def _check_latent(self, latent: ArrayLike | None, batch_size: int) -> None:
-        expected = (batch_size, self.cfg.rnn_vae.latent_size)
+        expected = (batch_size, self.cfg.options_of(RNNVAEOptions).latent_size)
         if latent is None or np.shape(latent) != expected:
             raise ValueError(
                 f"latent must be a [B, Z] = {list(expected)} float array (z from the prior N(0, I) or a "
@@ -123,7 +139,7 @@ class RNNVAE(TokenModel):
         """The decoder given z: x [B, T, D] float32 its input embeddings, latent [B, Z] float32,
         mask [B, T] bool or None. Returns hidden: [B, T, D] float32."""
         x = self.dropout(x, deterministic=not train)
-        if self.cfg.rnn_vae.feed_latent:
+        if self.cfg.options_of(RNNVAEOptions).feed_latent:
             x = jnp.concatenate([x, jnp.broadcast_to(latent[:, None], (*x.shape[:2], latent.shape[-1]))], axis=-1)
         carries = self._initial_carries(latent)
         for index, layer in enumerate(self.decoder_layers):
@@ -152,7 +168,10 @@ class RNNVAE(TokenModel):
     def decode_step(self, state: dict[str, Any], token: Array) -> tuple[Array, dict[str, Any]]:
         """token: [B] int32 -> (hidden [B, D] float32, next state)."""
         x = self.token_embed(token)
-        if self.cfg.rnn_vae.feed_latent:
+        if self.cfg.options_of(RNNVAEOptions).feed_latent:
             x = jnp.concatenate([x, state["latent"]], axis=-1)
         hidden, carries = step_stack(self.decoder_layers, state["carries"], x, self.cfg.residual)
         return hidden, {"carries": carries, "latent": state["latent"]}
+
+
+MODELS.register("rnn_vae", RNNVAE, options=RNNVAEOptions, families=("neural", "recurrent"))

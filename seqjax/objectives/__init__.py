@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from seqjax.config import OBJECTIVES, ObjectiveConfig
 from seqjax.contracts import EvalSums, Model, Objective
-from seqjax.objective_config import ObjectiveConfig
 from seqjax.objectives.bidirectional import BidirectionalLM
 from seqjax.objectives.electra import Electra
 from seqjax.objectives.gradient_penalty import GradientPenalty
@@ -30,31 +30,18 @@ from seqjax.objectives.schedules import exponential_decay, inverse_sigmoid_decay
 from seqjax.objectives.teacher_forcing import TeacherForcing
 from seqjax.objectives.vae import VAE
 
-OBJECTIVES: dict[str, type[Objective]] = {
-    "teacher_forcing": TeacherForcing,
-    "scheduled_sampling": ScheduledSampling,
-    "random_replacement": RandomReplacement,
-    "gradient_penalty": GradientPenalty,
-    "reinforce": Reinforce,
-    "mixer": Mixer,
-    "minimum_risk": MinimumRisk,
-    "vae": VAE,
-    "bidirectional_lm": BidirectionalLM,
-    "masked_lm": MaskedLM,
-    "electra": Electra,
-}
 
-
-# Objectives that feed only gold tokens (class fact `feeds_gold_only`): packed rows' segments stay
-# independent under them.
-GOLD_FEEDING = tuple(kind for kind, cls in OBJECTIVES.items() if cls.feeds_gold_only)
+def feeds_gold_only(kind: str) -> bool:
+    """Whether objective `kind` feeds only gold tokens (its class fact): packed rows' segments
+    stay independent under it."""
+    return bool(OBJECTIVES[kind].build.feeds_gold_only)
 
 
 def objective_of(model: Any) -> type[Objective] | None:
     """The one objective that trains `model` (an instance or class stating it as its class fact
     `objective`), or None for a model any objective trains."""
     kind = getattr(model, "objective", None)
-    return None if kind is None else OBJECTIVES[kind]
+    return None if kind is None else OBJECTIVES[kind].build
 
 
 def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
@@ -66,22 +53,20 @@ def eval_sums_of(model: Model) -> Callable[..., EvalSums] | None:
 
 
 def build_objective(cfg: ObjectiveConfig) -> Objective:
-    """`cfg.kind`'s objective, its options already checked when `cfg` was built.
+    """`cfg.kind`'s objective (a registered kind, `OBJECTIVES`), its options already checked when
+    `cfg` was built.
 
     Raises:
       ValueError: an unknown kind.
     """
-    if cfg.kind not in OBJECTIVES:
-        raise ValueError(f"objective.kind must be one of {', '.join(OBJECTIVES)}, got {cfg.kind!r}")
-    options = getattr(cfg, cfg.kind)
-    objective = OBJECTIVES[cfg.kind]
-    if isinstance(options, objective):
-        return options
+    objective = OBJECTIVES[cfg.kind].build
+    options = cfg.options
+    if options is None:
+        return objective()
     return objective(**{field.name: getattr(options, field.name) for field in dataclasses.fields(options)})
 
 
 __all__ = [
-    "OBJECTIVES",
     "BidirectionalLM",
     "Electra",
     "GradientPenalty",
@@ -96,6 +81,7 @@ __all__ = [
     "VAE",
     "build_objective",
     "eval_sums_of",
+    "feeds_gold_only",
     "objective_of",
     "exponential_decay",
     "inverse_sigmoid_decay",

@@ -24,9 +24,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from seqjax.config import OBJECTIVES
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
-from seqjax.objective_config import BidirectionalLMOptions
 
 
 def backward_batch(batch: Batch) -> Batch:
@@ -58,6 +58,11 @@ def direction_nlls(model: Model, head: Head, params: Params, batch: Batch) -> di
     hidden = backward_hidden(model, params, batch, key, train=False)
     backward = token_nll(model, head, params, hidden, backward_batch(batch)["targets"])
     return {"forward": (forward * mask).sum(), "backward": (backward * mask).sum(), "tokens": mask.sum()}
+
+
+@dataclasses.dataclass(frozen=True)
+class BidirectionalLMOptions:
+    """The joint forward + backward LM objective has no options."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,3 +114,6 @@ class BidirectionalLM(BidirectionalLMOptions, Objective):
         return 0.5 * (forward_loss + backward_loss), dict(
             metrics, forward_loss=forward_loss, backward_loss=backward_loss
         )
+
+
+OBJECTIVES.register("bidirectional_lm", BidirectionalLM, options=BidirectionalLMOptions)

@@ -20,10 +20,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from seqjax.checks import check_number
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.metrics.detection import detection_report, detection_sums
 from seqjax.model_head import head_loss, token_log_probs
-from seqjax.objective_config import ElectraOptions
 from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll, masked_report
 
 DETECTION = "discriminator_"  # the prefix of the discriminator's eval sums and of its reported metrics
@@ -71,6 +72,20 @@ def discriminator_logits(
     return model.apply(
         {"params": params["model"]}, corrupted, mask=valid, train=train, rngs={"dropout": key}, method="discriminate"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class ElectraOptions:
+    """ELECTRA's masking rate, discriminator weight and sampling temperature."""
+
+    rate: float = option(0.15, "probability that a valid token is masked for the generator")
+    discriminator_weight: float = option(50.0, "λ, the weight of the replaced-token detection loss")
+    temperature: float = option(1.0, "temperature of the generator's samples")
+
+    def __post_init__(self) -> None:
+        check_number("rate", self.rate, 0.0, 1.0, open_low=True)
+        check_number("discriminator_weight", self.discriminator_weight, 0.0)
+        check_number("temperature", self.temperature, 0.0, open_low=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,3 +183,6 @@ class Electra(ElectraOptions, Objective):
             replaced=(labels * weights).sum() / count,
             discriminator_accuracy=accuracy,
         )
+
+
+OBJECTIVES.register("electra", Electra, options=ElectraOptions)

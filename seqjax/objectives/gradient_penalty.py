@@ -9,9 +9,10 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from seqjax.checks import check_number
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
-from seqjax.objective_config import GradientPenaltyOptions
 
 
 def embedding_gradient(
@@ -28,6 +29,16 @@ def embedding_gradient(
         embed_tokens(model, params, batch["inputs"])
     )
     return loss, grad, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientPenaltyOptions:
+    """The weight of the embedding gradient penalty."""
+
+    penalty: float = option(0.5, "λ of λ·||∂CE/∂(input embeddings)||²")
+
+    def __post_init__(self) -> None:
+        check_number("penalty", self.penalty, 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,3 +78,6 @@ class GradientPenalty(GradientPenaltyOptions, Objective):
         return cross_entropy + self.penalty * squared_norm, dict(
             metrics, cross_entropy=cross_entropy, grad_norm_sq=squared_norm
         )
+
+
+OBJECTIVES.register("gradient_penalty", GradientPenalty, options=GradientPenaltyOptions)

@@ -17,9 +17,10 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
+from seqjax.checks import check_number
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
-from seqjax.objective_config import MaskedLMOptions
 
 EVAL_RATE = 0.15  # positions scored by the masked-token perplexity, all shown as [MASK]
 
@@ -102,6 +103,24 @@ def masked_report(tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
     return {"masked_fraction": tokens / max(sums["positions"], 1.0)}
 
 
+def check_masking(rate: float, mask_prob: float, random_prob: float) -> None:
+    check_number("rate", rate, 0.0, 1.0, open_low=True)
+    check_number("mask_prob", mask_prob, 0.0, 1.0)
+    check_number("random_prob", random_prob, 0.0, 1.0 - mask_prob)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedLMOptions:
+    """BERT's masking rates."""
+
+    rate: float = option(0.15, "probability that a valid token is selected (predicted)")
+    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]")
+    random_prob: float = option(0.1, "probability that a selected token is shown as a random word (else itself)")
+
+    def __post_init__(self) -> None:
+        check_masking(self.rate, self.mask_prob, self.random_prob)
+
+
 @dataclasses.dataclass(frozen=True)
 class MaskedLM(MaskedLMOptions, Objective):
     """BERT's masked LM: the head's masked mean loss of the original tokens at the selected
@@ -153,3 +172,6 @@ class MaskedLM(MaskedLMOptions, Objective):
         hidden = encoded(model, params, corrupted, valid, model_key, train=True)
         loss, metrics = head_loss(model, head, params, hidden, dict(batch, mask=selected.astype(jnp.float32)), head_key)
         return loss, dict(metrics, selected=selected.sum() / jnp.maximum(valid.sum(), 1))
+
+
+OBJECTIVES.register("masked_lm", MaskedLM, options=MaskedLMOptions)

@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from seqjax import decoding
+from seqjax.checks import check_int, check_number, check_one_of
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import init_decode_state, make_step_fn
-from seqjax.objective_config import MinimumRiskOptions
 from seqjax.objectives.reinforce import mix_with_mle
 from seqjax.objectives.rollout import choose, rollout
 from seqjax.objectives.sequences import (
@@ -24,6 +25,8 @@ from seqjax.objectives.sequences import (
     truncate,
     valid_rows,
 )
+
+SEARCHES = ("sample", "beam")  # how candidates are found
 
 
 def draw_candidates(
@@ -84,6 +87,22 @@ def expected_risk(log_probs: jax.Array, costs: jax.Array, available: jax.Array, 
 
 
 @dataclasses.dataclass(frozen=True)
+class MinimumRiskOptions:
+    """Minimum-risk training's candidates, sharpness and mix with teacher forcing."""
+
+    num_candidates: int = option(8, "n, candidates per source")
+    search: str = option("sample", "how candidates are found: sample (ancestral) | beam (the n best)")
+    alpha: float = option(5e-3, "Q ∝ p^alpha on the candidates")
+    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·risk")
+
+    def __post_init__(self) -> None:
+        check_int("num_candidates", self.num_candidates, 1)
+        check_one_of("search", self.search, SEARCHES)
+        check_number("alpha", self.alpha, 0.0, open_low=True)
+        check_number("mle_weight", self.mle_weight, 0.0, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
 class MinimumRisk(MinimumRiskOptions, Objective):
     """Minimum-risk training (Shen et al. 2016): minimize the expected cost over candidates.
 
@@ -137,3 +156,6 @@ class MinimumRisk(MinimumRiskOptions, Objective):
         }
         loss = metrics["risk"]
         return mix_with_mle(model, head, params, batch, mle_key, step, loss, metrics, self.mle_weight, ids=ids)
+
+
+OBJECTIVES.register("minimum_risk", MinimumRisk, options=MinimumRiskOptions)

@@ -8,9 +8,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from seqjax.checks import check_number, check_one_of
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
-from seqjax.objective_config import RandomReplacementOptions
+
+POOLS = ("target", "vocab")  # where replacement tokens come from
 
 
 def replace_inputs(
@@ -59,6 +62,20 @@ def replace_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
+class RandomReplacementOptions:
+    """How often decoder inputs are replaced, and by what."""
+
+    sequence_rate: float = option(0.5, "probability that a row gets replacements")
+    token_rate: float = option(0.3, "probability that a decoder input of a chosen row (after the first) is replaced")
+    pool: str = option("target", "replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)")
+
+    def __post_init__(self) -> None:
+        check_number("sequence_rate", self.sequence_rate, 0.0, 1.0)
+        check_number("token_rate", self.token_rate, 0.0, 1.0)
+        check_one_of("pool", self.pool, POOLS)
+
+
+@dataclasses.dataclass(frozen=True)
 class RandomReplacement(RandomReplacementOptions, Objective):
     """Random replacement of decoder inputs (Su 2020): teacher forcing on noisy prefixes.
 
@@ -101,3 +118,6 @@ class RandomReplacement(RandomReplacementOptions, Objective):
         loss, metrics = head_loss(model, head, params, hidden, batch, head_key)
         replaceable = ((batch["mask"] > 0) & (jnp.arange(inputs.shape[1]) >= 1)).sum()
         return loss, dict(metrics, replaced=replaced.sum() / jnp.maximum(replaceable, 1.0))
+
+
+OBJECTIVES.register("random_replacement", RandomReplacement, options=RandomReplacementOptions)

@@ -8,11 +8,14 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from seqjax.checks import check_int, check_number, check_one_of
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
-from seqjax.objective_config import MixerOptions, ReinforceOptions
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
 from seqjax.objectives.teacher_forcing import TeacherForcing
+
+BASELINES = ("self_critical", "mean", "none")
 
 
 def leave_one_out_mean(rewards: jax.Array) -> jax.Array:
@@ -141,6 +144,40 @@ def mix_with_mle(
 
 
 @dataclasses.dataclass(frozen=True)
+class ReinforceOptions:
+    """REINFORCE's samples, baseline and mix with teacher forcing."""
+
+    sequences_per_source: int = option(4, "K, sequences sampled per source")
+    baseline: str = option("self_critical", "self_critical | mean (of the other samples) | none")
+    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·sequence loss")
+
+    def __post_init__(self) -> None:
+        check_int("sequences_per_source", self.sequences_per_source, 1)
+        check_one_of("baseline", self.baseline, BASELINES)
+        if self.baseline == "mean" and self.sequences_per_source < 2:
+            raise ValueError(
+                "sequences_per_source must be >= 2 for the mean-of-the-others baseline, "
+                f"got {self.sequences_per_source}"
+            )
+        check_number("mle_weight", self.mle_weight, 0.0, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixerOptions(ReinforceOptions):
+    """MIXER's growth of Δ, beside REINFORCE's options."""
+
+    delta_start: int = option(2, "Δ at step 0: the last Δ target tokens of a row are REINFORCE's")
+    delta_growth: int = option(2, "Δ grows by this every delta_every steps")
+    delta_every: int = option(1000, "steps between growths of Δ")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("delta_start", self.delta_start, 1)
+        check_int("delta_growth", self.delta_growth, 0)
+        check_int("delta_every", self.delta_every, 1)
+
+
+@dataclasses.dataclass(frozen=True)
 class Reinforce(ReinforceOptions, Objective):
     """REINFORCE with a sentence-BLEU reward (Williams 1992; Ranzato et al. 2016).
 
@@ -241,3 +278,7 @@ class Mixer(Reinforce, MixerOptions):
         prefix = jnp.maximum(lengths - delta, 0)
         extra = {"delta": delta.astype(jnp.float32)}
         return self._reinforce_after(model, head, params, batch, key, step, prefix, extra, ids=ids)
+
+
+OBJECTIVES.register("reinforce", Reinforce, options=ReinforceOptions)
+OBJECTIVES.register("mixer", Mixer, options=MixerOptions)

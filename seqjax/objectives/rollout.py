@@ -15,10 +15,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from seqjax.checks import check_one_of
 from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.decoding import most_probable
 from seqjax.model_head import decode_step, init_decode_state, token_log_probs
-from seqjax.objective_config import FEEDS, check_one_of
+
+FEEDS = ("argmax", "sample")  # the model's own token in a rollout
 
 Select = Callable[[jax.Array, jax.Array], jax.Array]
 

@@ -8,6 +8,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from seqjax.checks import check_int, check_one_of
+from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import (
     embed_tokens,
@@ -15,9 +17,11 @@ from seqjax.model_head import (
     hidden_states,
     token_log_probs,
 )
-from seqjax.objective_config import ScheduledSamplingOptions
-from seqjax.objectives.rollout import choose, rollout
-from seqjax.objectives.schedules import gold_probability
+from seqjax.objectives.rollout import FEEDS, choose, rollout
+from seqjax.objectives.schedules import SCHEDULES, check_schedule, gold_probability
+
+PARALLEL_FEEDS = (*FEEDS, "soft")
+MODES = ("auto", "scan", "parallel")
 
 
 def resolve_mode(model: Model, mode: str, feed: str) -> str:
@@ -80,6 +84,30 @@ def parallel_inputs(
     final_inputs = inputs if fed is None else fed
     hidden = hidden_states(model, params, batch, keys[-1], train=True, inputs=final_inputs, embedded=embedded)
     return hidden, fed
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduledSamplingOptions:
+    """Scheduled sampling's schedule of ε and how the model's own tokens are fed."""
+
+    schedule: str = option("inverse_sigmoid", "decay of ε, the probability of feeding gold: " + " | ".join(SCHEDULES))
+    k: float = option(200.0, "linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1")
+    c: float = option(1e-4, "linear: decrease of ε per step")
+    eps_min: float = option(0.0, "linear: floor of ε")
+    feed: str = option("argmax", "the model's own token: argmax | sample | soft (parallel mode: expected embedding)")
+    mode: str = option("auto", "scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens")
+    passes: int = option(2, "parallel: model passes, the last one gets the loss")
+    first_pass_grad: bool = option(False, "parallel with soft feed: backpropagate through the earlier passes")
+
+    def __post_init__(self) -> None:
+        check_schedule(self.schedule, k=self.k, c=self.c, eps_min=self.eps_min)
+        check_one_of("mode", self.mode, MODES)
+        check_one_of("feed", self.feed, PARALLEL_FEEDS)
+        if self.feed == "soft" and self.mode == "scan":
+            raise ValueError("feed must be argmax or sample for mode=scan (the decode step takes tokens), got 'soft'")
+        check_int("passes", self.passes, 2)
+        if self.first_pass_grad and self.feed != "soft":
+            raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={self.feed!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,3 +174,6 @@ class ScheduledSampling(ScheduledSamplingOptions, Objective):
         later = batch["mask"][:, 1:]
         gold_fed = (gold[:, 1:] * later).sum() / jnp.maximum(later.sum(), 1.0)
         return loss, dict(metrics, epsilon=epsilon, gold_fed=gold_fed)
+
+
+OBJECTIVES.register("scheduled_sampling", ScheduledSampling, options=ScheduledSamplingOptions)

@@ -16,7 +16,9 @@ import math
 import jax
 import jax.numpy as jnp
 
-from seqjax.objective_config import check_exponential, check_inverse_sigmoid, check_linear, check_schedule
+from seqjax.checks import is_real
+
+SCHEDULES = ("linear", "exponential", "inverse_sigmoid")  # scheduled sampling's decay of ε
 
 
 def linear_decay(step: int | jax.Array, *, k: float, c: float, eps_min: float) -> jax.Array:
@@ -48,3 +50,34 @@ def gold_probability(schedule: str, step: int | jax.Array, *, k: float, c: float
     if schedule == "exponential":
         return exponential_decay(step, k=k)
     return inverse_sigmoid_decay(step, k=k)
+
+
+def check_linear(k: float, c: float, eps_min: float) -> None:
+    if not is_real(k) or not 0.0 < k <= 1.0:
+        raise ValueError(f"k must be a number in (0, 1] for the linear schedule, got {k!r}")
+    if not is_real(c) or c < 0.0:
+        raise ValueError(f"c must be a number >= 0 for the linear schedule, got {c!r}")
+    if not is_real(eps_min) or not 0.0 <= eps_min <= k:
+        raise ValueError(f"eps_min must be a number in [0, k={k}] for the linear schedule, got {eps_min!r}")
+
+
+def check_exponential(k: float) -> None:
+    if not is_real(k) or not 0.0 < k < 1.0:
+        raise ValueError(f"k must be a number in (0, 1) for the exponential schedule, got {k!r}")
+
+
+def check_inverse_sigmoid(k: float) -> None:
+    if not is_real(k) or k < 1.0:
+        raise ValueError(f"k must be a number >= 1 for the inverse_sigmoid schedule, got {k!r}")
+
+
+def check_schedule(schedule: str, *, k: float, c: float, eps_min: float) -> None:
+    """Host check of a schedule name and the parameters that schedule uses."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    if schedule == "linear":
+        check_linear(k, c, eps_min)
+    elif schedule == "exponential":
+        check_exponential(k)
+    else:
+        check_inverse_sigmoid(k)

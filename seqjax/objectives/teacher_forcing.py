@@ -7,9 +7,14 @@ from typing import ClassVar
 
 import jax
 
+from seqjax.config import OBJECTIVES
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
-from seqjax.objective_config import TeacherForcingOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherForcingOptions:
+    """Teacher forcing has no options."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,3 +44,6 @@ class TeacherForcing(TeacherForcingOptions, Objective):
         model_key, head_key = jax.random.split(key)
         hidden = hidden_states(model, params, batch, model_key, train=True)
         return head_loss(model, head, params, hidden, batch, head_key)
+
+
+OBJECTIVES.register("teacher_forcing", TeacherForcing, options=TeacherForcingOptions)

@@ -19,12 +19,12 @@ import numpy as np
 import optax
 
 from seqjax import config as config_lib
+from seqjax import optimizers as optim
 from seqjax.config import Config
 from seqjax.contracts import Batch, Head, Model
 from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.models import build_model
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import TOKENIZER_DIRS, saved_tokenizers
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import Checkpointer, dump_json, init_state, state_shardings

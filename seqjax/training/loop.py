@@ -34,15 +34,16 @@ from jax.sharding import Mesh
 from tqdm import tqdm
 
 from seqjax import config as config_lib
-from seqjax import config_text
+from seqjax import optimizers as optim
 from seqjax.config import Config
+from seqjax.config import text as config_text
 from seqjax.contracts import Batch, Params
 from seqjax.data.loader import Loader
 from seqjax.data.tokenizers import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
 from seqjax.models import is_trained
-from seqjax.training.core import distributed, mfu, optim
+from seqjax.training.core import distributed, mfu
 from seqjax.training.core.experiment import (
     TOKENIZER_DIRS,
     Experiment,

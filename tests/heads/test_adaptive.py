@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from seqjax.config import HeadConfig
-from seqjax.head_options import AdaptiveOptions
 from seqjax.heads import (
     adaptive_log_probs,
     adaptive_softmax_loss,
@@ -14,6 +13,7 @@ from seqjax.heads import (
     tail_capacities,
     tail_dimensions,
 )
+from seqjax.heads.build import AdaptiveOptions
 
 VOCAB, FEATURES, CUTOFFS, DIV = 40, 8, (10, 25), 2.0
 ADAPTIVE = HeadConfig(kind="adaptive", groups=(AdaptiveOptions(cutoffs=CUTOFFS, div_value=DIV),))

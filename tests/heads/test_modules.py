@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, HeadConfig, override
-from seqjax.head_options import AdaptiveOptions, ClassOptions
 from seqjax.heads import AdaptiveSoftmax, FullSoftmax, build_head
+from seqjax.heads.build import AdaptiveOptions, ClassOptions
 
 VOCAB, FEATURES, ROWS = 40, 8, 12
 # Specials pad/bos/eos/unk first (arbitrary counts), then frequency-sorted words.
@@ -25,7 +25,7 @@ def configured(change):
     """BASE with `change`: flat options, and a kind's options as a dict under the kind's name."""
     groups = {name: value for name, value in change.items() if isinstance(value, dict)}
     head = dataclasses.replace(BASE, **{name: value for name, value in change.items() if name not in groups})
-    return head.with_groups(**{kind: dataclasses.replace(head.group(kind), **v) for kind, v in groups.items()})
+    return head.with_options(*(dataclasses.replace(head.group(kind), **v) for kind, v in groups.items()))
 
 
 def inputs(seed=0):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from seqjax.config import HeadConfig
-from seqjax.head_options import AdaptiveOptions, ClassOptions
 from seqjax.heads import adaptive, build_head, full
+from seqjax.heads.build import AdaptiveOptions, ClassOptions
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from jaxpr_tools import equations  # noqa: E402

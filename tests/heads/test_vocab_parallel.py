@@ -6,7 +6,8 @@ import pytest
 from jaxpr_tools import equations, sub_jaxprs
 
 from seqjax.heads import FullSoftmax
-from seqjax.heads.vocab_parallel import VocabParallelSoftmax, vocab_parallel_softmax_loss
+from seqjax.heads.full_head import VocabParallelSoftmax
+from seqjax.heads.vocab_parallel import vocab_parallel_softmax_loss
 from seqjax.training.core.layout import make_mesh
 
 # Meshes of up to 8 devices: the suite's simulated CPU devices; one GPU has too few.

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, HeadConfig, override
-from seqjax.head_options import FullOptions
 from seqjax.heads import build_head, full_softmax_loss
+from seqjax.heads.build import FullOptions
 
 N, D, V, Z = 5, 3, 7, 0.3
 RNG = np.random.default_rng(0)

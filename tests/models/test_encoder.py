@@ -10,8 +10,8 @@ import pytest
 
 from seqjax.config import ModelConfig
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.model_options import ElectraModelOptions
 from seqjax.models import build_model, generates
+from seqjax.models.encoder import ElectraModelOptions
 
 V, B, T, D = 13, 2, 6, 16
 TINY = ModelConfig(kind="transformer_encoder", d_model=D, layers=2, num_heads=2, d_ff=32, dropout=0.0, max_len=8)
@@ -51,7 +51,7 @@ def test_mask_is_an_input_row_after_the_vocabulary_and_not_a_target(encoder):
 
 def test_electra_initializes_generator_discriminator_and_classifier():
     model = build_model(
-        dataclasses.replace(TINY, kind="electra").with_groups(electra=ElectraModelOptions(generator_layers=1)), V
+        dataclasses.replace(TINY, kind="electra").with_options(ElectraModelOptions(generator_layers=1)), V
     )
     tokens = jnp.zeros((B, T), jnp.int32)
     shapes = jax.eval_shape(lambda key: model.init(key, tokens), jax.random.key(0))["params"]

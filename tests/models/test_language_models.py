@@ -13,8 +13,8 @@ from jaxpr_tools import matmuls
 
 from seqjax import config as config_lib
 from seqjax.config import Config, ModelConfig
-from seqjax.model_options import NNLMOptions
 from seqjax.models import build_model
+from seqjax.models.nnlm import NNLMOptions
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.loop import train
 
@@ -28,7 +28,7 @@ CONFIGS = {
     "transformer_learned_post_ln_dilated_window": dataclasses.replace(
         TINY, kind="transformer", positions="learned", norm="post", window=2, dilation=2
     ),
-    "nnlm_direct": dataclasses.replace(TINY, kind="nnlm", context=3).with_groups(nnlm=NNLMOptions(direct=True)),
+    "nnlm_direct": dataclasses.replace(TINY, kind="nnlm", context=3).with_options(NNLMOptions(direct=True)),
 }
 # The pair that runs the tests of code every config shares (embedding, dropout, dtypes).
 REPRESENTATIVE = ["lstm_residual", "transformer"]

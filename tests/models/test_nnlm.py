@@ -7,8 +7,8 @@ import jax
 import numpy as np
 
 from seqjax.config import ModelConfig
-from seqjax.model_options import NNLMOptions
 from seqjax.models import build_model
+from seqjax.models.nnlm import NNLMOptions
 
 V, B, T, K, D = 11, 2, 6, 3, 8
 CFG = ModelConfig(kind="nnlm", d_model=D, context=K, dropout=0.0, groups=(NNLMOptions(direct=True),))
@@ -32,7 +32,7 @@ def test_hidden_follows_the_windowed_equation_with_zeros_before_the_start(random
 
 
 def test_tokens_older_than_the_window_do_not_matter(random_variables):
-    model = build_model(CFG.with_groups(nnlm=NNLMOptions(direct=False)), V)
+    model = build_model(CFG.with_options(NNLMOptions(direct=False)), V)
     tokens = jax.random.randint(jax.random.key(0), (B, T), 0, V)
     variables = random_variables(model, tokens)
     changed = tokens.at[:, 0].set((tokens[:, 0] + 1) % V)

@@ -10,8 +10,8 @@ import pytest
 from jaxpr_tools import matmuls
 
 from seqjax.config import ModelConfig
-from seqjax.model_options import AttentionSeq2SeqOptions
 from seqjax.models import build_model, is_seq2seq
+from seqjax.models.seq2seq_attention import AttentionSeq2SeqOptions
 
 V, V_SRC, B, T, S = 11, 9, 3, 5, 4
 TINY = ModelConfig(d_model=16, layers=2, num_heads=2, d_ff=32, dropout=0.1, max_len=8)
@@ -20,7 +20,7 @@ CONFIGS = {
     "attention_additive": dataclasses.replace(TINY, kind="attention_seq2seq"),
     "attention_dot_gru_unidirectional": dataclasses.replace(
         TINY, kind="attention_seq2seq", cell="gru", bidirectional=False
-    ).with_groups(attention_seq2seq=AttentionSeq2SeqOptions(attention="dot")),
+    ).with_options(AttentionSeq2SeqOptions(attention="dot")),
     "transformer_seq2seq": dataclasses.replace(TINY, kind="transformer_seq2seq"),
 }
 SRC_MASK = jnp.arange(S)[None, :] < jnp.array([S, 2, 1])[:, None]

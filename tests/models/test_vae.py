@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, ModelConfig, override
-from seqjax.model_options import RNNVAEOptions
 from seqjax.models import build_model
-from seqjax.models.vae import interpolate_latents
+from seqjax.models.vae import RNNVAEOptions, interpolate_latents
 
 V, B, T, Z = 13, 2, 6, 3
 TINY = ModelConfig(kind="rnn_vae", d_model=8, layers=2, dropout=0.0, groups=(RNNVAEOptions(latent_size=Z),))
 CONFIGS = {
-    "lstm_fed": TINY.with_groups(rnn_vae=RNNVAEOptions(latent_size=Z, feed_latent=True)),
+    "lstm_fed": TINY.with_options(RNNVAEOptions(latent_size=Z, feed_latent=True)),
     "gru_residual": dataclasses.replace(TINY, cell="gru", residual=True),
 }
 

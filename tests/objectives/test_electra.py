@@ -14,8 +14,8 @@ from seqjax.config import HeadConfig, ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
 from seqjax.model_head import init_params, token_log_probs
-from seqjax.model_options import ElectraModelOptions
 from seqjax.models import build_model
+from seqjax.models.encoder import ElectraModelOptions
 from seqjax.objectives import Electra
 from seqjax.objectives.electra import replace_tokens, replaced_labels
 from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens
@@ -35,7 +35,7 @@ TINY = ModelConfig(kind="electra", d_model=16, layers=1, num_heads=2, d_ff=32, d
 
 
 def generator_of_width(cfg, width):
-    return cfg.with_groups(electra=ElectraModelOptions(generator_width=width))
+    return cfg.with_options(ElectraModelOptions(generator_width=width))
 
 
 @pytest.fixture(scope="module", params=[1.0, 0.25], ids=["same-width", "quarter-width"])

@@ -26,7 +26,7 @@ def test_every_objective_config_passes_the_library_checks(name, steps):
 @pytest.mark.parametrize("name", ["ss_linear", "ss_exponential", "ss_inverse_sigmoid"])
 def test_every_decay_starts_near_gold_and_feeds_gold_half_the_time_at_mid_run(name):
     steps = 1200
-    o = sweep.objective_config(name, steps).scheduled_sampling
+    o = sweep.objective_config(name, steps).group("scheduled_sampling")
 
     def epsilon(step):
         return float(gold_probability(o.schedule, step, k=o.k, c=o.c, eps_min=o.eps_min))

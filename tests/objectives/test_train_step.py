@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from seqjax import config as config_lib
+from seqjax import optimizers as optim
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh
 from seqjax.training.core.state import init_state

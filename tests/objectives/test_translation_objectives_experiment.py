@@ -23,7 +23,7 @@ def test_every_objective_config_passes_the_library_checks(name, steps):
 
 
 def test_scheduled_sampling_feeds_gold_first_and_half_the_time_at_the_end():
-    o = sweep.objective_config("scheduled_sampling", 100).scheduled_sampling
+    o = sweep.objective_config("scheduled_sampling", 100).group("scheduled_sampling")
 
     def epsilon(step):
         return float(gold_probability(o.schedule, step, k=o.k, c=o.c, eps_min=o.eps_min))
@@ -34,7 +34,7 @@ def test_scheduled_sampling_feeds_gold_first_and_half_the_time_at_the_end():
 
 
 def test_mixer_hands_four_more_tokens_to_reinforce_each_quarter():
-    o = sweep.objective_config("mixer", 100).mixer
+    o = sweep.objective_config("mixer", 100).group("mixer")
     assert (o.delta_start, o.delta_growth, o.delta_every) == (4, 4, 25)
     delta = functools.partial(
         mixer_delta, delta_start=o.delta_start, delta_growth=o.delta_growth, delta_every=o.delta_every
@@ -57,7 +57,7 @@ def test_run_fine_tunes_the_checkpoint_with_its_own_seed_and_steps():
         0,
     )
     assert (cfg.optim.learning_rate, cfg.optim.schedule) == (1e-4, "constant")
-    assert (cfg.objective.kind, cfg.objective.reinforce.baseline) == ("reinforce", "self_critical")
+    assert (cfg.objective.kind, cfg.objective.group("reinforce").baseline) == ("reinforce", "self_critical")
     assert cfg.model == base.model and cfg.data == base.data
 
 

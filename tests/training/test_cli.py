@@ -10,10 +10,10 @@ from helpers import split_nll, tiny
 
 from seqjax import config as config_lib
 from seqjax import decoding
+from seqjax import optimizers as optim
 from seqjax.cli import main
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import build_experiment, saved_tokenizers
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import Checkpointer, restore_state

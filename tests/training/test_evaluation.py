@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import split_nll, tiny_config
 
-from seqjax.training.core import optim
+from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh
 from seqjax.training.core.state import init_state

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from seqjax.config import HEAD_KINDS as KINDS
+from seqjax.config import HEADS as KINDS
 from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
-from seqjax.head_options import AdaptiveOptions
 from seqjax.heads import build_head
+from seqjax.heads.build import AdaptiveOptions
 from seqjax.training.core import mfu
 from seqjax.training.core.experiment import validate_train
 from seqjax.training.loop import train

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import OptimConfig
-from seqjax.training.core.optim import learning_rate_schedule, make_optimizer
+from seqjax.optimizers import learning_rate_schedule, make_optimizer
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "linear", "constant"])

@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import pytest
 
+from seqjax import optimizers as optim
 from seqjax.config import Config, override
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import init_state

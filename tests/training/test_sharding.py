@@ -7,9 +7,9 @@ import pytest
 from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 from jax.sharding import PartitionSpec as P
 
-from seqjax.heads.vocab_parallel import VocabParallelSoftmax
+from seqjax import optimizers as optim
+from seqjax.heads.full_head import VocabParallelSoftmax
 from seqjax.model_head import init_params
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh, partition_spec, tree_shardings, validate_strategy
 from seqjax.training.core.memory import per_device_bytes

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from seqjax.training.core import optim
+from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import Checkpointer, init_state, restore_state, state_shardings

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 
+from seqjax import optimizers as optim
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.training.core import optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh
 from seqjax.training.core.state import init_state

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from seqjax.config import ATTENTION, Config, check_choices
+from seqjax import optimizers as optim
+from seqjax.config import ATTENTION, OBJECTIVES, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective
 from seqjax.data import (
     LMBatches,
@@ -35,7 +36,6 @@ from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
 from seqjax.data.sources import to_stderr
 from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
-from seqjax.heads.vocab_parallel import VocabParallelSoftmax
 from seqjax.models import (
     MODEL_OBJECTIVES,
     PRETRAINED_ENCODER_KINDS,
@@ -48,8 +48,7 @@ from seqjax.models import (
     resolved_kernel,
 )
 from seqjax.models.attention import kernel_fallback
-from seqjax.objectives import GOLD_FEEDING, build_objective
-from seqjax.training.core import optim
+from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -112,10 +111,11 @@ def validate_packing(cfg: Config) -> None:
             f"data.packing needs a Transformer (model.kind in {', '.join(TRANSFORMER_KINDS)}), which keeps "
             f"attention within a segment; got model.kind={cfg.model.kind!r}"
         )
-    if cfg.objective.kind not in GOLD_FEEDING:
+    if not feeds_gold_only(cfg.objective.kind):
+        gold = [kind for kind in OBJECTIVES if feeds_gold_only(kind)]
         raise ValueError(
             f"data.packing needs an objective feeding gold tokens only (objective.kind in "
-            f"{', '.join(GOLD_FEEDING)}), got {cfg.objective.kind!r}"
+            f"{', '.join(gold)}), got {cfg.objective.kind!r}"
         )
 
 
@@ -217,13 +217,7 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     move between the two). Without a mesh (decoding a restored run) it is the plain head."""
     head = build_head(cfg.head, vocab_size, counts)
     if mesh is not None and cfg.train.vocab_parallel:
-        if cfg.head.full.z_loss:
-            raise ValueError(
-                f"head.full.z_loss is not computed by train.vocab_parallel's loss, got {cfg.head.full.z_loss}"
-            )
-        return VocabParallelSoftmax(
-            vocab_size=vocab_size, tied=cfg.head.tied, learn_bias=cfg.head.learn_bias, mesh=mesh
-        )
+        return head.vocab_parallel(mesh)  # a head of the vocab_parallel family (validate_layout)
     return head
 
 

@@ -44,8 +44,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import DTypeLike
 
-from seqjax.config import Config
-from seqjax.heads.build import VOCAB_PARALLEL_HEADS
+from seqjax.config import HEADS, Config
 
 AXES = ("slice", "data", "model")
 BATCH_AXES = ("slice", "data")  # the batch's rows are split over both
@@ -274,8 +273,8 @@ def validate_layout(cfg: Config, mesh: Mesh, vocab_size: int) -> None:
                 f"train.vocab_parallel=false, got sharding={t.sharding!r}, vocab_parallel={t.vocab_parallel}"
             )
     if t.vocab_parallel:
-        if cfg.head.kind not in VOCAB_PARALLEL_HEADS:
-            needed = " or ".join(f"head.kind={kind}" for kind in VOCAB_PARALLEL_HEADS)
+        if cfg.head.kind not in HEADS.family("vocab_parallel"):
+            needed = " or ".join(f"head.kind={kind}" for kind in HEADS.family("vocab_parallel"))
             raise ValueError(f"train.vocab_parallel needs {needed}, got {cfg.head.kind!r}")
         if t.sharding not in ("tensor", "fsdp_tensor"):
             raise ValueError(

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from seqjax.config import Config
-from seqjax.models import MODEL_KINDS, is_trained
+from seqjax.models import is_trained, model_class
 
 # bf16 dense peak TFLOP/s per device, by a substring of jax's device_kind.
 KNOWN_PEAKS_TFLOPS = {
@@ -49,7 +49,7 @@ def train_flops_per_token(cfg: Config, head_weights: float, seq_len: int) -> flo
     attention's as the model counts it (`attention_flops`); None where the model does not count N."""
     if not is_trained(cfg.model):
         return None
-    model = MODEL_KINDS[cfg.model.kind]
+    model = model_class(cfg.model)
     weights = model.matmul_weights(cfg.model)
     if weights is None:
         return None

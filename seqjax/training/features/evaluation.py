@@ -26,7 +26,7 @@ from seqjax.contracts import Objective, Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.line_rows import line_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
-from seqjax.models import MODEL_KINDS, generates, is_latent, readable_length
+from seqjax.models import generates, is_latent, model_class, readable_length
 from seqjax.objectives import objective_of
 from seqjax.training.features.generation import lm_samples, translate
 from seqjax.training.features.task_reports import task_report
@@ -77,7 +77,7 @@ def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer
     further = scores[0][2] if scores and len(scores[0]) > 2 else {}
     summed = {name: np.sum([score[2][name] for score in scores], axis=0) for name in further}
     sums = {name: float(value) if np.ndim(value) == 0 else value for name, value in summed.items()}
-    objective = objective_of(MODEL_KINDS.get(cfg.model.kind)) or Objective
+    objective = objective_of(model_class(cfg.model)) or Objective
     result.update(objective.eval_report(nll_sum, tokens, sums))
     words = getattr(data, "words", {}).get(split)
     if words and not cfg.train.eval_batches and objective.scores_every_target:
@@ -93,7 +93,7 @@ def describe_metrics(cfg: Config, result: dict[str, float]) -> str:
     line += f" over {result['tokens']:,.0f} tokens)"
     if "word_perplexity" in result:
         line += f", per-word perplexity {result['word_perplexity']:,.4g}"
-    objective = objective_of(MODEL_KINDS.get(cfg.model.kind)) or Objective
+    objective = objective_of(model_class(cfg.model)) or Objective
     return line + objective.describe_eval(result)
 
 

@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax import config as config_lib
-from seqjax import config_text
 from seqjax.config import Config, HeadConfig, ObjectiveConfig
+from seqjax.config import text as config_text
 from seqjax.contracts import SPECIAL_IDS, Batch
 from seqjax.data import LMData, holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, ngram

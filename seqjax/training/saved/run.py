@@ -98,7 +98,7 @@ class Run:
         word's probability. `splits`: the data splits read, none to decode; None: every one.
 
         Raises ValueError when the run has no checkpoint yet."""
-        from seqjax.training.core import optim
+        from seqjax import optimizers as optim
         from seqjax.training.core.experiment import build_experiment
         from seqjax.training.core.layout import make_mesh
         from seqjax.training.core.state import Checkpointer, restore_state

@@ -18,9 +18,11 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
-from seqjax.config import Config, from_dict, inapplicable
-from seqjax.kind_section import member_types, members
-from seqjax.options import describe
+from seqjax.config.fields import describe
+from seqjax.config.groups import member_types, members
+from seqjax.config.overrides import inapplicable
+from seqjax.config.saved import from_dict
+from seqjax.config.sections import Config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Entry:
 
 
 def type_name(kind: Any) -> str:
+    """`int`, `str`, `tuple[int, ...]`; a `Literal` of names is a `str` (its names are the description's)."""
+    if typing.get_origin(kind) is typing.Literal:
+        return "str"
     return getattr(kind, "__name__", str(kind)) if typing.get_origin(kind) is None else str(kind)
 
 
@@ -47,7 +52,7 @@ def groups(config: Any, default: Any, prefix: str = "") -> Iterator[tuple[str, l
         if field is None or dataclasses.is_dataclass(value):
             nested.append((f"{prefix}{name}", value, fallback))
         else:
-            entries.append(Entry(f"{prefix}{name}", types_[name], value, fallback, describe(field)))
+            entries.append(Entry(f"{prefix}{name}", types_[name], value, fallback, describe(type(config), field)))
     if entries:
         yield prefix.rstrip("."), entries
     for name, value, fallback in nested:

@@ -1,80 +1,80 @@
 """The sections of an experiment's configuration: one frozen dataclass per concern (data, model,
-head, objective, optimizer, training), composed once as `Config`, and the names each named
-choice may take. `seqjax.config` is the module to import: it holds these and the code that
-reads, checks, overrides and saves them.
+head, objective, optimizer, training), composed once as `Config`.
 
-Each field carries its description and, where it only means something for some values of its
-section's `kind`, those kinds (`option(...)`); the options only one model or head kind reads
-are a group named for that kind (`model.rnn_vae.latent_size`, `seqjax.kind_section`), as each
-objective's are (`objective.scheduled_sampling.k`).
+Each field carries its description and, where it only means something for some kinds, the family
+of kinds that read it (`seqjax.config.kinds`). A field of a few fixed values is typed as their
+`Literal`; the kinds of a section are its registry's. The options only one kind reads are a group
+named for that kind (`model.rnn_vae.latent_size`, `objective.scheduled_sampling.k`), declared by
+the kind where it is registered.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
-from seqjax import head_options, model_options
-from seqjax.kind_section import KindGroup, KindSection
-from seqjax.kinds import HEADS, MODELS
-from seqjax.objective_config import ObjectiveConfig
-from seqjax.options import option
+from seqjax.config.fields import OrAuto, option
+from seqjax.config.groups import KindSection
+from seqjax.config.kinds import ATTENTION_KERNELS, DATA_FORMATS, HEADS, MODELS, OBJECTIVES, OPTIMIZERS
 
-# The names each named choice may take; the registries that map them to code
-# (`seqjax.data.tokenizers.TOKENIZER_KINDS`, ...) are keyed by these.
-DATA_KINDS = ("synthetic", "text", "parallel")
-SYNTHETIC_TASKS = ("grammar", "oracle", "copy", "reverse", "sort", "addition")
-TOKENIZERS = ("char", "word", "bpe", "pretrained")
-CELLS = ("lstm", "gru", "elman")
-PROPOSALS = ("uniform", "unigram", "log_uniform")
-# The model and head kinds, and the families of them that read a group of options, are declared in
-# `seqjax.kinds`; these are live views of those tables.
-MODEL_KINDS = MODELS
-HEAD_KINDS = HEADS
-NEURAL = MODEL_KINDS.reading("neural")
-RECURRENT = MODEL_KINDS.reading("recurrent")
-RNN_ENCODERS = MODEL_KINDS.reading("rnn_encoder")
-ATTENTION = MODEL_KINDS.reading("attention")  # models built of the Transformer blocks
-TRANSFORMERS = MODEL_KINDS.reading("causal_attention")
-ENCODERS = MODEL_KINDS.reading("encoder_only")  # encoder-only, masked-LM pre-training
-CONTEXT = MODEL_KINDS.reading("context")
-TIED_HEADS = HEAD_KINDS.reading("tied")
-BIASED_HEADS = HEAD_KINDS.reading("word_bias")
-SAMPLING_HEADS = HEAD_KINDS.reading("sampling")
+DataKind = Literal["synthetic", "text", "parallel"]
+SyntheticTask = Literal["grammar", "oracle", "copy", "reverse", "sort", "addition"]
+TokenizerKind = Literal["char", "word", "bpe", "pretrained"]
+Cell = Literal["lstm", "gru", "elman"]
+Positions = Literal["sinusoidal", "learned", "rope"]
+Norm = Literal["pre", "post"]
+NormType = Literal["layernorm", "rmsnorm"]
+Mlp = Literal["gelu", "gelu_exact", "relu", "swiglu"]
+Remat = Literal["none", "dots", "full"]
+Proposal = Literal["uniform", "unigram", "log_uniform"]
+Schedule = Literal["cosine", "linear", "constant"]
+Precision = Literal["float32", "bfloat16"]
+Sharding = Literal["data", "fsdp", "tensor", "fsdp_tensor"]
+StepKind = Literal["jit", "shard_map"]
+
+FILES = ("text", "parallel")  # the data kinds read from files
+
+NEURAL = MODELS.family("neural")
+RECURRENT = MODELS.family("recurrent")
+RNN_ENCODERS = MODELS.family("rnn_encoder")
+ATTENTION = MODELS.family("attention")  # models built of the Transformer blocks
+TRANSFORMERS = MODELS.family("causal_attention")
+ENCODERS = MODELS.family("encoder_only")  # encoder-only, masked-LM pre-training
+CONTEXT = MODELS.family("context")
+TIED_HEADS = HEADS.family("tied")
+BIASED_HEADS = HEADS.family("word_bias")
+SAMPLING_HEADS = HEADS.family("sampling")
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    kind: str = option("synthetic", " | ".join(DATA_KINDS), choices=DATA_KINDS)
-    task: str = option(
-        "grammar",
-        "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)",
-        kinds=("synthetic",),
-        choices=SYNTHETIC_TASKS,
+    kind: DataKind = option("synthetic", "synthetic (generated in code) | text (a file per split) | parallel (pairs)")
+    task: SyntheticTask = option(
+        "grammar", "grammar | oracle (LMs) | copy | reverse | sort | addition (seq2seq)", kinds=("synthetic",)
     )
     root: str = option(
         "",
         "directory that relative train/valid/test paths are under ('': $SEQJAX_DATA, else the working directory)",
-        kinds=("text", "parallel"),
+        kinds=FILES,
     )
     train: str = option(
-        "", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)", kinds=("text", "parallel")
+        "", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)", kinds=FILES
     )
-    valid: str = option("", "as train, for the validation split", kinds=("text", "parallel"))
-    test: str = option("", "as train, for the test split", kinds=("text", "parallel"))
+    valid: str = option("", "as train, for the validation split", kinds=FILES)
+    test: str = option("", "as train, for the test split", kinds=FILES)
+    format: str = option("lines", "how a corpus file is read", kinds=FILES, choices=DATA_FORMATS)
     store: str = option(
         "",
         "directory of the corpus's token store (seqjax prepare); '': a cache directory under $SEQJAX_CACHE, else "
         "~/.cache/seqjax, named by the tokenization config",
-        kinds=("text", "parallel"),
+        kinds=FILES,
     )
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
     tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
-    tokenizer: str = option(
+    tokenizer: TokenizerKind = option(
         "char",
         "char | word | bpe (built from the train split) | pretrained (a run's own, as it is: data.tokenizer_from)",
-        kinds=("text", "parallel"),
-        choices=TOKENIZERS,
+        kinds=FILES,
     )
     tokenizer_from: str = option(
         "",
@@ -111,31 +111,31 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig(KindSection):
-    kind: str = option("transformer", "", choices=MODEL_KINDS)
+    kind: str = option("transformer", "", choices=MODELS)
     d_model: int = option(128, "width of embeddings and hidden states", kinds=NEURAL)
     layers: int = option(2, "stacked layers (encoder and decoder each, for seq2seq)", kinds=NEURAL)
     dropout: float = option(0.1, "dropout rate in training", kinds=NEURAL)
-    cell: str = option("lstm", " | ".join(CELLS), kinds=RECURRENT, choices=CELLS)
+    cell: Cell = option("lstm", "lstm | gru | elman", kinds=RECURRENT)
     residual: bool = option(False, "residual connections around the layers after the first", kinds=RECURRENT)
     bidirectional: bool = option(True, "encoder layers run forward and backward (D/2 each)", kinds=RNN_ENCODERS)
     num_heads: int = option(4, "attention heads", kinds=ATTENTION)
     d_ff: int = option(512, "feed-forward hidden width", kinds=ATTENTION)
-    positions: str = option(
+    positions: Positions = option(
         "sinusoidal",
         "sinusoidal | learned (added to the embeddings) | rope (rotary, turns queries and keys)",
         kinds=ATTENTION,
     )
     rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=ATTENTION)
     max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=ATTENTION)
-    norm: str = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
-    norm_type: str = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)
+    norm: Norm = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
+    norm_type: NormType = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)
     norm_eps: float = option(1e-6, "epsilon added to the variance (mean square) inside each norm", kinds=ATTENTION)
     scale_embeddings: bool = option(
         True,
         "token embeddings multiplied by √D on input (false: added as they are, as in GPT-2 and Llama)",
         kinds=ATTENTION,
     )
-    mlp: str = option(
+    mlp: Mlp = option(
         "gelu",
         "feed-forward: gelu (tanh approximation) | gelu_exact (erf) | relu | swiglu (silu(x W_gate) · x W_up, each "
         "d_ff wide)",
@@ -151,38 +151,28 @@ class ModelConfig(KindSection):
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
     attention_kernel: str = option(
         "auto",
-        "auto | xla | cudnn: teacher-forced self-attention's kernel, cudnn = jax.nn.dot_product_attention's fused "
-        "cuDNN kernel (auto: on a GPU in 16 bits), xla = grouped matmuls with a hand-written backward, by blocks of "
-        "64 queries that skip the keys the causal mask and window hide; masks cudnn cannot express (padding, "
-        "segments, dilation) run on xla",
+        "teacher-forced self-attention's kernel: auto (the fastest the run's devices and masks allow; the run "
+        "says which) or one of the registered kernels (seqjax compile and docs/scaling.md describe each)",
         kinds=ATTENTION,
+        choices=OrAuto(ATTENTION_KERNELS),
     )
     scan_layers: bool = option(
         False, "the layer stack as one nn.scan over stacked parameters (compile time flat in depth)", kinds=ATTENTION
     )
-    remat: str = option(
+    remat: Remat = option(
         "none",
         "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
         kinds=ATTENTION,
     )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
-    # the options only one kind reads, a group per kind (`model.rnn_vae.latent_size`): `KindSection`
-    groups: tuple[Any, ...] = dataclasses.field(default=())
-    KINDS = MODEL_KINDS
-    rnn_vae = KindGroup("rnn_vae", model_options.RNNVAEOptions)
-    electra = KindGroup("electra", model_options.ElectraModelOptions)
-    nnlm = KindGroup("nnlm", model_options.NNLMOptions)
-    attention_seq2seq = KindGroup("attention_seq2seq", model_options.AttentionSeq2SeqOptions)
+    groups: tuple[Any, ...] = dataclasses.field(default=())  # a kind's own options: `KindSection`
+    KINDS = MODELS
 
 
 @dataclasses.dataclass(frozen=True)
 class HeadConfig(KindSection):
-    kind: str = option("full", "", choices=HEAD_KINDS)
-    tied: bool = option(
-        False,
-        "share the output word vectors with the (target) input embedding",
-        kinds=TIED_HEADS,
-    )
+    kind: str = option("full", "", choices=HEADS)
+    tied: bool = option(False, "share the output word vectors with the (target) input embedding", kinds=TIED_HEADS)
     learn_bias: bool = option(
         True,
         "train the word biases (false: they stay where they start, e.g. an imported model's: 0, and far below "
@@ -190,33 +180,38 @@ class HeadConfig(KindSection):
         kinds=BIASED_HEADS,
     )
     num_samples: int = option(512, "K samples per step, 0 < K < V", kinds=SAMPLING_HEADS)
-    proposal: str = option("log_uniform", " | ".join(PROPOSALS), kinds=SAMPLING_HEADS, choices=PROPOSALS)
+    proposal: Proposal = option("log_uniform", "uniform | unigram | log_uniform", kinds=SAMPLING_HEADS)
     power: float = option(1.0, "unigram proposal q ∝ count^power (0.75: word2vec)", kinds=SAMPLING_HEADS)
     unique: bool = option(
         True, "deduplicate the K draws (negative always draws with replacement)", kinds=("sampled", "nce")
     )
     per_row_samples: bool = option(False, "draw K samples per row instead of one set per batch", kinds=SAMPLING_HEADS)
-    groups: tuple[Any, ...] = dataclasses.field(default=())  # `head.adaptive.cutoffs`, as the model's
-    KINDS = HEAD_KINDS
-    full = KindGroup("full", head_options.FullOptions)
-    sampled = KindGroup("sampled", head_options.SampledOptions)
-    nce = KindGroup("nce", head_options.NCEOptions)
-    tree = KindGroup("tree", head_options.TreeOptions)
-    class_ = KindGroup("class", head_options.ClassOptions)  # head.class: a Python keyword
-    adaptive = KindGroup("adaptive", head_options.AdaptiveOptions)
+    groups: tuple[Any, ...] = dataclasses.field(default=())
+    KINDS = HEADS
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimConfig:
-    learning_rate: float = option(3e-3, "peak learning rate (AdamW)")
-    schedule: str = option("cosine", "cosine | linear | constant (each after linear warmup)")
+class ObjectiveConfig(KindSection):
+    """The objective of a run: `kind`, and each objective's options as a group named for it
+    (`objective.scheduled_sampling.k`), of which only `kind`'s is used."""
+
+    kind: str = option("teacher_forcing", "", choices=OBJECTIVES)
+    groups: tuple[Any, ...] = dataclasses.field(default=())
+    KINDS = OBJECTIVES
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig(KindSection):
+    kind: str = option("adamw", "", choices=OPTIMIZERS)
+    learning_rate: float = option(3e-3, "peak learning rate")
+    schedule: Schedule = option("cosine", "cosine | linear | constant (each after linear warmup)")
     warmup_steps: int = option(100, "steps of linear warmup from 0")
     end_lr_fraction: float = option(0.05, "decay ends at this fraction of the peak")
-    weight_decay: float = option(0.01, "AdamW decoupled weight decay")
-    b1: float = option(0.9, "AdamW beta1")
-    b2: float = option(0.98, "AdamW beta2")
+    weight_decay: float = option(0.01, "decoupled weight decay (each optimizer's own way of applying it)")
     clip_norm: float = option(1.0, "global-norm gradient clipping; 0 disables")
     accum_steps: int = option(1, "gradient accumulation: microbatches per optimizer update")
+    groups: tuple[Any, ...] = dataclasses.field(default=())
+    KINDS = OPTIMIZERS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,11 +219,11 @@ class TrainConfig:
     steps: int = option(1000, "optimizer updates of the run")
     batch_size: int = option(32, "global batch, rows")
     seed: int = option(0, "seed of initialization, dropout, sampling and batch order")
-    precision: str = option("float32", "float32 | bfloat16 (matmuls; parameters and softmax stay float32)")
+    precision: Precision = option("float32", "float32 | bfloat16 (matmuls; parameters and softmax stay float32)")
     mesh: str = option("data:-1", "axis sizes, -1 takes the remaining devices; axes: slice (TPU slices), data, model")
-    sharding: str = option("data", "data | fsdp | tensor | fsdp_tensor (docs/scaling.md)")
-    step_kind: str = option("jit", "jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)")
-    vocab_parallel: bool = option(False, "full-softmax loss with the vocabulary split over the model axis")
+    sharding: Sharding = option("data", "data | fsdp | tensor | fsdp_tensor (docs/scaling.md)")
+    step_kind: StepKind = option("jit", "jit (compiler-placed collectives) | shard_map (explicit gradient all-reduce)")
+    vocab_parallel: bool = option(False, "the head's loss with the vocabulary split over the model axis")
     distributed: bool = option(False, "join a multi-process run (jax.distributed.initialize)")
     coordinator: str = option("", "HOST:PORT of process 0; '': $JAX_COORDINATOR_ADDRESS or cluster detection")
     num_processes: int = option(0, "0: $JAX_NUM_PROCESSES or cluster detection")

@@ -1,0 +1,61 @@
+"""The full-softmax head: exact scores over every word, its training loss in vocabulary blocks
+(`full.full_softmax_loss`) or, under train.vocab_parallel, split over the vocabulary across the
+mesh's model axis (`vocab_parallel.vocab_parallel_softmax_loss`)."""
+
+from __future__ import annotations
+
+from jax import Array
+from jax.sharding import Mesh
+
+from seqjax.heads import full
+from seqjax.heads.modules import WordScores
+from seqjax.heads.vocab_parallel import vocab_parallel_softmax_loss
+
+
+class FullSoftmax(WordScores):
+    """Exact softmax; `chunk_size` C > 0 scores the vocabulary in blocks of C words (C >= V:
+    materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
+    z_loss · (log Z)² to each row's training loss (not to `log_probs`); `block_residuals` is what
+    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`, "": chosen by shape)."""
+
+    chunk_size: int = 0
+    z_loss: float = 0.0
+    block_residuals: str = ""
+
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
+        chunks, residuals = self.chunk_size or None, self.block_residuals or None
+        params = self.parameters(hidden.shape[-1], embedding)
+        weights, biases = params["weights"], params["biases"]
+        return full.full_softmax_loss(
+            hidden, weights, biases, targets, chunk_size=chunks, z_loss=self.z_loss, block_residuals=residuals
+        )
+
+    def vocab_parallel(self, mesh: Mesh) -> VocabParallelSoftmax:
+        """This head with its training loss split over the vocabulary on `mesh`'s model axis
+        (train.vocab_parallel): the same parameters, so checkpoints move between the two."""
+        if self.z_loss:
+            raise ValueError(f"head.full.z_loss is not computed by train.vocab_parallel's loss, got {self.z_loss}")
+        return VocabParallelSoftmax(vocab_size=self.vocab_size, tied=self.tied, learn_bias=self.learn_bias, mesh=mesh)
+
+
+class VocabParallelSoftmax(WordScores):
+    """The full-softmax head with a vocabulary-parallel training loss.
+
+    Same parameters as `FullSoftmax` (`weights` [V, D], `biases` [V], or the tied input
+    embedding), so checkpoints move freely between the two; `log_probs` (decoding needs every
+    word's probability) and `target_log_probs` (exact evaluation, in vocabulary blocks) are
+    those of `WordScores`.
+    """
+
+    mesh: Mesh | None = None
+    vocab_axis: str = "model"
+    row_axis: str | None = "data"
+
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
+        if self.mesh is None:
+            raise ValueError("VocabParallelSoftmax needs the mesh its vocabulary is split over, got None")
+        params = self.parameters(hidden.shape[-1], embedding)
+        weights, biases = params["weights"], params["biases"]
+        return vocab_parallel_softmax_loss(
+            hidden, weights, biases, targets, self.mesh, vocab_axis=self.vocab_axis, row_axis=self.row_axis
+        )
