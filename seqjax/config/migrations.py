@@ -41,25 +41,26 @@ RENAMED = {
     "objective.candidates": "objective.minimum_risk.search",
     "objective.alpha": "objective.minimum_risk.alpha",
 }
+_GROUPED: dict[str, dict[str, tuple[str, ...]]] = {  # section -> kind -> its options that were flat
+    "model": {
+        "rnn_vae": ("latent_size", "feed_latent"),
+        "electra": ("generator_layers", "generator_width"),
+        "nnlm": ("direct",),
+        "attention_seq2seq": ("attention",),
+    },
+    "head": {
+        "full": ("chunk_size", "block_residuals", "z_loss"),
+        "sampled": ("remove_accidental_hits",),
+        "nce": ("log_normalizer", "learn_normalizer"),
+        "tree": ("tree",),
+        "class": ("num_classes",),
+        "adaptive": ("cutoffs", "div_value", "head_bias"),
+    },
+    "optim": {"adamw": ("b1", "b2")},
+}
 MOVED = {
     f"{section}.{name}": f"{section}.{kind}.{name}"
-    for section, moves in {
-        "model": {
-            "rnn_vae": ("latent_size", "feed_latent"),
-            "electra": ("generator_layers", "generator_width"),
-            "nnlm": ("direct",),
-            "attention_seq2seq": ("attention",),
-        },
-        "head": {
-            "full": ("chunk_size", "block_residuals", "z_loss"),
-            "sampled": ("remove_accidental_hits",),
-            "nce": ("log_normalizer", "learn_normalizer"),
-            "tree": ("tree",),
-            "class": ("num_classes",),
-            "adaptive": ("cutoffs", "div_value", "head_bias"),
-        },
-        "optim": {"adamw": ("b1", "b2")},
-    }.items()
+    for section, moves in _GROUPED.items()
     for kind, names in moves.items()
     for name in names
 }

@@ -23,19 +23,20 @@ from typing import Any
 import numpy as np
 
 from seqjax.config import ModelConfig
+from seqjax.config.sections import Mlp
 from seqjax.pretrained.mapping import Tensor, reshaped, vocabulary_table
 from seqjax.pretrained.twins import Settings, unmet_settings
 
 NAME = "gpt2"
 MODEL_TYPES = ("gpt2",)
-ACTIVATIONS = {
+ACTIVATIONS: dict[str, Mlp] = {
     "gelu_new": "gelu",
     "gelu_pytorch_tanh": "gelu",
     "gelu_fast": "gelu",
     "gelu": "gelu_exact",
     "relu": "relu",
 }
-EXPORTED_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}
+EXPORTED_ACTIVATIONS: dict[str, str] = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}
 # What GPT-2's twin has besides every family's `TRANSFORMER_LM` settings.
 SETTINGS: Settings = {
     "positions": ("learned", "learned positions"),
