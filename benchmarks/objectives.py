@@ -35,10 +35,10 @@ from common import (  # noqa: E402
 )
 
 from seqjax import config as config_lib  # noqa: E402
+from seqjax import optimizers as optim  # noqa: E402
 from seqjax.config import Config  # noqa: E402
 from seqjax.objectives import build_objective  # noqa: E402
 from seqjax.objectives.scheduled_sampling import resolve_mode  # noqa: E402
-from seqjax.training.core import optim  # noqa: E402
 from seqjax.training.core.experiment import Experiment, build_experiment  # noqa: E402
 from seqjax.training.core.layout import make_mesh  # noqa: E402
 from seqjax.training.core.state import init_state  # noqa: E402

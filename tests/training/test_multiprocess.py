@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from helpers import EXACT_UPDATES, assert_trains_alike, tiny, tiny_config
 
+from seqjax import optimizers as optim
 from seqjax.config import TrainConfig
 from seqjax.data.batching import LMBatches
-from seqjax.training.core import distributed, optim
+from seqjax.training.core import distributed
 from seqjax.training.core.distributed import initialize_arguments
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh
