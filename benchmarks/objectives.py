@@ -109,7 +109,7 @@ def with_objective(exp: Experiment, objective: str) -> Experiment:
 def describe_objective(exp: Experiment) -> str:
     """The options that decide the objective's cost (what it runs beyond one forward pass)."""
     kind = exp.cfg.objective.kind
-    o = getattr(exp.cfg.objective, kind)
+    o = exp.cfg.objective.options
     if kind == "scheduled_sampling":
         scan = resolve_mode(exp.model, o.mode, o.feed) == "scan"
         return f"{o.feed} feed, " + ("scan over the decode step" if scan else f"{o.passes} parallel passes")

@@ -293,7 +293,10 @@ def torch_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     torch = torch_or_none()
     module, forward = TORCH_MODELS[setup.cfg.kind](torch, setup)
     opt = torch.optim.AdamW(
-        module.parameters(), lr=OPTIM.learning_rate, betas=(OPTIM.b1, OPTIM.b2), weight_decay=OPTIM.weight_decay
+        module.parameters(),
+        lr=OPTIM.learning_rate,
+        betas=(OPTIM.options.b1, OPTIM.options.b2),
+        weight_decay=OPTIM.weight_decay,
     )
     # The masks are all ones, so the plain mean cross-entropy is seqjax's masked mean.
     batch = {k: torch.from_numpy(x).long() for k, x in synthetic_batch(setup).items() if "mask" not in k}
@@ -369,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     body = (
         f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. Medians of {repeats} interleaved repeats "
         f"of {steps} train step(s) (forward, backward, global-norm clipping {OPTIM.clip_norm:g}, AdamW lr "
-        f"{OPTIM.learning_rate:g} b2 {OPTIM.b2:g} wd {OPTIM.weight_decay:g}) on one fixed batch of full-length "
+        f"{OPTIM.learning_rate:g} b2 {OPTIM.options.b2:g} wd {OPTIM.weight_decay:g}) on one fixed batch of full-length "
         "rows; teacher forcing, full softmax, dropout 0, float32. tok/s counts target tokens; % peak counts "
         "matmul FLOPs only (6 per multiply-add, source work included).\n\n"
         "Torch sides: rnn_seq2seq is a bidirectional nn.LSTM encoder (D/2 per direction, finals concatenated, "

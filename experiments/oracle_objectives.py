@@ -126,7 +126,7 @@ def measures(summary: dict) -> dict[str, float]:
 
 def describe(objective: ObjectiveConfig) -> str:
     """The objective's settings, as the table's second column."""
-    o = getattr(objective, objective.kind)
+    o = objective.options
     if objective.kind == "scheduled_sampling":
         if o.schedule == "linear":
             decay = f"ε = max({o.eps_min:g}, {o.k:g} − {o.c:.3g}·step)"

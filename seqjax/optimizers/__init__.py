@@ -9,15 +9,19 @@ returns an `optax.GradientTransformation`.
 
 from __future__ import annotations
 
+import typing
+
 import optax
 
-from seqjax.checks import check_int, check_number
+from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import OPTIMIZERS, OptimConfig
+from seqjax.config.sections import Schedule
 from seqjax.optimizers import adamw  # noqa: F401  (registers the built-in optimizer)
 
 
 def validate(cfg: OptimConfig) -> None:
     """Raises ValueError naming the first optim key outside its rule."""
+    check_one_of("optim.schedule", cfg.schedule, typing.get_args(Schedule))
     check_number("optim.learning_rate", cfg.learning_rate, 0.0, open_low=True)
     check_int("optim.warmup_steps", cfg.warmup_steps, 0)
     check_number("optim.end_lr_fraction", cfg.end_lr_fraction, 0.0, 1.0)

@@ -105,7 +105,7 @@ def test_tied_head_scores_words_with_the_given_embedding_and_owns_no_word_table(
     embedding = inputs()[4]
     head, variables, _, _, log_probs = init_and_apply(dataclasses.replace(BASE, kind=kind, tied=True), tied=True)
     shapes = [leaf.shape for leaf in jax.tree.leaves(variables)]
-    assert (VOCAB, FEATURES) not in shapes and (BASE.adaptive.cutoffs[0], FEATURES) not in shapes
+    assert (VOCAB, FEATURES) not in shapes and (BASE.group("adaptive").cutoffs[0], FEATURES) not in shapes
     if kind in ("full", "sampled", "nce", "negative"):
         hidden = inputs()[0]
         scores = hidden @ embedding.T + variables["params"]["biases"]
@@ -273,7 +273,7 @@ def test_adaptive_head_bias_is_a_trained_head_parameter_only_when_asked():
     assert head.head_bias
     hidden, targets, key, mask, _ = inputs()
     params = head.init({"params": key}, hidden, targets, key, mask, method="loss")["params"]
-    assert params["head_biases"].shape == (BASE.adaptive.cutoffs[0] + len(BASE.adaptive.cutoffs),)
+    assert params["head_biases"].shape == (BASE.group("adaptive").cutoffs[0] + len(BASE.group("adaptive").cutoffs),)
     params = dict(params, head_biases=jax.random.normal(jax.random.key(9), params["head_biases"].shape))
     loss = jax.jit(lambda p: head.apply({"params": p}, hidden, targets, key, mask, method="loss")[0])
     log_probs = head.apply({"params": params}, hidden, method="log_probs")

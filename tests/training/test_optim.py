@@ -3,6 +3,7 @@ import pytest
 
 from seqjax.config import OptimConfig
 from seqjax.optimizers import learning_rate_schedule, make_optimizer
+from seqjax.optimizers.adamw import AdamWOptions
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "linear", "constant"])
@@ -26,7 +27,12 @@ def test_updates_clip_gradients_by_their_global_norm_across_leaves():
     # own norm scales b's two gradients differently from one global factor per step, and Adam's
     # second update depends on that ratio (its first is invariant to any per-leaf scale).
     cfg = OptimConfig(
-        learning_rate=0.1, schedule="constant", warmup_steps=0, weight_decay=0.0, b1=0.5, b2=0.75, clip_norm=1.0
+        learning_rate=0.1,
+        schedule="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        clip_norm=1.0,
+        groups=(AdamWOptions(b1=0.5, b2=0.75),),
     )
     steps = [
         {"a": np.array([3.0, -4.0]), "b": np.array([0.1, 0.2])},
@@ -41,7 +47,7 @@ def test_updates_clip_gradients_by_their_global_norm_across_leaves():
         update, state = optimizer.update({k: g.astype(np.float32) for k, g in grads.items()}, state, params)
         scale = min(1.0, cfg.clip_norm / np.sqrt(sum((g**2).sum() for g in grads.values())))
         for k, g in grads.items():
-            m[k] = cfg.b1 * m[k] + (1 - cfg.b1) * g * scale
-            v[k] = cfg.b2 * v[k] + (1 - cfg.b2) * (g * scale) ** 2
-            m_hat, v_hat = m[k] / (1 - cfg.b1**t), v[k] / (1 - cfg.b2**t)
+            m[k] = cfg.options.b1 * m[k] + (1 - cfg.options.b1) * g * scale
+            v[k] = cfg.options.b2 * v[k] + (1 - cfg.options.b2) * (g * scale) ** 2
+            m_hat, v_hat = m[k] / (1 - cfg.options.b1**t), v[k] / (1 - cfg.options.b2**t)
             np.testing.assert_allclose(update[k], -cfg.learning_rate * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=1e-5)
