@@ -28,8 +28,9 @@ class FullOptions:
     )
     block_residuals: str = option(
         "auto",
-        "what the blocked loss keeps for its backward pass: bfloat16 | float32 exponentials (three matmuls, "
-        "N·V values) or recompute (four matmuls, [N, chunk] memory); auto: bfloat16 while it fits 1 GiB",
+        "what the blocked loss keeps for its backward pass: float32 | bfloat16 exponentials (three matmuls, "
+        "N·V values; bfloat16 moves the gradients by up to 2^-8) or recompute (four matmuls, [N, chunk] memory); "
+        "auto: exponentials at train.precision while they fit 1 GiB, else recompute",
         choices=BLOCK_RESIDUALS,
     )
     z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")

@@ -94,7 +94,7 @@ def dummy_head(monkeypatch):
     monkeypatch.setattr(build, "HEAD_BUILDERS", dict(build.HEAD_BUILDERS))
     build.register_head(
         "dummy",
-        lambda cfg, vocab_size, counts: _Dummy(vocab_size, cfg.tied, cfg.dummy.width),
+        lambda cfg, vocab_size, counts, precision: _Dummy(vocab_size, cfg.tied, cfg.dummy.width),
         families=("tied",),
         options=_DummyOptions,
     )

@@ -16,19 +16,19 @@ from jax.typing import ArrayLike
 from seqjax import kinds
 from seqjax.config import PROPOSALS, HeadConfig
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.heads import checks, modules, samplers
+from seqjax.heads import checks, full, modules, samplers
 from seqjax.heads.classes import frequency_classes
 from seqjax.heads.tree import balanced_tree, huffman_tree
 
 # Heads whose loss `train.vocab_parallel` splits over the model axis (`vocab_parallel.py`).
 VOCAB_PARALLEL_HEADS = ("full",)
 
-# A head kind's builder: (its config, V, the [V] training counts) -> the head module; it checks the
-# options of its kind on the host.
-HeadBuilder = Callable[[HeadConfig, int, np.ndarray], nn.Module]
+# A head kind's builder: (its config, V, the [V] training counts, the run's train.precision) -> the
+# head module; it checks the options of its kind on the host.
+HeadBuilder = Callable[[HeadConfig, int, np.ndarray, str], nn.Module]
 
 
-def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
+def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike, precision: str = "float32") -> nn.Module:
     """Returns the Flax head module for `cfg` (see `seqjax.heads.modules` for its contract).
 
     Args:
@@ -38,6 +38,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
         `SPECIAL_IDS.count` ids are the specials and may count 0; the ids after them are
         sorted by decreasing count). Samplers, trees and classes use counts + 1, so that every
         word has positive mass.
+      precision: the run's train.precision, "float32" or "bfloat16" (its matmuls; heads score in
+        float32 either way): under `head.full.block_residuals=auto` the full softmax's blocks keep
+        their exponentials in it (`full.default_block_residuals`).
 
     Raises:
       ValueError: an unknown kind or proposal, K outside (0, V), cutoffs outside (0, V), classes over V,
@@ -65,7 +68,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             f"counts must be [vocab_size={vocab_size}] non-negative numbers, got shape {counts.shape} "
             f"with minimum {counts.min() if counts.size else None}"
         )
-    return HEAD_BUILDERS[cfg.kind](cfg, vocab_size, counts)
+    if precision not in full.KEPT_BYTES:
+        raise ValueError(f"precision must be one of {', '.join(full.KEPT_BYTES)}, got {precision!r}")
+    return HEAD_BUILDERS[cfg.kind](cfg, vocab_size, counts, precision)
 
 
 def register_head(kind: str, builder: HeadBuilder, families: tuple[str, ...] = (), options: type | None = None) -> None:
@@ -80,19 +85,20 @@ def _smoothed(counts: np.ndarray) -> np.ndarray:
     return counts.astype(np.float64) + 1.0
 
 
-def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    full = cfg.full
+def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
+    options = cfg.full
     return modules.FullSoftmax(
         vocab_size,
         tied=cfg.tied,
         learn_bias=cfg.learn_bias,
-        chunk_size=full.chunk_size,
-        z_loss=full.z_loss,
-        block_residuals="" if full.block_residuals == "auto" else full.block_residuals,
+        chunk_size=options.chunk_size,
+        z_loss=options.z_loss,
+        block_residuals="" if options.block_residuals == "auto" else options.block_residuals,
+        precision=precision,
     )
 
 
-def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     num_classes = cfg.class_.num_classes or math.ceil(math.sqrt(vocab_size))
     if not 0 < num_classes <= vocab_size:
         raise ValueError(
@@ -102,14 +108,14 @@ def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     return modules.ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
 
 
-def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     if cfg.tied:
         raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
     built = huffman_tree(_smoothed(counts)) if cfg.tree.tree == "huffman" else balanced_tree(vocab_size)
     return modules.HierarchicalSoftmax(vocab_size, tree=built)
 
 
-def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     adaptive = cfg.adaptive
     cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", adaptive.cutoffs, vocab_size)
     smoothed = _smoothed(counts)
@@ -148,13 +154,13 @@ def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> d
     )
 
 
-def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
     hits = cfg.sampled.remove_accidental_hits
     return modules.SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
 
 
-def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
     return modules.NCE(
         vocab_size,
@@ -165,7 +171,7 @@ def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     )
 
 
-def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     return modules.NegativeSampling(vocab_size, **_sampling_options(cfg, vocab_size, counts))
 
 
