@@ -19,14 +19,14 @@ from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import HEADS, HeadConfig, option
 from seqjax.config.sections import Proposal
 from seqjax.contracts import SPECIAL_IDS
-from seqjax.heads import checks, modules, samplers
+from seqjax.heads import checks, full, modules, samplers
 from seqjax.heads.classes import frequency_classes
 from seqjax.heads.full_head import FullSoftmax
 from seqjax.heads.tree import balanced_tree, huffman_tree
 
-# A head kind's builder: (its config, V, the [V] training counts) -> the head module; it checks the
-# options of its kind on the host.
-HeadBuilder = Callable[[HeadConfig, int, np.ndarray], nn.Module]
+# A head kind's builder: (its config, V, the [V] training counts, the run's train.precision) -> the
+# head module; it checks the options of its kind on the host.
+HeadBuilder = Callable[[HeadConfig, int, np.ndarray, str], nn.Module]
 
 
 TreeShape = Literal["huffman", "balanced"]
@@ -42,8 +42,9 @@ class FullOptions:
     )
     block_residuals: BlockResiduals = option(
         "auto",
-        "what the blocked loss keeps for its backward pass: bfloat16 | float32 exponentials (three matmuls, "
-        "N·V values) or recompute (four matmuls, [N, chunk] memory); auto: bfloat16 while it fits 1 GiB",
+        "what the blocked loss keeps for its backward pass: float32 | bfloat16 exponentials (three matmuls, "
+        "N·V values; bfloat16 moves the gradients by up to 2^-8) or recompute (four matmuls, [N, chunk] memory); "
+        "auto: exponentials at train.precision while they fit 1 GiB, else recompute",
     )
     z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")
 
@@ -100,7 +101,7 @@ class AdaptiveOptions:
         check_number("div_value", self.div_value, 1.0)
 
 
-def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
+def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike, precision: str = "float32") -> nn.Module:
     """Returns the Flax head module for `cfg` (see `seqjax.heads.modules` for its contract).
 
     Args:
@@ -110,6 +111,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
         `SPECIAL_IDS.count` ids are the specials and may count 0; the ids after them are
         sorted by decreasing count). Samplers, trees and classes use counts + 1, so that every
         word has positive mass.
+      precision: the run's train.precision, "float32" or "bfloat16" (its matmuls; heads score in
+        float32 either way): under `head.full.block_residuals=auto` the full softmax's blocks keep
+        their exponentials in it (`full.default_block_residuals`).
 
     Raises:
       ValueError: an unknown kind or proposal, K outside (0, V), cutoffs outside (0, V), classes over V,
@@ -136,26 +140,28 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             f"counts must be [vocab_size={vocab_size}] non-negative numbers, got shape {counts.shape} "
             f"with minimum {counts.min() if counts.size else None}"
         )
-    return builder(cfg, vocab_size, counts)
+    check_one_of("precision", precision, tuple(full.KEPT_BYTES))
+    return builder(cfg, vocab_size, counts, precision)
 
 
 def _smoothed(counts: np.ndarray) -> np.ndarray:
     return counts.astype(np.float64) + 1.0
 
 
-def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
-    full = cfg.options_of(FullOptions)
+def _full(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
+    options = cfg.options_of(FullOptions)
     return FullSoftmax(
         vocab_size,
         tied=cfg.tied,
         learn_bias=cfg.learn_bias,
-        chunk_size=full.chunk_size,
-        z_loss=full.z_loss,
-        block_residuals="" if full.block_residuals == "auto" else full.block_residuals,
+        chunk_size=options.chunk_size,
+        z_loss=options.z_loss,
+        block_residuals="" if options.block_residuals == "auto" else options.block_residuals,
+        precision=precision,
     )
 
 
-def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     num_classes = cfg.options_of(ClassOptions).num_classes or math.ceil(math.sqrt(vocab_size))
     if not 0 < num_classes <= vocab_size:
         raise ValueError(
@@ -165,7 +171,7 @@ def _class(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     return modules.ClassSoftmax(vocab_size, classes=frequency_classes(_smoothed(counts), num_classes), tied=cfg.tied)
 
 
-def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     if cfg.tied:
         raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
     huffman = cfg.options_of(TreeOptions).tree == "huffman"
@@ -173,7 +179,7 @@ def _tree(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     return modules.HierarchicalSoftmax(vocab_size, tree=built)
 
 
-def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _adaptive(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     adaptive = cfg.options_of(AdaptiveOptions)
     cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", adaptive.cutoffs, vocab_size)
     smoothed = _smoothed(counts)
@@ -211,13 +217,13 @@ def _sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> d
     )
 
 
-def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _sampled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
     hits = cfg.options_of(SampledOptions).remove_accidental_hits
     return modules.SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
 
 
-def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     shared = _sampling_options(cfg, vocab_size, counts)
     return modules.NCE(
         vocab_size,
@@ -228,7 +234,7 @@ def _nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
     )
 
 
-def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> nn.Module:
+def _negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> nn.Module:
     return modules.NegativeSampling(vocab_size, **_sampling_options(cfg, vocab_size, counts))
 
 

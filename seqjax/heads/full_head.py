@@ -16,14 +16,17 @@ class FullSoftmax(WordScores):
     """Exact softmax; `chunk_size` C > 0 scores the vocabulary in blocks of C words (C >= V:
     materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
     z_loss · (log Z)² to each row's training loss (not to `log_probs`); `block_residuals` is what
-    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`, "": chosen by shape)."""
+    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`; "": exponentials at
+    `precision`, the run's matmul precision, while they fit, `full.default_block_residuals`)."""
 
     chunk_size: int = 0
     z_loss: float = 0.0
     block_residuals: str = ""
+    precision: str = "float32"
 
     def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
-        chunks, residuals = self.chunk_size or None, self.block_residuals or None
+        chunks, rows = self.chunk_size or None, hidden.shape[0]
+        residuals = self.block_residuals or full.default_block_residuals(rows, self.vocab_size, self.precision)
         params = self.parameters(hidden.shape[-1], embedding)
         weights, biases = params["weights"], params["biases"]
         return full.full_softmax_loss(
