@@ -43,8 +43,8 @@ import gettext_transformer  # noqa: E402
 from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
-from seqjax.data.readers import read_parallel  # noqa: E402
-from seqjax.data.sources import split_path  # noqa: E402
+from seqjax.data.corpora.readers import read_parallel  # noqa: E402
+from seqjax.data.corpora.sources import split_path  # noqa: E402
 from seqjax.training.features.back_translation import back_translate, combine_pairs, write_corpus  # noqa: E402
 from seqjax.training.features.generation import DecodeOptions  # noqa: E402
 

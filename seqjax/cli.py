@@ -57,7 +57,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> None:
     """tokenize a text or parallel corpus once into its token store (data.store) and print where"""
-    from seqjax.data.prepare import ensure_store
+    from seqjax.data.store.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
     data = config_lib.override(cfg, args.set).data
@@ -94,7 +94,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     """exact perplexity (and BLEU for seq2seq) of a run on a split"""
-    from seqjax.data.sources import splits_of
+    from seqjax.data.corpora.sources import splits_of
     from seqjax.training.features.evaluation import describe_metrics, evaluate
     from seqjax.training.saved.run import Run
 
@@ -112,7 +112,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
 def read_input(path: str, flag: str) -> list[str]:
     """The lines of `path` (`-`: standard input) as corpora are read: without line ends or a
     byte-order mark, a bad path or undecodable bytes refused naming `flag`, the file and line."""
-    from seqjax.data import readers
+    from seqjax.data.corpora import readers
 
     if path == "-":
         return readers.read_file_lines(sys.stdin.buffer, "<stdin>")
@@ -211,8 +211,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
 def cmd_backtranslate(args: argparse.Namespace) -> None:
     """translate monolingual target-side text with a target->source run into synthetic pairs, write them with the
     real pairs as a parallel corpus, and optionally train the forward run on it"""
-    from seqjax.data.readers import read_parallel
-    from seqjax.data.sources import SPLITS, data_path, split_path
+    from seqjax.data.corpora.readers import read_parallel
+    from seqjax.data.corpora.sources import SPLITS, data_path, split_path
     from seqjax.models import is_seq2seq
     from seqjax.training.features.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
     from seqjax.training.saved.run import Run

@@ -2,7 +2,7 @@
 
 Tokenizers are built from the train split only, unless given: a run restored from a
 checkpoint passes its saved tokenizers, so that ids mean what they meant when it was saved.
-Text and parallel corpora are read from their token store (`seqjax.data.store`), prepared on
+Text and parallel corpora are read from their token store (`seqjax.data.store.token_store`), prepared on
 first use: their splits are memory maps, never the corpus in memory. Synthetic tasks are
 generated in memory (they are small and made from a seed).
 """
@@ -15,10 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
-from seqjax.data.prepare import ensure_store, existing_store
-from seqjax.data.readers import read_lines, read_parallel
-from seqjax.data.sources import (
+from seqjax.data.corpora.readers import read_lines, read_parallel
+from seqjax.data.corpora.sources import (
     SPLITS,
     has_corpus,
     pretrained_tokenizer_dir,
@@ -27,10 +25,13 @@ from seqjax.data.sources import (
     to_stderr,
     validate_data_config,
 )
-from seqjax.data.store import TokenStore
-from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
-from seqjax.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
-from seqjax.data.vocab import EOS_ID
+from seqjax.data.store.prepare import ensure_store, existing_store
+from seqjax.data.store.token_store import TokenStore
+from seqjax.data.synthetic.grammar import grammar_sentences
+from seqjax.data.synthetic.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
+from seqjax.data.synthetic.tasks import SEQ2SEQ_TASKS
+from seqjax.data.tokenizers.trained import Tokenizer, build_tokenizer, load_tokenizer
+from seqjax.data.tokenizers.vocab import EOS_ID
 
 # A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
 # None (built from the data).
@@ -94,7 +95,9 @@ class ParallelData:
         return self.tgt_tokenizer
 
 
-def _encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
+def encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
+    """[n] int32: each line's ids followed by `</s>`, the lines in order (an LM stream, as the
+    token store holds it)."""
     encoded = tokenizer.encode_batch(lines)
     return np.fromiter(
         (id_ for ids in encoded for id_ in (*ids, EOS_ID)),
@@ -114,7 +117,7 @@ def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer: Tokenizers
         raise ValueError(f"tokenizers must be one tokenizer for a language-model corpus, got {len(tokenizer)}")
     return LMData(
         tokenizer,
-        {split: _encode_stream(tokenizer, lines) for split, lines in texts.items()},
+        {split: encode_stream(tokenizer, lines) for split, lines in texts.items()},
         {split: sum(tokenizer.words(line) for line in lines) + len(lines) for split, lines in texts.items()},
     )
 

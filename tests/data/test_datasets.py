@@ -8,7 +8,7 @@ import pytest
 from seqjax.config import DataConfig
 from seqjax.data.datasets import LMData, ParallelData, load_data
 from seqjax.data.synthetic import grammar_sentences
-from seqjax.data.vocab import EOS_ID, UNK_ID
+from seqjax.data.tokenizers.vocab import EOS_ID, UNK_ID
 
 SMALL = DataConfig(num_train=100, num_eval=10, seed=3)
 

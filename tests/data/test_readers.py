@@ -2,7 +2,7 @@
 
 import pytest
 
-from seqjax.data.readers import read_lines, read_parallel
+from seqjax.data.corpora.readers import read_lines, read_parallel
 
 
 def test_read_lines_strips_line_endings_and_keeps_blank_lines(tmp_path):

@@ -17,12 +17,12 @@ import pytest
 
 from seqjax.config import DataConfig
 from seqjax.data import LMBatches, Seq2SeqBatches, build_tokenizer, load_data, read_lines, read_parallel
-from seqjax.data import prepare as prepare_lib
-from seqjax.data.datasets import _encode_stream
-from seqjax.data.prepare import ensure_store
-from seqjax.data.store import FORMAT_VERSION, MANIFEST, token_dtype
-from seqjax.data.streaming import BLOCK_BYTES, read_blocks
-from seqjax.data.vocab import EOS_ID
+from seqjax.data.corpora.lines import BLOCK_BYTES, read_blocks
+from seqjax.data.datasets import encode_stream
+from seqjax.data.store import prepare as prepare_lib
+from seqjax.data.store.prepare import ensure_store
+from seqjax.data.store.token_store import FORMAT_VERSION, MANIFEST, token_dtype
+from seqjax.data.tokenizers.vocab import EOS_ID
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "über", "naïve", "run", "3.5", "—"]
 
@@ -61,7 +61,7 @@ def test_stored_stream_equals_the_in_memory_encoding(corpus, tokenizer, vocab_si
     reference = build_tokenizer(tokenizer, read_lines(train), vocab_size=vocab_size)
     assert data.tokenizer.vocab == reference.vocab  # same ids, same unigram counts
     for split, path in (("train", train), ("valid", valid)):
-        stream = _encode_stream(reference, read_lines(path))
+        stream = encode_stream(reference, read_lines(path))
         np.testing.assert_array_equal(data.splits[split], stream)
         assert data.splits[split].dtype == np.uint16 and isinstance(data.splits[split], np.memmap)
         lines = read_lines(path)
@@ -74,7 +74,7 @@ def test_stored_stream_equals_the_in_memory_encoding(corpus, tokenizer, vocab_si
 
 
 def stream_of(tokenizer, path):
-    return _encode_stream(tokenizer, read_lines(path))
+    return encode_stream(tokenizer, read_lines(path))
 
 
 @pytest.mark.parametrize("tokenizer, vocab_size", [("word", 0), ("bpe", 280)])
@@ -220,7 +220,7 @@ def test_a_failed_prepare_leaves_no_store_and_the_next_one_completes(corpus, tmp
     _, train, valid = corpus
     cfg = _lm(train, valid, tokenizer="word", store=str(tmp_path / "stores" / "lm"))
     calls = []
-    original = prepare_lib._to_npy
+    original = prepare_lib.to_npy
 
     def fail_midway(*args, **kwargs):
         calls.append(args)
@@ -228,12 +228,12 @@ def test_a_failed_prepare_leaves_no_store_and_the_next_one_completes(corpus, tmp
             raise KeyboardInterrupt if failure == "killed" else OSError(errno.ENOSPC, "No space left on device")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(prepare_lib, "_to_npy", fail_midway)
+    monkeypatch.setattr(prepare_lib, "to_npy", fail_midway)
     expected = (KeyboardInterrupt, None) if failure == "killed" else (ValueError, "disk .* is full")
     with pytest.raises(expected[0], match=expected[1]):
         ensure_store(cfg, progress=False)
     assert os.listdir(tmp_path / "stores") == []  # neither a store nor its temporary directory
-    monkeypatch.setattr(prepare_lib, "_to_npy", original)
+    monkeypatch.setattr(prepare_lib, "to_npy", original)
     assert ensure_store(cfg, progress=False).manifest["splits"]["train"]["text"]["lines"] == 600
 
 

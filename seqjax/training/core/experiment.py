@@ -29,12 +29,12 @@ from seqjax.data import (
     load_tokenizer,
 )
 from seqjax.data.batching import pair_positions
+from seqjax.data.batching.line_rows import LineBatches, check_lines_fit
+from seqjax.data.batching.loader import IndexedBatches
+from seqjax.data.batching.packing import PackedLMBatches, PackedSeq2SeqBatches
+from seqjax.data.batching.token_budget import TokenBudgetBatches
+from seqjax.data.corpora.sources import to_stderr
 from seqjax.data.datasets import Tokenizers
-from seqjax.data.line_rows import LineBatches, check_lines_fit
-from seqjax.data.loader import IndexedBatches
-from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
-from seqjax.data.sources import to_stderr
-from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.models import (
     MODEL_OBJECTIVES,

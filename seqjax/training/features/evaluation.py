@@ -24,8 +24,8 @@ import numpy as np
 from seqjax.config import Config
 from seqjax.contracts import Objective, Params
 from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
-from seqjax.data.line_rows import line_eval_batches
-from seqjax.data.packing import packed_lm_eval_batches
+from seqjax.data.batching.line_rows import line_eval_batches
+from seqjax.data.batching.packing import packed_lm_eval_batches
 from seqjax.models import generates, is_latent, model_class, readable_length
 from seqjax.objectives import objective_of
 from seqjax.training.features.generation import lm_samples, translate

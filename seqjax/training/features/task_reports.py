@@ -19,7 +19,7 @@ import numpy as np
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data import is_grammatical
-from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
+from seqjax.data.synthetic.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.models import generates
 from seqjax.training.features.generation import DecodeOptions, decode_new_lines, sample_texts
 

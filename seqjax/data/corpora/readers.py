@@ -6,7 +6,7 @@ import os
 from typing import BinaryIO
 
 from seqjax.config import DATA_FORMATS
-from seqjax.data.streaming import file_blocks, read_blocks
+from seqjax.data.corpora.lines import file_blocks, read_blocks
 
 # A corpus format's reader: read_blocks(path, name=..., block_bytes=..., digest=..., progress=...) ->
 # the file's records (lines of text) as consecutive non-empty lists; "lines": one record a line.

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from seqjax.checks import check_int, check_one_of
 from seqjax.config import DATA_FORMATS, DataConfig
 from seqjax.config.sections import DataKind, SyntheticTask, TokenizerKind
-from seqjax.data.synthetic import SEQ2SEQ_TASKS
-from seqjax.data.tokenizers import BPE_MIN_VOCAB_SIZE
+from seqjax.data.synthetic.tasks import SEQ2SEQ_TASKS
+from seqjax.data.tokenizers.trained import BPE_MIN_VOCAB_SIZE
 
 SPLITS = ("train", "valid", "test")
 

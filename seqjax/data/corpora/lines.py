@@ -3,21 +3,17 @@
 `read_blocks` gives the lines of a UTF-8 file (no line endings, no leading byte-order mark,
 blank lines kept, undecodable bytes refused with the file and line; `readers.read_lines` is
 all of them at once), a block of about `block_bytes` at a time, so that a corpus of any size
-is read in the memory of one block; `ahead` works on the next blocks on background threads while one is handled.
+is read in the memory of one block.
 """
 
 from __future__ import annotations
 
-import collections
 import os
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, BinaryIO, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 BLOCK_BYTES = 1 << 20  # a block and the arrays encoding it (some 60 bytes per character) stay small
 _BOM = b"\xef\xbb\xbf"
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def check_file(path: str, name: str = "path") -> None:
@@ -112,24 +108,3 @@ def file_blocks(
         yield lines
         if not raw:
             return
-
-
-def ahead(items: Iterable[T], work: Callable[[T], R], workers: int = 2) -> Iterator[tuple[T, R]]:
-    """(item, work(item)) for each of `items` in order, `work` running on the next items in
-    `workers` background threads while the caller handles the current one. `work` must be
-    pure; its array operations (numpy's, HF tokenizers') run without the interpreter lock, so
-    the threads use as many cores. Raises what `items` or `work` raised, at that item."""
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ahead") as pool:
-        pending: collections.deque = collections.deque()
-        try:
-            for item in items:
-                pending.append((item, pool.submit(work, item)))
-                if len(pending) > workers:
-                    done, future = pending.popleft()
-                    yield done, future.result()
-            while pending:
-                done, future = pending.popleft()
-                yield done, future.result()
-        finally:
-            for _, future in pending:
-                future.cancel()

@@ -37,7 +37,7 @@ from typing import Any, Self
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.tokenizers import Tokenizer, load_tokenizer, tokenizer_fingerprint
+from seqjax.data.tokenizers.trained import Tokenizer, load_tokenizer, tokenizer_fingerprint
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
