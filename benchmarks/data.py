@@ -131,9 +131,9 @@ def prepare_code(keys: dict) -> str:
 
 def today_code(path: str, tokenizer: str, vocab_size: int) -> str:
     return (
-        "import json; from seqjax.data import read_lines, build_tokenizer\n"
+        "import json; from seqjax.data import read_texts, build_tokenizer\n"
         "from seqjax.data.datasets import encode_stream\n"
-        f"lines = read_lines({path!r}); t = build_tokenizer({tokenizer!r}, lines, vocab_size={vocab_size})\n"
+        f"lines = read_texts({path!r}); t = build_tokenizer({tokenizer!r}, lines, vocab_size={vocab_size})\n"
         "print(json.dumps({'tokens': int(len(encode_stream(t, lines)))}))\n"
     )
 

@@ -8,7 +8,7 @@ reaches a jitted function.
 """
 
 from seqjax.data.batching import LMBatches, Seq2SeqBatches, lm_eval_batches, seq2seq_eval_batches
-from seqjax.data.corpora.readers import read_lines, read_parallel
+from seqjax.data.corpora.readers import read_parallel, read_texts
 from seqjax.data.corpora.sources import holds_pairs, validate_data_config
 from seqjax.data.datasets import LMData, ParallelData, load_data
 from seqjax.data.synthetic import (
@@ -55,8 +55,8 @@ __all__ = [
     "lm_eval_batches",
     "load_data",
     "load_tokenizer",
-    "read_lines",
     "read_parallel",
+    "read_texts",
     "reverse_task",
     "seq2seq_eval_batches",
     "sort_task",

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.corpora.readers import read_lines, read_parallel
+from seqjax.data.corpora.readers import split_pairs, split_texts
 from seqjax.data.corpora.sources import (
     SPLITS,
     has_corpus,
     pretrained_tokenizer_dir,
-    split_path,
+    source_of,
     splits_of,
     to_stderr,
     validate_data_config,
@@ -170,7 +170,7 @@ def _stored_data(
 
 
 def _store_tokenizers(cfg: DataConfig, store: TokenStore) -> tuple[Tokenizer, ...]:
-    return (store.tokenizer(),) if cfg.kind == "text" else (store.tokenizer("src"), store.tokenizer("tgt"))
+    return tuple(store.tokenizer(side) for side in source_of(cfg).sides)
 
 
 def _from_store(
@@ -178,7 +178,7 @@ def _from_store(
 ) -> LMData | ParallelData:
     """The `splits` of the token `store`, its `tokenizers` (one, or source and target)."""
     counts = store.manifest["splits"]
-    if cfg.kind == "text":
+    if not source_of(cfg).pairs:
         words = {split: counts[split]["text"]["words"] + counts[split]["text"]["lines"] for split in splits}
         return LMData(tokenizers[0], {split: store.stream(split) for split in splits}, words, store.fingerprint)
     src_tokenizer, tgt_tokenizer = tokenizers
@@ -212,11 +212,9 @@ def _evaluated_data(
         if len(stored) == len(given) and all(a.vocab == b.vocab for a, b in zip(stored, given)):
             return _from_store(cfg, store, stored, list(splits))
     validate_data_config(cfg, splits)
-    if cfg.kind == "text":
-        return _lm_data(cfg, {split: read_lines(split_path(cfg, split)) for split in splits}, tokenizers)
-    return _parallel_data(
-        cfg, {split: read_parallel(split_path(cfg, split), cfg.src, cfg.tgt) for split in splits}, tokenizers
-    )
+    if not source_of(cfg).pairs:
+        return _lm_data(cfg, {split: split_texts(cfg, split) for split in splits}, tokenizers)
+    return _parallel_data(cfg, {split: split_pairs(cfg, split) for split in splits}, tokenizers)
 
 
 def load_data(
@@ -252,7 +250,7 @@ def load_data(
       its own word vocabulary of every oracle token: data.tokenizer, vocab_size and
       min_count do not apply to it.
     """
-    if splits is not None and cfg.kind != "synthetic":
+    if splits is not None and not source_of(cfg).generated:
         missing = [split for split in splits if split not in splits_of(cfg)]
         if tokenizers is None or missing:
             raise ValueError(
@@ -262,7 +260,7 @@ def load_data(
         validate_data_config(cfg, ())
         return _evaluated_data(cfg, tokenizers, splits)
     validate_data_config(cfg)
-    if cfg.kind == "synthetic":
+    if source_of(cfg).generated:
         sizes = {"train": cfg.num_train, "valid": cfg.num_eval, "test": cfg.num_eval}
         seeds = {split: (cfg.seed, number) for number, split in enumerate(SPLITS)}
         if cfg.task == "grammar":

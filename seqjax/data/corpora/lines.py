@@ -1,30 +1,22 @@
-"""Streaming reads of corpus files: blocks of lines in bounded memory, hashed as they pass.
+"""The `lines` format: a UTF-8 text file, one record a line.
 
-`read_blocks` gives the lines of a UTF-8 file (no line endings, no leading byte-order mark,
-blank lines kept, undecodable bytes refused with the file and line; `readers.read_lines` is
-all of them at once), a block of about `block_bytes` at a time, so that a corpus of any size
-is read in the memory of one block.
+A record is a line without its line ending ("\n" or "\r\n"); blank lines are kept (in a
+parallel corpus, kept in two files PREFIX.SRC and PREFIX.TGT, they hold the line alignment); a
+leading byte-order mark is dropped (it would otherwise become a token); undecodable bytes are
+refused naming the file and line. The file is read a block of about `block_bytes` at a time, so
+that a corpus of any size is read in the memory of one block.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from seqjax.config import DATA_FORMATS
+from seqjax.data.corpora.formats import CorpusFormat
 
 BLOCK_BYTES = 1 << 20  # a block and the arrays encoding it (some 60 bytes per character) stay small
 _BOM = b"\xef\xbb\xbf"
-
-
-def check_file(path: str, name: str = "path") -> None:
-    """Raises ValueError, naming the file and what it is (`name`: the option that gave it),
-    when `path` is a directory, missing or empty."""
-    if os.path.isdir(path):
-        raise ValueError(f"{name} must be a file, got {path!r}, which is a directory")
-    if not os.path.isfile(path):
-        raise ValueError(f"{name} must be an existing file, got {path!r}")
-    if os.path.getsize(path) == 0:
-        raise ValueError(f"{name} must not be empty, got {path!r}")
 
 
 def _decode(chunk: bytes, path: str, first_line: int) -> str:
@@ -42,53 +34,20 @@ def _decode(chunk: bytes, path: str, first_line: int) -> str:
         raise
 
 
-def read_blocks(
-    path: str,
-    *,
-    name: str = "path",
-    block_bytes: int = BLOCK_BYTES,
-    digest: Any = None,
-    progress: Callable[[int], None] | None = None,
+def line_blocks(
+    file: BinaryIO, label: str, pair: tuple[str, str] | None = None, *, block_bytes: int = BLOCK_BYTES
 ) -> Iterator[list[str]]:
-    """The lines of the UTF-8 file `path`, as consecutive non-empty lists.
-
-    Args:
-      name: what the file is (the option that gave it), in the message that refuses it.
-      digest: a hashlib object, updated with every byte of the file, in order (the content hash of the store).
-      progress: called with the number of bytes of each block read.
+    """The lines of the UTF-8 file `file` (`label` names it), as consecutive non-empty lists of
+    about `block_bytes` each: the reader of the `lines` format (`formats.Reader`; `pair` is never
+    given, its parallel corpora being two files). An empty file gives no blocks.
 
     Raises:
-      ValueError: as `readers.read_lines` (directory, missing, empty, undecodable bytes with
-        the file and 1-based line number).
+      ValueError: undecodable bytes, naming the file and the 1-based line.
     """
-    check_file(path, name)
-    with open(path, "rb") as file:
-        yield from file_blocks(file, path, block_bytes=block_bytes, digest=digest, progress=progress)
-
-
-def file_blocks(
-    file: BinaryIO,
-    label: str,
-    *,
-    block_bytes: int = BLOCK_BYTES,
-    digest: Any = None,
-    progress: Callable[[int], None] | None = None,
-) -> Iterator[list[str]]:
-    """`read_blocks` of an open binary file (standard input, say), `label` naming it in the
-    message that refuses undecodable bytes; an empty file gives no blocks."""
     line_number = 1
-
-    def read(size: int) -> bytes:
-        raw = file.read(size)
-        if digest is not None:
-            digest.update(raw)
-        if progress is not None and raw:
-            progress(len(raw))
-        return raw
-
-    carry = read(len(_BOM)).removeprefix(_BOM)
+    carry = file.read(len(_BOM)).removeprefix(_BOM)
     while True:
-        raw = read(block_bytes)
+        raw = file.read(block_bytes)
         data = carry + raw
         if raw:
             cut = data.rfind(b"\n") + 1
@@ -108,3 +67,6 @@ def file_blocks(
         yield lines
         if not raw:
             return
+
+
+DATA_FORMATS.register("lines", CorpusFormat(line_blocks))

@@ -18,7 +18,7 @@ store, once its process is gone (same host) or nothing in it changed for `STALE_
 from __future__ import annotations
 
 import errno
-import hashlib
+import functools
 import json
 import os
 import shutil
@@ -32,8 +32,16 @@ import numpy as np
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
-from seqjax.data.corpora.lines import read_blocks
-from seqjax.data.corpora.sources import SPLITS, pretrained_tokenizer_dir, split_path, to_stderr, validate_data_config
+from seqjax.data.corpora.formats import SideFile, side_blocks
+from seqjax.data.corpora.sources import (
+    SOURCES,
+    SPLITS,
+    pretrained_tokenizer_dir,
+    source_of,
+    split_path,
+    to_stderr,
+    validate_data_config,
+)
 from seqjax.data.store.arrays import EOS_MARK, SplitFiles, to_npy
 from seqjax.data.store.token_store import (
     FORMAT_VERSION,
@@ -54,20 +62,16 @@ from seqjax.data.tokenizers.vocab import EOS_ID, UNK_ID
 STALE_SECONDS = 24 * 3600  # a temporary store untouched this long is no live prepare's
 
 
-def source_files(cfg: DataConfig) -> dict[str, dict[str, str]]:
-    """split -> side -> file: side '' for a text corpus, 'src' and 'tgt' for a parallel one,
-    after checking `cfg` (`validate_data_config`) and that its corpus has files."""
+def source_files(cfg: DataConfig) -> dict[str, dict[str, SideFile]]:
+    """split -> side -> where it is read (`formats.SideFile`): side '' for a text corpus, 'src'
+    and 'tgt' for a parallel one, after checking `cfg` (`validate_data_config`) and that its
+    corpus has files."""
     validate_data_config(cfg)
-    if cfg.kind not in ("text", "parallel"):
-        raise ValueError(f"data.kind must be text or parallel to prepare a token store, got {cfg.kind!r}")
-    files = {}
-    for split in SPLITS:
-        if getattr(cfg, split):
-            prefix = split_path(cfg, split)
-            files[split] = (
-                {"": prefix} if cfg.kind == "text" else {s: f"{prefix}.{getattr(cfg, s)}" for s in ("src", "tgt")}
-            )
-    return files
+    source = source_of(cfg)
+    if source.generated:
+        kinds = " or ".join(kind for kind, s in SOURCES.items() if not s.generated)
+        raise ValueError(f"data.kind must be {kinds} to prepare a token store, got {cfg.kind!r}")
+    return {split: source.split_files(cfg, split) for split in SPLITS if getattr(cfg, split)}
 
 
 def provisional_ids(cfg: DataConfig, model: Any) -> bool:
@@ -76,32 +80,28 @@ def provisional_ids(cfg: DataConfig, model: Any) -> bool:
     return cfg.tokenizer != "pretrained" and not isinstance(model, CharTokenizer)
 
 
-def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str]], bar: tqdm) -> dict[str, Any]:
+def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, SideFile]], bar: tqdm) -> dict[str, Any]:
     """Writes every array and tokenizer of the store into `directory`; returns the manifest's
     `sources` and `splits` records."""
-    paths = list(dict.fromkeys(path for sides in files.values() for path in sides.values()))
+    paths = list(dict.fromkeys(side.path for sides in files.values() for side in sides.values()))
     digests: dict[str, str] = {}  # path -> sha256 of its content, from the first pass that read all of it
 
-    def blocks(path: str) -> Iterator[list[str]]:
+    def blocks(side: SideFile, split: str) -> Iterator[list[str]]:
         # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
         # training pass reads nothing (its vocabulary comes from the encoding pass).
-        if path in digests:
-            yield from read_blocks(path, progress=bar.update)
-            return
-        digest = hashlib.sha256()
-        yield from read_blocks(path, digest=digest, progress=bar.update)
-        digests[path] = digest.hexdigest()
+        hashed = None if side.path in digests else functools.partial(digests.__setitem__, side.path)
+        return side_blocks(side, cfg.format, name=f"data.{split}", hashed=hashed, progress=bar.update)
 
     stats = {path: os.stat(path) for path in paths}
-    lm = cfg.kind == "text"
+    lm = not source_of(cfg).pairs
     trained: dict[str, Any] = {}
     if cfg.tokenizer == "pretrained":  # given whole: nothing trained, its ids final
         trained[""] = load_tokenizer(pretrained_tokenizer_dir(cfg))
         encoders = {"": given_encoder(trained[""])}
     else:
-        for side, path in files["train"].items():
+        for side, file in files["train"].items():
             trained[side], _ = train_streaming(
-                cfg.tokenizer, blocks(path), vocab_size=cfg.vocab_size, min_count=cfg.min_count
+                cfg.tokenizer, blocks(file, "train"), vocab_size=cfg.vocab_size, min_count=cfg.min_count
             )
         encoders = {side: block_encoder(model) for side, model in trained.items()}
     # side -> (tokenizer, table from the written provisional ids to its ids; None: they are its ids)
@@ -110,14 +110,14 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
     }
     splits: dict[str, Any] = {}
     for split, sides in files.items():
-        for side, path in sides.items():
-            model = trained[side]
+        for side, file in sides.items():
+            path, model = file.path, trained[side]
             provisional = provisional_ids(cfg, model)
             eos = (EOS_MARK if provisional else EOS_ID) if lm else None
             sink = SplitFiles(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
             counts = np.zeros(0, np.int64)
             try:
-                for lines, staged in ahead(blocks(path), encoders[side].stage):
+                for lines, staged in ahead(blocks(file, split), encoders[side].stage):
                     ids, lengths = encoders[side].finish(staged)
                     sink.add(lines, ids, lengths)
                     if provisional and split == "train":
@@ -192,9 +192,9 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     os.makedirs(parent, exist_ok=True)
     owner = f"{socket.gethostname()}-{os.getpid()}-"
     temporary = tempfile.mkdtemp(prefix=f"{_temporary_prefix(directory)}{owner}", dir=parent)
-    total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
+    total = sum(os.path.getsize(side.path) for sides in files.values() for side in sides.values())
     if cfg.tokenizer in ("char", "bpe"):  # char counts, BPE trains in a first pass over the train files
-        total += sum(os.path.getsize(p) for p in files["train"].values())
+        total += sum(os.path.getsize(side.path) for side in files["train"].values())
     try:
         with tqdm(
             total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="prepare", disable=not progress
