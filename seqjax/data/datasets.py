@@ -52,7 +52,7 @@ class LMData:
     tokenizer: Tokenizer
     splits: dict[str, np.ndarray]
     words: dict[str, int]
-    fingerprint: str | None = None  # the token store's (`store.TokenStore.fingerprint`), None: generated
+    fingerprint: str | None = None  # the token store's (`token_store.TokenStore.fingerprint`), None: generated
 
     @property
     def tokenizers(self) -> Tokenizer:
@@ -66,7 +66,7 @@ class ParallelData:
 
     Attributes:
       splits: split name -> (sources, targets), each a sequence of [len] int32 id arrays (no
-        `<s>`/`</s>`; the batchers add them): lists, or `store.Ragged` over a token store.
+        `<s>`/`</s>`; the batchers add them): lists, or `token_store.Ragged` over a token store.
       references, sources: split name -> the raw target / source lines, for BLEU and display.
       dropped: split name -> pairs left out for exceeding `max_pair_len` (train only; evaluation
         splits keep every pair).

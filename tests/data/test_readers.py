@@ -5,13 +5,13 @@ import pytest
 from seqjax.data.corpora.readers import read_parallel, read_texts
 
 
-def test_read_lines_strips_line_endings_and_keeps_blank_lines(tmp_path):
+def test_read_texts_of_lines_strips_line_endings_and_keeps_blank_lines(tmp_path):
     path = tmp_path / "a.txt"
     path.write_bytes("one\r\n\nthrée\n".encode())
     assert read_texts(path) == ["one", "", "thrée"]
 
 
-def test_read_lines_keeps_a_last_line_without_newline(tmp_path):
+def test_read_texts_of_lines_keeps_a_last_line_without_newline(tmp_path):
     path = tmp_path / "a.txt"
     path.write_text("one\ntwo")
     assert read_texts(path) == ["one", "two"]
