@@ -33,6 +33,12 @@ def test_the_abstract_batch_has_the_keys_dtypes_and_rows_of_the_runs_batches(nam
             assert struct.shape[0] == real[key].shape[0] and struct.shape[1] >= real[key].shape[1], key
 
 
+def test_a_token_budget_run_compiles_the_rows_its_longest_bucket_holds():
+    cfg = tiny_config("data.task=reverse", "model.kind=transformer_seq2seq", "data.max_tokens=1000")
+    batch = abstract_batch(cfg, make_mesh(cfg.train.mesh, jax.devices()[:2]))
+    assert batch["src"].shape == (14, 64)  # 1000 // 64 = 15 rows, down to a multiple of the 2 data devices
+
+
 def test_a_packed_lm_compiles_the_eval_step_it_evaluates_with_on_packed_rows():
     built = compiled_programs(tiny_config("data.packing=true"), jax.devices()[:1])
     (_, batch), _ = built["eval"].args_info
