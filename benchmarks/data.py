@@ -123,7 +123,7 @@ def measured(code: str, env: dict | None = None, first_record: str | None = None
 
 def prepare_code(keys: dict) -> str:
     return (
-        "import json; from seqjax.config import DataConfig; from seqjax.data.prepare import prepare_store\n"
+        "import json; from seqjax.config import DataConfig; from seqjax.data.store.prepare import prepare_store\n"
         f"store = prepare_store(DataConfig(**{keys!r}), {keys['store']!r}, progress=False)\n"
         "print(json.dumps({'splits': store.manifest['splits']}))\n"
     )
@@ -131,17 +131,17 @@ def prepare_code(keys: dict) -> str:
 
 def today_code(path: str, tokenizer: str, vocab_size: int) -> str:
     return (
-        "import json; from seqjax.data import read_lines, build_tokenizer\n"
-        "from seqjax.data.datasets import _encode_stream\n"
-        f"lines = read_lines({path!r}); t = build_tokenizer({tokenizer!r}, lines, vocab_size={vocab_size})\n"
-        "print(json.dumps({'tokens': int(len(_encode_stream(t, lines)))}))\n"
+        "import json; from seqjax.data import read_texts, build_tokenizer\n"
+        "from seqjax.data.datasets import encode_stream\n"
+        f"lines = read_texts({path!r}); t = build_tokenizer({tokenizer!r}, lines, vocab_size={vocab_size})\n"
+        "print(json.dumps({'tokens': int(len(encode_stream(t, lines)))}))\n"
     )
 
 
 def loader_code(store: str, steps: int) -> str:
     return (
-        "import json, time; from seqjax.data import LMBatches; from seqjax.data.loader import Loader\n"
-        f"from seqjax.data.store import open_store; s = open_store({store!r})\n"
+        "import json, time; from seqjax.data import LMBatches; from seqjax.data.batching.loader import Loader\n"
+        f"from seqjax.data.store.token_store import open_store; s = open_store({store!r})\n"
         f"b = LMBatches(s.stream('train'), 32, 64, 0); loader = Loader(b, {steps}); next(loader)\n"
         f"t = time.perf_counter()\nfor _ in range({steps} - 1): next(loader)\n"
         f"print(json.dumps({{'tokens_per_sec': 32 * 64 * ({steps} - 1) / (time.perf_counter() - t)}}))\n"

@@ -23,7 +23,7 @@ from common import markdown_table, write_result  # noqa: E402
 from seqjax.cli import load_config  # noqa: E402
 from seqjax.config import override  # noqa: E402
 from seqjax.data import Seq2SeqBatches, load_data  # noqa: E402
-from seqjax.data.packing import PackedSeq2SeqBatches  # noqa: E402
+from seqjax.data.batching.packing import PackedSeq2SeqBatches  # noqa: E402
 
 
 def epoch_counts(batches) -> dict[str, float]:

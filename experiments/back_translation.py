@@ -43,8 +43,7 @@ import gettext_transformer  # noqa: E402
 from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
-from seqjax.data.readers import read_parallel  # noqa: E402
-from seqjax.data.sources import split_path  # noqa: E402
+from seqjax.data.corpora.readers import read_parallel, read_texts, split_pairs  # noqa: E402
 from seqjax.training.features.back_translation import back_translate, combine_pairs, write_corpus  # noqa: E402
 from seqjax.training.features.generation import DecodeOptions  # noqa: E402
 
@@ -84,7 +83,7 @@ def split_corpus(workdir: str, mono_lines: int) -> None:
     parallel, mono = corpus_paths(workdir)
     if os.path.isfile(mono):
         return
-    sources, targets = read_parallel(split_path(gettext_transformer.get_config().data, "train"), "en", "de")
+    sources, targets = split_pairs(gettext_transformer.get_config().data, "train")
     half = len(sources) // 2
     write_corpus(parallel, "en", "de", (sources[:half], targets[:half]))
     lines = targets[half:] if mono_lines == 0 else targets[half : half + mono_lines]
@@ -113,8 +112,7 @@ def synthetic_corpus(workdir: str, decoding: str) -> None:
     if os.path.isfile(prefix + ".json"):
         return
     require(os.path.join(backward, "summary.json"), "backward")
-    with open(mono, encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f]
+    lines = read_texts(mono)
     restored = Run.open(backward).restore()
     start = time.perf_counter()
     synthetic = back_translate(restored.exp, restored.state.params, lines, DECODINGS[decoding])

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
-from seqjax.data.oracle import make_oracle, oracle_nll, oracle_sample
+from seqjax.data.synthetic.oracle import make_oracle, oracle_nll, oracle_sample
 from seqjax.objectives import ScheduledSampling
 
 DEFAULT_STEPS = 600  # teacher forcing: 1.75 CPU-minutes a run on a 2-core AMD EPYC CPU (measured); SS ~1.3x, GP ~2.5x

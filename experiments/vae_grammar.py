@@ -98,7 +98,7 @@ def homotopies(run_dir: str) -> list[dict]:
     """Greedy decodes at POINTS points between the posterior means of each pair of PAIRS' test
     sentences, with their distinct count and grammatical share; computed once into homotopies.json."""
     from seqjax.data import is_grammatical
-    from seqjax.data.vocab import EOS_ID
+    from seqjax.data.tokenizers.vocab import EOS_ID
     from seqjax.training.features.generation import DecodeOptions
     from seqjax.training.features.interpolation import interpolate_texts
     from seqjax.training.saved.run import Run

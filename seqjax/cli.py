@@ -57,7 +57,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> None:
     """tokenize a text or parallel corpus once into its token store (data.store) and print where"""
-    from seqjax.data.prepare import ensure_store
+    from seqjax.data.corpora.sources import source_of
+    from seqjax.data.store.prepare import ensure_store
 
     cfg, _ = load_config(args.config)
     data = config_lib.override(cfg, args.set).data
@@ -67,7 +68,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         f"({sum(side['tokens'] for side in sides.values()):,} tokens)"
         for split, sides in store.manifest["splits"].items()
     )
-    sizes = {side: store.tokenizer(side).vocab.size for side in (("src", "tgt") if data.kind == "parallel" else ("",))}
+    sizes = {side: store.tokenizer(side).vocab.size for side in source_of(data).sides}
     vocabulary = ", ".join(f"{side} {size:,}".strip() for side, size in sizes.items())
     print(f"token store {store.path}: {counts}; vocabulary {vocabulary}; fingerprint {store.fingerprint[:12]}")
 
@@ -94,7 +95,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     """exact perplexity (and BLEU for seq2seq) of a run on a split"""
-    from seqjax.data.sources import splits_of
+    from seqjax.data.corpora.sources import splits_of
     from seqjax.training.features.evaluation import describe_metrics, evaluate
     from seqjax.training.saved.run import Run
 
@@ -109,14 +110,15 @@ def cmd_eval(args: argparse.Namespace) -> None:
     print(json.dumps(result, indent=2))
 
 
-def read_input(path: str, flag: str) -> list[str]:
-    """The lines of `path` (`-`: standard input) as corpora are read: without line ends or a
-    byte-order mark, a bad path or undecodable bytes refused naming `flag`, the file and line."""
-    from seqjax.data import readers
+def read_input(path: str, flag: str, format: str) -> list[str]:
+    """The text records of `path` (`-`: standard input) in the corpus format `format` (a run's
+    data.format), as corpora are read: for `lines`, its lines without line ends or a byte-order
+    mark; a bad path or record refused naming `flag`, the file and the line or row."""
+    from seqjax.data.corpora import readers
 
     if path == "-":
-        return readers.read_file_lines(sys.stdin.buffer, "<stdin>")
-    return readers.read_lines(path, name=flag)
+        return readers.read_file_texts(sys.stdin.buffer, "<stdin>", format=format)
+    return readers.read_texts(path, format=format, name=flag)
 
 
 def with_progress(total: int, run: Callable[[Callable[[int], object]], T]) -> T:
@@ -171,7 +173,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
             f"--workdir {args.workdir} is a sequence-to-sequence run: give the source to translate with "
             "--prompt TEXT, or a file of sources, one a line, with --input FILE (- for standard input)"
         )
-    lines = None if args.input is None else read_input(args.input, "--input")
+    lines = None if args.input is None else read_input(args.input, "--input", run.cfg.data.format)
     if seq2seq:
         restored = run.restore([])
         exp, state = restored.exp, restored.state
@@ -211,8 +213,9 @@ def cmd_generate(args: argparse.Namespace) -> None:
 def cmd_backtranslate(args: argparse.Namespace) -> None:
     """translate monolingual target-side text with a target->source run into synthetic pairs, write them with the
     real pairs as a parallel corpus, and optionally train the forward run on it"""
-    from seqjax.data.readers import read_parallel
-    from seqjax.data.sources import SPLITS, data_path, split_path
+    from seqjax.data.corpora.formats import parallel_files
+    from seqjax.data.corpora.readers import read_parallel
+    from seqjax.data.corpora.sources import SPLITS, data_path, split_files
     from seqjax.models import is_seq2seq
     from seqjax.training.features.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
     from seqjax.training.saved.run import Run
@@ -222,11 +225,10 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
         raise ValueError(f"--upsample must be >= 0 (copies of the real pairs), got {args.upsample}")
     if args.train_workdir is None and (args.config is not None or args.set):
         raise ValueError("--config and --set configure the forward run: they need --train-workdir")
-    owned = [a for a in args.set if a.partition("=")[0].strip() in ("data.kind", "data.train", "data.src", "data.tgt")]
+    corpus_keys = ("data.kind", "data.format", "data.train", "data.src", "data.tgt")
+    owned = [a for a in args.set if a.partition("=")[0].strip() in corpus_keys]
     if owned:
-        raise ValueError(
-            f"--set {owned[0]}: backtranslate sets the forward run's data.kind, data.train, data.src and data.tgt"
-        )
+        raise ValueError(f"--set {owned[0]}: backtranslate sets the forward run's {', '.join(corpus_keys)}")
     run = Run.open(args.workdir)
     backward = run.cfg
     if not is_seq2seq(backward.model):
@@ -235,14 +237,14 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
         )
     src, tgt = backward.data.tgt, backward.data.src  # the forward direction reads what the backward one wrote
     real_prefix = data_path(backward.data, args.real) if args.real else None  # as the run's own corpus
-    read = [args.monolingual, *(f"{real_prefix}.{side}" for side in (src, tgt) if real_prefix)]
-    if backward.data.kind == "parallel":  # the backward run's corpus is not to be lost either
-        read += [
-            f"{split_path(backward.data, s)}.{side}" for s in SPLITS if getattr(backward.data, s) for side in (src, tgt)
-        ]
+    corpus_format = backward.data.format  # --real and --monolingual are read as the run's own corpus
+    real_files = parallel_files(real_prefix, src, tgt, corpus_format).values() if real_prefix else []
+    # the backward run's corpus is not to be lost either
+    run_files = [side for s in SPLITS for side in split_files(backward.data, s).values()]
+    read = [args.monolingual, *dict.fromkeys(side.path for side in (*real_files, *run_files))]
     refuse_overwrites([f"{args.output}.{src}", f"{args.output}.{tgt}"], read)
-    real = read_parallel(real_prefix, src, tgt, name="--real") if real_prefix else ([], [])
-    lines = read_input(args.monolingual, "--monolingual")
+    real = read_parallel(real_prefix, src, tgt, format=corpus_format, name="--real") if real_prefix else ([], [])
+    lines = read_input(args.monolingual, "--monolingual", corpus_format)
     if not any(line.strip() for line in lines):
         raise ValueError(
             f"--monolingual must hold some non-blank line to back-translate, got {len(lines)} blank line(s) "
@@ -264,6 +266,7 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
         cfg, _ = load_config(args.config)
         corpus = [
             "data.kind=parallel",
+            "data.format=lines",  # what write_corpus wrote
             f"data.train={os.path.abspath(args.output)}",
             f"data.src={src}",
             f"data.tgt={tgt}",

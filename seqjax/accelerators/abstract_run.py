@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.errors import JaxRuntimeError
 from jax.sharding import Mesh
@@ -28,13 +27,10 @@ from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.models import generates, is_seq2seq
 from seqjax.placement import under_mesh
-from seqjax.training.core.experiment import build_experiment, build_parts
-from seqjax.training.core.layout import batch_sharding, make_mesh
+from seqjax.training.core.experiment import batch_plan, build_experiment, build_parts
+from seqjax.training.core.layout import batch_sharding, batch_shards, make_mesh
 from seqjax.training.core.state import abstract_state
 from seqjax.training.core.steps import build_train_step, make_eval_step
-
-PACKED_LM = ("segment_ids", "positions")
-PACKED_SOURCE = ("src_segment_ids", "src_positions")
 
 
 @dataclasses.dataclass
@@ -46,20 +42,6 @@ class Parts:
     objective: Any
     counts: np.ndarray  # [V] training counts of the vocabulary (what the tree heads are built from)
     cfg: Config
-
-
-def batch_spec(cfg: Config) -> dict[str, tuple[tuple[int, ...], Any]]:
-    """{key: (shape, dtype)} of the run's largest training batch: the keys its batches have,
-    [B, T] with T the LM's data.seq_len or the encoder-decoder's longest bucket."""
-    rows = cfg.train.batch_size
-    seq2seq = is_seq2seq(cfg.model)
-    length = cfg.data.buckets[-1] if seq2seq else cfg.data.seq_len
-    keys = {"inputs": jnp.int32, "targets": jnp.int32, "mask": jnp.float32}
-    if seq2seq:
-        keys.update(src=jnp.int32, src_mask=jnp.float32)
-    if cfg.data.packing:
-        keys.update(dict.fromkeys(PACKED_LM + (PACKED_SOURCE if seq2seq else ()), jnp.int32))
-    return {key: ((rows, length), dtype) for key, dtype in keys.items()}
 
 
 def zipf_counts(vocab_size: int) -> np.ndarray:
@@ -80,9 +62,11 @@ def build(cfg: Config, mesh: Mesh, vocab_size: int | None = None) -> Parts:
     return Parts(model, head, objective, counts, cfg)
 
 
-def abstract_batch(cfg: Config, mesh: Mesh) -> dict[str, jax.ShapeDtypeStruct]:
+def abstract_batch(cfg: Config, mesh: Mesh, split: str = "train") -> dict[str, jax.ShapeDtypeStruct]:
+    """The run's largest batch of `split` (`BatchPlan.spec`), sharded over the batch axes of `mesh`."""
     sharding = batch_sharding(mesh)
-    return {k: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for k, (shape, dtype) in batch_spec(cfg).items()}
+    spec = batch_plan(cfg).spec(split, row_multiple=batch_shards(mesh) * cfg.optim.accum_steps)
+    return {k: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for k, (shape, dtype) in spec.items()}
 
 
 def compile_train(parts: Parts, mesh: Mesh, batch: dict[str, jax.ShapeDtypeStruct]) -> tuple[Any, Any]:
@@ -117,10 +101,10 @@ class OutOfMemory:
 
 
 def compile_eval(parts: Parts, mesh: Mesh, params: Any, batch: dict[str, jax.ShapeDtypeStruct]) -> Any:
-    """The exact evaluation step (teacher-forced NLL over the whole vocabulary) for `mesh`."""
-    keys = {k: v for k, v in batch.items() if k not in PACKED_LM + PACKED_SOURCE}  # evaluation rows are not packed
+    """The exact evaluation step (teacher-forced NLL over the whole vocabulary) for `mesh`, on
+    `batch`, an evaluation split's (`abstract_batch(cfg, mesh, "valid")`)."""
     step: Any = make_eval_step(parts.model, parts.head, mesh)
-    return step.lower(params, keys).compile()
+    return step.lower(params, batch).compile()
 
 
 def compile_decode(parts: Parts, mesh: Mesh, params: Any, batch: dict[str, jax.ShapeDtypeStruct]) -> Any | None:
@@ -179,7 +163,7 @@ def compiled_programs(
     if isinstance(train, OutOfMemory):
         return compiled
     echo("compiling the eval step")
-    compiled["eval"] = compile_eval(parts, mesh, state.params, batch)
+    compiled["eval"] = compile_eval(parts, mesh, state.params, abstract_batch(cfg, mesh, "valid"))
     echo("compiling the decode step")
     compiled["decode"] = compile_decode(parts, mesh, state.params, batch)
     return compiled

@@ -1,13 +1,16 @@
-"""Data: vocabularies and tokenizers, corpus readers, synthetic tasks, index-addressed batches.
+"""Data, one sub-package per job: vocabularies and tokenizers (`tokenizers/`), corpus files, where
+they are and how each format is read (`corpora/`), the token store a corpus is tokenized into
+once (`store/`), data generated in code from a seed (`synthetic/`), and index-addressed batches
+(`batching/`); `load_data` (`datasets`) turns a `DataConfig` into encoded splits.
 
 Everything here runs on the host (numpy); it validates what users supply before any of it
 reaches a jitted function.
 """
 
 from seqjax.data.batching import LMBatches, Seq2SeqBatches, lm_eval_batches, seq2seq_eval_batches
+from seqjax.data.corpora.readers import read_parallel, read_texts
+from seqjax.data.corpora.sources import holds_pairs, validate_data_config
 from seqjax.data.datasets import LMData, ParallelData, load_data
-from seqjax.data.readers import read_lines, read_parallel
-from seqjax.data.sources import holds_pairs, validate_data_config
 from seqjax.data.synthetic import (
     SEQ2SEQ_TASKS,
     addition_task,
@@ -17,7 +20,7 @@ from seqjax.data.synthetic import (
     reverse_task,
     sort_task,
 )
-from seqjax.data.tokenizers import (
+from seqjax.data.tokenizers.trained import (
     BpeTokenizer,
     CharTokenizer,
     Tokenizer,
@@ -25,7 +28,7 @@ from seqjax.data.tokenizers import (
     build_tokenizer,
     load_tokenizer,
 )
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Vocabulary
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Vocabulary
 
 __all__ = [
     "BOS_ID",
@@ -52,8 +55,8 @@ __all__ = [
     "lm_eval_batches",
     "load_data",
     "load_tokenizer",
-    "read_lines",
     "read_parallel",
+    "read_texts",
     "reverse_task",
     "seq2seq_eval_batches",
     "sort_task",

@@ -2,7 +2,7 @@
 
 Tokenizers are built from the train split only, unless given: a run restored from a
 checkpoint passes its saved tokenizers, so that ids mean what they meant when it was saved.
-Text and parallel corpora are read from their token store (`seqjax.data.store`), prepared on
+Text and parallel corpora are read from their token store (`seqjax.data.store.token_store`), prepared on
 first use: their splits are memory maps, never the corpus in memory. Synthetic tasks are
 generated in memory (they are small and made from a seed).
 """
@@ -15,22 +15,23 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
-from seqjax.data.prepare import ensure_store, existing_store
-from seqjax.data.readers import read_lines, read_parallel
-from seqjax.data.sources import (
+from seqjax.data.corpora.readers import split_pairs, split_texts
+from seqjax.data.corpora.sources import (
     SPLITS,
     has_corpus,
     pretrained_tokenizer_dir,
-    split_path,
+    source_of,
     splits_of,
     to_stderr,
     validate_data_config,
 )
-from seqjax.data.store import TokenStore
-from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
-from seqjax.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
-from seqjax.data.vocab import EOS_ID
+from seqjax.data.store.prepare import ensure_store, existing_store
+from seqjax.data.store.token_store import TokenStore
+from seqjax.data.synthetic.grammar import grammar_sentences
+from seqjax.data.synthetic.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
+from seqjax.data.synthetic.tasks import SEQ2SEQ_TASKS
+from seqjax.data.tokenizers.trained import Tokenizer, build_tokenizer, load_tokenizer
+from seqjax.data.tokenizers.vocab import EOS_ID
 
 # A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
 # None (built from the data).
@@ -51,7 +52,7 @@ class LMData:
     tokenizer: Tokenizer
     splits: dict[str, np.ndarray]
     words: dict[str, int]
-    fingerprint: str | None = None  # the token store's (`store.TokenStore.fingerprint`), None: generated
+    fingerprint: str | None = None  # the token store's (`token_store.TokenStore.fingerprint`), None: generated
 
     @property
     def tokenizers(self) -> Tokenizer:
@@ -65,7 +66,7 @@ class ParallelData:
 
     Attributes:
       splits: split name -> (sources, targets), each a sequence of [len] int32 id arrays (no
-        `<s>`/`</s>`; the batchers add them): lists, or `store.Ragged` over a token store.
+        `<s>`/`</s>`; the batchers add them): lists, or `token_store.Ragged` over a token store.
       references, sources: split name -> the raw target / source lines, for BLEU and display.
       dropped: split name -> pairs left out for exceeding `max_pair_len` (train only; evaluation
         splits keep every pair).
@@ -94,7 +95,9 @@ class ParallelData:
         return self.tgt_tokenizer
 
 
-def _encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
+def encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
+    """[n] int32: each line's ids followed by `</s>`, the lines in order (an LM stream, as the
+    token store holds it)."""
     encoded = tokenizer.encode_batch(lines)
     return np.fromiter(
         (id_ for ids in encoded for id_ in (*ids, EOS_ID)),
@@ -114,7 +117,7 @@ def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer: Tokenizers
         raise ValueError(f"tokenizers must be one tokenizer for a language-model corpus, got {len(tokenizer)}")
     return LMData(
         tokenizer,
-        {split: _encode_stream(tokenizer, lines) for split, lines in texts.items()},
+        {split: encode_stream(tokenizer, lines) for split, lines in texts.items()},
         {split: sum(tokenizer.words(line) for line in lines) + len(lines) for split, lines in texts.items()},
     )
 
@@ -167,7 +170,7 @@ def _stored_data(
 
 
 def _store_tokenizers(cfg: DataConfig, store: TokenStore) -> tuple[Tokenizer, ...]:
-    return (store.tokenizer(),) if cfg.kind == "text" else (store.tokenizer("src"), store.tokenizer("tgt"))
+    return tuple(store.tokenizer(side) for side in source_of(cfg).sides)
 
 
 def _from_store(
@@ -175,7 +178,7 @@ def _from_store(
 ) -> LMData | ParallelData:
     """The `splits` of the token `store`, its `tokenizers` (one, or source and target)."""
     counts = store.manifest["splits"]
-    if cfg.kind == "text":
+    if not source_of(cfg).pairs:
         words = {split: counts[split]["text"]["words"] + counts[split]["text"]["lines"] for split in splits}
         return LMData(tokenizers[0], {split: store.stream(split) for split in splits}, words, store.fingerprint)
     src_tokenizer, tgt_tokenizer = tokenizers
@@ -209,11 +212,9 @@ def _evaluated_data(
         if len(stored) == len(given) and all(a.vocab == b.vocab for a, b in zip(stored, given)):
             return _from_store(cfg, store, stored, list(splits))
     validate_data_config(cfg, splits)
-    if cfg.kind == "text":
-        return _lm_data(cfg, {split: read_lines(split_path(cfg, split)) for split in splits}, tokenizers)
-    return _parallel_data(
-        cfg, {split: read_parallel(split_path(cfg, split), cfg.src, cfg.tgt) for split in splits}, tokenizers
-    )
+    if not source_of(cfg).pairs:
+        return _lm_data(cfg, {split: split_texts(cfg, split) for split in splits}, tokenizers)
+    return _parallel_data(cfg, {split: split_pairs(cfg, split) for split in splits}, tokenizers)
 
 
 def load_data(
@@ -249,7 +250,7 @@ def load_data(
       its own word vocabulary of every oracle token: data.tokenizer, vocab_size and
       min_count do not apply to it.
     """
-    if splits is not None and cfg.kind != "synthetic":
+    if splits is not None and not source_of(cfg).generated:
         missing = [split for split in splits if split not in splits_of(cfg)]
         if tokenizers is None or missing:
             raise ValueError(
@@ -259,7 +260,7 @@ def load_data(
         validate_data_config(cfg, ())
         return _evaluated_data(cfg, tokenizers, splits)
     validate_data_config(cfg)
-    if cfg.kind == "synthetic":
+    if source_of(cfg).generated:
         sizes = {"train": cfg.num_train, "valid": cfg.num_eval, "test": cfg.num_eval}
         seeds = {split: (cfg.seed, number) for number, split in enumerate(SPLITS)}
         if cfg.task == "grammar":

@@ -3,7 +3,7 @@
 `import_checkpoint(CHECKPOINT_DIR, RUN)` (`seqjax import-hf`) writes a run from a checkpoint
 directory; `export_run(RUN, DIR)` (`seqjax export-hf`) writes one back. One module per family
 (`gpt2`, `llama`) holds its whole mapping, as a table of tensors (`mapping.Tensor`); the
-tokenizer is the checkpoint's own (`seqjax.data.pretrained_tokenizer`).
+tokenizer is the checkpoint's own (`seqjax.data.tokenizers.pretrained`).
 """
 
 from seqjax.pretrained.exporting import export_run

@@ -21,9 +21,9 @@ import ml_dtypes
 import numpy as np
 
 from seqjax.config import ModelConfig
-from seqjax.data.pretrained_tokenizer import ROLES, PretrainedTokenizer, VocabMap
-from seqjax.data.tokenizers import BpeTokenizer
-from seqjax.data.vocab import SPECIAL_TOKENS
+from seqjax.data.tokenizers.pretrained import ROLES, PretrainedTokenizer, VocabMap
+from seqjax.data.tokenizers.trained import BpeTokenizer
+from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS
 from seqjax.pretrained.families import twin_of_run
 from seqjax.pretrained.mapping import to_hf
 from seqjax.pretrained.runs import read_run

@@ -22,7 +22,7 @@ from seqjax import config as config_lib
 from seqjax import optimizers as optim
 from seqjax.config import Config
 from seqjax.contracts import Batch, Head, Model
-from seqjax.data.tokenizers import tokenizer_fingerprint
+from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.training.core.experiment import TOKENIZER_DIRS, saved_tokenizers

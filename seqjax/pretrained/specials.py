@@ -16,8 +16,8 @@ from typing import Any
 
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data.pretrained_tokenizer import ROLES, PretrainedTokenizer, VocabMap
-from seqjax.data.vocab import SPECIAL_TOKENS
+from seqjax.data.tokenizers.pretrained import ROLES, PretrainedTokenizer, VocabMap
+from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS
 from seqjax.pretrained.tensor_files import read_json
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

@@ -38,8 +38,8 @@ from seqjax import optimizers as optim
 from seqjax.config import Config
 from seqjax.config import text as config_text
 from seqjax.contracts import Batch, Params
-from seqjax.data.loader import Loader
-from seqjax.data.tokenizers import tokenizer_fingerprint
+from seqjax.data.batching.loader import Loader
+from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
 from seqjax.models import is_trained

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from seqjax.accelerators.abstract_run import batch_spec, compiled_programs, zipf_counts
+from seqjax.accelerators.abstract_run import abstract_batch, compiled_programs, zipf_counts
 from seqjax.training.core.experiment import attention_fallback, build_experiment
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.features.evaluation import eval_batches
 
 CASES = {
     "lm": (),
@@ -19,14 +21,28 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_the_batch_spec_has_the_keys_dtypes_and_rows_of_the_runs_batches(name):
+def test_the_abstract_batch_has_the_keys_dtypes_and_rows_of_the_runs_batches(name):
     cfg = tiny_config(*CASES[name])
-    real = build_experiment(cfg).train_batches().batch(0)
-    spec = batch_spec(cfg)
-    assert set(spec) == set(real)
-    for key, (shape, dtype) in spec.items():
-        assert np.dtype(dtype) == real[key].dtype, key
-        assert shape[0] == real[key].shape[0] and shape[1] >= real[key].shape[1], key  # the longest bucket
+    exp = build_experiment(cfg)
+    mesh = make_mesh(cfg.train.mesh, jax.devices()[:1])
+    for split, real in (("train", exp.train_batches().batch(0)), ("valid", next(eval_batches(cfg, exp.data, "valid")))):
+        spec = abstract_batch(cfg, mesh, split)
+        assert set(spec) == set(real), split
+        for key, struct in spec.items():
+            assert struct.dtype == real[key].dtype, key
+            assert struct.shape[0] == real[key].shape[0] and struct.shape[1] >= real[key].shape[1], key
+
+
+def test_a_token_budget_run_compiles_the_rows_its_longest_bucket_holds():
+    cfg = tiny_config("data.task=reverse", "model.kind=transformer_seq2seq", "data.max_tokens=1000")
+    batch = abstract_batch(cfg, make_mesh(cfg.train.mesh, jax.devices()[:2]))
+    assert batch["src"].shape == (14, 64)  # 1000 // 64 = 15 rows, down to a multiple of the 2 data devices
+
+
+def test_a_packed_lm_compiles_the_eval_step_it_evaluates_with_on_packed_rows():
+    built = compiled_programs(tiny_config("data.packing=true"), jax.devices()[:1])
+    (_, batch), _ = built["eval"].args_info
+    assert {"segment_ids", "positions"} <= set(batch)
 
 
 def test_the_train_eval_and_decode_steps_compile_for_a_sharded_mesh_from_abstract_state():

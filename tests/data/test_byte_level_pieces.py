@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.data.byte_level_pieces import PieceIndex, segment
-from seqjax.data.tokenizers import BpeTokenizer
-from seqjax.data.word_index import hash_block
+from seqjax.data.tokenizers.byte_level_pieces import PieceIndex, segment
+from seqjax.data.tokenizers.trained import BpeTokenizer
+from seqjax.data.tokenizers.word_index import hash_block
 
 # Contraction letters, apostrophes, blanks and other spaces, digits, marks and letters of
 # several scripts, and others: every branch of GPT-2's pre-tokenizer pattern.

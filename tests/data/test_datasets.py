@@ -1,14 +1,17 @@
 """load_data: validated config, encoded splits, tokenizers from train only or as given."""
 
 import dataclasses
+import typing
 
 import numpy as np
 import pytest
 
 from seqjax.config import DataConfig
+from seqjax.config.sections import DataKind
+from seqjax.data.corpora.sources import SOURCES
 from seqjax.data.datasets import LMData, ParallelData, load_data
 from seqjax.data.synthetic import grammar_sentences
-from seqjax.data.vocab import EOS_ID, UNK_ID
+from seqjax.data.tokenizers.vocab import EOS_ID, UNK_ID
 
 SMALL = DataConfig(num_train=100, num_eval=10, seed=3)
 
@@ -93,7 +96,7 @@ def test_parallel_train_pairs_longer_than_max_pair_len_are_dropped_but_eval_pair
     "changes, message",
     [
         ({"kind": "audio"}, "^data.kind must be one of synthetic, text, parallel, got 'audio'$"),
-        ({"task": "translate"}, "^data.task must be one of grammar, oracle, copy, reverse, sort, addition for"),
+        ({"task": "translate"}, "^data.task must be one of grammar, oracle, copy, reverse, sort, addition, got"),
         (
             {"tokenizer": "sentencepiece"},
             "^data.tokenizer must be one of char, word, bpe, pretrained, got 'sentencepiece'$",
@@ -105,13 +108,17 @@ def test_parallel_train_pairs_longer_than_max_pair_len_are_dropped_but_eval_pair
         ({"buckets": ()}, "data.buckets must be a non-empty tuple"),
         ({"kind": "text"}, "data.train must name the training file"),
         ({"kind": "text", "train": "/nonexistent/train.txt"}, r"data.train must name existing files"),
-        ({"kind": "parallel", "train": "/x/train", "src": "en", "tgt": "en"}, "two different suffixes"),
+        ({"kind": "parallel", "train": "/x/train", "src": "en", "tgt": "en"}, "two different names"),
         ({"tokenizer": "bpe", "vocab_size": 100}, "data.vocab_size must be >= 260 for the bpe tokenizer"),
     ],
 )
 def test_invalid_config_is_refused_with_field_and_rule(changes, message):
     with pytest.raises(ValueError, match=message):
         load_data(dataclasses.replace(SMALL, **changes))
+
+
+def test_every_data_kind_the_config_offers_has_its_facts():
+    assert tuple(SOURCES) == typing.get_args(DataKind)
 
 
 def test_wrong_number_of_tokenizers_is_refused():

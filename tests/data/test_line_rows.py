@@ -4,8 +4,8 @@ lines longer than the row refused."""
 import numpy as np
 import pytest
 
-from seqjax.data.line_rows import LineBatches, line_eval_batches
-from seqjax.data.vocab import EOS_ID, PAD_ID
+from seqjax.data.batching.line_rows import LineBatches, line_eval_batches
+from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
 
 E, P = EOS_ID, PAD_ID
 # Three lines: [5 6 7], [8], [9 10]; each followed by its `</s>`.

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqjax.data.batching import LMBatches, lm_eval_batches
-from seqjax.data.vocab import EOS_ID, PAD_ID
+from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
 
 
 def test_targets_are_inputs_shifted_by_one_window_of_the_stream():

@@ -8,7 +8,7 @@ import pytest
 from grain.sharding import ShardOptions
 
 from seqjax.data import LMBatches, Seq2SeqBatches
-from seqjax.data.loader import Loader, shard_rows
+from seqjax.data.batching.loader import Loader, shard_rows
 
 
 def _lm_batches():

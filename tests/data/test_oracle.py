@@ -7,7 +7,7 @@ import pytest
 
 from seqjax.config import DataConfig
 from seqjax.data import EOS_ID, SPECIAL_TOKENS, LMData, load_data
-from seqjax.data.oracle import (
+from seqjax.data.synthetic.oracle import (
     LENGTH,
     VOCAB_SIZE,
     make_oracle,

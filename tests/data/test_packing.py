@@ -10,8 +10,13 @@ import pytest
 
 from seqjax import config as config_lib
 from seqjax.config import Config, ModelConfig
-from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches, best_fit_decreasing, packed_lm_eval_batches
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqjax.data.batching.packing import (
+    PackedLMBatches,
+    PackedSeq2SeqBatches,
+    best_fit_decreasing,
+    packed_lm_eval_batches,
+)
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqjax.heads import build_head
 from seqjax.model_head import hidden_states, init_params, token_nll
 from seqjax.models import build_model

@@ -2,38 +2,38 @@
 
 import pytest
 
-from seqjax.data.readers import read_lines, read_parallel
+from seqjax.data.corpora.readers import read_parallel, read_texts
 
 
-def test_read_lines_strips_line_endings_and_keeps_blank_lines(tmp_path):
+def test_read_texts_of_lines_strips_line_endings_and_keeps_blank_lines(tmp_path):
     path = tmp_path / "a.txt"
     path.write_bytes("one\r\n\nthrée\n".encode())
-    assert read_lines(path) == ["one", "", "thrée"]
+    assert read_texts(path) == ["one", "", "thrée"]
 
 
-def test_read_lines_keeps_a_last_line_without_newline(tmp_path):
+def test_read_texts_of_lines_keeps_a_last_line_without_newline(tmp_path):
     path = tmp_path / "a.txt"
     path.write_text("one\ntwo")
-    assert read_lines(path) == ["one", "two"]
+    assert read_texts(path) == ["one", "two"]
 
 
 def test_nonexistent_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="missing.txt"):
-        read_lines(tmp_path / "missing.txt")
+        read_texts(tmp_path / "missing.txt")
 
 
 def test_empty_file_is_named(tmp_path):
     path = tmp_path / "empty.txt"
     path.write_bytes(b"")
     with pytest.raises(ValueError, match="must not be empty.*empty.txt"):
-        read_lines(path)
+        read_texts(path)
 
 
 def test_undecodable_bytes_name_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")
     with pytest.raises(ValueError, match=r"bad.txt' at line 3"):
-        read_lines(path)
+        read_texts(path)
 
 
 def test_read_parallel_pairs_lines(tmp_path):

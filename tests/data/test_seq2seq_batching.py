@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from seqjax.data.batching import Seq2SeqBatches, seq2seq_eval_batches
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID
 
 BUCKETS = (4, 8, 12)
 

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from seqjax.config import DataConfig
-from seqjax.data import LMBatches, Seq2SeqBatches, build_tokenizer, load_data, read_lines, read_parallel
-from seqjax.data import prepare as prepare_lib
-from seqjax.data.datasets import _encode_stream
-from seqjax.data.prepare import ensure_store
-from seqjax.data.store import FORMAT_VERSION, MANIFEST, token_dtype
-from seqjax.data.streaming import BLOCK_BYTES, read_blocks
-from seqjax.data.vocab import EOS_ID
+from seqjax.data import LMBatches, Seq2SeqBatches, build_tokenizer, load_data, read_parallel, read_texts
+from seqjax.data.corpora.lines import BLOCK_BYTES, line_blocks
+from seqjax.data.datasets import encode_stream
+from seqjax.data.store import prepare as prepare_lib
+from seqjax.data.store.prepare import ensure_store
+from seqjax.data.store.token_store import FORMAT_VERSION, MANIFEST, token_dtype
+from seqjax.data.tokenizers.vocab import EOS_ID
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "don't", "über", "naïve", "run", "3.5", "—"]
 
@@ -58,13 +58,13 @@ def _lm(train, valid, **keys) -> DataConfig:
 def test_stored_stream_equals_the_in_memory_encoding(corpus, tokenizer, vocab_size):
     _, train, valid = corpus
     data = load_data(_lm(train, valid, tokenizer=tokenizer, vocab_size=vocab_size), echo=lambda _: None)
-    reference = build_tokenizer(tokenizer, read_lines(train), vocab_size=vocab_size)
+    reference = build_tokenizer(tokenizer, read_texts(train), vocab_size=vocab_size)
     assert data.tokenizer.vocab == reference.vocab  # same ids, same unigram counts
     for split, path in (("train", train), ("valid", valid)):
-        stream = _encode_stream(reference, read_lines(path))
+        stream = encode_stream(reference, read_texts(path))
         np.testing.assert_array_equal(data.splits[split], stream)
         assert data.splits[split].dtype == np.uint16 and isinstance(data.splits[split], np.memmap)
-        lines = read_lines(path)
+        lines = read_texts(path)
         assert data.words[split] == sum(len(line.split()) for line in lines) + len(lines)
     stored, in_memory = LMBatches(data.splits["train"], 4, 8, 3), LMBatches(stream_of(reference, train), 4, 8, 3)
     for index in (0, 5, in_memory.batches_per_epoch + 1):
@@ -74,7 +74,7 @@ def test_stored_stream_equals_the_in_memory_encoding(corpus, tokenizer, vocab_si
 
 
 def stream_of(tokenizer, path):
-    return _encode_stream(tokenizer, read_lines(path))
+    return encode_stream(tokenizer, read_texts(path))
 
 
 @pytest.mark.parametrize("tokenizer, vocab_size", [("word", 0), ("bpe", 280)])
@@ -94,7 +94,7 @@ def test_stored_pairs_give_the_in_memory_batches(corpus, tokenizer, vocab_size):
     keep = [i for i in range(len(src)) if len(src[i]) <= 7 and len(tgt[i]) <= 7]
     assert 0 < len(keep) < len(src) and data.dropped["train"] == len(src) - len(keep)
     assert list(data.references["train"]) == [targets[i] for i in keep]
-    assert list(data.sources["valid"]) == read_lines(str(root / "valid.en"))
+    assert list(data.sources["valid"]) == read_texts(str(root / "valid.en"))
     stored = Seq2SeqBatches(*data.splits["train"], 6, cfg.buckets, 1)
     in_memory = Seq2SeqBatches([src[i] for i in keep], [tgt[i] for i in keep], 6, cfg.buckets, 1)
     assert stored.dropped == in_memory.dropped
@@ -103,7 +103,7 @@ def test_stored_pairs_give_the_in_memory_batches(corpus, tokenizer, vocab_size):
             np.testing.assert_array_equal(stored.batch(index)[key], value)
 
 
-def test_offsets_index_every_line_of_a_corpus_several_read_blocks_long(tmp_path):
+def test_offsets_index_every_line_of_a_corpus_several_blocks_long(tmp_path):
     rng = np.random.default_rng(0)
     words = np.array(WORDS)
     lines = [" ".join(words[rng.integers(0, len(words), rng.integers(0, 12))]) for _ in range(110_000)]
@@ -122,7 +122,7 @@ def test_store_round_trips_the_text(corpus, tokenizer):
     store = ensure_store(_lm(train, valid, tokenizer=tokenizer, vocab_size=300 if tokenizer == "bpe" else 0))
     offsets = store.array("valid.offsets")
     lines = [data.tokenizer.decode(data.splits["valid"][a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
-    assert lines == read_lines(valid)
+    assert lines == read_texts(valid)
 
 
 def test_token_dtype_is_uint16_up_to_65536_ids_else_uint32(tmp_path):
@@ -220,7 +220,7 @@ def test_a_failed_prepare_leaves_no_store_and_the_next_one_completes(corpus, tmp
     _, train, valid = corpus
     cfg = _lm(train, valid, tokenizer="word", store=str(tmp_path / "stores" / "lm"))
     calls = []
-    original = prepare_lib._to_npy
+    original = prepare_lib.to_npy
 
     def fail_midway(*args, **kwargs):
         calls.append(args)
@@ -228,12 +228,12 @@ def test_a_failed_prepare_leaves_no_store_and_the_next_one_completes(corpus, tmp
             raise KeyboardInterrupt if failure == "killed" else OSError(errno.ENOSPC, "No space left on device")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(prepare_lib, "_to_npy", fail_midway)
+    monkeypatch.setattr(prepare_lib, "to_npy", fail_midway)
     expected = (KeyboardInterrupt, None) if failure == "killed" else (ValueError, "disk .* is full")
     with pytest.raises(expected[0], match=expected[1]):
         ensure_store(cfg, progress=False)
     assert os.listdir(tmp_path / "stores") == []  # neither a store nor its temporary directory
-    monkeypatch.setattr(prepare_lib, "_to_npy", original)
+    monkeypatch.setattr(prepare_lib, "to_npy", original)
     assert ensure_store(cfg, progress=False).manifest["splits"]["train"]["text"]["lines"] == 600
 
 
@@ -299,16 +299,17 @@ def test_undecodable_bytes_are_refused_with_file_and_line(tmp_path):
     path.write_bytes(b"fine\n" * 5 + b"bad \xff byte\n")
     with pytest.raises(ValueError, match=f"undecodable bytes in '{path}' at line 6"):
         load_data(DataConfig(kind="text", train=str(path)))
-    with pytest.raises(ValueError, match="at line 6"):  # a block boundary inside the file
-        list(read_blocks(str(path), block_bytes=7))
+    with pytest.raises(ValueError, match="at line 6"), open(path, "rb") as file:  # a block boundary inside the file
+        list(line_blocks(file, str(path), block_bytes=7))
 
 
-def test_blocks_give_the_lines_read_lines_gives(tmp_path):
+def test_blocks_give_the_lines_read_texts_gives(tmp_path):
     path = _write(tmp_path / "x.txt", ["a\r", "", "ü" * 9, "last"], bom=True, crlf=True)
     with open(path, "ab") as file:
         file.write(b"no line end")
     for size in (1, 3, 64, 1 << 20):
-        assert [line for block in read_blocks(path, block_bytes=size) for line in block] == read_lines(path)
+        with open(path, "rb") as file:
+            assert [line for block in line_blocks(file, path, block_bytes=size) for line in block] == read_texts(path)
 
 
 def test_empty_or_blank_splits_are_refused(tmp_path):

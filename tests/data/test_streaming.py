@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from seqjax.data.streaming import ahead
+from seqjax.data.tokenizers.streaming import ahead
 
 
 def test_results_come_in_order_worked_on_other_threads():

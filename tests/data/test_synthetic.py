@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqjax.data import SEQ2SEQ_TASKS, addition_task, copy_task, reverse_task, sort_task
-from seqjax.data.synthetic import INTRANSITIVE_VERBS, SYMBOLS, TRANSITIVE_VERBS, grammar_sentences, is_grammatical
+from seqjax.data.synthetic.grammar import INTRANSITIVE_VERBS, TRANSITIVE_VERBS, grammar_sentences, is_grammatical
+from seqjax.data.synthetic.tasks import SYMBOLS
 
 _OTHER_NUMBER = {
     **{s: p for verbs in (INTRANSITIVE_VERBS, TRANSITIVE_VERBS) for s, p in verbs.items()},

@@ -8,8 +8,8 @@ from grain.sharding import ShardOptions
 
 from seqjax import config as config_lib
 from seqjax.config import Config
-from seqjax.data.loader import Loader, shard_rows
-from seqjax.data.token_budget import TokenBudgetBatches
+from seqjax.data.batching.loader import Loader, shard_rows
+from seqjax.data.batching.token_budget import TokenBudgetBatches
 from seqjax.training.core.experiment import validate_train
 
 BUCKETS, BUDGET = (8, 16, 32), 96

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from seqjax.data.tokenizers import WordTokenizer, build_tokenizer, load_tokenizer
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqjax.data.tokenizers.trained import WordTokenizer, build_tokenizer, load_tokenizer
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 TEXTS = [
     "the cat sat on the mat.",

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Vocabulary
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Vocabulary
 
 
 def _vocab(**kwargs) -> Vocabulary:

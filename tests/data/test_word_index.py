@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.data import word_index
-from seqjax.data.tokenizers import _WORD_PATTERN
-from seqjax.data.word_index import WordIndex, count_words, hash_block
+from seqjax.data.tokenizers import word_index
+from seqjax.data.tokenizers.trained import WORD_PATTERN
+from seqjax.data.tokenizers.word_index import WordIndex, count_words, hash_block
 
 # Letters, digits and marks of several scripts, apostrophes, connector and other punctuation,
 # and the whitespace Python knows beyond ASCII (file separators, NBSP, line separators).
@@ -26,7 +26,7 @@ def _tokens(index: WordIndex, lines: list[str]) -> tuple[list[str], list[int]]:
 @given(st.lists(st.text(_ALPHABET, max_size=30), min_size=1, max_size=6))
 def test_tokens_and_line_lengths_equal_the_regular_expression(lines):
     tokens, lengths = _tokens(WordIndex(), lines)
-    expected = [_WORD_PATTERN.findall(line) for line in lines]
+    expected = [WORD_PATTERN.findall(line) for line in lines]
     assert tokens == [t for line in expected for t in line]
     assert lengths == [len(line) for line in expected]
     assert count_words("\n".join(lines)) == len("\n".join(lines).split())
@@ -38,7 +38,7 @@ def test_every_code_point_is_classed_as_python_does():
     text = "".join(map(chr, points))
     lines = [text[i : i + 50_000] for i in range(0, len(text), 50_000)]
     tokens, _ = _tokens(WordIndex(), lines)
-    assert tokens == [t for line in lines for t in _WORD_PATTERN.findall(line)]
+    assert tokens == [t for line in lines for t in WORD_PATTERN.findall(line)]
     assert count_words(text) == len(text.split())
 
 

@@ -9,7 +9,7 @@ from pretrained_helpers import FIXTURES
 from tokenizers import Tokenizer as HfTokenizer
 
 from seqjax.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, load_tokenizer
-from seqjax.data.pretrained_tokenizer import VocabMap
+from seqjax.data.tokenizers.pretrained import VocabMap
 
 TEXT = "the cat sat on the park's mat, and jax watched!"
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from seqjax import config as config_lib
 from seqjax.config import Config
-from seqjax.data.vocab import EOS_ID, PAD_ID
+from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
 
 TINY = [
     "data.num_train=400",

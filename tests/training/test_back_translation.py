@@ -112,7 +112,7 @@ def test_backtranslate_options_are_checked(tmp_path, capsys):
     assert main([*base, "--set", "train.steps=2"]) == 2
     assert "need --train-workdir" in capsys.readouterr().err
     assert main([*base, "--train-workdir", str(tmp_path / "f"), "--set", "data.train=x"]) == 2
-    assert "sets the forward run's data.kind, data.train" in capsys.readouterr().err
+    assert "sets the forward run's data.kind, data.format, data.train" in capsys.readouterr().err
 
 
 def seq2seq_config_only(workdir):

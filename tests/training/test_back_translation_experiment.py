@@ -4,7 +4,7 @@ is found again by the runs they train, checked without training."""
 import pytest
 from project_scripts import load_script
 
-from seqjax.data.sources import validate_data_config
+from seqjax.data.corpora.sources import validate_data_config
 
 experiment = load_script("experiments/back_translation.py", "back_translation_experiment")
 

@@ -54,7 +54,7 @@ def test_a_misspelt_choice_is_refused_with_its_close_spelling():
 def test_the_code_behind_each_fixed_choice_takes_exactly_those_names():
     from seqjax.config.sections import SyntheticTask, TokenizerKind
     from seqjax.data.synthetic import SEQ2SEQ_TASKS
-    from seqjax.data.tokenizers import TOKENIZER_KINDS
+    from seqjax.data.tokenizers.trained import TOKENIZER_KINDS
 
     assert TOKENIZER_KINDS == typing.get_args(TokenizerKind)
     assert typing.get_args(SyntheticTask) == ("grammar", "oracle", *SEQ2SEQ_TASKS)

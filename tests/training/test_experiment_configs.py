@@ -13,7 +13,7 @@ from project_scripts import ROOT
 from seqjax import config as config_lib
 from seqjax.cli import load_config
 from seqjax.data import holds_pairs
-from seqjax.data.datasets import SPLITS, split_path, validate_data_config
+from seqjax.data.corpora.sources import SPLITS, split_files, validate_data_config
 from seqjax.models import build_model, is_seq2seq, is_trained
 from seqjax.objectives import build_objective
 from seqjax.training.core.experiment import PRECISIONS, output_head, validate_train
@@ -39,11 +39,9 @@ def with_present_corpora(data, root):
     """`data` read under `root`, where every split file it names exists (empty)."""
     data = dataclasses.replace(data, root=str(root))
     for split in SPLITS:
-        prefix = split_path(data, split)
-        if prefix:
-            for path in [prefix] if data.kind == "text" else [f"{prefix}.{data.src}", f"{prefix}.{data.tgt}"]:
-                (root / path).parent.mkdir(parents=True, exist_ok=True)
-                (root / path).touch()
+        for side in split_files(data, split).values():
+            (root / side.path).parent.mkdir(parents=True, exist_ok=True)
+            (root / side.path).touch()
     return data
 
 

@@ -10,7 +10,7 @@ import pytest
 from helpers import tiny, tiny_config
 
 from seqjax.cli import main
-from seqjax.data.vocab import EOS_ID
+from seqjax.data.tokenizers.vocab import EOS_ID
 from seqjax.model_head import init_params
 from seqjax.objectives.vae import posterior
 from seqjax.training.core.experiment import build_experiment

@@ -18,23 +18,13 @@ from jax.sharding import Mesh
 from seqjax import optimizers as optim
 from seqjax.config import ATTENTION, OBJECTIVES, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective
-from seqjax.data import (
-    LMBatches,
-    LMData,
-    ParallelData,
-    Seq2SeqBatches,
-    Tokenizer,
-    holds_pairs,
-    load_data,
-    load_tokenizer,
-)
+from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data, load_tokenizer
 from seqjax.data.batching import pair_positions
+from seqjax.data.batching.line_rows import check_lines_fit
+from seqjax.data.batching.loader import IndexedBatches
+from seqjax.data.batching.plan import BatchPlan, Rows
+from seqjax.data.corpora.sources import to_stderr
 from seqjax.data.datasets import Tokenizers
-from seqjax.data.line_rows import LineBatches, check_lines_fit
-from seqjax.data.loader import IndexedBatches
-from seqjax.data.packing import PackedLMBatches, PackedSeq2SeqBatches
-from seqjax.data.sources import to_stderr
-from seqjax.data.token_budget import TokenBudgetBatches
 from seqjax.heads import build_head
 from seqjax.models import (
     MODEL_OBJECTIVES,
@@ -153,35 +143,27 @@ class Experiment:
         return self.data
 
     def train_batches(self, row_multiple: int = 1) -> IndexedBatches:
-        """The train split's batches: bucketed pairs (train.batch_size of them, or as many as
-        data.max_tokens holds, in a multiple of `row_multiple` rows), packed pairs
-        (data.packing), rows of one line each (a latent-variable model: `LineBatches`), chunked
-        or packed lines."""
-        c = self.cfg
-        if self.is_seq2seq:
-            src, tgt = self.pairs.splits["train"]
-            if c.data.packing:
-                return PackedSeq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets[-1], c.train.seed)
-            if c.data.max_tokens:
-                return TokenBudgetBatches(src, tgt, c.data.max_tokens, c.data.buckets, c.train.seed, row_multiple)
-            return Seq2SeqBatches(src, tgt, c.train.batch_size, c.data.buckets, c.train.seed)
-        if is_latent(c.model):
-            return LineBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
-        if c.data.packing:
-            return PackedLMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
-        return LMBatches(self.stream.splits["train"], c.train.batch_size, c.data.seq_len, c.train.seed)
+        """The train split's batches, as the run's `BatchPlan` chooses them (`row_multiple`: what
+        a token budget's rows are a multiple of)."""
+        return batch_plan(self.cfg).train(self.data, row_multiple)
 
     def example_batch(self) -> Batch:
         """A batch of one row of two positions with the keys the model reads: the shapes that
         initialize its parameters, which depend on neither B nor T (restoring a run needs no data)."""
-        ids, mask = jnp.zeros((1, 2), jnp.int32), jnp.ones((1, 2), jnp.float32)
-        batch = {"inputs": ids, "targets": ids, "mask": mask}
-        return {**batch, "src": ids, "src_mask": mask} if self.is_seq2seq else batch
+        return {key: jnp.asarray(value) for key, value in batch_plan(self.cfg).example().items()}
 
     def save_tokenizers(self, workdir: str) -> None:
         self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
         if self.is_seq2seq:
             self.pairs.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
+
+
+def batch_plan(cfg: Config) -> BatchPlan:
+    """How the run `cfg` cuts its data into batches, for training, evaluation and compiling: its
+    model says what a row holds (sentence pairs, one whole line, chunks of the stream) and the
+    longest sequence it reads."""
+    rows: Rows = "pairs" if is_seq2seq(cfg.model) else "lines" if is_latent(cfg.model) else "stream"
+    return BatchPlan.of(cfg, rows, readable_length(cfg.model))
 
 
 def saved_tokenizers(workdir: str) -> Tokenizers:

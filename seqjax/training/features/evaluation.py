@@ -14,20 +14,18 @@ and BPE models, or runs that each built their own BPE, compare on it.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from seqjax.config import Config
 from seqjax.contracts import Objective, Params
-from seqjax.data import LMData, ParallelData, holds_pairs, lm_eval_batches, seq2seq_eval_batches
-from seqjax.data.line_rows import line_eval_batches
-from seqjax.data.packing import packed_lm_eval_batches
-from seqjax.models import generates, is_latent, model_class, readable_length
+from seqjax.data import LMData, ParallelData
+from seqjax.models import generates, model_class
 from seqjax.objectives import objective_of
+from seqjax.training.core.experiment import batch_plan
 from seqjax.training.features.generation import lm_samples, translate
 from seqjax.training.features.task_reports import task_report
 
@@ -41,23 +39,10 @@ Scorer = Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 
 def eval_batches(cfg: Config, data: LMData | ParallelData, split: str) -> Iterator[dict[str, np.ndarray]]:
-    """The batches of `split` in which every target is scored once (LM: `lm_eval_batches`,
-    consecutive chunks of the stream, or with data.packing `packed_lm_eval_batches`, each line
-    alone from its start as the model was trained, or for a latent-variable model
-    `line_eval_batches`, a row per line as it trains; seq2seq: `seq2seq_eval_batches`), the
-    first train.eval_batches of them when that is > 0."""
-    batches: Iterator[dict[str, np.ndarray]]
-    if holds_pairs(cfg.data):
-        src, tgt = cast(ParallelData, data).splits[split]
-        limit = readable_length(cfg.model)
-        batches = (batch for batch, _ in seq2seq_eval_batches(src, tgt, cfg.train.batch_size, cfg.data.buckets, limit))
-    elif is_latent(cfg.model):
-        stream = cast(LMData, data).splits[split]
-        batches = line_eval_batches(stream, cfg.train.batch_size, cfg.data.seq_len, f"data.{split}")
-    else:
-        lm_batches = packed_lm_eval_batches if cfg.data.packing else lm_eval_batches
-        batches = lm_batches(cast(LMData, data).splits[split], cfg.train.batch_size, cfg.data.seq_len)
-    return itertools.islice(batches, cfg.train.eval_batches) if cfg.train.eval_batches else batches
+    """The batches of `split` in which every target is scored once, as the run's `BatchPlan`
+    chooses them (each line alone from its start where the model trains on packed or single
+    lines), the first train.eval_batches of them when that is > 0."""
+    return batch_plan(cfg).eval(data, split)
 
 
 def evaluate(cfg: Config, data: LMData | ParallelData, split: str, score: Scorer) -> dict[str, float]:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax.contracts import SPECIAL_IDS, Params
-from seqjax.data.line_rows import LineBatches
+from seqjax.data.batching.line_rows import LineBatches
 from seqjax.models import is_latent
 from seqjax.models.vae import interpolate_latents
 from seqjax.objectives.vae import posterior

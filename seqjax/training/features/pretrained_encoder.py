@@ -23,7 +23,7 @@ from jax.sharding import Mesh
 
 from seqjax import config as config_lib
 from seqjax import optimizers as optim
-from seqjax.data.vocab import Vocabulary
+from seqjax.data.tokenizers.vocab import Vocabulary
 from seqjax.models import ENCODER_KINDS
 from seqjax.training.core.experiment import Experiment, build_experiment, saved_tokenizers
 from seqjax.training.core.state import Checkpointer, restore_state

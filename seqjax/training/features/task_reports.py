@@ -19,7 +19,8 @@ import numpy as np
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data import is_grammatical
-from seqjax.data.oracle import make_oracle, oracle_ids, oracle_nll
+from seqjax.data.corpora.sources import source_of
+from seqjax.data.synthetic.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.models import generates
 from seqjax.training.features.generation import DecodeOptions, decode_new_lines, sample_texts
 
@@ -76,6 +77,6 @@ TASK_REPORTS: dict[str, TaskReport] = {"grammar": grammar_report, "oracle": orac
 def task_report(cfg: Config) -> TaskReport | None:
     """The report of the synthetic task `cfg.data` names, None for other data and for a model
     without a decode step (the reports judge samples)."""
-    if cfg.data.kind != "synthetic" or not generates(cfg.model):
+    if not source_of(cfg.data).generated or not generates(cfg.model):
         return None
     return TASK_REPORTS.get(cfg.data.task)

@@ -1,82 +1,17 @@
-"""Seeded synthetic data: seq2seq tasks with a checkable answer, and an LM grammar.
+"""An English-like grammar: seeded sentences for language models, and the exact judge of them.
 
-Each generator draws from `numpy.random.default_rng(seed)`, so the same seed gives the same
-data on every machine. A seed may be an int or a tuple of ints, e.g. `(seed, split)` for
-independent splits from one configured seed.
-
-The grammar corpus is English-like on purpose: a model trained on it generates sentences
-a reader can judge, and `is_grammatical` judges them exactly (agreement of the verb with the
-subject's head noun across a prepositional phrase, "a"/"an", determiner number).
+The corpus is English-like on purpose: a model trained on it generates sentences a reader can
+judge, and `is_grammatical` judges them exactly (agreement of the verb with the subject's head
+noun across a prepositional phrase, "a"/"an", determiner number).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-SYMBOLS = "0123456789abcdef"
-
-Seed = int | Sequence[int]
-
-
-def _rng(n: int, seed: Seed) -> np.random.Generator:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
-    seeds = [seed] if isinstance(seed, (int, np.integer)) else list(seed)
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
-        raise ValueError(f"seed must be an int >= 0 or a tuple of them, got {seed!r}")
-    return np.random.default_rng(seeds)
-
-
-def _random_strings(n: int, seed: Seed, min_len: int, max_len: int) -> list[str]:
-    if not 1 <= min_len <= max_len:
-        raise ValueError(f"lengths must satisfy 1 <= min_len <= max_len, got {min_len}, {max_len}")
-    rng = _rng(n, seed)
-    lengths = rng.integers(min_len, max_len + 1, size=n)
-    return ["".join(rng.choice(list(SYMBOLS), size=length)) for length in lengths]
-
-
-def copy_task(n: int, seed: Seed, *, min_len: int = 2, max_len: int = 20) -> tuple[list[str], list[str]]:
-    """n sources of SYMBOLS with lengths uniform in [min_len, max_len]; the target repeats them."""
-    sources = _random_strings(n, seed, min_len, max_len)
-    return sources, list(sources)
-
-
-def reverse_task(n: int, seed: Seed, *, min_len: int = 2, max_len: int = 20) -> tuple[list[str], list[str]]:
-    """As `copy_task`, with each target the source reversed."""
-    sources = _random_strings(n, seed, min_len, max_len)
-    return sources, [source[::-1] for source in sources]
-
-
-def sort_task(n: int, seed: Seed, *, min_len: int = 2, max_len: int = 20) -> tuple[list[str], list[str]]:
-    """As `copy_task`, with each target the source's symbols in ascending order."""
-    sources = _random_strings(n, seed, min_len, max_len)
-    return sources, ["".join(sorted(source)) for source in sources]
-
-
-def addition_task(n: int, seed: Seed, *, max_digits: int = 6) -> tuple[list[str], list[str]]:
-    """Sources "A+B" and targets "C" = A + B in decimal, A and B of 1..max_digits digits.
-
-    The digit count is drawn first, then the number, so short and long operands are equally
-    common (uniform numbers would almost all have max_digits digits).
-    """
-    if max_digits < 1:
-        raise ValueError(f"max_digits must be >= 1, got {max_digits}")
-    rng = _rng(n, seed)
-    digits = rng.integers(1, max_digits + 1, size=(n, 2))
-    low = np.where(digits == 1, 0, 10 ** (digits - 1))
-    operands = rng.integers(low, 10**digits)
-    sources = [f"{a}+{b}" for a, b in operands.tolist()]
-    return sources, [str(a + b) for a, b in operands.tolist()]
-
-
-SEQ2SEQ_TASKS: dict[str, Callable[[int, Seed], tuple[list[str], list[str]]]] = {
-    "copy": copy_task,
-    "reverse": reverse_task,
-    "sort": sort_task,
-    "addition": addition_task,
-}
+from seqjax.data.synthetic.seeds import Seed, seeded_rng
 
 # Grammar:  S -> NP[n] VP[n] "."      NP[n] -> Det[n] Adj{0..2, distinct} Noun[n] PP?
 #           PP -> Prep NP (no PP of its own)      VP[n] -> (Vi[n] | Vt[n] NP) Adv?
@@ -218,7 +153,7 @@ def _sentence(rng: np.random.Generator) -> str:
 
 def grammar_sentences(n: int, seed: Seed) -> list[str]:
     """n sentences of the grammar above, e.g. "The old cat near two foxes sees an owl."."""
-    rng = _rng(n, seed)
+    rng = seeded_rng(n, seed)
     return [_sentence(rng) for _ in range(n)]
 
 

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from seqjax.data.synthetic import Seed, _rng
-from seqjax.data.tokenizers import WordTokenizer
-from seqjax.data.vocab import Vocabulary
+from seqjax.data.synthetic.seeds import Seed, seeded_rng
+from seqjax.data.tokenizers.trained import WordTokenizer
+from seqjax.data.tokenizers.vocab import Vocabulary
 
 ORACLE_SEED = 2017
 VOCAB_SIZE = 1000  # SeqGAN's 5000 takes ~5x longer to sample; 1000 keeps a 20k-line corpus at seconds
@@ -64,7 +64,7 @@ def make_oracle(
     _check_size("vocab_size", vocab_size, 2)
     _check_size("width", width)
     _check_size("length", length)
-    rng = _rng(0, seed)
+    rng = seeded_rng(0, seed)
 
     def normal(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape).astype(np.float32)
@@ -136,7 +136,7 @@ def _sample_rows(oracle: Oracle, uniforms: np.ndarray) -> np.ndarray:
 
 def oracle_sample(oracle: Oracle, n: int, seed: Seed) -> np.ndarray:
     """n sequences [n, length] int32 of oracle ids in [0, V), drawn from `seed`."""
-    uniforms = _rng(n, seed).random((n, oracle.length), dtype=np.float32)
+    uniforms = seeded_rng(n, seed).random((n, oracle.length), dtype=np.float32)
     chunks = [_sample_rows(oracle, uniforms[i : i + _CHUNK]) for i in range(0, n, _CHUNK)]
     return np.concatenate(chunks) if chunks else np.zeros((0, oracle.length), np.int32)
 

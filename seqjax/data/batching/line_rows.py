@@ -16,23 +16,23 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from seqjax.data.batching import (
+from seqjax.data.batching.rows import (
     Batch,
     RowRanges,
-    _check_index,
-    _check_positive,
-    _check_seed,
-    _check_stream,
-    _selected_rows,
+    check_index,
+    check_positive,
+    check_seed,
+    check_stream,
+    epoch_rows,
+    selected_rows,
 )
-from seqjax.data.packing import _epoch_rows
-from seqjax.data.vocab import EOS_ID, PAD_ID
+from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
 
 
 def line_spans(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first token [L] int64, tokens with the `</s>` [L] int64) of each line of `stream` [n]
     (a last line without its `</s>` counts its tokens only)."""
-    stream = _check_stream(stream)
+    stream = check_stream(stream)
     ends = np.flatnonzero(stream == EOS_ID)
     if len(stream) and (not len(ends) or ends[-1] != len(stream) - 1):
         ends = np.append(ends, len(stream) - 1)
@@ -61,10 +61,10 @@ class LineBatches:
     """
 
     def __init__(self, stream: np.ndarray, batch_size: int, seq_len: int, seed: int, name: str = "data.train"):
-        self.stream = _check_stream(stream)
-        _check_positive(batch_size, "batch_size")
-        _check_positive(seq_len, "seq_len")
-        _check_seed(seed)
+        self.stream = check_stream(stream)
+        check_positive(batch_size, "batch_size")
+        check_positive(seq_len, "seq_len")
+        check_seed(seed)
         check_lines_fit(self.stream, seq_len, name)
         self.batch_size, self.seq_len, self.seed = batch_size, seq_len, seed
         self.starts, self.lengths = line_spans(self.stream)
@@ -78,10 +78,10 @@ class LineBatches:
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` (as `LMBatches.batch`): `rows`."""
-        _check_index(index)
-        selected = _selected_rows(rows, self.batch_size)
+        check_index(index)
+        selected = selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
-        return self.rows(_epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
+        return self.rows(epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
 
     def rows(self, chosen: np.ndarray) -> Batch:
         """The lines `chosen` [N] (indices in [0, L), -1 for an all-padding row) as a batch.
@@ -112,7 +112,7 @@ def line_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int, name: s
       the keys of `LineBatches.rows`, [batch_size, seq_len] each.
     """
     lines = LineBatches(stream, 1, seq_len, seed=0, name=name)
-    _check_positive(batch_size, "batch_size")
+    check_positive(batch_size, "batch_size")
     for first in range(0, lines.num_rows, batch_size):
         chosen = np.arange(first, first + batch_size)
         yield lines.rows(np.where(chosen < lines.num_rows, chosen, -1))

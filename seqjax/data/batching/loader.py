@@ -23,7 +23,7 @@ import grain
 import numpy as np
 from grain.sharding import ShardByJaxProcess, ShardOptions
 
-from seqjax.data.batching import Batch, RowRanges
+from seqjax.data.batching.rows import Batch, RowRanges
 
 # Batches read ahead of the step consuming them, and the threads that read them.
 PREFETCH = 4

@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Regex, pre_tokenizers
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data.word_index import HashedBlock, WordIndex, all_code_points
+from seqjax.data.tokenizers.word_index import HashedBlock, WordIndex, all_code_points
 
 _LETTER, _NUMBER, _SPACE, _OTHER = 0, 1, 2, 3
 _NEWLINE, _BLANK, _APOSTROPHE = ord("\n"), ord(" "), ord("'")

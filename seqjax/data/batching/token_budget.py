@@ -19,15 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from seqjax.data.batching import (
-    Batch,
-    RowRanges,
-    _bucketed_pairs,
-    _check_index,
-    _check_positive,
-    _pad_pairs,
-    _selected_rows,
-)
+from seqjax.data.batching.rows import Batch, RowRanges, check_index, check_positive, selected_rows
+from seqjax.data.batching.seq2seq import bucketed_pairs, pad_pairs
 
 
 class TokenBudgetBatches:
@@ -49,9 +42,9 @@ class TokenBudgetBatches:
         seed: int,
         row_multiple: int = 1,
     ):
-        self.buckets, self.members, self.dropped = _bucketed_pairs(src, tgt, 1, buckets, seed)
-        _check_positive(max_tokens, "data.max_tokens")
-        _check_positive(row_multiple, "row_multiple")
+        self.buckets, self.members, self.dropped = bucketed_pairs(src, tgt, 1, buckets, seed)
+        check_positive(max_tokens, "data.max_tokens")
+        check_positive(row_multiple, "row_multiple")
         self.src, self.tgt, self.seed, self.batch_size = src, tgt, seed, int(row_multiple)
         used = [k for k, members in enumerate(self.members) if len(members)]
         if not used:
@@ -107,10 +100,10 @@ class TokenBudgetBatches:
           as `Seq2SeqBatches.batch`, with N = B_L (or the chosen parts' rows) and S = T = L
           of the batch's bucket.
         """
-        _check_index(index)
-        parts = _selected_rows(rows, self.batch_size)
+        check_index(index)
+        parts = selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
         bucket, examples = self._schedule(epoch)[position]
         part_rows = len(examples) // self.batch_size
         chosen = examples[(parts[:, None] * part_rows + np.arange(part_rows)).reshape(-1)]
-        return _pad_pairs(self.src, self.tgt, chosen, self.buckets[bucket], len(chosen))
+        return pad_pairs(self.src, self.tgt, chosen, self.buckets[bucket], len(chosen))

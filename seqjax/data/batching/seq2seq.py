@@ -1,12 +1,5 @@
-"""Stateless, index-addressed batches: `batch(i)` depends only on the data, the seed and i.
-
-A run's data position is the number of batches it has drawn, so a resumed run that asks
-for `batch(step)` continues exactly where it stopped. Epoch orders are permutations drawn
-from `numpy.random.default_rng((seed, epoch))`. Batches are numpy arrays of fixed shapes:
-the LM batch is always [B, T]; a seq2seq batch is [B, L] for L in a small fixed set of
-bucket lengths, which bounds recompilation. `batch(i, rows)` builds only the chosen rows
-of batch i — what one process of a multi-process run feeds its devices — equal to those
-rows of the whole batch.
+"""Length-bucketed encoder-decoder batches: a seq2seq batch is [B, L] for L in a small fixed
+set of bucket lengths, which bounds recompilation; evaluation keeps every pair.
 """
 
 from __future__ import annotations
@@ -14,148 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike
 
-from seqjax.data.store import Ragged
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
-
-Batch = dict[str, np.ndarray]
+from seqjax.data.batching.rows import Batch, RowRanges, check_index, check_positive, check_seed, selected_rows
+from seqjax.data.store.token_store import Ragged
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
-def _check_positive(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-
-def _check_stream(stream: ArrayLike) -> np.ndarray:
-    """`stream` itself (a memory map stays one: rows are read from it, never a copy of it all)."""
-    stream = np.asarray(stream)
-    if stream.ndim != 1 or not np.issubdtype(stream.dtype, np.integer):
-        raise ValueError(f"stream must be a 1-D integer array, got {stream.dtype} {stream.shape}")
-    return stream
-
-
-def _check_index(index: int) -> None:
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
-        raise ValueError(f"index must be an int >= 0, got {index!r}")
-
-
-def _check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-
-
-RowRanges = Sequence[tuple[int, int]]
-
-
-def _selected_rows(rows: RowRanges | None, batch_size: int) -> np.ndarray:
-    """Positions [N] int64 in the global batch of the row ranges [start, stop), concatenated
-    in the order given; every position (N = B) when `rows` is None."""
-    if rows is None:
-        return np.arange(batch_size)
-
-    def valid(span: object) -> bool:
-        return (
-            isinstance(span, (tuple, list))
-            and len(span) == 2
-            and all(not isinstance(x, bool) and isinstance(x, (int, np.integer)) for x in span)
-            and 0 <= span[0] < span[1] <= batch_size
-        )
-
-    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows or not all(map(valid, rows)):
-        raise ValueError(
-            f"rows must be a non-empty sequence of (start, stop) ranges with "
-            f"0 <= start < stop <= batch_size={batch_size}, got {rows!r}"
-        )
-    return np.concatenate([np.arange(start, stop) for start, stop in rows])
-
-
-class LMBatches:
-    """Concatenate-and-chunk language-model batches over a token stream.
-
-    The stream [n] is cut into rows of seq_len + 1 tokens that overlap by one token (row r
-    starts at r·T), so every token after the first is a target of exactly one row. Epoch e
-    visits `batches_per_epoch` batches of rows in a permutation drawn from (seed, e); the
-    rows left over by the division into batches differ from epoch to epoch.
-    """
-
-    def __init__(self, stream: np.ndarray, batch_size: int, seq_len: int, seed: int):
-        self.stream = _check_stream(stream)
-        _check_positive(batch_size, "batch_size")
-        _check_positive(seq_len, "seq_len")
-        _check_seed(seed)
-        self.batch_size, self.seq_len, self.seed = batch_size, seq_len, seed
-        self.num_rows = max(len(self.stream) - 1, 0) // seq_len
-        if self.num_rows < batch_size:
-            raise ValueError(
-                f"stream must hold at least batch_size={batch_size} rows of seq_len+1={seq_len + 1} "
-                f"tokens ({batch_size * seq_len + 1} tokens), got {len(self.stream)} tokens "
-                f"({self.num_rows} rows)"
-            )
-        self._cached_epoch: tuple[int, np.ndarray] | None = None
-
-    @property
-    def batches_per_epoch(self) -> int:
-        return self.num_rows // self.batch_size
-
-    def _permutation(self, epoch: int) -> np.ndarray:
-        # One read and one write of the cache: loader threads building batches of two epochs
-        # at once each keep their own epoch's order.
-        cached = self._cached_epoch
-        if cached is None or cached[0] != epoch:
-            cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_rows))
-            self._cached_epoch = cached
-        return cached[1]
-
-    def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
-        """The index-th batch, or only its row ranges `rows` ([start, stop) pairs, N rows in
-        all, in the order given; all B rows when None), equal to those rows of the whole batch.
-
-        Returns:
-          inputs, targets [N, T] int32 (targets = inputs shifted by one), mask [N, T] float32
-          (all ones).
-        """
-        _check_index(index)
-        selected = _selected_rows(rows, self.batch_size)
-        epoch, position = divmod(int(index), self.batches_per_epoch)
-        order = self._permutation(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
-        windows = self.stream[order[selected, None] * self.seq_len + np.arange(self.seq_len + 1)].astype(np.int32)
-        return {
-            "inputs": windows[:, :-1],
-            "targets": windows[:, 1:],
-            "mask": np.ones((len(selected), self.seq_len), np.float32),
-        }
-
-
-def lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) -> Iterator[Batch]:
-    """Batches whose targets are every token of `stream` exactly once, in order.
-
-    Chunk c (row c mod B of batch c div B) holds targets stream[c·T : (c+1)·T]; its inputs
-    are the same tokens shifted right by one, the first token's context being `</s>`, the end
-    of the line before the split. The last batch is padded with `<pad>` and mask 0, so the
-    sum of masked losses over all batches is the split's exact log-likelihood.
-
-    Yields:
-      {"inputs", "targets": [B, T] int32, "mask": [B, T] float32}
-    """
-    targets = _check_stream(stream).astype(np.int32)
-    _check_positive(batch_size, "batch_size")
-    _check_positive(seq_len, "seq_len")
-    if len(targets) == 0:
-        raise ValueError("stream must hold at least one token, got 0")
-    inputs = np.concatenate([np.array([EOS_ID], np.int32), targets[:-1]])
-    per_batch = batch_size * seq_len
-    padded = -(-len(targets) // per_batch) * per_batch
-    padding = padded - len(targets)
-    shape = (-1, batch_size, seq_len)
-    inputs = np.pad(inputs, (0, padding), constant_values=PAD_ID).reshape(shape)
-    targets = np.pad(targets, (0, padding), constant_values=PAD_ID).reshape(shape)
-    mask = (np.arange(padded) < len(stream)).astype(np.float32).reshape(shape)
-    for i in range(len(inputs)):
-        yield {"inputs": inputs[i], "targets": targets[i], "mask": mask[i]}
-
-
-def _check_pairs(
+def check_pairs(
     src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: Sequence[int]
 ) -> tuple[int, ...]:
     if len(src) != len(tgt):
@@ -168,7 +26,7 @@ def _check_pairs(
                 raise ValueError(
                     f"{name}[{i}] must be a 1-D integer array, got {np.asarray(ids).dtype} {np.shape(ids)}"
                 )
-    _check_positive(batch_size, "batch_size")
+    check_positive(batch_size, "batch_size")
     buckets = tuple(buckets)
     if not buckets or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2 for b in buckets):
         raise ValueError(f"buckets must be a non-empty tuple of ints >= 2, got {buckets}")
@@ -184,14 +42,14 @@ def pair_positions(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> np.n
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
 
 
-def _bucketed_pairs(
+def bucketed_pairs(
     src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: Sequence[int], seed: int
 ) -> tuple[tuple[int, ...], list[np.ndarray], int]:
-    """Length-bucketed pairs, checked (`_check_pairs`, seed an int >= 0), each in the smallest
+    """Length-bucketed pairs, checked (`check_pairs`, seed an int >= 0), each in the smallest
     bucket that holds it: (the buckets, the example indices [n_k] int64 of each bucket k, the
     number of pairs longer than the largest bucket, which none holds)."""
-    buckets = _check_pairs(src, tgt, batch_size, buckets)
-    _check_seed(seed)
+    buckets = check_pairs(src, tgt, batch_size, buckets)
+    check_seed(seed)
     bucket_of = np.searchsorted(np.array(buckets), pair_positions(src, tgt))
     return (
         buckets,
@@ -200,7 +58,7 @@ def _bucketed_pairs(
     )
 
 
-def _pad_pairs(
+def pad_pairs(
     src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], rows: np.ndarray, length: int, batch_size: int
 ) -> Batch:
     """A [batch_size, length] batch of examples `rows`; a row of example -1, and the rows
@@ -242,7 +100,7 @@ class Seq2SeqBatches:
     def __init__(
         self, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, buckets: tuple[int, ...], seed: int
     ):
-        self.buckets, self.members, self.dropped = _bucketed_pairs(src, tgt, batch_size, buckets, seed)
+        self.buckets, self.members, self.dropped = bucketed_pairs(src, tgt, batch_size, buckets, seed)
         self.src, self.tgt, self.batch_size, self.seed = src, tgt, batch_size, seed
         if self.batches_per_epoch == 0:
             raise ValueError(
@@ -283,11 +141,11 @@ class Seq2SeqBatches:
           (`<s>` + target), targets [N, T] int32 (target + `</s>`), mask [N, T] float32;
           padding `<pad>` with mask 0.
         """
-        _check_index(index)
-        selected = _selected_rows(rows, self.batch_size)
+        check_index(index)
+        selected = selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
         bucket, examples = self._schedule(epoch)[position]
-        return _pad_pairs(self.src, self.tgt, examples[selected], self.buckets[bucket], len(selected))
+        return pad_pairs(self.src, self.tgt, examples[selected], self.buckets[bucket], len(selected))
 
 
 def seq2seq_eval_batches(
@@ -307,7 +165,7 @@ def seq2seq_eval_batches(
       (batch as `Seq2SeqBatches.batch`, indices [B] int64: the example in each row, -1 for a
       padding row, whose mask is 0).
     """
-    buckets = _check_pairs(src, tgt, batch_size, buckets)
+    buckets = check_pairs(src, tgt, batch_size, buckets)
     lengths = pair_positions(src, tgt)
     if len(lengths) and lengths.max() > buckets[-1]:
         longest = int(lengths.max())
@@ -320,4 +178,4 @@ def seq2seq_eval_batches(
             rows = members[start : start + batch_size]
             indices = np.full(batch_size, -1, np.int64)
             indices[: len(rows)] = rows
-            yield _pad_pairs(src, tgt, rows, length, batch_size), indices
+            yield pad_pairs(src, tgt, rows, length, batch_size), indices

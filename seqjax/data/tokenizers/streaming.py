@@ -6,7 +6,8 @@ vectorized: char level through a sorted code-point table, word level through arr
 operations on the block's code points (`word_index`), byte-level BPE through the same for its
 pre-tokens, each distinct one encoded by HF `tokenizers` once (`byte_level_pieces`). An
 encoder has a pure stage, which `prepare` runs on the next blocks on background threads, and
-a stage that numbers the blocks in order.
+a stage that numbers the blocks in order; `ahead` runs the pure stage of the next blocks on
+background threads while one is numbered.
 
 Char level counts its characters in a first pass (`train_streaming`) and encodes in a
 second. Word level and byte-level BPE rank their ids by the counts of the encoded training
@@ -22,18 +23,21 @@ import collections
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data import byte_level_pieces
-from seqjax.data.byte_level_pieces import PieceIndex
-from seqjax.data.tokenizers import BpeTokenizer, CharTokenizer, Tokenizer, WordTokenizer
-from seqjax.data.vocab import SPECIAL_TOKENS, UNK_ID, Vocabulary
-from seqjax.data.word_index import WordIndex, hash_block
+from seqjax.data.tokenizers import byte_level_pieces
+from seqjax.data.tokenizers.byte_level_pieces import PieceIndex
+from seqjax.data.tokenizers.trained import BpeTokenizer, CharTokenizer, Tokenizer, WordTokenizer
+from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS, UNK_ID, Vocabulary
+from seqjax.data.tokenizers.word_index import WordIndex, hash_block
 
 Blocks = Iterable[list[str]]
+T = TypeVar("T")
+R = TypeVar("R")
 Encoded = tuple[np.ndarray, np.ndarray]  # ids [n] int64, tokens of each line [lines] int64
 
 
@@ -180,3 +184,24 @@ def block_encoder(model: CharTokenizer | WordModel | BpeModel) -> BlockEncoder:
     if isinstance(model, WordModel):
         return BlockEncoder(hash_block, model.index.number)
     return BlockEncoder(_char_encoder(model.vocab))
+
+
+def ahead(items: Iterable[T], work: Callable[[T], R], workers: int = 2) -> Iterator[tuple[T, R]]:
+    """(item, work(item)) for each of `items` in order, `work` running on the next items in
+    `workers` background threads while the caller handles the current one. `work` must be
+    pure; its array operations (numpy's, HF tokenizers') run without the interpreter lock, so
+    the threads use as many cores. Raises what `items` or `work` raised, at that item."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ahead") as pool:
+        pending: collections.deque = collections.deque()
+        try:
+            for item in items:
+                pending.append((item, pool.submit(work, item)))
+                if len(pending) > workers:
+                    done, future = pending.popleft()
+                    yield done, future.result()
+            while pending:
+                done, future = pending.popleft()
+                yield done, future.result()
+        finally:
+            for _, future in pending:
+                future.cancel()

@@ -37,7 +37,8 @@ from typing import Any, Self
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.tokenizers import Tokenizer, load_tokenizer, tokenizer_fingerprint
+from seqjax.data.corpora.formats import DEFAULT_FORMAT
+from seqjax.data.tokenizers.trained import Tokenizer, load_tokenizer, tokenizer_fingerprint
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -58,6 +59,8 @@ def tokenization_config(cfg: DataConfig, paths: dict[str, str]) -> dict[str, Any
     pretrained tokenizer's fingerprint)."""
     record: dict[str, Any] = {key: getattr(cfg, key) for key in TOKENIZATION_KEYS}
     record.update({split: os.path.abspath(path) for split, path in paths.items()})
+    if cfg.format != DEFAULT_FORMAT:  # a store of the one format there was records none: it keeps its place
+        record["format"] = cfg.format
     if cfg.tokenizer == "pretrained":  # the tokenizer itself, wherever its run lies
         record["tokenizer_fingerprint"] = tokenizer_fingerprint(
             os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")

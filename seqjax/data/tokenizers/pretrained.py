@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from tokenizers import Tokenizer as HfTokenizer
 
-from seqjax.data.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
+from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
 
 ROLES = ("pad", "bos", "eos", "unk")  # seqjax's ids 0..3, in that order (vocab.SPECIAL_TOKENS)
 HOME_ORDER = ("eos", "bos", "unk", "pad")  # which role a token playing several is predicted as

@@ -20,17 +20,18 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from seqjax.data.batching import (
+from seqjax.data.batching.rows import (
     Batch,
     RowRanges,
-    _check_index,
-    _check_pairs,
-    _check_positive,
-    _check_seed,
-    _check_stream,
-    _selected_rows,
+    check_index,
+    check_positive,
+    check_seed,
+    check_stream,
+    epoch_rows,
+    selected_rows,
 )
-from seqjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqjax.data.batching.seq2seq import check_pairs
+from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,11 +71,6 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray,
     return row, offset, segment
 
 
-def _epoch_rows(seed: int, epoch: int, num_rows: int, batch_size: int, position: int) -> np.ndarray:
-    order = np.random.default_rng([seed, epoch]).permutation(num_rows)
-    return order[position * batch_size : (position + 1) * batch_size]
-
-
 class PackedLMBatches:
     """Language-model rows of whole lines.
 
@@ -89,10 +85,10 @@ class PackedLMBatches:
     """
 
     def __init__(self, stream: np.ndarray, batch_size: int, seq_len: int, seed: int):
-        stream = _check_stream(stream)
-        _check_positive(batch_size, "batch_size")
-        _check_positive(seq_len, "seq_len")
-        _check_seed(seed)
+        stream = check_stream(stream)
+        check_positive(batch_size, "batch_size")
+        check_positive(seq_len, "seq_len")
+        check_seed(seed)
         self.batch_size, self.seq_len, self.seed = batch_size, seq_len, seed
         # Pair j: input before[j], target stream[j]; a line's pairs end at its `</s>`.
         self.before = np.concatenate([np.array([EOS_ID], np.int32), stream[:-1]])
@@ -139,10 +135,10 @@ class PackedLMBatches:
           inputs, targets [N, T] int32 (`<pad>` in padding slots), mask [N, T] float32 (1 at
           targets), segment_ids [N, T] int32 (0: padding), positions [N, T] int32.
         """
-        _check_index(index)
-        selected = _selected_rows(rows, self.batch_size)
+        check_index(index)
+        selected = selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
-        return self.rows(_epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
+        return self.rows(epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
 
     def rows(self, chosen: np.ndarray) -> Batch:
         """The packed rows `chosen` [N] (indices in [0, R), -1 for an all-padding row) as a batch."""
@@ -166,7 +162,7 @@ def packed_lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) ->
     Yields:
       the keys of `PackedLMBatches.batch`, [batch_size, seq_len] each.
     """
-    _check_positive(batch_size, "batch_size")
+    check_positive(batch_size, "batch_size")
     packed = PackedLMBatches(stream, 1, seq_len, seed=0)
     for first in range(0, packed.num_rows, batch_size):
         chosen = np.arange(first, first + batch_size)
@@ -184,8 +180,8 @@ class PackedSeq2SeqBatches:
     """
 
     def __init__(self, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, length: int, seed: int):
-        (length,) = _check_pairs(src, tgt, batch_size, (length,))
-        _check_seed(seed)
+        (length,) = check_pairs(src, tgt, batch_size, (length,))
+        check_seed(seed)
         self.src, self.tgt, self.batch_size, self.length, self.seed = src, tgt, batch_size, length, seed
         sizes = np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], np.int64)
         kept = np.flatnonzero(sizes <= length)
@@ -213,10 +209,10 @@ class PackedSeq2SeqBatches:
           [N, L] int32, inputs, targets [N, L] int32, mask [N, L] float32, segment_ids,
           positions [N, L] int32; padding `<pad>` in segment 0.
         """
-        _check_index(index)
-        selected = _selected_rows(rows, self.batch_size)
+        check_index(index)
+        selected = selected_rows(rows, self.batch_size)
         epoch, position = divmod(int(index), self.batches_per_epoch)
-        chosen = _epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected]
+        chosen = epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected]
         shape = (len(chosen), self.length)
         batch = {name: np.full(shape, PAD_ID, np.int32) for name in ("src", "inputs", "targets")}
         for name in ("src_segment_ids", "src_positions", "segment_ids", "positions"):

@@ -22,15 +22,15 @@ from numpy.typing import ArrayLike
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from seqjax.data.pretrained_tokenizer import SETTINGS_KIND, PretrainedTokenizer
-from seqjax.data.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
+from seqjax.data.tokenizers.pretrained import SETTINGS_KIND, PretrainedTokenizer
+from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
 
 TOKENIZER_KINDS = ("char", "word", "bpe", "pretrained")  # pretrained: loaded (`load_tokenizer`), never built
 # Byte-level BPE starts from all 256 bytes, so it needs room for them plus our specials.
 BPE_MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)
 # A word is letters/digits with inner apostrophes ("don't", "o'er"); any other
 # non-space character is a token of its own.
-_WORD_PATTERN = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
+WORD_PATTERN = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
 # How `detokenize` spaces a punctuation token: closing marks attach to the token before,
 # opening ones to the token after, joining ones (hyphens, dashes, slashes) to both.
 _CLOSING = frozenset(",.;:!?)]}%…»")
@@ -165,7 +165,7 @@ class WordTokenizer(_SegmentingTokenizer):
 
     @staticmethod
     def segment(text: str) -> list[str]:
-        return _WORD_PATTERN.findall(text)
+        return WORD_PATTERN.findall(text)
 
     @staticmethod
     def join(pieces: list[str]) -> str:

@@ -1,9 +1,11 @@
-"""`seqjax prepare`: a text or parallel corpus tokenized once into a token store (`store.py`).
+"""`seqjax prepare`: a text or parallel corpus tokenized once into a token store
+(`token_store.py`), found where its config puts it and prepared again when missing or made
+from sources that changed since.
 
-A streaming pass encodes every split a block at a time into flat id files, which are turned
-into `.npy` arrays of the store's id type at the end; char and BPE tokenizers are built in
-a pass over the train files before it, word level in it (`stream_tokenizers`). Two
-background threads find the pieces of the next blocks while one is numbered and written.
+A streaming pass encodes every split a block at a time into raw files, which are turned into
+`.npy` arrays of the store's id type at the end (`arrays.py`); char and BPE tokenizers are
+built in a pass over the train files before it, word level in it (`tokenizers.streaming`).
+Two background threads find the pieces of the next blocks while one is numbered and written.
 Memory holds a few blocks and the counts, whatever the corpus size. The store is written
 into a temporary directory beside its place and renamed into place last, so a prepare that
 is killed or fails (a full disk included) leaves no store that could be opened, and the
@@ -16,7 +18,7 @@ store, once its process is gone (same host) or nothing in it changed for `STALE_
 from __future__ import annotations
 
 import errno
-import hashlib
+import functools
 import json
 import os
 import shutil
@@ -27,12 +29,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from numpy.typing import DTypeLike
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
-from seqjax.data.sources import SPLITS, pretrained_tokenizer_dir, split_path, to_stderr, validate_data_config
-from seqjax.data.store import (
+from seqjax.data.corpora.formats import SideFile, side_blocks
+from seqjax.data.corpora.sources import (
+    SOURCES,
+    SPLITS,
+    pretrained_tokenizer_dir,
+    source_of,
+    split_path,
+    to_stderr,
+    validate_data_config,
+)
+from seqjax.data.store.arrays import EOS_MARK, SplitFiles, to_npy
+from seqjax.data.store.token_store import (
     FORMAT_VERSION,
     MANIFEST,
     TokenStore,
@@ -44,32 +55,23 @@ from seqjax.data.store import (
     token_dtype,
     tokenization_config,
 )
-from seqjax.data.stream_tokenizers import block_encoder, given_encoder, train_streaming
-from seqjax.data.streaming import ahead, read_blocks
-from seqjax.data.tokenizers import CharTokenizer, load_tokenizer
-from seqjax.data.vocab import EOS_ID, UNK_ID
-from seqjax.data.word_index import count_words
+from seqjax.data.tokenizers.streaming import ahead, block_encoder, given_encoder, train_streaming
+from seqjax.data.tokenizers.trained import CharTokenizer, load_tokenizer
+from seqjax.data.tokenizers.vocab import EOS_ID, UNK_ID
 
-_CHUNK = 1 << 22  # elements copied at a time from a raw id file into its .npy
 STALE_SECONDS = 24 * 3600  # a temporary store untouched this long is no live prepare's
-# The `</s>` after each line of an LM stream among provisional ids (mapped to EOS_ID at the end).
-_EOS_MARK = np.iinfo(np.uint32).max
 
 
-def source_files(cfg: DataConfig) -> dict[str, dict[str, str]]:
-    """split -> side -> file: side '' for a text corpus, 'src' and 'tgt' for a parallel one,
-    after checking `cfg` (`validate_data_config`) and that its corpus has files."""
+def source_files(cfg: DataConfig) -> dict[str, dict[str, SideFile]]:
+    """split -> side -> where it is read (`formats.SideFile`): side '' for a text corpus, 'src'
+    and 'tgt' for a parallel one, after checking `cfg` (`validate_data_config`) and that its
+    corpus has files."""
     validate_data_config(cfg)
-    if cfg.kind not in ("text", "parallel"):
-        raise ValueError(f"data.kind must be text or parallel to prepare a token store, got {cfg.kind!r}")
-    files = {}
-    for split in SPLITS:
-        if getattr(cfg, split):
-            prefix = split_path(cfg, split)
-            files[split] = (
-                {"": prefix} if cfg.kind == "text" else {s: f"{prefix}.{getattr(cfg, s)}" for s in ("src", "tgt")}
-            )
-    return files
+    source = source_of(cfg)
+    if source.generated:
+        kinds = " or ".join(kind for kind, s in SOURCES.items() if not s.generated)
+        raise ValueError(f"data.kind must be {kinds} to prepare a token store, got {cfg.kind!r}")
+    return {split: source.split_files(cfg, split) for split in SPLITS if getattr(cfg, split)}
 
 
 def provisional_ids(cfg: DataConfig, model: Any) -> bool:
@@ -78,90 +80,28 @@ def provisional_ids(cfg: DataConfig, model: Any) -> bool:
     return cfg.tokenizer != "pretrained" and not isinstance(model, CharTokenizer)
 
 
-class _Sink:
-    """The raw files of one (split, side): ids as uint32, offsets as int64, optionally the text."""
-
-    def __init__(self, directory: str, name: str, *, eos: int | None, keep_text: bool):
-        self.directory, self.name, self.eos = directory, name, eos
-        self.ids = open(os.path.join(directory, f"{name}.tokens.bin"), "wb")
-        self.offsets = open(os.path.join(directory, f"{name}.offsets.bin"), "wb")
-        self.offsets.write(np.zeros(1, np.int64).tobytes())
-        self.text = open(os.path.join(directory, f"{name}.txt"), "wb") if keep_text else None
-        self.text_offsets = open(os.path.join(directory, f"{name}.lines.bin"), "wb") if keep_text else None
-        self.lines = self.tokens = self.words = self.bytes = 0
-        if self.text_offsets is not None:
-            self.text_offsets.write(np.zeros(1, np.int64).tobytes())
-
-    def add(self, lines: list[str], ids: np.ndarray, lengths: np.ndarray) -> None:
-        if self.eos is not None:  # an LM stream: `</s>` after each line
-            ids = np.insert(ids, np.cumsum(lengths), self.eos)
-            lengths = lengths + 1
-        self.ids.write(ids.astype(np.uint32).tobytes())
-        self.offsets.write((self.tokens + np.cumsum(lengths)).astype(np.int64).tobytes())
-        self.lines, self.tokens = self.lines + len(lines), self.tokens + int(lengths.sum())
-        joined = "\n".join(lines) + "\n"
-        self.words += count_words(joined)
-        text = joined.encode("utf-8")
-        if self.text is not None and self.text_offsets is not None:
-            self.text.write(text)
-            ends = np.flatnonzero(np.frombuffer(text, np.uint8) == ord("\n")) + 1
-            self.text_offsets.write((self.bytes + ends).astype(np.int64).tobytes())
-        self.bytes += len(text)
-
-    def close(self) -> None:
-        for file in (self.ids, self.offsets, self.text, self.text_offsets):
-            if file is not None:
-                file.close()
-
-
-def _to_npy(
-    directory: str, raw: str, name: str, source: type, dtype: DTypeLike, table: np.ndarray | None = None
-) -> None:
-    """Turns the raw `source`-typed file `raw` into `name`.npy of `dtype`, through `table` if
-    given, a chunk at a time with plain reads and writes (memory maps would count every page
-    of both files in the process's resident memory)."""
-    raw_path = os.path.join(directory, raw)
-    n = os.path.getsize(raw_path) // np.dtype(source).itemsize
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (n,)}
-    with open(raw_path, "rb") as values, open(os.path.join(directory, f"{name}.npy"), "wb") as out:
-        np.lib.format.write_array_header_1_0(out, header)
-        while True:
-            chunk: np.ndarray = np.fromfile(values, dtype=source, count=_CHUNK)
-            if not len(chunk):
-                break
-            if table is not None:
-                ends = chunk == _EOS_MARK
-                chunk = np.where(ends, EOS_ID, table[np.where(ends, 0, chunk)])
-            out.write(chunk.astype(dtype).tobytes())
-    os.remove(raw_path)
-
-
-def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str]], bar: tqdm) -> dict[str, Any]:
+def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, SideFile]], bar: tqdm) -> dict[str, Any]:
     """Writes every array and tokenizer of the store into `directory`; returns the manifest's
     `sources` and `splits` records."""
-    paths = list(dict.fromkeys(path for sides in files.values() for path in sides.values()))
+    paths = list(dict.fromkeys(side.path for sides in files.values() for side in sides.values()))
     digests: dict[str, str] = {}  # path -> sha256 of its content, from the first pass that read all of it
 
-    def blocks(path: str) -> Iterator[list[str]]:
+    def blocks(side: SideFile, split: str) -> Iterator[list[str]]:
         # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
         # training pass reads nothing (its vocabulary comes from the encoding pass).
-        if path in digests:
-            yield from read_blocks(path, progress=bar.update)
-            return
-        digest = hashlib.sha256()
-        yield from read_blocks(path, digest=digest, progress=bar.update)
-        digests[path] = digest.hexdigest()
+        hashed = None if side.path in digests else functools.partial(digests.__setitem__, side.path)
+        return side_blocks(side, cfg.format, name=f"data.{split}", hashed=hashed, progress=bar.update)
 
     stats = {path: os.stat(path) for path in paths}
-    lm = cfg.kind == "text"
+    lm = not source_of(cfg).pairs
     trained: dict[str, Any] = {}
     if cfg.tokenizer == "pretrained":  # given whole: nothing trained, its ids final
         trained[""] = load_tokenizer(pretrained_tokenizer_dir(cfg))
         encoders = {"": given_encoder(trained[""])}
     else:
-        for side, path in files["train"].items():
+        for side, file in files["train"].items():
             trained[side], _ = train_streaming(
-                cfg.tokenizer, blocks(path), vocab_size=cfg.vocab_size, min_count=cfg.min_count
+                cfg.tokenizer, blocks(file, "train"), vocab_size=cfg.vocab_size, min_count=cfg.min_count
             )
         encoders = {side: block_encoder(model) for side, model in trained.items()}
     # side -> (tokenizer, table from the written provisional ids to its ids; None: they are its ids)
@@ -170,14 +110,14 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
     }
     splits: dict[str, Any] = {}
     for split, sides in files.items():
-        for side, path in sides.items():
-            model = trained[side]
+        for side, file in sides.items():
+            path, model = file.path, trained[side]
             provisional = provisional_ids(cfg, model)
-            eos = (_EOS_MARK if provisional else EOS_ID) if lm else None
-            sink = _Sink(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
+            eos = (EOS_MARK if provisional else EOS_ID) if lm else None
+            sink = SplitFiles(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
             counts = np.zeros(0, np.int64)
             try:
-                for lines, staged in ahead(blocks(path), encoders[side].stage):
+                for lines, staged in ahead(blocks(file, split), encoders[side].stage):
                     ids, lengths = encoders[side].finish(staged)
                     sink.add(lines, ids, lengths)
                     if provisional and split == "train":
@@ -213,10 +153,10 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, str
         dtype = token_dtype(tokenizer.vocab.size)
         for split in files:
             name = f"{split}.{side}" if side else split
-            _to_npy(directory, f"{name}.tokens.bin", f"{name}.tokens", np.uint32, dtype, table)
-            _to_npy(directory, f"{name}.offsets.bin", f"{name}.offsets", np.int64, np.int64)
+            to_npy(directory, f"{name}.tokens.bin", f"{name}.tokens", np.uint32, dtype, table)
+            to_npy(directory, f"{name}.offsets.bin", f"{name}.offsets", np.int64, np.int64)
             if not lm:
-                _to_npy(directory, f"{name}.lines.bin", f"{name}.lines", np.int64, np.int64)
+                to_npy(directory, f"{name}.lines.bin", f"{name}.lines", np.int64, np.int64)
     if not lm:
         for split in files:
             offsets = [
@@ -252,9 +192,9 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     os.makedirs(parent, exist_ok=True)
     owner = f"{socket.gethostname()}-{os.getpid()}-"
     temporary = tempfile.mkdtemp(prefix=f"{_temporary_prefix(directory)}{owner}", dir=parent)
-    total = sum(os.path.getsize(p) for sides in files.values() for p in sides.values())
+    total = sum(os.path.getsize(side.path) for sides in files.values() for side in sides.values())
     if cfg.tokenizer in ("char", "bpe"):  # char counts, BPE trains in a first pass over the train files
-        total += sum(os.path.getsize(p) for p in files["train"].values())
+        total += sum(os.path.getsize(side.path) for side in files["train"].values())
     try:
         with tqdm(
             total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="prepare", disable=not progress

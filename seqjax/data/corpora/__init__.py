@@ -1,0 +1,5 @@
+"""Corpus files: where a config's splits are and whether they are usable (`sources`), how a file
+is read into records by its `data.format` (`formats`, and one module per format: `lines`), and
+whole files read at once (`readers`). Importing the package registers the built-in formats."""
+
+from seqjax.data.corpora import lines  # noqa: F401  (registers the `lines` format)

@@ -1,0 +1,67 @@
+"""Whole corpus files read at once, each through its format (`formats.py`): the texts of a file
+(a split that evaluation reads without the token store, an input to generate from, standard
+input included) and the pairs of a parallel split."""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO, cast
+
+from seqjax.config import DataConfig
+from seqjax.data.corpora.formats import DEFAULT_FORMAT, corpus_format, parallel_files, record_blocks, side_blocks
+from seqjax.data.corpora.sources import split_path
+
+
+def read_texts(path: str | os.PathLike, *, format: str = DEFAULT_FORMAT, name: str = "path") -> list[str]:
+    """The text records of the corpus file `path` in `format` (for `lines`: its lines, without
+    their line endings and a leading byte-order mark, blank ones kept).
+
+    Args:
+      name: what the file is (the option that gave it), in the message that refuses it.
+
+    Raises:
+      ValueError: the path is a directory, does not exist or is empty, or a record is
+        unreadable (the message names the file and the 1-based line or row).
+    """
+    return [cast(str, text) for block in record_blocks(os.fspath(path), format=format, name=name) for text in block]
+
+
+def read_file_texts(file: BinaryIO, label: str, *, format: str = DEFAULT_FORMAT) -> list[str]:
+    """`read_texts` of an open binary file, e.g. standard input (`label` names it); an empty
+    one has no records."""
+    return [cast(str, text) for block in corpus_format(format).read(file, label, None) for text in block]
+
+
+def read_parallel(
+    prefix: str, src: str, tgt: str, *, format: str = DEFAULT_FORMAT, name: str = "path"
+) -> tuple[list[str], list[str]]:
+    """The (sources, targets) of the parallel split `prefix` in `format`: the aligned records of
+    `PREFIX.SRC` and `PREFIX.TGT`, or for pairs in records, the fields `src` and `tgt` of the
+    records of the file `prefix` (`name`: as `read_texts`).
+
+    Raises:
+      ValueError: a file fails `read_texts`, or the two files' record counts differ (the message
+        gives both counts and both paths).
+    """
+    if corpus_format(format).pairs_in_records:
+        blocks = record_blocks(prefix, format=format, pair=(src, tgt), name=name)
+        pairs = [record for block in blocks for record in block]
+        return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    files = parallel_files(prefix, src, tgt, format)
+    sources, targets = ([t for block in side_blocks(files[side], format, name=name) for t in block] for side in files)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"parallel files must have equal line counts, got {len(sources)} lines in "
+            f"{files['src'].path!r} and {len(targets)} lines in {files['tgt'].path!r}"
+        )
+    return sources, targets
+
+
+def split_texts(cfg: DataConfig, split: str) -> list[str]:
+    """The texts of `split` of a text corpus (data.kind=text), in data.format."""
+    return read_texts(split_path(cfg, split), format=cfg.format, name=f"data.{split}")
+
+
+def split_pairs(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
+    """The (sources, targets) of `split` of a parallel corpus, in data.format."""
+    return read_parallel(split_path(cfg, split), cfg.src, cfg.tgt, format=cfg.format, name=f"data.{split}")
