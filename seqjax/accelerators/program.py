@@ -6,7 +6,8 @@ is a custom call: cuDNN's `__cudnn$fmhaâ€¦` on a GPU (`fmhaSoftmax` forward, `â€
 Pallas kernel (`tpu_custom_call`) whose name says splash or flash attention on a TPU. A
 collective is an instruction named for its kind (`all-reduce`, `all-gather`, `reduce-scatter`,
 `all-to-all`, `collective-permute`, or their `-start` halves when asynchronous); its bytes are
-its result's (an asynchronous all-gather's or permute's output, not its operand). A TPU program
+its result's: of an asynchronous gather, scatter or permute, whose result holds its operands
+first and then its outputs (a tuple of each when several are combined), the outputs. A TPU program
 of several slices sends what crosses the data-center network as host transfers to the
 megascale runtime (`send` with `_xla_megascale_transfer_type`): those are the DCN collectives,
 counted apart (`dcn_collectives`). An instruction inside a loop counts as many times as the
@@ -83,11 +84,26 @@ def collectives(hlo: str) -> dict[str, dict[str, int]]:
                 continue
             entry = found.setdefault(kind, {"count": 0, "bytes": 0})
             entry["count"] += runs
-            sizes = array_bytes(result)
-            # An asynchronous all-gather's or permute's result holds its operand too: count the output.
-            partial = op.endswith("-start") and kind in ("all-gather", "collective-permute")
-            entry["bytes"] += runs * (max(sizes, default=0) if partial else sum(sizes))
+            parts = _tuple_elements(result)
+            if op.endswith("-start") and kind != "all-reduce" and len(parts) > 1:
+                result = parts[1]  # (operands, outputs, context...): the outputs
+            entry["bytes"] += runs * sum(array_bytes(result))
     return found
+
+
+def _tuple_elements(shape: str) -> list[str]:
+    """The top-level elements of a tuple shape's text ("(a, (b, c))" -> ["a", "(b, c)"]); [shape]
+    for an array."""
+    shape = shape.strip()
+    if not shape.startswith("("):
+        return [shape]
+    parts, depth, start = [], 0, 1
+    for i, char in enumerate(shape):
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(char, 0)
+        if (char == "," and depth == 1) or (char == ")" and depth == 0):
+            parts.append(shape[start:i].strip())
+            start = i + 1
+    return parts
 
 
 _DCN_SEND = re.compile(r"^\s*%?[\w.\-]+\s*=\s*\((.*?)\)\s+send\(.*?_xla_megascale_transfer_type=\"(\w+)\"", re.M)
