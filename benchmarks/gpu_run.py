@@ -4,14 +4,20 @@ on one GPU with each attention kernel (XLA's, and cuDNN's fused one).
 
     python benchmarks/gpu_run.py predict [--target h200:1]   # on any machine: compiles for the target
     python benchmarks/gpu_run.py measure [--steps 12]        # on the machine with the GPU
+    python benchmarks/gpu_run.py calibrate [--cache DIR]     # the measured steps join the estimate's check
     python benchmarks/gpu_run.py render                      # benchmarks/results/gpu_run.md
 
 `predict` writes benchmarks/results/gpu_run_predicted.json: each row's compile report for the
 target, made on this machine's CPU. `measure` runs each row in a process of its own (so that the
 allocator's peak is the row's own) and writes gpu_run_measured.json: the step compiled on the
-real device and run from the same parameters and batches under each kernel. `render` joins the
-two: step time and MFU measured against the roofline estimate, peak memory measured against the
-prediction, the fused attention calls found, and how far the two kernels' losses drift apart.
+real device and run from the same parameters and batches under each kernel, with the kernels of
+that program. `calibrate` writes the measured steps into seqjax/accelerators/calibration.json,
+each with the kernels of its program (the device's where the measurement recorded them, else the
+step compiled here for the measured device, its HLO text kept in --cache), so that `seqjax
+compile`'s per-kernel estimate is held against every GPU step measured. `render` joins the
+predictions and the measurements: step time and MFU measured against the estimate, peak memory
+measured against the prediction, the fused attention calls found, and how far the two kernels'
+losses drift apart.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ ROWS = [f"{model}/{kernel}" for model in ("125M", "1B") for kernel in ("xla", "c
 ROWS_PER_DEVICE = 8
 PREDICTED = os.path.join(RESULTS, "gpu_run_predicted.json")
 MEASURED = os.path.join(RESULTS, "gpu_run_measured.json")
+CALIBRATION = os.path.join(os.path.dirname(RESULTS), "..", "seqjax", "accelerators", "calibration.json")
 
 
 def row_config(row: str):
@@ -64,7 +71,7 @@ def measure_row(row: str, steps: int) -> dict:
     import jax
     import numpy as np
 
-    from seqjax.accelerators import program
+    from seqjax.accelerators import kernels, program
     from seqjax.accelerators.abstract_run import abstract_batch, build, compile_train
     from seqjax.training.core import optim
     from seqjax.training.core.layout import batch_sharding, make_mesh
@@ -103,6 +110,7 @@ def measure_row(row: str, steps: int) -> dict:
         "model_flops_per_step": train_flops_per_token(cfg, head_weights, length) * rows * length,
         "tokens_per_step": rows * length,
         "fused_attention_calls": program.fused_attention_calls(train.as_text())["cudnn"],
+        "kernels": kernels.summary(kernels.kernels(train.as_text())),
         "compiled_memory": program.memory(train),
         "allocator_peak_bytes": (device.memory_stats() or {}).get("peak_bytes_in_use"),  # None on a CPU
     }
@@ -128,6 +136,76 @@ def measure(steps: int) -> None:
     with open(MEASURED, "w") as f:
         json.dump(found, f, indent=1)
     print("wrote", MEASURED)
+
+
+def train_text(row: str, target_name: str, cache: str) -> str:
+    """The HLO text of `row`'s train step compiled here for `target_name`, kept in `cache` (and
+    read from it when there: the 1B rows take minutes of CPU)."""
+    path = os.path.join(cache, f"{row.replace('/', '_')}_{target_name.replace(':', 'x')}.hlo")
+    if os.path.isfile(path):
+        with open(path) as f:
+            return f.read()
+    from seqjax.accelerators.targets import parse_target, target_devices, use_target_compiler
+
+    use_target_compiler()
+    from seqjax.accelerators.abstract_run import abstract_batch, build, compile_train
+    from seqjax.training.core.layout import make_mesh
+
+    cfg, vocab = row_config(row)
+    mesh = make_mesh(cfg.train.mesh, target_devices(parse_target(target_name)))
+    print("compiling", row, "for", target_name, flush=True)
+    train, _ = compile_train(build(cfg, mesh, vocab), mesh, abstract_batch(cfg, mesh))
+    text = train.as_text()
+    os.makedirs(cache, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return text
+
+
+def calibration_text(data: dict) -> str:
+    """calibration.json's text: indented, each kernel of a step on a line of its own."""
+    steps = data["steps"]
+    text = json.dumps({**data, "steps": [{**step, "kernels": f"@{i}"} for i, step in enumerate(steps)]}, indent=1)
+    for i, step in enumerate(steps):
+        text = text.replace(f'"@{i}"', "[\n   " + ",\n   ".join(json.dumps(k) for k in step["kernels"]) + "\n  ]")
+    return text + "\n"
+
+
+def calibrate(target_name: str, cache: str) -> None:
+    """The measured rows join calibration.json's steps (replacing earlier records of the same
+    row and target), each with the kernels of its program."""
+    import jax
+
+    from seqjax.accelerators import kernels
+
+    with open(MEASURED) as f:
+        measured = json.load(f)
+    with open(CALIBRATION) as f:
+        data = json.load(f)
+    recorded = {(step["row"], step["target"]): step for step in data["steps"]}
+    for row in ROWS:
+        m = measured["rows"][row]
+        if "step_seconds" not in m:
+            continue
+        if "kernels" in m:
+            found, program = m["kernels"], f"compiled on the device (JAX {m['jax']})"
+        else:
+            found = kernels.summary(kernels.kernels(train_text(row, target_name, cache)))
+            program = f"compiled on a CPU for the target (JAX {jax.__version__})"
+        recorded[(f"gpu_run {row}", target_name)] = {
+            "row": f"gpu_run {row}",
+            "target": target_name,
+            "device": m["device"],
+            "jax": m["jax"],
+            "step_seconds": m["step_seconds"],
+            "source": "benchmarks/results/gpu_run_measured.json",
+            "program": program,
+            "kernels": found,
+        }
+    data["steps"] = list(recorded.values())
+    with open(CALIBRATION, "w") as f:
+        f.write(calibration_text(data))
+    print("wrote", os.path.normpath(CALIBRATION))
 
 
 def gib(count: float) -> str:
@@ -189,15 +267,18 @@ def render() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("predict", "measure", "render", "row"))
+    parser.add_argument("action", choices=("predict", "measure", "calibrate", "render", "row"))
     parser.add_argument("row", nargs="?", help="with `row`: one of " + ", ".join(ROWS))
     parser.add_argument("--target", default="h200:1")
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--cache", default="/tmp/seqjax_gpu_run_hlo", help="with `calibrate`: where HLO texts are kept")
     args = parser.parse_args()
     if args.action == "predict":
         predict(args.target)
     elif args.action == "measure":
         measure(args.steps)
+    elif args.action == "calibrate":
+        calibrate(args.target, args.cache)
     elif args.action == "render":
         render()
     else:
