@@ -3,11 +3,12 @@ moves, and how many times one execution runs it — what the per-kernel time mod
 (`seqjax.accelerators.estimate`) is made of.
 
 A kernel is an instruction of a computation the device executes (the entry, a loop's body and
-condition, a conditional's branches), not of a fused computation: a fusion (one kernel whatever
-it fuses), a custom call (cuBLAS's `__cublas$gemm` / `__cublas$lt$matmul`, cuDNN's fused attention
-`__cudnn$fmha…`), a collective (its `-start` half when asynchronous; the `-done` half launches
-nothing), or a lone copy, transpose, reduce. Parameters, constants, tuples, bitcasts and the loop
-instructions themselves launch nothing. A kernel in a loop body runs the loop's known trip count
+condition, a conditional's branches, what a command buffer's `call` or an `async-start` wraps),
+not of a fused computation: a fusion (one kernel whatever it fuses), a custom call (cuBLAS's
+`__cublas$gemm` / `__cublas$lt$matmul`, cuDNN's fused attention `__cudnn$fmha…`), a collective
+(its `-start` half when asynchronous; the `-done` half launches nothing), or a lone copy,
+transpose, reduce. Parameters, constants, tuples, bitcasts, calls and the loop instructions
+themselves launch nothing. A kernel in a loop body runs the loop's known trip count
 times (`program.computations`).
 
 What a kernel computes: a matmul's FLOPs (a dot, in a fusion — Triton's GEMM fusions — or alone,
@@ -34,10 +35,10 @@ from seqjax.accelerators import program
 
 _LINE = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\((.*)$")
 _ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
-_EXECUTED = re.compile(r"(?:body|condition|branch_computations|true_computation|false_computation)=\{?%?([\w.\-]+)")
+_CONTROL = re.compile(r"(?:body|condition|branch_computations|true_computation|false_computation)=\{?%?([\w.\-]+)")
 _FREE = {
     "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "conditional", "call",
-    "after-all", "partition-id", "replica-id", "opt-barrier", "add-dependency",
+    "async-start", "after-all", "partition-id", "replica-id", "opt-barrier", "add-dependency",
 }  # fmt: skip
 _SLICING = ("dynamic-slice", "slice", "gather")
 _IN_PLACE = {"dynamic-update-slice": 1, "scatter": 2}  # op: its update's operand index
@@ -150,7 +151,8 @@ def _attention_flops(call: _Instruction, shapes: dict[str, str]) -> float:
     contracting = re.search(r'"bmm1_dot_dimension_numbers":\{"lhs_contracting_dimensions":\["(\d+)"\]', config)
     if scores is None or contracting is None:
         return 0.0
-    head = _dims(shapes.get(call.operands[0], ""))[1][int(contracting.group(1))]
+    query = _dims(shapes.get(call.operands[0], ""))[1]
+    head = query[int(contracting.group(1))] if int(contracting.group(1)) < len(query) else 0
     products = 5 if "Backward" in _target(call) else 2
     causal = 0.5 if '"mask_type":"CAUSAL"' in config else 1.0
     return products * 2.0 * math.prod(_numbers(scores.group(1))) * head * causal
@@ -184,7 +186,7 @@ def _fusion_bytes(fusion: _Instruction, fused: list[_Instruction], shapes: dict[
         reads += read(parameters[index], whole) if index in parameters else whole
     by_name = {inst.name: inst for inst in fused}
     root = next((inst for inst in fused if inst.root), fused[-1])
-    outputs = [by_name[name] for name in root.operands] if root.op == "tuple" else [root]
+    outputs = [by_name[name] for name in root.operands if name in by_name] if root.op == "tuple" else [root]
     writes = 0
     for out in outputs:
         while out.op == "bitcast" and out.operands[0] in by_name:
@@ -237,17 +239,22 @@ def _sent_bytes(inst: _Instruction, shapes: dict[str, str], devices: int) -> int
     return int(share[inst.op.removesuffix("-start")] * inputs)
 
 
-def _executed(hlo: str, texts: dict[str, tuple[str, int]]) -> list[str]:
-    """The computations the device executes: the entry and what its loops and branches run."""
+def _executed(hlo: str, parsed: dict[str, list[_Instruction]]) -> list[str]:
+    """The computations the device executes: the entry, what its loops and branches run, and
+    what a `call` (a command buffer) or an `async-start` wraps."""
     entry = re.search(r"^ENTRY\s+%?([\w.\-]+)", hlo, re.M)
     if entry is None:  # a fragment of instructions
-        return list(texts)
+        return list(parsed)
     found, pending = [entry.group(1)], [entry.group(1)]
     while pending:
-        for called in _EXECUTED.findall(texts[pending.pop()][0]):
-            if called in texts and called not in found:
-                found.append(called)
-                pending.append(called)
+        for inst in parsed[pending.pop()]:
+            called = _CONTROL.findall(inst.attributes)
+            wrapped = {"call": r"to_apply=%?([\w.\-]+)", "async-start": r"calls=%?([\w.\-]+)"}.get(inst.op)
+            called += re.findall(wrapped, inst.attributes) if wrapped else []
+            for name in called:
+                if name in parsed and name not in found:
+                    found.append(name)
+                    pending.append(name)
     return found
 
 
@@ -257,7 +264,7 @@ def kernels(hlo: str, devices: int = 1) -> list[Kernel]:
     texts = program.computations(hlo)
     parsed = {name: _parse(text) for name, (text, _) in texts.items()}
     found = []
-    for name in _executed(hlo, texts):
+    for name in _executed(hlo, parsed):
         shapes = {inst.name: inst.shape for inst in parsed[name]}
         for inst in parsed[name]:
             kernel = _kernel(inst, shapes, parsed, devices)

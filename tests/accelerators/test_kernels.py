@@ -164,3 +164,27 @@ def test_a_summary_merges_identical_kernels_and_reads_back_as_the_same_work():
     back = from_summary(rows)
     assert sum(k.count * k.bytes for k in back) == sum(k.count * k.bytes for k in found)
     assert sum(k.count * k.flops for k in back) == sum(k.count * k.flops for k in found)
+
+
+COMMAND_BUFFER = """
+%command_buffer (p0: f32[256]) -> f32[256] {
+  %p0 = f32[256]{0} parameter(0)
+  ROOT %copy.3 = f32[256]{0} copy(%p0)
+}
+%sum (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %add.9 = f32[] add(%x, %y)
+}
+ENTRY %main (a: f32[256]) -> f32[] {
+  %a = f32[256]{0} parameter(0)
+  %c = f32[256]{0} call(%a), to_apply=%command_buffer
+  %zero = f32[] constant(0)
+  ROOT %r = f32[] reduce(%c, %zero), dimensions={0}, to_apply=%sum
+}
+"""
+
+
+def test_a_command_buffers_kernels_count_and_a_reducers_body_is_no_kernel():
+    found = kernels(COMMAND_BUFFER)
+    assert sorted((k.kind, k.bytes) for k in found) == [("memory", 256 * 4 + 4 + 4), ("memory", 2 * 256 * 4)]
