@@ -163,15 +163,18 @@ How to read it:
   (`XLA_PYTHON_CLIENT_MEM_FRACTION`), on a TPU the whole HBM.
 - **step ms, MFU (est.)**: on the H100 rows, `seqjax compile`'s per-kernel estimate (`docs/scaling.md`):
   each kernel of the compiled step at the matmul rate and memory bandwidth measured on an H200, plus
-  a launch cost, one after another; it came within 9-23% of the four H200 steps measured, every one
+  a launch cost, one after another; it came within 8-20% of the four H200 steps measured, every one
   predicted faster than it ran (`benchmarks/results/gpu_run.md`), and its collective term (bytes over
   NVLink, no overlap) is not yet held against a multi-GPU measurement. On the TPU rows no step of
   the family was measured: "≥ ms" and "≤ MFU" are the roofline bound — model FLOPs at the dense
   bf16 peak or bytes at the memory bandwidth, whichever is slower, plus the collectives' bytes over
   the links — never a forecast.
-- **ICI+NVLink / DCN GiB per step**: what one device sends per step, loop bodies counted once
-  per layer; DCN only for the two-slice target, where the gradients are all-reduced across slices
-  and everything else stays within a slice.
+- **ICI+NVLink / DCN GiB per step**: the collectives' results per device and step (an
+  all-gather's gathered arrays, a reduce-scatter's shard, an all-reduce's array), loop bodies
+  counted once per layer — not the ring traffic the estimate times, which is (n-1)/n of the
+  gathered arrays, n-1 shards for a reduce-scatter, twice the array for an all-reduce; DCN only
+  for the two-slice target, where the gradients are all-reduced across slices and everything else
+  stays within a slice.
 - **fused attn**: the attention kernel `auto` resolved to on the target and its calls in the
   train step (a scanned stack's body holds one forward, one backward and, under full remat, one
   recomputed forward).
@@ -183,6 +186,16 @@ How to read it:
   fsdp 242 GiB on 8 x H100 (61 after).
 - The class head still gathers its table inside its per-class loops on a GPU (8 TiB per step for
   800k words on 8 x H100): a row to fix, not a figure to plan with.
+- Which rows are recompiled: the H100 rows at a8b92f6 (the last three at 4dd5923, whose seqjax
+  code differs only in calibration.json's measured steps), with the per-kernel estimate and with a
+  combined asynchronous collective counted by all its outputs (7707127; before, by its largest
+  array, or a reduce-scatter by its operands too: the 8B LM under fsdp 60.8 GiB per step before,
+  42.9 after). Their compile times are inflated: the machine's 2 cores were shared with other
+  compiles (load 10-13). The TPU rows are not recompiled (they were compiled earlier, on the
+  2-core Intel Xeon of the earlier table): some twenty compiles of one to three minutes each on
+  these cores would have taken over an hour, and nothing in them changed but the label — no TPU
+  step was measured, so their step column is the roofline bound they were compiled with, now shown
+  as one.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """
