@@ -7,8 +7,9 @@ Each row is `seqjax compile`'s report (`seqjax.accelerators.report.compile_repor
 exact train step built from abstract state on the target's devices. Every row puts the same
 work on each device (8 rows of 2,048 tokens for the Transformers, 32 of 64 for the LSTM), so a
 larger target is a larger global batch. Figures: peak memory per device against what a run may
-use, the roofline estimate of step time and MFU (an upper bound, not a measurement), and the
-bytes each device sends per step within its host or slice and across slices. Rows are appended
+use, the step time and MFU — the per-kernel estimate on a GPU of a measured family (H100), on
+other targets only the roofline bound ("≥ ms", "≤ MFU"), as `seqjax compile` prints them — and
+the bytes each device sends per step within its host or slice and across slices. Rows are appended
 to benchmarks/results/targets.json as they compile (a long run can be stopped and resumed:
 done rows are kept), and the table is written to benchmarks/results/targets.md.
 """
@@ -101,6 +102,21 @@ def gib(count: float) -> str:
     return f"{count / 2**30:.1f}"
 
 
+def step_columns(r: dict) -> tuple[str, str]:
+    """Step ms and MFU: the per-kernel estimate, or the roofline bound ("≥", "≤") where the report
+    has none (an uncalibrated chip, or a row compiled before the estimate, which had only the bound)."""
+    if r.get("estimate", {}).get("model"):
+        mfu = r["predicted_mfu"]
+        return f"{r['predicted_step_seconds'] * 1e3:,.0f}", "" if mfu is None else f"{mfu:.0%}"
+    if "estimate" in r:
+        seconds, most = r["estimate"]["step_seconds_at_least"], r["estimate"]["mfu_at_most"]
+    else:  # compiled before the estimate: its prediction was the roofline bound
+        seconds, most = r["roofline"]["step"], r["predicted_mfu"]
+    if seconds is None:
+        return "", ""
+    return f"≥ {seconds * 1e3:,.0f}", "" if most is None else f"≤ {most:.0%}"
+
+
 def render(results: list[dict]) -> str:
     header = ["model", "target", "strategy", "fits", "peak GiB / usable", "step ms (est.)", "MFU (est.)"]
     header += ["ICI+NVLink GiB/step", "DCN GiB/step", "fused attn", "compile s", "commit"]
@@ -117,7 +133,7 @@ def render(results: list[dict]) -> str:
             continue
         link = sum(v["bytes"] for v in r["collectives"].values())
         dcn = sum(v["bytes"] for v in r["dcn_collectives"].values())
-        mfu = r["predicted_mfu"]
+        step, mfu = step_columns(r)
         attention = r["attention"]
         table.append(
             [
@@ -126,8 +142,8 @@ def render(results: list[dict]) -> str:
                 strategy,
                 "yes" if r["fits"] else "**no**",
                 f"{gib(r['per_device_bytes']['peak'])} / {gib(r['usable_memory_bytes'])}",
-                f"{r['predicted_step_seconds'] * 1e3:,.0f}",
-                "" if mfu is None else f"{mfu:.0%}",
+                step,
+                mfu,
                 gib(link),
                 gib(dcn) if r["slices"] > 1 else "",
                 "" if attention["resolved"] is None else f"{attention['resolved']} x{attention['fused_calls']}",
@@ -145,12 +161,20 @@ How to read it:
   batch, activations kept for the backward pass, gradients, collective buffers) against what a
   run may use: on a GPU the 75% of its memory JAX's allocator takes by default
   (`XLA_PYTHON_CLIENT_MEM_FRACTION`), on a TPU the whole HBM.
-- **step ms, MFU (est.)**: the roofline of `docs/scaling.md` — model FLOPs at the dense bf16
-  peak or bytes at the memory bandwidth, whichever is slower, plus the collectives' bytes over the
-  links with no overlap. Kernels never run at the roofline: a measured MFU is lower.
-- **ICI+NVLink / DCN GiB per step**: what one device sends per step, loop bodies counted once
-  per layer; DCN only for the two-slice target, where the gradients are all-reduced across slices
-  and everything else stays within a slice.
+- **step ms, MFU (est.)**: on the H100 rows, `seqjax compile`'s per-kernel estimate (`docs/scaling.md`):
+  each kernel of the compiled step at the matmul rate and memory bandwidth measured on an H200, plus
+  a launch cost, one after another; it came within 8-20% of the four H200 steps measured, every one
+  predicted faster than it ran (`benchmarks/results/gpu_run.md`), and its collective term (bytes over
+  NVLink, no overlap) is not yet held against a multi-GPU measurement. On the TPU rows no step of
+  the family was measured: "≥ ms" and "≤ MFU" are the roofline bound — model FLOPs at the dense
+  bf16 peak or bytes at the memory bandwidth, whichever is slower, plus the collectives' bytes over
+  the links — never a forecast.
+- **ICI+NVLink / DCN GiB per step**: the collectives' results per device and step (an
+  all-gather's gathered arrays, a reduce-scatter's shard, an all-reduce's array), loop bodies
+  counted once per layer — not the ring traffic the estimate times, which is (n-1)/n of the
+  gathered arrays, n-1 shards for a reduce-scatter, twice the array for an all-reduce; DCN only
+  for the two-slice target, where the gradients are all-reduced across slices and everything else
+  stays within a slice.
 - **fused attn**: the attention kernel `auto` resolved to on the target and its calls in the
   train step (a scanned stack's body holds one forward, one backward and, under full remat, one
   recomputed forward).
@@ -162,6 +186,16 @@ How to read it:
   fsdp 242 GiB on 8 x H100 (61 after).
 - The class head still gathers its table inside its per-class loops on a GPU (8 TiB per step for
   800k words on 8 x H100): a row to fix, not a figure to plan with.
+- Which rows are recompiled: the H100 rows at a8b92f6 (the last three at 4dd5923, whose seqjax
+  code differs only in calibration.json's measured steps), with the per-kernel estimate and with a
+  combined asynchronous collective counted by all its outputs (7707127; before, by its largest
+  array, or a reduce-scatter by its operands too: the 8B LM under fsdp 60.8 GiB per step before,
+  42.9 after). Their compile times are inflated: the machine's 2 cores were shared with other
+  compiles (load 10-13). The TPU rows are not recompiled (they were compiled earlier, on the
+  2-core Intel Xeon of the earlier table): some twenty compiles of one to three minutes each on
+  these cores would have taken over an hour, and nothing in them changed but the label — no TPU
+  step was measured, so their step column is the roofline bound they were compiled with, now shown
+  as one.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """

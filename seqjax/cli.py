@@ -327,7 +327,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """compile the run's train, eval and decode steps for a GPU or TPU target without one: memory per device
-    (fits?), attention kernel, collectives, FLOPs and a roofline estimate of step time and MFU"""
+    (fits?), attention kernel, collectives, FLOPs, step time and MFU (estimated on a calibrated GPU, else bounded)"""
     from seqjax.accelerators.targets import parse_target, use_target_compiler
 
     target = parse_target(args.target, args.slices)

@@ -13,13 +13,15 @@ are a lower bound. The estimate below takes the model's count (`seqjax.training.
 where the model has one. The compiler's bytes accessed are left as counted (the update after
 the loop reads each parameter and moment once, not once per microbatch): a lower bound too.
 
-The step time is a roofline estimate, never a measurement: the longer of the model's FLOPs at
-the target's dense bf16 peak and the bytes the step moves at the memory bandwidth (the
+The step time is estimated on a GPU whose family has measured steps to be held against
+(`estimate`: the program's kernels one by one at the measured matmul rates, the sustained
+memory bandwidth and a launch cost each; the text states its error on those steps). Any other
+target gets no estimate but the roofline bound, labelled as one: the longer of the model's
+FLOPs at the target's dense bf16 peak and the bytes the step moves at the memory bandwidth (the
 compiler's count on a TPU; on a GPU, whose compiler gives none, each argument, output and
-temporary read or written once — a lower bound), plus the collectives' bytes over the links
-(NVLink, ICI; the data-center network for a collective that crosses slices) with no overlap.
-MFU is the model's FLOPs over that time at the peak: what to expect when the kernels run at
-the roofline, so an upper bound on what a run will measure.
+temporary read or written once), plus the collectives' bytes over the links (NVLink, ICI; the
+data-center network for a collective that crosses slices) with no overlap. MFU is the model's
+FLOPs over the step time at the dense bf16 peak (for the bound, the most a run could reach).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from seqjax import config as config_lib
+from seqjax.accelerators import estimate as estimate_lib
 from seqjax.accelerators import program
 from seqjax.accelerators.abstract_run import OutOfMemory, compiled_programs
 from seqjax.accelerators.targets import Target, target_devices
@@ -111,7 +114,7 @@ def compile_report(
     else:
         moved = cost["bytes_accessed"]
     flops = model_flops if model_flops is not None else compiler_flops
-    estimate = None if flops is None else roofline(target, flops, moved, collective_bytes, dcn_bytes)
+    bound = None if flops is None else roofline(target, flops, moved, collective_bytes, dcn_bytes)
     calls = {name: program.fused_attention_calls(text) for name, text in texts.items()}
     return {
         **_placement(target, built, peak),
@@ -129,11 +132,8 @@ def compile_report(
         "collective_bytes_per_step": collective_bytes + dcn_bytes,
         "tokens_per_step": tokens,
         "flops_per_step": {"model": model_flops, "compiler": compiler_flops},
-        "predicted_step_seconds": None if estimate is None else estimate["step"],
-        "roofline": estimate,
-        "predicted_mfu": None
-        if estimate is None or model_flops is None
-        else model_flops / (estimate["step"] * target.count * target.chip.peak_tflops * 1e12),
+        "roofline": bound,
+        **estimate_lib.for_target(target, texts["train"], model_flops, bound),
     }
 
 
@@ -231,15 +231,39 @@ def describe(report: dict[str, Any]) -> str:
     if flops["model"] is not None:
         compiler = "" if flops["compiler"] is None else f", the compiler's {flops['compiler']:.3g}"
         lines.append(f"FLOPs per step: model {flops['model']:.3g}{compiler} ({report['tokens_per_step']:,} tokens)")
-    if report["predicted_step_seconds"] is not None:
-        r = report["roofline"]
-        mfu = report["predicted_mfu"]
-        lines.append(
-            f"estimate (roofline, not a measurement): {report['predicted_step_seconds'] * 1e3:.2f} ms per step "
-            f"(compute {r['compute_seconds'] * 1e3:.2f}, memory {r['memory_seconds'] * 1e3:.2f}, collectives "
-            f"{r['collective_seconds'] * 1e3:.2f} ms)" + ("" if mfu is None else f", MFU {mfu:.1%}")
-        )
+    lines.append(estimate_line(report))
     return "\n".join(lines)
+
+
+def estimate_line(report: dict[str, Any]) -> str:
+    """The step time line: the per-kernel estimate with its error on the measured GPU steps, or
+    why there is none and the roofline bound."""
+    estimate, mfu = report["estimate"], report["predicted_mfu"]
+    if estimate["model"] is None:
+        bound, most = estimate["step_seconds_at_least"], estimate["mfu_at_most"]
+        if bound is None:
+            return f"no step-time estimate: {estimate['why']}"
+        r = report["roofline"]
+        return (
+            f"no step-time estimate: {estimate['why']}; roofline bound: at least {bound * 1e3:.2f} ms per step "
+            f"(compute {r['compute_seconds'] * 1e3:.2f}, memory {r['memory_seconds'] * 1e3:.2f}, collectives "
+            f"{r['collective_seconds'] * 1e3:.2f} ms)" + ("" if most is None else f", MFU at most {most:.1%}")
+        )
+    seconds, errors = estimate["seconds"], [e["error"] for e in estimate["measured"]]
+    held = (
+        f"within {max(abs(e) for e in errors):.0%} of the {len(errors)} GPU steps measured "
+        f"({min(errors):+.0%} to {max(errors):+.0%})"
+        if errors
+        else "no GPU step measured to hold it against"
+    )
+    parts = ", ".join(
+        f"{name} {seconds[f'{name}_seconds'] * 1e3:.2f}" for name in ("matmul", "attention", "memory", "collective")
+    )
+    return (
+        f"estimate (per-kernel model, {estimate['family']} calibration; {held}): "
+        f"{report['predicted_step_seconds'] * 1e3:.2f} ms per step ({parts}, launches "
+        f"{seconds['launch_seconds'] * 1e3:.2f} ms)" + ("" if mfu is None else f", MFU {mfu:.1%}")
+    )
 
 
 def write_json(path: str, report: dict[str, Any]) -> None:
