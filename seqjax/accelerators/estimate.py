@@ -158,5 +158,8 @@ def for_target(target: Target, train_hlo: str, model_flops: float | None, bound:
             "measured": measured_errors(kind),
         },
         "predicted_step_seconds": seconds["step"],
-        "predicted_mfu": None if model_flops is None else model_flops / (seconds["step"] * peak),
+        # a program without kernels (a stand-in) takes no time: no MFU to state
+        "predicted_mfu": None
+        if model_flops is None or seconds["step"] <= 0
+        else model_flops / (seconds["step"] * peak),
     }
