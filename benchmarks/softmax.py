@@ -288,7 +288,7 @@ def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
         lines.append(
             f"- full softmax (recomputing blocks) with >= 10x fewer temporaries than materialized logits: {fewer:.1f}x "
             f"({verdict(fewer, 10)}; total memory {materialized[1] / lean[1]:.1f}x less; the default, keeping "
-            f"each block's exponentials: {row['full'][1] / 2**20:,.0f} MiB in all)"
+            f"each block's float32 exponentials: {row['full'][1] / 2**20:,.0f} MiB in all)"
         )
     floors = {HUFFMAN_ROWS: HUFFMAN_FLOOR, SAMPLED_ROWS: SAMPLED_FLOOR, NCE_ROWS: SAMPLED_FLOOR}
     for name, wanted in (("class (sqrt V classes)", 10), (HUFFMAN_ROWS, 200), (SAMPLED_ROWS, 100), (NCE_ROWS, 100)):
@@ -404,7 +404,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{BURST_SECONDS} s (1 to {MAX_BURST} calls: the fast cases read many calls a run). Memory: XLA "
         f"memory_analysis of the compiled step, temporaries + arguments + outputs, and the temporaries alone. "
         f'"full" is the formulation the head picks by shape '
-        f'and memory (`default_chunk_size`, `default_block_residuals`), "full, materialized" the [N, V] logits; '
+        f"and memory for float32 inputs (`default_chunk_size`, `default_block_residuals`: float32 exponentials "
+        f'kept while they fit), "full, bfloat16 blocks" keeps bfloat16 ones (a bfloat16 run\'s default), '
+        f'"full, materialized" the [N, V] logits; '
         f'the "(floor)" rows time what a target cannot do without. Adaptive cutoffs at 2% and 20% of V.\n\n'
         + tables(results, shapes, peak)
         + "\n\n"

@@ -41,23 +41,35 @@ class Shapes:
 
 
 RECOMPUTING = "full, recomputing blocks"
+BFLOAT16_BLOCKS = "full, bfloat16 blocks"
 
 
 def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
     """The heads benchmarked at one V; adaptive cutoffs at 2% and 20% of V (2k/20k at 100k)."""
     sampling = dict(num_samples=shapes.samples)
+    blocks = min(DEFAULT_CHUNK, vocab_size)
+    kept = default_block_residuals(shapes.rows, vocab_size)
     return {
-        "full": HeadConfig(kind="full"),  # the formulation the head picks for the shapes
+        "full": HeadConfig(kind="full"),  # the formulation the head picks for the shapes (float32 inputs)
         "full, materialized": HeadConfig(kind="full", groups=(FullOptions(chunk_size=vocab_size),)),
         # The memory-lean blocked loss, where the default keeps each block's exponentials instead.
         **(
             {
                 RECOMPUTING: HeadConfig(
-                    kind="full",
-                    groups=(FullOptions(chunk_size=min(DEFAULT_CHUNK, vocab_size), block_residuals="recompute"),),
+                    kind="full", groups=(FullOptions(chunk_size=blocks, block_residuals="recompute"),)
                 )
             }
-            if default_block_residuals(shapes.rows, vocab_size) != "recompute"
+            if kept != "recompute"
+            else {}
+        ),
+        # Half the kept memory, where the default keeps float32 exponentials: what a bfloat16 run keeps.
+        **(
+            {
+                BFLOAT16_BLOCKS: HeadConfig(
+                    kind="full", groups=(FullOptions(chunk_size=blocks, block_residuals="bfloat16"),)
+                )
+            }
+            if kept == "float32"
             else {}
         ),
         "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", **sampling),

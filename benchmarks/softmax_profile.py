@@ -101,6 +101,10 @@ def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict
     covered = starts.size * block / vocab_size
     parts = {
         "loss + gradients (the head, as the default picks)": (blocking(head, hidden, weights, biases), 1.0),
+        "loss + gradients, bfloat16 exponentials kept (a bfloat16 run's default)": (
+            blocking(lambda *a: head(*a, "bfloat16"), hidden, weights, biases),
+            1.0,
+        ),
         "loss + gradients, recomputing each block (4 matmuls)": (
             blocking(lambda *a: head(*a, "recompute"), hidden, weights, biases),
             1.0,

@@ -121,7 +121,7 @@ def dummy_head(registered):
     registered(
         HEADS,
         "dummy",
-        lambda cfg, vocab_size, counts: _Dummy(vocab_size, cfg.tied, cfg.options.width),
+        lambda cfg, vocab_size, counts, precision: _Dummy(vocab_size, cfg.tied, cfg.options.width),
         families=("tied",),
         options=_DummyOptions,
     )

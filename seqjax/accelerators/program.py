@@ -6,7 +6,8 @@ is a custom call: cuDNN's `__cudnn$fmhaâ€¦` on a GPU (`fmhaSoftmax` forward, `â€
 Pallas kernel (`tpu_custom_call`) whose name says splash or flash attention on a TPU. A
 collective is an instruction named for its kind (`all-reduce`, `all-gather`, `reduce-scatter`,
 `all-to-all`, `collective-permute`, or their `-start` halves when asynchronous); its bytes are
-its result's (an asynchronous all-gather's or permute's output, not its operand). A TPU program
+its outputs': its result's, or, for an asynchronous start whose result holds its operands then
+its outputs (every kind but all-reduce), the outputs part of it. A TPU program
 of several slices sends what crosses the data-center network as host transfers to the
 megascale runtime (`send` with `_xla_megascale_transfer_type`): those are the DCN collectives,
 counted apart (`dcn_collectives`). An instruction inside a loop counts as many times as the
@@ -83,11 +84,35 @@ def collectives(hlo: str) -> dict[str, dict[str, int]]:
                 continue
             entry = found.setdefault(kind, {"count": 0, "bytes": 0})
             entry["count"] += runs
-            sizes = array_bytes(result)
-            # An asynchronous all-gather's or permute's result holds its operand too: count the output.
-            partial = op.endswith("-start") and kind in ("all-gather", "collective-permute")
-            entry["bytes"] += runs * (max(sizes, default=0) if partial else sum(sizes))
+            holds_operands = op.endswith("-start") and kind != "all-reduce"
+            entry["bytes"] += runs * sum(array_bytes(_tuple_elements(result)[1] if holds_operands else result))
     return found
+
+
+def _tuple_elements(text: str) -> list[str]:
+    """The top-level elements of a result's tuple shape `(a, (b, c), ...)` as text (the text
+    itself, unsplit, when it is no tuple); commas inside dimensions `[..]` and layouts `{..}`
+    (a TPU layout holds parentheses too) do not split."""
+    text = text.strip()
+    if not text.startswith("("):
+        return [text]
+    elements, depth, nested, start = [], 0, 0, 1
+    for index, char in enumerate(text):
+        if char in "[{":
+            nested += 1
+        elif char in "]}":
+            nested -= 1
+        elif nested == 0 and char == "(":
+            depth += 1
+        elif nested == 0 and char == ")":
+            depth -= 1
+            if depth == 0:
+                elements.append(text[start:index])
+                break
+        elif nested == 0 and depth == 1 and char == ",":
+            elements.append(text[start:index])
+            start = index + 1
+    return [element.strip() for element in elements]
 
 
 _DCN_SEND = re.compile(r"^\s*%?[\w.\-]+\s*=\s*\((.*?)\)\s+send\(.*?_xla_megascale_transfer_type=\"(\w+)\"", re.M)

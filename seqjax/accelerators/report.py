@@ -5,6 +5,14 @@ Memory per device is the compiled train step's (arguments + outputs not aliased 
 arguments + temporaries) against the device's memory; on a GPU against the share JAX's
 allocator takes by default (`XLA_PYTHON_CLIENT_MEM_FRACTION`, 0.75), on a TPU the whole HBM.
 
+The compiler's FLOPs (a TPU's; the GPU compiler counts none) are one device's program, in which
+XLA counts a loop's body once: times the devices and the microbatches of gradient accumulation
+(optim.accum_steps, the train step's outer loop), they are the whole step's; loops inside a
+microbatch (scanned layers, recurrences, vocabulary blocks) stay counted once, so there they
+are a lower bound. The estimate below takes the model's count (`seqjax.training.core.mfu`)
+where the model has one. The compiler's bytes accessed are left as counted (the update after
+the loop reads each parameter and moment once, not once per microbatch): a lower bound too.
+
 The step time is a roofline estimate, never a measurement: the longer of the model's FLOPs at
 the target's dense bf16 peak and the bytes the step moves at the memory bandwidth (the
 compiler's count on a TPU; on a GPU, whose compiler gives none, each argument, output and
@@ -97,7 +105,7 @@ def compile_report(
     tokens = rows * length
     model_flops = None if per_token is None else per_token * tokens
     cost = program.compiler_cost(programs["train"])
-    compiler_flops = None if cost is None else cost["flops"] * target.count
+    compiler_flops = None if cost is None else cost["flops"] * target.count * cfg.optim.accum_steps
     if cost is None:  # the GPU compiler counts no bytes: each buffer read or written once at least
         moved = float(train_memory["arguments"] + train_memory["outputs"] + train_memory["temporaries"])
     else:

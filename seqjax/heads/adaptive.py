@@ -304,7 +304,7 @@ class AdaptiveSoftmax(LinenHead):
         )
 
 
-def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> AdaptiveSoftmax:
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> AdaptiveSoftmax:
     options = cfg.options_of(AdaptiveOptions)
     cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", options.cutoffs, vocab_size)
     smoothed = smoothed_counts(counts)

@@ -14,15 +14,16 @@ import flax.linen as nn
 import numpy as np
 from jax.typing import ArrayLike
 
-from seqjax.checks import check_int
+from seqjax.checks import check_int, check_one_of
 from seqjax.config import HEADS, HeadConfig
+from seqjax.heads import full
 
-# A head kind's builder: (its config, V, the [V] training counts) -> the head module; it checks the
-# options of its kind on the host.
-HeadBuilder = Callable[[HeadConfig, int, np.ndarray], nn.Module]
+# A head kind's builder: (its config, V, the [V] training counts, the run's train.precision) -> the
+# head module; it checks the options of its kind on the host.
+HeadBuilder = Callable[[HeadConfig, int, np.ndarray, str], nn.Module]
 
 
-def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module:
+def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike, precision: str = "float32") -> nn.Module:
     """Returns the Flax head module for `cfg` (see `seqjax.heads.base` for its contract).
 
     Args:
@@ -32,6 +33,9 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
         `SPECIAL_IDS.count` ids are the specials and may count 0; the ids after them are
         sorted by decreasing count). Samplers, trees and classes use counts + 1, so that every
         word has positive mass.
+      precision: the run's train.precision, "float32" or "bfloat16" (its matmuls; heads score in
+        float32 either way): under `head.full.block_residuals=auto` the full softmax's blocks keep
+        their exponentials in it (`full.default_block_residuals`).
 
     Raises:
       ValueError: an unknown kind or proposal, K outside (0, V), cutoffs outside (0, V), classes over V,
@@ -55,4 +59,5 @@ def build_head(cfg: HeadConfig, vocab_size: int, counts: ArrayLike) -> nn.Module
             f"counts must be [vocab_size={vocab_size}] non-negative numbers, got shape {counts.shape} "
             f"with minimum {counts.min() if counts.size else None}"
         )
-    return builder(cfg, vocab_size, counts)
+    check_one_of("precision", precision, tuple(full.KEPT_BYTES))
+    return builder(cfg, vocab_size, counts, precision)

@@ -253,7 +253,7 @@ class ClassSoftmax(LinenHead):
         )
 
 
-def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> ClassSoftmax:
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> ClassSoftmax:
     num_classes = cfg.options_of(ClassOptions).num_classes or math.ceil(math.sqrt(vocab_size))
     if not 0 < num_classes <= vocab_size:
         raise ValueError(

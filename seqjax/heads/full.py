@@ -5,20 +5,29 @@ Two exact formulations, chosen by shape unless the caller fixes `chunk_size`:
   [N, V] float32 logits and their gradient, three matmuls in all);
 * blocked (`chunk_size=C < V`): blocks of C words under a custom VJP. What it keeps for the
   backward pass is `block_residuals`: each block's exponentials exp(logits - block max) in
-  bfloat16 or float32 with the blocks' row maxima (three matmuls; N·V values kept, 2048 x 100k
-  in bfloat16 is 0.4 GB), or nothing but the row log-normalizers ("recompute": each block's
+  float32 or bfloat16 with the blocks' row maxima (three matmuls; N·V values kept, 2048 x 100k
+  in float32 is 0.8 GB), or nothing but the row log-normalizers ("recompute": each block's
   logits again in the backward pass, four matmuls, peak memory [N, C]). No one-hot matrix.
 Measured on 2-core CPUs (N = 2048, D = 512), the materialized form wins while the logits stay
 small (V = 10k: 6-14% faster) and the blocked one once they leave the caches (V = 30k: 5-7%
 faster; V = 100k: 1.2-1.5x faster with 20x fewer temporaries, when it still recomputed), so the
 default materializes up to MATERIALIZE_LIMIT logits and uses blocks of DEFAULT_CHUNK words
-beyond, keeping bfloat16 exponentials while they take at most KEEP_LIMIT_BYTES. bfloat16 rounds
-each kept exponential to 8 significant bits: every probability in the backward pass is within
-a relative 2^-8 of float32's, so each gradient entry moves by at most 2^-8 of the same sum over
-absolute values (a test checks that bound against float32). Without gradients (exact
-evaluation, the heads' `target_log_probs`) blocks win at every shape measured (same machines,
-V = 5k-30k, N = 256-2048, D = 128-512: 1.1-2.0x faster than materialized logits), so
-evaluation always passes `chunk_size=DEFAULT_CHUNK`; it keeps nothing.
+beyond. Without gradients (exact evaluation, the heads' `target_log_probs`) blocks win at every
+shape measured (same machines, V = 5k-30k, N = 256-2048, D = 128-512: 1.1-2.0x faster than
+materialized logits), so evaluation always passes `chunk_size=DEFAULT_CHUNK`; it keeps nothing.
+
+What the blocks keep by default is exact: float32 exponentials while they take at most
+KEEP_LIMIT_BYTES, else recomputed logits (`default_block_residuals`); the loss and its gradients
+then equal the materialized softmax's to float32 rounding. bfloat16 exponentials are asked for
+(`block_residuals="bfloat16"`), or what a head keeps in a run of bfloat16 matmuls
+(`train.precision=bfloat16`), half the memory: bfloat16 rounds each kept exponential to 8
+significant bits, so every probability in the backward pass is within a relative 2^-8 of
+float32's and each gradient entry moves by at most 2^-8 of the same sum over absolute values (a
+test checks that bound); the loss itself is computed in float32 either way. Measured against
+float32's gradients, relative to each gradient's largest entry: peaked softmaxes (N = 512,
+D = 256, V = 30k, word vectors N(0, 0.2²)) move the hidden gradient by 5e-4, the word vectors'
+by 8e-5, the biases' by 1e-5; flat ones (N = 2048, D = 512, V = 30k-100k, word vectors
+N(0, 0.05²)) by 2e-5, 5e-7 and 1e-7.
 
 Both paths can add PaLM's z-loss, `z_loss · (log Z)²` per row (Chowdhery et al. 2022, who
 used 1e-4), which pulls the log-normalizer log Z = logsumexp(logits) toward 0 and so keeps
@@ -42,8 +51,9 @@ from seqjax.placement import gathered
 
 MATERIALIZE_LIMIT = 2**25  # N·V logits (128 MiB of float32) up to which the default materializes them
 DEFAULT_CHUNK = 4096  # words per block beyond it (measured best of 2k/4k/8k at V = 30k-100k)
-KEEP_LIMIT_BYTES = 2**30  # kept bfloat16 exponentials (N·V·2 bytes) up to which the default keeps them
+KEEP_LIMIT_BYTES = 2**30  # kept exponentials (N·V of them) up to which the default keeps them
 BLOCK_RESIDUALS = ("bfloat16", "float32", "recompute")
+KEPT_BYTES = {"float32": 4, "bfloat16": 2}  # a kept exponential's size at each precision the default keeps
 
 # What the forward pass keeps of a block for the backward pass: its exponentials exp(logits -
 # block max) [.., N, C] (float32, or bfloat16 bits as uint16) and row maxima [.., N] float32;
@@ -66,16 +76,22 @@ def default_chunk_size(rows: int, vocab_size: int) -> int:
     return vocab_size if rows * vocab_size <= MATERIALIZE_LIMIT else min(DEFAULT_CHUNK, vocab_size)
 
 
-def default_block_residuals(rows: int, vocab_size: int) -> str:
-    """What the blocked loss keeps when none is said: "bfloat16" exponentials while their
-    N·V·2 bytes fit KEEP_LIMIT_BYTES (three matmuls), else "recompute" (four, [N, C] memory).
+def default_block_residuals(rows: int, vocab_size: int, precision: str = "float32") -> str:
+    """What the blocked loss keeps when none is said: exponentials at `precision` (a key of
+    KEPT_BYTES: "float32", exact, for the pure loss and a float32 run; "bfloat16" in a run of
+    bfloat16 matmuls) while their N·V values fit KEEP_LIMIT_BYTES (three matmuls), else
+    "recompute" (four, [N, C] memory).
 
     Example:
       >>> from seqjax.heads.full import default_block_residuals
-      >>> default_block_residuals(2048, 100_000), default_block_residuals(2048, 1_000_000)
-      ('bfloat16', 'recompute')
+      >>> default_block_residuals(2048, 100_000), default_block_residuals(2048, 200_000)
+      ('float32', 'recompute')
+      >>> default_block_residuals(2048, 200_000, "bfloat16")
+      'bfloat16'
     """
-    return "bfloat16" if 2 * rows * vocab_size <= KEEP_LIMIT_BYTES else "recompute"
+    if precision not in KEPT_BYTES:
+        raise ValueError(f"precision must be one of {', '.join(KEPT_BYTES)}, got {precision!r}")
+    return precision if KEPT_BYTES[precision] * rows * vocab_size <= KEEP_LIMIT_BYTES else "recompute"
 
 
 def full_softmax_loss(
@@ -102,9 +118,11 @@ def full_softmax_loss(
         None (default): `default_chunk_size(N, V)`, the faster of the two for the shapes.
       z_loss: weight >= 0 of the squared log-normalizer (0: the plain negative log-likelihood).
       block_residuals: what the blocked path keeps for its backward pass, one of
-        BLOCK_RESIDUALS: each block's exponentials in "bfloat16" or "float32" (three matmuls)
-        or nothing ("recompute", four); ignored when the logits are materialized. None
-        (default): `default_block_residuals(N, V)`.
+        BLOCK_RESIDUALS: each block's exponentials in "float32" or "bfloat16" (three matmuls;
+        bfloat16 halves their memory and moves the gradients by up to 2^-8 of their sums over
+        absolute values, the module's docstring says how much) or nothing ("recompute", four);
+        ignored when the logits are materialized. None (default): `default_block_residuals(N,
+        V)`, float32 or recompute: both agree with the materialized logits to float32 rounding.
 
     Returns:
       [N] float32 losses (the caller masks and reduces).

@@ -34,8 +34,9 @@ class FullOptions:
     )
     block_residuals: BlockResiduals = option(
         "auto",
-        "what the blocked loss keeps for its backward pass: bfloat16 | float32 exponentials (three matmuls, "
-        "N·V values) or recompute (four matmuls, [N, chunk] memory); auto: bfloat16 while it fits 1 GiB",
+        "what the blocked loss keeps for its backward pass: float32 | bfloat16 exponentials (three matmuls, "
+        "N·V values; bfloat16 moves the gradients by up to 2^-8) or recompute (four matmuls, [N, chunk] memory); "
+        "auto: exponentials at train.precision while they fit 1 GiB, else recompute",
     )
     z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")
 
@@ -49,14 +50,17 @@ class FullSoftmax(WordScores):
     """Exact softmax; `chunk_size` C > 0 scores the vocabulary in blocks of C words (C >= V:
     materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
     z_loss · (log Z)² to each row's training loss (not to `log_probs`); `block_residuals` is what
-    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`, "": chosen by shape)."""
+    the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`; "": exponentials at
+    `precision`, the run's matmul precision, while they fit, `full.default_block_residuals`)."""
 
     chunk_size: int = 0
     z_loss: float = 0.0
     block_residuals: str = ""
+    precision: str = "float32"
 
     def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
-        chunks, residuals = self.chunk_size or None, self.block_residuals or None
+        chunks, rows = self.chunk_size or None, hidden.shape[0]
+        residuals = self.block_residuals or full.default_block_residuals(rows, self.vocab_size, self.precision)
         params = self.parameters(hidden.shape[-1], embedding)
         weights, biases = params["weights"], params["biases"]
         return full.full_softmax_loss(
@@ -94,7 +98,7 @@ class VocabParallelSoftmax(WordScores):
         )
 
 
-def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> FullSoftmax:
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> FullSoftmax:
     options = cfg.options_of(FullOptions)
     return FullSoftmax(
         vocab_size,
@@ -103,6 +107,7 @@ def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> FullSoftmax:
         chunk_size=options.chunk_size,
         z_loss=options.z_loss,
         block_residuals="" if options.block_residuals == "auto" else options.block_residuals,
+        precision=precision,
     )
 
 

@@ -207,7 +207,7 @@ class NegativeSampling(SamplingHead):
         return negative_sampling_loss(hidden, params["weights"], params["biases"], targets, drawn.ids)
 
 
-def _build_nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> NCE:
+def _build_nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> NCE:
     shared = sampling_options(cfg, vocab_size, counts)
     options = cfg.options_of(NCEOptions)
     return NCE(
@@ -219,7 +219,7 @@ def _build_nce(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> NCE:
     )
 
 
-def _build_negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> NegativeSampling:
+def _build_negative(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> NegativeSampling:
     return NegativeSampling(vocab_size, **sampling_options(cfg, vocab_size, counts))
 
 

@@ -306,7 +306,7 @@ class SampledSoftmax(SamplingHead):
         return sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
 
 
-def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> SampledSoftmax:
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> SampledSoftmax:
     shared = sampling_options(cfg, vocab_size, counts)
     hits = cfg.options_of(SampledOptions).remove_accidental_hits
     return SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)

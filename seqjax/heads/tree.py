@@ -355,7 +355,7 @@ class HierarchicalSoftmax(LinenHead):
         return -tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
 
 
-def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> HierarchicalSoftmax:
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> HierarchicalSoftmax:
     if cfg.tied:
         raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
     huffman = cfg.options_of(TreeOptions).tree == "huffman"

@@ -131,3 +131,15 @@ def test_a_program_compiled_here_for_an_accelerator_has_none_of_the_cpu_only_for
 
     assert barriers(jax.devices()[:1])  # on this CPU, the row-major copy
     assert not barriers(target_devices(parse_target(target)))
+
+
+@pytest.mark.parametrize("target", ["h100:1", "h200:1", "a100:1", "v4:2x2x1", "v5e:2x2", "v5p:2x2x1"])
+def test_each_targets_devices_name_a_kind_whose_mfu_peak_is_the_targets(target):
+    """A run's logged MFU (`mfu.known_peak_tflops` of its devices' device_kind) is against the
+    peak `seqjax compile` predicts with for the same devices."""
+    from seqjax.accelerators.targets import parse_target, target_devices, use_target_compiler
+    from seqjax.training.core.mfu import known_peak_tflops
+
+    use_target_compiler()
+    chip = parse_target(target).chip
+    assert known_peak_tflops(target_devices(parse_target(target))[0].device_kind) == chip.peak_tflops

@@ -97,3 +97,66 @@ def test_a_run_that_does_not_fit_or_lacks_the_kernel_it_named_is_a_problem():
     assert problems(report(fits=False)) == ["does not fit: 3.00 GiB per device against 1.00 GiB usable"]
     (missing,) = problems(report(fused=0, fallback="cuDNN takes no segment ids"))
     assert missing == "model.attention_kernel=cudnn is not the kernel compiled: cuDNN takes no segment ids"
+
+
+# Asynchronous collectives as the GPU compiler writes them (h100:8): each a -start whose result
+# holds its operands then its outputs (an all-reduce's only its outputs), and a -done. Combined
+# gathers take several operands; a TPU layout holds parentheses and commas of its own.
+ASYNC = """
+  %all-gather-start = ((f32[128,512]{1,0}, bf16[64,256]{1,0}), (f32[1024,512]{1,0}, bf16[512,256]{1,0})) all-gather-start(%p.1, %p.2), channel_id=1, dimensions={0}
+  %all-gather-done = (f32[1024,512]{1,0}, bf16[512,256]{1,0}) all-gather-done(%all-gather-start)
+  %all-gather-start.1 = (bf16[4,128]{1,0:T(8,128)(2,1)}, bf16[32,128]{1,0:T(8,128)(2,1)}) all-gather-start(%c), channel_id=2
+  %all-gather-done.1 = bf16[32,128]{1,0:T(8,128)(2,1)} all-gather-done(%all-gather-start.1)
+  %all-reduce-start = f32[655360]{0} all-reduce-start(%wrapped_concatenate), channel_id=3, to_apply=%add.clone
+  %all-reduce-done = f32[655360]{0} all-reduce-done(%all-reduce-start)
+  %all-reduce-start.1 = (f32[16]{0}, bf16[8]{0}) all-reduce-start(%a, %b), channel_id=4, to_apply=%add.clone
+  %all-reduce-done.1 = (f32[16]{0}, bf16[8]{0}) all-reduce-done(%all-reduce-start.1)
+  %collective-permute-start = (f32[8,128]{1,0}, f32[8,128]{1,0}) collective-permute-start(%p.2), channel_id=5, source_target_pairs={{0,1},{1,0}}
+  %collective-permute-done = f32[8,128]{1,0} collective-permute-done(%collective-permute-start)
+  %collective-permute-start.1 = (s32[4]{0}, s32[4]{0}, u32[], u32[]) collective-permute-start(%q), channel_id=6, source_target_pairs={{0,1},{1,0}}
+  %collective-permute-done.1 = s32[4]{0} collective-permute-done(%collective-permute-start.1)
+  %reduce-scatter-start = ((bf16[64,64]{1,0}), bf16[8,64]{1,0}) reduce-scatter-start(%p.3), channel_id=7, dimensions={0}, to_apply=%region_0.0
+  %reduce-scatter-done = bf16[8,64]{1,0} reduce-scatter-done(%reduce-scatter-start)
+  %all-to-all-start = ((bf16[64,64]{1,0}), bf16[64,64]{1,0}) all-to-all-start(%p.3), channel_id=8, dimensions={0}
+  %all-to-all-done = bf16[64,64]{1,0} all-to-all-done(%all-to-all-start)
+"""  # noqa: E501
+
+
+def test_an_asynchronous_collective_counts_once_with_the_bytes_of_its_outputs():
+    assert program.collectives(ASYNC) == {
+        "all-gather": {"count": 2, "bytes": (1024 * 512 * 4 + 512 * 256 * 2) + 32 * 128 * 2},
+        "all-reduce": {"count": 2, "bytes": 655360 * 4 + (16 * 4 + 8 * 2)},
+        "collective-permute": {"count": 2, "bytes": 8 * 128 * 4 + 4 * 4},
+        "reduce-scatter": {"count": 1, "bytes": 8 * 64 * 2},
+        "all-to-all": {"count": 1, "bytes": 64 * 64 * 2},
+    }
+
+
+def test_an_asynchronous_collective_counts_what_its_synchronous_form_counts():
+    """The same gather written synchronously (the result its outputs alone) and asynchronously."""
+    synchronous = "  %ag = (f32[1024,512]{1,0}, bf16[512,256]{1,0}) all-gather(%p.1, %p.2), channel_id=1\n"
+    start_and_done = "\n".join(ASYNC.strip("\n").splitlines()[:2])
+    assert program.collectives(synchronous) == program.collectives(start_and_done)
+
+
+# Fused attention kernels under the names the compilers give them: the splash kernel's three
+# (forward, dkv, dq) and the Pallas flash kernel's three on a TPU (compiled for v5e), cuDNN's
+# variants on a GPU; beside them a Pallas kernel of another kind, a cuDNN convolution and a
+# fusion whose metadata names the splash kernel, none of them fused attention.
+KERNELS = """
+  %splash_mqa_fwd_segmented_residuals.1 = (f32[2,128,128]{2,1,0:T(8,128)}) custom-call(%a), custom_call_target="tpu_custom_call", operand_layout_constraints={}
+  %splash_mqa_dkv_segmented_no_residuals.1 = (bf16[2,256,128]{2,1,0}) custom-call(%a), custom_call_target="tpu_custom_call"
+  %splash_mqa_dq_segmented_no_residuals.1 = (bf16[2,1,256,128]{3,2,1,0}) custom-call(%a), custom_call_target="tpu_custom_call"
+  %jvp_jit_flash_attention__.1 = (bf16[4,2,256,128]{3,2,1,0}) custom-call(%q), custom_call_target="tpu_custom_call"
+  %flash_mha_bwd_dkv_block_q_major_128_block_q_128_block_k_major_128_block_k_128.1 = (bf16[4,2,256,128]{3,2,1,0}) custom-call(%q), custom_call_target="tpu_custom_call"
+  %flash_mha_bwd_dq_block_q_major_128_block_k_major_128_block_k_128.1 = (bf16[4,2,256,128]{3,2,1,0}) custom-call(%q), custom_call_target="tpu_custom_call"
+  %gmm.3 = (bf16[512,128]{1,0}) custom-call(%x), custom_call_target="tpu_custom_call"
+  %fusion.2 = bf16[2,256,128]{2,1,0} fusion(%a), kind=kLoop, calls=%fused, metadata={op_name="jit(loss)/splash_mqa_fwd/pallas_call"}
+  %fmha.1 = (bf16[2,4,128,64]{3,1,2,0}, u8[0]{0}) custom-call(%q, %k, %v, %bias), custom_call_target="__cudnn$fmhaScaleBiasSoftmax"
+  %fmha.2 = (bf16[2,4,128,64]{3,1,2,0}, u8[0]{0}) custom-call(%q, %k, %v), custom_call_target="__cudnn$fmhaSoftmaxDropoutBackward"
+  %conv.1 = (f32[8,16]{1,0}, u8[0]{0}) custom-call(%x, %w), custom_call_target="__cudnn$convForward"
+"""  # noqa: E501
+
+
+def test_every_fused_attention_kernel_counts_by_its_name_and_no_other_kernel_does():
+    assert program.fused_attention_calls(KERNELS) == {"cudnn": 2, "splash": 6}

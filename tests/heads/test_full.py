@@ -197,14 +197,41 @@ def test_bfloat16_exponentials_move_each_gradient_by_at_most_their_rounding_boun
     assert not np.allclose(rounded[0], exact[0], rtol=1e-6, atol=0)  # bfloat16 was kept, not float32
 
 
-@pytest.mark.parametrize("limit, residuals", [(2 * 6 * 23, "bfloat16"), (2 * 6 * 23 - 1, "recompute")])
-def test_default_keeps_bfloat16_exponentials_up_to_the_limit_and_recomputes_beyond(monkeypatch, limit, residuals):
-    monkeypatch.setattr(full, "KEEP_LIMIT_BYTES", limit)  # N·V = 6 · 23 exponentials of 2 bytes
+@pytest.mark.parametrize("limit, residuals", [(4 * 6 * 23, "float32"), (4 * 6 * 23 - 1, "recompute")])
+def test_default_keeps_float32_exponentials_up_to_the_limit_and_recomputes_beyond(monkeypatch, limit, residuals):
+    monkeypatch.setattr(full, "KEEP_LIMIT_BYTES", limit)  # N·V = 6 · 23 exponentials of 4 bytes
     assert full.default_block_residuals(6, 23) == residuals
     assert block_matmuls(None) == block_matmuls(residuals)
+
+
+@pytest.mark.parametrize("limit, residuals", [(2 * 6 * 23, "bfloat16"), (2 * 6 * 23 - 1, "recompute")])
+def test_default_at_bfloat16_keeps_its_exponentials_up_to_the_limit_then_recomputes(monkeypatch, limit, residuals):
+    monkeypatch.setattr(full, "KEEP_LIMIT_BYTES", limit)  # exponentials of 2 bytes
+    assert full.default_block_residuals(6, 23, "bfloat16") == residuals
 
 
 def test_full_softmax_loss_rejects_unknown_block_residuals_on_the_host():
     hidden, weights, biases, targets = random_problem(5)
     with pytest.raises(ValueError, match="block_residuals must be one of bfloat16, float32, recompute, got 'half'"):
         full_softmax_loss(hidden, weights, biases, targets, chunk_size=4, block_residuals="half")
+
+
+def test_default_blocked_loss_equals_materialized_softmax_to_float32_rounding():
+    """Float32 inputs, blocks of 128 words over V = 1,000 (eight blocks of 125): the default
+    residuals leave the loss and every gradient within float32's rounding of the [N, V] logits'
+    (1e-5 of each array's largest entry), as a caller importing the loss expects."""
+    hidden, weights, biases, targets = random_problem(9, rows=32, features=16, vocab=1000)
+    cotangent = np.random.default_rng(9).normal(size=targets.shape).astype(np.float32)
+
+    def value_and_grads(chunk_size):
+        def loss(h, w, b):
+            return jnp.vdot(cotangent, full_softmax_loss(h, w, b, targets, chunk_size=chunk_size))
+
+        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(hidden, weights, biases)
+
+    (value, grads), (exact_value, exact_grads) = value_and_grads(128), value_and_grads(1000)
+    names = ("loss", "hidden", "weights", "biases")
+    for name, got, expected in zip(names, (value, *grads), (exact_value, *exact_grads)):
+        expected = np.asarray(expected)
+        moved = float(np.abs(np.asarray(got) - expected).max() / np.abs(expected).max())
+        assert moved <= 1e-5, f"{name} moved by {moved:.1e} of its largest entry"

@@ -11,6 +11,7 @@ import pytest
 
 from seqjax.config import Config, HeadConfig, override
 from seqjax.heads import AdaptiveOptions, AdaptiveSoftmax, ClassOptions, FullSoftmax, build_head
+from seqjax.training.core.experiment import output_head
 
 VOCAB, FEATURES, ROWS = 40, 8, 12
 # Specials pad/bos/eos/unk first (arbitrary counts), then frequency-sorted words.
@@ -179,6 +180,42 @@ def test_head_config_is_selectable_from_cli_overrides():
 def test_full_head_takes_what_its_blocks_keep_from_the_config(setting, passed):
     config = override(Config(), ["head.kind=full", f"head.full.block_residuals={setting}"])
     assert build_head(config.head, VOCAB, COUNTS).block_residuals == passed
+
+
+def keeps_bfloat16(head):
+    """Whether the head's blocked loss keeps bfloat16 exponentials for its backward pass: they
+    travel as uint16 bits (`full._keep`) among the residuals; float32 ones are float32 arrays."""
+    hidden, targets, key, mask, _ = inputs()
+    variables = head.init({"params": key}, hidden, targets, key, mask, None, method="loss")
+    _, vjp = jax.vjp(lambda v: head.apply(v, hidden, targets, key, mask, method="loss")[0], variables)
+    return any(leaf.dtype == jnp.uint16 for leaf in jax.tree.leaves(vjp) if hasattr(leaf, "dtype"))
+
+
+@pytest.mark.parametrize(
+    "precision, setting, bfloat16",
+    [
+        ("float32", "auto", False),
+        ("bfloat16", "auto", True),  # a bfloat16 run keeps its speed and memory
+        ("float32", "bfloat16", True),  # asked for
+        ("bfloat16", "float32", False),
+    ],
+)
+def test_full_head_under_auto_keeps_exponentials_at_the_runs_precision(precision, setting, bfloat16):
+    """Blocks of 8 words over V = 40: the backward pass reads float32 exponentials in a float32
+    run, bfloat16 ones in a bfloat16 run, and what an explicit setting says in either."""
+    config = override(Config(), ["head.kind=full", "head.full.chunk_size=8", f"head.full.block_residuals={setting}"])
+    assert keeps_bfloat16(build_head(config.head, VOCAB, COUNTS, precision)) == bfloat16
+
+
+def test_a_runs_full_head_reads_train_precision():
+    config = override(Config(), ["head.kind=full", "train.precision=bfloat16"])
+    assert output_head(config, VOCAB, COUNTS, None).precision == "bfloat16"
+    assert output_head(override(Config(), ["head.kind=full"]), VOCAB, COUNTS, None).precision == "float32"
+
+
+def test_build_head_rejects_an_unknown_precision_on_the_host():
+    with pytest.raises(ValueError, match="precision must be one of float32, bfloat16, got 'float16'"):
+        build_head(dataclasses.replace(BASE, kind="full"), VOCAB, COUNTS, "float16")
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ class ScaledSoftmax(WordScores):
 BUILT: list[ScaledSoftmax] = []  # what the builder made: the head the run trained
 
 
-def build_scaled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> ScaledSoftmax:
+def build_scaled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> ScaledSoftmax:
     scale = cfg.options_of(ScaledOptions).scale
     head = ScaledSoftmax(vocab_size, tied=cfg.tied, learn_bias=cfg.learn_bias, scale=scale)
     BUILT.append(head)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
+from seqjax.accelerators.targets import CHIPS
 from seqjax.config import HEADS as KINDS
 from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
 from seqjax.heads import AdaptiveOptions, build_head
@@ -74,6 +75,35 @@ def test_known_devices_have_their_bf16_peak(kind, peak):
     assert mfu.known_peak_tflops(kind) == peak
     assert mfu.peak_tflops(0.0, kind) == peak
     assert mfu.peak_tflops(123.0, kind) == 123.0
+
+
+# device_kind as the devices of each `seqjax compile` target report it (jax.experimental.topologies).
+TARGET_DEVICE_KINDS = {
+    "h100": "NVIDIA H100 80GB HBM3",
+    "h200": "NVIDIA H200 141GB HBM3e",
+    "a100": "NVIDIA A100-SXM4-80GB",
+    "v4": "TPU v4",
+    "v5e": "TPU v5 lite",
+    "v5p": "TPU v5",
+}
+
+
+@pytest.mark.parametrize("target, device_kind", list(TARGET_DEVICE_KINDS.items()))
+def test_a_run_on_each_compile_targets_devices_is_measured_against_the_targets_peak(target, device_kind):
+    """What `seqjax compile` predicts MFU against is what a run there logs it against."""
+    assert set(TARGET_DEVICE_KINDS) == set(CHIPS)
+    assert mfu.known_peak_tflops(device_kind) == CHIPS[target].peak_tflops
+
+
+def test_global_throughput_is_shared_by_the_devices_of_every_process(monkeypatch):
+    """tokens_per_sec counts every process's tokens: each of the 16 devices of two hosts of 8 has
+    a sixteenth of it."""
+    monkeypatch.setattr(jax, "device_count", lambda: 16)
+    monkeypatch.setattr(jax, "local_device_count", lambda: 8)
+    cfg = dataclasses.replace(config(), train=TrainConfig(peak_tflops=2.0))
+    metrics = mfu.interval_metrics(cfg, tokens_per_sec=1600.0, flops_per_token=1e9)
+    assert metrics["tokens_per_sec_per_device"] == 100.0
+    assert metrics["mfu"] == pytest.approx(100.0 * 1e9 / 1e12 / 2.0)
 
 
 def test_an_unknown_device_measures_a_float32_matmul_once():

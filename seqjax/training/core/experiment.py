@@ -215,7 +215,7 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     """The head of `cfg.head`, or, on a `mesh` with train.vocab_parallel, the full softmax
     whose loss splits the vocabulary over the model axis (same parameters, so checkpoints
     move between the two). Without a mesh (decoding a restored run) it is the plain head."""
-    head = build_head(cfg.head, vocab_size, counts)
+    head = build_head(cfg.head, vocab_size, counts, cfg.train.precision)
     if mesh is not None and cfg.train.vocab_parallel:
         return head.vocab_parallel(mesh)  # a head of the vocab_parallel family (validate_layout)
     return head

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 from seqjax.config import Config
 from seqjax.models import is_trained, model_class
 
-# bf16 dense peak TFLOP/s per device, by a substring of jax's device_kind.
+# bf16 dense peak TFLOP/s per device, by a substring of jax's device_kind, the first that matches:
+# a v5p reports "TPU v5", which a v5e's "TPU v5 lite" holds too, so the v5e's come first.
 KNOWN_PEAKS_TFLOPS = {
     "H100": 989.0,
     "H200": 989.0,
@@ -40,6 +41,7 @@ KNOWN_PEAKS_TFLOPS = {
     "TPU v4": 275.0,
     "TPU v5 lite": 197.0,
     "TPU v5e": 197.0,
+    "TPU v5": 459.0,
 }
 
 
