@@ -13,6 +13,9 @@ from jax import lax
 
 from seqjax.config import HeadConfig
 from seqjax.heads import (
+    AdaptiveOptions,
+    FullOptions,
+    TreeOptions,
     adaptive_softmax_loss,
     balanced_tree,
     build_head,
@@ -24,8 +27,7 @@ from seqjax.heads import (
     tail_capacities,
     tail_dimensions,
 )
-from seqjax.heads.adaptive import TAIL_CHUNK
-from seqjax.heads.build import AdaptiveOptions, FullOptions, TreeOptions
+from seqjax.heads.adaptive_tails import TAIL_CHUNK
 from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size, dividing_block
 from seqjax.heads.rows import read_rows
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size

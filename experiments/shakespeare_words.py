@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shakespeare_lstm import shakespeare_data  # noqa: E402
 
 from seqjax.config import Config, HeadConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
-from seqjax.heads.build import AdaptiveOptions  # noqa: E402
+from seqjax.heads import AdaptiveOptions  # noqa: E402
 
 STEPS_PER_EPOCH = 611  # 1,251,356 train tokens (words, punctuation, </s>) / 2,048 per step; V = 31,022
 

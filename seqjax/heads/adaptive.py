@@ -1,44 +1,39 @@
-"""Adaptive softmax (Grave et al. 2017), exact and cheaper than the full softmax under jit.
+"""Adaptive softmax (Grave et al. 2017), exact and cheaper than the full softmax under jit,
+`head.kind=adaptive`: its loss, exact log-probs, Linen head and options.
 
 The vocabulary (frequency-sorted) is cut at `cutoffs` = (c_1, ..., c_n): the head is a
 softmax over the shortlist [0, c_1) plus one entry per tail cluster; tail cluster i covers
 [c_i, c_{i+1}) (c_{n+1} = V) and scores its words from a projection of the hidden state to
 D / div^i dimensions (i = 1..n), so p(w | h) = p(cluster(w) | h) · p(w | cluster(w), h).
 
-Static shapes: a tail's rows are data-dependent, so each tail scores its own rows only. Given
-`tail_capacities` (static ints: per batch from its targets, `tail_capacities(targets, cutoffs)`,
-four buckets per doubling so that recompilations stay bounded; or once for every batch from the
-tails' expected shares, `expected_tail_capacities`, as the Linen head does), each tail gathers
-that many rows and autodiff keeps their activations for the backward pass, as torch's eager
-autograd does; traced targets beyond a capacity take the blocked path below, so the loss is
-exact for every batch. Without capacities each tail walks its rows
-in blocks of TAIL_BLOCK_ROWS (`selected_rows.selected_row_losses`): exact for any batch, at
-most one block more than the tail's rows, but sorting the rows, padding them to blocks and
-re-running each block's forward pass in the backward loop (a loop with a data-dependent trip
-count keeps no residuals).
-A wide tail is scored in blocks of TAIL_CHUNK words (`full_softmax_loss`'s chunked path):
-its projected width is small (D / div^i), so [rows, tail] logits would be memory-bound to
-write and read back, and blocks that stay in cache run about twice as fast.
+Each tail cluster scores only its own rows, under static shapes: `seqjax.heads.adaptive_tails`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import math
 from collections.abc import Sequence
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int, check_number
+from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import checks
+from seqjax.heads.adaptive_tails import (
+    blocked_tail_losses,
+    expected_tail_capacities,
+    gathered_tail_losses,
+    require_capacities,
+    tail_capacities,
+)
+from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares, word_table
 from seqjax.heads.full import full_softmax_loss
-from seqjax.heads.selected_rows import capacity_bucket, selected_row_losses
-
-TAIL_BLOCK_ROWS = 128  # rows per tail block (measured best of 64/128/256/512 at V = 100k: less padding per tail)
-TAIL_CHUNK = 4096  # words per block of a tail's softmax (measured best of 1k/4k/16k at d = 32, 128)
 
 
 def tail_dimensions(features: int, num_clusters: int, div_value: float) -> tuple[int, ...]:
@@ -60,10 +55,9 @@ def tail_dimensions(features: int, num_clusters: int, div_value: float) -> tuple
       ...
       ValueError: tail cluster 2 would project to D // div_value^2 = 0 dimensions (D=8, div_value=4.0)...
     """
-    features = checks.require_positive_int("features", features)
-    num_clusters = checks.require_positive_int("num_clusters", num_clusters)
-    if isinstance(div_value, bool) or not isinstance(div_value, (int, float)) or not div_value >= 1.0:
-        raise ValueError(f"div_value must be a number >= 1, got {div_value!r}")
+    features = check_int("features", features)
+    num_clusters = check_int("num_clusters", num_clusters)
+    check_number("div_value", div_value, 1.0)
     widths = tuple(int(features // div_value ** (i + 1)) for i in range(num_clusters))
     if 0 in widths:
         cluster = widths.index(0) + 1
@@ -121,7 +115,7 @@ def adaptive_softmax_loss(
     cutoffs, bounds = _validate(hidden, head_weights, tail_projections, tail_weights, cutoffs, head_biases)
     checks.require_hidden_and_targets(hidden, targets, bounds[-1])
     if tail_capacities is not None:
-        _require_capacities(tail_capacities, targets, cutoffs)
+        require_capacities(tail_capacities, targets, cutoffs)
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)
     shortlist = cutoffs[0]
     cluster = jnp.searchsorted(jnp.asarray(cutoffs, jnp.int32), targets, side="right")  # 0: shortlist
@@ -134,80 +128,15 @@ def adaptive_softmax_loss(
         weights = jnp.asarray(weights, jnp.float32)
         operands = (hidden, projection, weights, local_targets, in_tail)
         if tail_capacities is None:
-            losses = losses + _tail_losses(*operands)
+            losses = losses + blocked_tail_losses(*operands)
         else:
-            gathered = functools.partial(_gathered_tail_losses, capacity=tail_capacities[index])
+            gathered = functools.partial(gathered_tail_losses, capacity=tail_capacities[index])
             if checks.is_concrete(targets):  # the capacity was checked above
                 losses = losses + gathered(*operands)
             else:  # a batch beyond the capacity takes the blocked path, exact for any batch
                 fits = in_tail.sum() <= tail_capacities[index]
-                losses = losses + jax.lax.cond(fits, gathered, _tail_losses, *operands)
+                losses = losses + jax.lax.cond(fits, gathered, blocked_tail_losses, *operands)
     return losses
-
-
-def tail_capacities(targets: ArrayLike, cutoffs: Sequence[int]) -> tuple[int, ...]:
-    """Each tail cluster's row capacity for these targets (host): the number of targets in it,
-    rounded up by `selected_rows.capacity_bucket` (four buckets per doubling).
-
-    Example:
-      >>> from seqjax.heads import tail_capacities
-      >>> tail_capacities([0, 5, 12, 13, 14, 40], (10, 30))  # 3 rows in [10, 30), 1 in [30, V)
-      (3, 1)
-    """
-    values = np.asarray(targets)
-    checks.require_ids("targets", values, np.iinfo(np.int32).max)
-    cluster = np.searchsorted(np.asarray(cutoffs), values, side="right")
-    return tuple(capacity_bucket(int((cluster == index + 1).sum())) for index in range(len(cutoffs)))
-
-
-def expected_tail_capacities(rows: int, tail_shares: Sequence[float], margin: float = 3.0) -> tuple[int, ...]:
-    """Each tail cluster's row capacity for any batch of `rows` rows (host), from its expected
-    share of the targets (`tail_shares`, e.g. the train split's unigram shares): the binomial mean
-    plus `margin` standard deviations, rounded up to a multiple of 8 (one capacity per shape, so
-    no buckets). A batch beyond it stays exact (`adaptive_softmax_loss` takes the tail's blocked
-    path), so it costs speed, not correctness; at margin 3 an i.i.d. batch needs that path about
-    once in 700 per tail, while every row of capacity costs every batch.
-
-    Example:
-      >>> from seqjax.heads import expected_tail_capacities
-      >>> expected_tail_capacities(2048, (0.2, 0.05))  # means 409.6 and 102.4 rows
-      (472, 136)
-    """
-    rows = checks.require_positive_int("rows", rows)
-    capacities = []
-    for share in tail_shares:
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"tail_shares must be in [0, 1], got {tuple(tail_shares)}")
-        mean = rows * share
-        bound = mean + margin * math.sqrt(mean * (1.0 - share)) + 1.0
-        capacities.append(min(-(-math.ceil(bound) // 8) * 8, rows))
-    return tuple(capacities)
-
-
-def _require_capacities(capacities: Sequence[int], targets: ArrayLike, cutoffs: Sequence[int]) -> None:
-    if len(capacities) != len(cutoffs):
-        raise ValueError(f"tail_capacities must have one int per tail cluster ({len(cutoffs)}), got {capacities!r}")
-    for capacity in capacities:
-        checks.require_positive_int("tail_capacities entry", capacity)
-    if checks.is_concrete(targets):
-        cluster = np.searchsorted(np.asarray(cutoffs), np.asarray(targets), side="right")
-        for index, capacity in enumerate(capacities):
-            rows = int((cluster == index + 1).sum())
-            if rows > capacity:
-                raise ValueError(
-                    f"tail_capacities[{index}] must hold the {rows} targets in tail cluster {index + 1}, got {capacity}"
-                )
-
-
-def _gathered_tail_losses(
-    hidden: Array, projection: Array, weights: Array, local_targets: Array, in_tail: Array, capacity: int
-) -> Array:
-    """[N] −log p(w | cluster, h) on the rows in the tail (gathered into `capacity` slots), 0 elsewhere."""
-    (rows,) = jnp.nonzero(in_tail, size=capacity, fill_value=0)
-    valid = jnp.arange(capacity) < in_tail.sum()
-    targets = jnp.where(valid, local_targets[rows], 0)
-    losses = full_softmax_loss(hidden[rows] @ projection, weights, None, targets, chunk_size=TAIL_CHUNK)
-    return jnp.zeros(in_tail.shape, jnp.float32).at[rows].add(jnp.where(valid, losses, 0.0))
 
 
 def adaptive_log_probs(
@@ -247,17 +176,6 @@ def adaptive_log_probs(
     return jnp.concatenate(parts, axis=1)
 
 
-def _tail_losses(hidden: Array, projection: Array, weights: Array, local_targets: Array, in_tail: Array) -> Array:
-    """[N] −log p(w | cluster, h) on the rows in the tail, 0 elsewhere."""
-
-    def row_losses(hidden: Array, params: tuple[Array, Array], targets: Array) -> Array:
-        projection, weights = params
-        return full_softmax_loss(hidden @ projection, weights, None, targets, chunk_size=TAIL_CHUNK)
-
-    targets = jnp.where(in_tail, local_targets, 0)
-    return selected_row_losses(row_losses, TAIL_BLOCK_ROWS, hidden, (projection, weights), targets, in_tail)
-
-
 def _validate(
     hidden: ArrayLike,
     head_weights: ArrayLike,
@@ -289,3 +207,116 @@ def _validate(
         checks.require_table(f"tail_projections[{index}]", projection, features, width)
         checks.require_table(f"tail_weights[{index}]", weights, bounds[index + 1] - bounds[index], width)
     return cutoffs, bounds
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveOptions:
+    """The adaptive softmax's clusters."""
+
+    cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts")
+    div_value: float = option(4.0, "tail cluster i projects to D / div_value^i")
+    head_bias: bool = option(False, "a bias on the head (shortlist + cluster) scores, as torch's head_bias")
+
+    def __post_init__(self) -> None:
+        check_number("div_value", self.div_value, 1.0)
+
+
+class AdaptiveSoftmax(LinenHead):
+    """Adaptive softmax with `cutoffs` and `div_value`; tying applies to the shortlist rows.
+
+    `head_bias` adds a [c_1 + n] bias to the head's scores (shortlist words and clusters),
+    as PyTorch's `AdaptiveLogSoftmaxWithLoss(head_bias=True)`; off by default, as there.
+    `tail_shares`, each tail cluster's expected share of the targets (from the train split's
+    counts), sizes the rows each tail gathers for traced targets (`expected_tail_capacities`;
+    concrete targets are counted on the host, `tail_capacities`), so that the tails keep their
+    activations for the backward pass; () walks each tail's rows in blocks.
+    """
+
+    vocab_size: int
+    cutoffs: tuple[int, ...] = ()
+    div_value: float = 4.0
+    tied: bool = False
+    head_bias: bool = False
+    tail_shares: tuple[float, ...] = ()
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The head (shortlist and clusters), and for the targets of each tail cluster (their
+        share of `frequencies` [V]) its projection and its words."""
+        bounds = self.cutoffs + (self.vocab_size,)
+        share = smoothed_shares(frequencies)
+        total = features * (self.cutoffs[0] + len(self.cutoffs))
+        for index, width in enumerate(tail_dimensions(features, len(self.cutoffs), self.div_value)):
+            size = bounds[index + 1] - bounds[index]
+            total += share[bounds[index] : bounds[index + 1]].sum() * width * (features + size)
+        return float(total)
+
+    @nn.compact
+    def parameters(self, features: int, embedding: Array | None = None) -> dict:
+        shortlist, clusters = self.cutoffs[0], len(self.cutoffs)
+        cluster_weights = self.param("cluster_weights", normal_init(features), (clusters, features), jnp.float32)
+        shortlist_weights = word_table(self, "shortlist_weights", shortlist, features, embedding)
+        head_biases = None
+        if self.head_bias:
+            head_biases = self.param("head_biases", nn.initializers.zeros, (shortlist + clusters,), jnp.float32)
+        bounds = self.cutoffs + (self.vocab_size,)
+        widths = tail_dimensions(features, clusters, self.div_value)
+        projections, tails = [], []
+        for index, width in enumerate(widths):
+            projections.append(
+                self.param(f"tail_projection_{index}", normal_init(features), (features, width), jnp.float32)
+            )
+            size = bounds[index + 1] - bounds[index]
+            tails.append(self.param(f"tail_weights_{index}", normal_init(width), (size, width), jnp.float32))
+        return {
+            "head_weights": jnp.concatenate([shortlist_weights, cluster_weights], axis=0),
+            "head_biases": head_biases,
+            "tail_projections": projections,
+            "tail_weights": tails,
+        }
+
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
+        p = self.parameters(hidden.shape[-1], embedding)
+        capacities = None
+        if self.tail_shares and checks.is_concrete(targets):  # the batch's own, read on the host
+            capacities = tail_capacities(targets, self.cutoffs)
+        elif self.tail_shares:  # traced (a train step): any batch, exact beyond them too
+            capacities = expected_tail_capacities(hidden.shape[0], self.tail_shares)
+        return -adaptive_softmax_loss(
+            hidden,
+            p["head_weights"],
+            p["tail_projections"],
+            p["tail_weights"],
+            targets,
+            self.cutoffs,
+            head_biases=p["head_biases"],
+            tail_capacities=capacities,
+        )
+
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
+        p = self.parameters(hidden.shape[-1], embedding)
+        return adaptive_log_probs(
+            hidden,
+            p["head_weights"],
+            p["tail_projections"],
+            p["tail_weights"],
+            self.cutoffs,
+            head_biases=p["head_biases"],
+        )
+
+
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> AdaptiveSoftmax:
+    options = cfg.options_of(AdaptiveOptions)
+    cutoffs = checks.require_cutoffs("head.adaptive.cutoffs", options.cutoffs, vocab_size)
+    smoothed = smoothed_counts(counts)
+    shares = np.add.reduceat(smoothed, np.array(cutoffs)) / smoothed.sum()  # one sum from each tail's start
+    return AdaptiveSoftmax(
+        vocab_size,
+        cutoffs=cutoffs,
+        div_value=options.div_value,
+        tied=cfg.tied,
+        head_bias=options.head_bias,
+        tail_shares=tuple(float(share) for share in shares),
+    )
+
+
+HEADS.register("adaptive", _build, options=AdaptiveOptions, families=("tied",))

@@ -24,12 +24,6 @@ def require_rank(name: str, value: ArrayLike, rank: int) -> None:
         raise ValueError(f"{name} must have rank {rank}, got shape {np.shape(value)}")
 
 
-def require_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
 def require_ids(name: str, ids: ArrayLike, vocab_size: int) -> None:
     """Checks that integer `ids` lie in [0, vocab_size) when they are concrete."""
     dtype = ids.dtype if isinstance(ids, jax.core.Tracer) else np.asarray(ids).dtype

@@ -1,4 +1,5 @@
-"""Class-based two-level softmax (Goodman 2001; Mikolov et al. 2011).
+"""Class-based two-level softmax (Goodman 2001; Mikolov et al. 2011), `head.kind=class`: its loss,
+exact log-probs, Linen head and options.
 
 Words are split into C classes; p(w | h) = p(c(w) | h) · p(w | c(w), h), each factor a
 softmax: over the C classes, then over the words of the word's class. `frequency_classes`
@@ -16,14 +17,19 @@ is never scored through a window more than TIER_GROWTH times its size.
 from __future__ import annotations
 
 import dataclasses
+import math
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int
+from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import checks
+from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares, word_parameters
 from seqjax.heads.class_blocks import tiers_of, within_class_losses
 
 FIRST_TIER = 4  # classes of up to this many words share the first tier
@@ -77,7 +83,7 @@ def frequency_classes(counts: ArrayLike, num_classes: int) -> Classes:
       ([0, 1, 2], [1, 1, 4])
     """
     values = checks.require_counts("counts", counts)
-    num_classes = checks.require_positive_int("num_classes", num_classes)
+    num_classes = check_int("num_classes", num_classes)
     vocab_size = values.size
     if num_classes > vocab_size:
         raise ValueError(f"num_classes must be <= vocab_size={vocab_size}, got {num_classes}")
@@ -203,3 +209,58 @@ def _validate(hidden: ArrayLike, class_layer: Layer, word_layer: Layer, classes:
     checks.require_table("word_weights", word_weights, classes.vocab_size, features)
     checks.require_vector("class_biases", class_biases, classes.num_classes)
     checks.require_vector("word_biases", word_biases, classes.vocab_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassOptions:
+    """The class-factored softmax's number of frequency classes."""
+
+    num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))")
+
+    def __post_init__(self) -> None:
+        check_int("num_classes", self.num_classes, 0)
+
+
+class ClassSoftmax(LinenHead):
+    """Two-level class-based softmax over `classes`; tying applies to the word level."""
+
+    vocab_size: int
+    classes: Classes
+    tied: bool = False
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The class scores and the words of the target's class, expected over `frequencies` [V]."""
+        sizes = np.asarray(self.classes.sizes)[np.asarray(self.classes.class_of)]
+        return float(features * (len(self.classes.sizes) + np.dot(smoothed_shares(frequencies), sizes)))
+
+    @nn.compact
+    def parameters(self, features: int, embedding: Array | None = None) -> dict:
+        shape = (self.classes.num_classes, features)
+        return {
+            "class_weights": self.param("class_weights", normal_init(features), shape, jnp.float32),
+            "class_biases": self.param("class_biases", nn.initializers.zeros, shape[:1], jnp.float32),
+            **word_parameters(self, features, embedding),
+        }
+
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
+        p = self.parameters(hidden.shape[-1], embedding)
+        return class_log_probs(hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], self.classes)
+
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
+        p = self.parameters(hidden.shape[-1], embedding)
+        return -class_softmax_loss(
+            hidden, p["class_weights"], p["class_biases"], p["weights"], p["biases"], targets, self.classes
+        )
+
+
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> ClassSoftmax:
+    num_classes = cfg.options_of(ClassOptions).num_classes or math.ceil(math.sqrt(vocab_size))
+    if not 0 < num_classes <= vocab_size:
+        raise ValueError(
+            f"head.class.num_classes must be in [0, vocab_size={vocab_size}] (0: ceil(sqrt(V))), "
+            f"got {cfg.options_of(ClassOptions).num_classes}"
+        )
+    return ClassSoftmax(vocab_size, classes=frequency_classes(smoothed_counts(counts), num_classes), tied=cfg.tied)
+
+
+HEADS.register("class", _build, options=ClassOptions, families=("tied",))

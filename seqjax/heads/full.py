@@ -45,6 +45,7 @@ import numpy as np
 from jax import Array, lax
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int
 from seqjax.heads import checks
 from seqjax.placement import gathered
 
@@ -137,7 +138,7 @@ def full_softmax_loss(
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     if chunk_size is None:
         chunk_size = default_chunk_size(int(np.shape(hidden)[0]), vocab_size)
-    checks.require_positive_int("chunk_size", chunk_size)
+    check_int("chunk_size", chunk_size)
     if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)) or not 0.0 <= z_loss < float("inf"):
         raise ValueError(f"z_loss must be a finite float >= 0 (0: off), got {z_loss!r}")
     if block_residuals is None:

@@ -1,15 +1,49 @@
-"""The full-softmax head: exact scores over every word, its training loss in vocabulary blocks
-(`full.full_softmax_loss`) or, under train.vocab_parallel, split over the vocabulary across the
-mesh's model axis (`vocab_parallel.vocab_parallel_softmax_loss`)."""
+"""The full-softmax head kind (`head.kind=full`): exact scores over every word, its training loss
+in vocabulary blocks (`full.full_softmax_loss`) or, under train.vocab_parallel, split over the
+vocabulary across the mesh's model axis (`vocab_parallel.vocab_parallel_softmax_loss`); its
+options `head.full.*`.
+
+The blocked loss has a module of its own (`full.py`): every word-scoring head evaluates with it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+from typing import Literal
+
+import numpy as np
 from jax import Array
 from jax.sharding import Mesh
 
+from seqjax.checks import check_int, check_number, check_one_of
+from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import full
-from seqjax.heads.modules import WordScores
+from seqjax.heads.base import WordScores
 from seqjax.heads.vocab_parallel import vocab_parallel_softmax_loss
+
+BlockResiduals = Literal["auto", "bfloat16", "float32", "recompute"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FullOptions:
+    """The full softmax's blocked loss and its z-loss."""
+
+    chunk_size: int = option(
+        0, "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)"
+    )
+    block_residuals: BlockResiduals = option(
+        "auto",
+        "what the blocked loss keeps for its backward pass: float32 | bfloat16 exponentials (three matmuls, "
+        "N·V values; bfloat16 moves the gradients by up to 2^-8) or recompute (four matmuls, [N, chunk] memory); "
+        "auto: exponentials at train.precision while they fit 1 GiB, else recompute",
+    )
+    z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")
+
+    def __post_init__(self) -> None:
+        check_int("chunk_size", self.chunk_size, 0)
+        check_one_of("block_residuals", self.block_residuals, typing.get_args(BlockResiduals))
+        check_number("z_loss", self.z_loss, 0.0)
 
 
 class FullSoftmax(WordScores):
@@ -62,3 +96,19 @@ class VocabParallelSoftmax(WordScores):
         return vocab_parallel_softmax_loss(
             hidden, weights, biases, targets, self.mesh, vocab_axis=self.vocab_axis, row_axis=self.row_axis
         )
+
+
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> FullSoftmax:
+    options = cfg.options_of(FullOptions)
+    return FullSoftmax(
+        vocab_size,
+        tied=cfg.tied,
+        learn_bias=cfg.learn_bias,
+        chunk_size=options.chunk_size,
+        z_loss=options.z_loss,
+        block_residuals="" if options.block_residuals == "auto" else options.block_residuals,
+        precision=precision,
+    )
+
+
+HEADS.register("full", _build, options=FullOptions, families=("tied", "word_bias", "vocab_parallel"))

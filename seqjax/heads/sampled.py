@@ -1,6 +1,8 @@
-"""Sampling losses: sampled softmax (importance sampling), NCE and negative sampling.
+"""Sampled softmax (`head.kind=sampled`): its loss, head and options, and what every sampling head
+shares (the scores of the target and the samples, their checks, `SamplingHead`, the proposal).
 
-Each scores the true class and K sampled classes only, gathering K + 1 rows of the
+The sampling losses (sampled softmax here, NCE and negative sampling in `seqjax.heads.nce`)
+each score the true class and K sampled classes only, gathering K + 1 rows of the
 [V, D] output table instead of multiplying by all V. Samples come from
 `seqjax.heads.samplers` (or anywhere), shared by the batch ([K]) or drawn per row ([N, K];
 this gathers [N, K, D] and suits small K). The exact evaluation of the sampled-softmax and NCE
@@ -20,15 +22,22 @@ unique draws' corrections are not a constant shift of log q at all.
 
 from __future__ import annotations
 
-from typing import cast
+import dataclasses
+import typing
+from typing import Any, cast
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array, lax
 from jax.typing import ArrayLike
 
-from seqjax.heads import checks
+from seqjax.checks import check_number, check_one_of
+from seqjax.config import HEADS, HeadConfig, option
+from seqjax.config.sections import Proposal
+from seqjax.contracts import SPECIAL_IDS
+from seqjax.heads import checks, samplers
+from seqjax.heads.base import WordScores, smoothed_counts
+from seqjax.heads.samplers import Sampler, Samples
 
 # The output table [V, D] (or its biases [V]); with gathered=True, the pair of rows
 # `seqjax.heads.rows.read_rows` gathers from it.
@@ -87,13 +96,13 @@ def sampled_softmax_loss(
       >>> loss.shape, loss.dtype
       ((4,), dtype('float32'))
     """
-    _validate(hidden, weights, biases, targets, samples, gathered)
-    _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
-    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, gathered)
+    validate_sampled(hidden, weights, biases, targets, samples, gathered)
+    validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
+    sample_scores, target_scores = sampled_scores(hidden, weights, biases, targets, samples, gathered)
     sample_scores = sample_scores - sample_log_expected_counts
     target_scores = target_scores - target_log_expected_counts
     if remove_accidental_hits:
-        sample_scores = jnp.where(_hits(targets, samples), -jnp.inf, sample_scores)
+        sample_scores = jnp.where(accidental_hits(targets, samples), -jnp.inf, sample_scores)
     # logsumexp over the target and the samples without joining them into one [N, K + 1] array
     # (a copy, and a slice of its gradient); the finite target score keeps the shift, and so the
     # normalizer, finite even if every sample is dropped.
@@ -102,125 +111,12 @@ def sampled_softmax_loss(
     return shift + jnp.log(total) - target_scores
 
 
-def nce_loss(
-    hidden: ArrayLike,
-    weights: Table,
-    biases: Table | None,
-    targets: ArrayLike,
-    samples: ArrayLike,
-    sample_log_expected_counts: ArrayLike,
-    target_log_expected_counts: ArrayLike,
-    *,
-    log_normalizer: float | ArrayLike = 0.0,
-    remove_accidental_hits: bool = False,
-    gathered: bool = False,
-) -> Array:
-    """Noise-contrastive estimation (Mnih & Teh 2012) with K noise samples per row.
-
-    With Δ(c) = s(c) − log Z − log(K q(c)), the posterior that c came from the data is σ(Δ(c)):
-    loss = −log σ(Δ(target)) − Σ_k log(1 − σ(Δ(sample_k))).
-
-    Args:
-      hidden, weights, biases, targets, samples, sample_log_expected_counts,
-        target_log_expected_counts: as in `sampled_softmax_loss` (log expected counts, see
-        the module docstring).
-      log_normalizer: log Z, a fixed float (0.0: the self-normalized model of Mnih & Teh) or a
-        learned scalar array passed in by the caller.
-      remove_accidental_hits: as TensorFlow's `nce_loss` (default False there too): a sample
-        equal to the row's target contributes no noise term.
-      gathered: as in `sampled_softmax_loss`.
-
-    Returns:
-      [N] float32 losses.
-
-    Raises:
-      ValueError: as `sampled_softmax_loss`.
-
-    Example:
-      >>> import jax, numpy as np
-      >>> from seqjax.heads import nce_loss, samplers
-      >>> rng = np.random.default_rng(0)
-      >>> hidden, weights, targets = rng.normal(size=(4, 8)), rng.normal(size=(50, 8)), np.array([3, 7, 7, 42])
-      >>> sampler = samplers.unigram(np.arange(50, 0, -1), power=0.75)
-      >>> drawn = sampler.sample(jax.random.key(2), 10)
-      >>> loss = nce_loss(hidden, weights, None, targets, drawn.ids, drawn.log_expected_counts,
-      ...                 sampler.log_expected_count(targets, 10), remove_accidental_hits=True)
-      >>> loss.shape, loss.dtype
-      ((4,), dtype('float32'))
-    """
-    _validate(hidden, weights, biases, targets, samples, gathered)
-    _validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
-    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, gathered)
-    log_normalizer = jnp.asarray(log_normalizer, jnp.float32)
-    target_logits = target_scores - log_normalizer - target_log_expected_counts
-    sample_logits = sample_scores - log_normalizer - sample_log_expected_counts
-    if remove_accidental_hits:
-        sample_logits = jnp.where(_hits(targets, samples), -jnp.inf, sample_logits)
-    # -log σ(x) = softplus(-x), -log(1 - σ(x)) = softplus(x); 0 for x = -inf (dropped slots).
-    return jax.nn.softplus(-target_logits) + _softplus_sum(sample_logits)
-
-
-def negative_sampling_loss(
-    hidden: ArrayLike,
-    weights: Table,
-    biases: Table | None,
-    targets: ArrayLike,
-    samples: ArrayLike,
-    *,
-    gathered: bool = False,
-) -> Array:
-    """word2vec's negative sampling (Mikolov et al. 2013): −log σ(s(t)) − Σ_k log σ(−s(sample_k)).
-
-    Args:
-      hidden: [N, D] float; weights: [V, D]; biases: [V] or None; targets: [N] int32;
-      samples: [K] or [N, K] int32 negatives (word2vec draws them from unigram^0.75).
-      gathered: as in `sampled_softmax_loss`.
-
-    Returns:
-      [N] float32 losses.
-
-    Example:
-      >>> import jax.numpy as jnp, numpy as np
-      >>> from seqjax.heads import negative_sampling_loss
-      >>> hidden, weights = jnp.zeros((2, 4)), jnp.ones((10, 4))
-      >>> loss = negative_sampling_loss(hidden, weights, None, jnp.array([1, 2]), jnp.array([5, 6, 7]))
-      >>> print(np.asarray(loss).round(4))  # all scores 0: 4 · log 2
-      [2.7726 2.7726]
-    """
-    _validate(hidden, weights, biases, targets, samples, gathered)
-    sample_scores, target_scores = _scores(hidden, weights, biases, targets, samples, gathered)
-    return jax.nn.softplus(-target_scores) + _softplus_sum(sample_scores)
-
-
-@jax.custom_vjp
-def _softplus_sum(scores: Array) -> Array:
-    """[N, K] -> [N]: Σ_k softplus(scores), 0 for a score of −inf; its gradient is σ(scores).
-
-    Written out because `jax.nn.softplus`'s derivative, exp(x − softplus(x)) behind guards for
-    infinities, took a second exponential and two more passes over the [N, K] scores: NCE with
-    row gradients at V = 100k, N = 2048, K = 1024 took 1.17x its three products alone with it,
-    1.06x with this (paired medians of 41 calls, 2-core Intel Xeon).
-    """
-    return _softplus_sum_fwd(scores)[0]
-
-
-def _softplus_sum_fwd(scores: Array) -> tuple[Array, Array]:
-    return (jnp.maximum(scores, 0.0) + jnp.log1p(jnp.exp(-jnp.abs(scores)))).sum(axis=1), scores
-
-
-def _softplus_sum_bwd(scores: Array, sum_grads: Array) -> tuple[Array]:
-    return (jax.nn.sigmoid(scores) * sum_grads[:, None],)
-
-
-_softplus_sum.defvjp(_softplus_sum_fwd, _softplus_sum_bwd)
-
-
-def _hits(targets: ArrayLike, samples: ArrayLike) -> Array:
+def accidental_hits(targets: ArrayLike, samples: ArrayLike) -> Array:
     """[N, K] bool (or [1, K] broadcast for shared samples): a sample equal to the row's target."""
     return jnp.atleast_2d(jnp.asarray(samples)) == jnp.asarray(targets)[:, None]
 
 
-def _scores(
+def sampled_scores(
     hidden: ArrayLike,
     weights: Table,
     biases: Table | None,
@@ -258,7 +154,7 @@ def _pair(table: Table, targets: Array, samples: Array, gathered: bool) -> tuple
     return jnp.asarray(target_rows, jnp.float32), jnp.asarray(sample_rows, jnp.float32)
 
 
-def _validate(
+def validate_sampled(
     hidden: ArrayLike,
     weights: Table,
     biases: Table | None,
@@ -307,7 +203,7 @@ def _validate_gathered(
     checks.require_ids("samples", samples, np.iinfo(np.int32).max)
 
 
-def _validate_log_counts(
+def validate_log_counts(
     hidden: ArrayLike,
     samples: ArrayLike,
     sample_log_expected_counts: ArrayLike | None,
@@ -331,3 +227,89 @@ def _validate_log_counts(
             )
         if np.shape(value) != shape:
             raise ValueError(f"{name} must have {rule}, got {np.shape(value)}")
+
+
+class SamplingHead(WordScores):
+    """Draws K samples from `sampler` per call (shared by the batch, or one draw per row)."""
+
+    sampler: Sampler | None = None
+    num_samples: int = 512
+    unique: bool = True
+    per_row_samples: bool = False
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The target's row and the K samples' per trained token."""
+        return float(features * (self.num_samples + 1))
+
+    @property
+    def proposal(self) -> Sampler:
+        """The sampler; a field with a default only because the fields before it have one."""
+        if self.sampler is None:
+            raise ValueError(f"{type(self).__name__} needs a sampler, got None")
+        return self.sampler
+
+    def draw(self, key: Array | None, targets: Array) -> tuple[Samples, Array]:
+        """Samples with their log expected counts, and the targets' log expected counts [N]."""
+        if key is None:
+            raise ValueError(f"{type(self).__name__} draws its samples from key: pass a PRNG key, got None")
+        rows = targets.shape[0] if self.per_row_samples else None
+        drawn = self.proposal.sample(key, self.num_samples, unique=self.unique, num_rows=rows)
+        return drawn, self.proposal.log_expected_count(targets, self.num_samples, unique=self.unique)
+
+    def loss_arguments(
+        self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None
+    ) -> tuple[dict[str, Array], tuple[Array, ...]]:
+        """The parameters, and the positional arguments the sampled losses share: hidden,
+        weights, biases, targets, the sample ids and both log expected counts."""
+        params = self.parameters(hidden.shape[-1], embedding)
+        drawn, target_counts = self.draw(key, targets)
+        weights, biases = params["weights"], params["biases"]
+        return params, (hidden, weights, biases, targets, drawn.ids, drawn.log_expected_counts, target_counts)
+
+
+def sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> dict[str, Any]:
+    """The options every sampling head takes: its proposal, K and how it is drawn, checked."""
+    if not 0 < cfg.num_samples < vocab_size:
+        raise ValueError(f"head.num_samples must be in (0, vocab_size={vocab_size}), got {cfg.num_samples}")
+    check_one_of("head.proposal", cfg.proposal, typing.get_args(Proposal))
+    if cfg.proposal == "uniform":
+        sampler = samplers.uniform(vocab_size)
+    elif cfg.proposal == "unigram":
+        check_number("head.power", cfg.power, 0.0)
+        sampler = samplers.unigram(smoothed_counts(counts), power=cfg.power)
+    else:
+        samplers.require_frequency_sorted(counts, num_leading=min(SPECIAL_IDS.count, vocab_size))
+        sampler = samplers.log_uniform(vocab_size)
+    return dict(
+        tied=cfg.tied,
+        learn_bias=cfg.learn_bias,
+        sampler=sampler,
+        num_samples=cfg.num_samples,
+        per_row_samples=cfg.per_row_samples,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledOptions:
+    """Sampled softmax's treatment of a sample equal to the target."""
+
+    remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative")
+
+
+class SampledSoftmax(SamplingHead):
+    """Importance-sampled softmax (`sampled_softmax_loss`) for training; exact `log_probs`."""
+
+    remove_accidental_hits: bool = True
+
+    def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
+        _, arguments = self.loss_arguments(hidden, targets, key, embedding)
+        return sampled_softmax_loss(*arguments, remove_accidental_hits=self.remove_accidental_hits)
+
+
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> SampledSoftmax:
+    shared = sampling_options(cfg, vocab_size, counts)
+    hits = cfg.options_of(SampledOptions).remove_accidental_hits
+    return SampledSoftmax(vocab_size, unique=cfg.unique, remove_accidental_hits=hits, **shared)
+
+
+HEADS.register("sampled", _build, options=SampledOptions, families=("tied", "word_bias", "sampling"))

@@ -36,6 +36,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int, check_number
 from seqjax.heads import checks
 
 
@@ -106,13 +107,13 @@ class Sampler:
         """
         _require_num_samples(num_samples, unique, self.vocab_size)
         if num_rows is not None:
-            checks.require_positive_int("num_rows", num_rows)
+            check_int("num_rows", num_rows)
         return _draw(self.log_probs, self.accept, self.alias, key, num_samples, unique, num_rows)
 
 
 def _require_num_samples(num_samples: int, unique: bool, vocab_size: int) -> None:
     """K >= 1 draws; unique draws hold at most V distinct ids, so K <= V there."""
-    checks.require_positive_int("num_samples", num_samples)
+    check_int("num_samples", num_samples)
     if unique and num_samples > vocab_size:
         raise ValueError(
             f"num_samples must be <= vocab_size={vocab_size} for unique=True draws (draws with "
@@ -132,7 +133,7 @@ def uniform(vocab_size: int) -> Sampler:
       >>> sampler.name, sampler.vocab_size, sampler.log_probs.shape
       ('uniform', 4, (4,))
     """
-    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    vocab_size = check_int("vocab_size", vocab_size)
     log_probs = jnp.full((vocab_size,), -math.log(vocab_size), jnp.float32)
     return Sampler("uniform", vocab_size, log_probs)
 
@@ -150,7 +151,7 @@ def log_uniform(vocab_size: int) -> Sampler:
       >>> print(np.asarray(q).round(3), bool(jnp.allclose(q.sum(), 1.0)))  # log(2)/log(6), log(3/2)/log(6), ...
       [0.387 0.226 0.161 0.125 0.102] True
     """
-    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    vocab_size = check_int("vocab_size", vocab_size)
     ids = np.arange(vocab_size, dtype=np.float64)
     probs = (np.log(ids + 2) - np.log(ids + 1)) / np.log(vocab_size + 1)
     return _alias_sampler("log_uniform", probs / probs.sum())
@@ -173,9 +174,7 @@ def unigram(counts: ArrayLike, power: float = 1.0) -> Sampler:
       [0.6 0.3 0.1]
     """
     values = checks.require_counts("counts", counts)
-    is_number = isinstance(power, (int, float)) and not isinstance(power, bool)
-    if not (is_number and math.isfinite(power) and power >= 0):
-        raise ValueError(f"power must be a finite number >= 0, got {power!r}")
+    check_number("power", power, 0.0)
     weights = values**power
     return _alias_sampler("unigram", weights / weights.sum())
 

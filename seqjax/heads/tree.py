@@ -1,4 +1,5 @@
-"""Binary-tree (hierarchical) softmax: balanced and Huffman trees, the loss and exact log-probs.
+"""Binary-tree (hierarchical) softmax, `head.kind=tree`: balanced and Huffman trees, the loss, exact
+log-probs, the Linen head and its options.
 
 A word's probability is the product of the logistic decisions along its root-to-leaf path
 (Morin & Bengio 2005; Mikolov et al. 2013): at internal node n with vector u_n and bias b_n,
@@ -13,14 +14,22 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import typing
+from typing import ClassVar, Literal
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int, check_one_of
+from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import checks
+from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares
+
+TreeShape = Literal["huffman", "balanced"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -62,7 +71,7 @@ def balanced_tree(vocab_size: int) -> Tree:
       >>> balanced_tree(5).depths.tolist()
       [3, 3, 2, 2, 2]
     """
-    vocab_size = checks.require_positive_int("vocab_size", vocab_size)
+    vocab_size = check_int("vocab_size", vocab_size)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2 for a tree, got {vocab_size}")
     left, right = [], []
@@ -306,3 +315,52 @@ def _from_children(left: np.ndarray, right: np.ndarray, root: int) -> Tree:
     nodes = np.where(mask, nodes, 0).astype(np.int32)
     codes = np.where(mask, codes, 0).astype(np.int8)
     return Tree(nodes, codes, mask, parents, parent_codes, tuple(level_starts))
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeOptions:
+    """The hierarchical softmax's tree."""
+
+    tree: TreeShape = option("huffman", "huffman | balanced")
+
+    def __post_init__(self) -> None:
+        check_one_of("tree", self.tree, typing.get_args(TreeShape))
+
+
+class HierarchicalSoftmax(LinenHead):
+    """Binary-tree softmax over `tree` (balanced or Huffman); V − 1 node vectors, never tied."""
+
+    vocab_size: int
+    tree: Tree
+    tied: ClassVar[bool] = False  # tree nodes are not words: nothing to tie to
+
+    def matmul_weights(self, features: int, frequencies: np.ndarray) -> float:
+        """The nodes on the target's path, expected over `frequencies` [V]."""
+        return float(features * np.dot(smoothed_shares(frequencies), np.asarray(self.tree.mask).sum(axis=1)))
+
+    @nn.compact
+    def parameters(self, features: int) -> dict:
+        nodes = self.vocab_size - 1
+        return {
+            "node_weights": self.param("node_weights", normal_init(features), (nodes, features), jnp.float32),
+            "node_biases": self.param("node_biases", nn.initializers.zeros, (nodes,), jnp.float32),
+        }
+
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
+        p = self.parameters(hidden.shape[-1])
+        return tree_log_probs(hidden, p["node_weights"], p["node_biases"], self.tree)
+
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
+        p = self.parameters(hidden.shape[-1])
+        return -tree_softmax_loss(hidden, p["node_weights"], p["node_biases"], targets, self.tree)
+
+
+def _build(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> HierarchicalSoftmax:
+    if cfg.tied:
+        raise ValueError("head.tied must be false for head.kind=tree: tree nodes are not words, got true")
+    huffman = cfg.options_of(TreeOptions).tree == "huffman"
+    built = huffman_tree(smoothed_counts(counts)) if huffman else balanced_tree(vocab_size)
+    return HierarchicalSoftmax(vocab_size, tree=built)
+
+
+HEADS.register("tree", _build, options=TreeOptions)

@@ -40,6 +40,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from seqjax.checks import check_int
 from seqjax.heads import checks
 from seqjax.heads.selected_rows import capacity_bucket
 from seqjax.heads.tree import Tree, tree_paths
@@ -64,21 +65,15 @@ class SplitPaths(NamedTuple):
     row_steps: Array
 
 
-def _require_levels(top_levels: object) -> int:
-    if isinstance(top_levels, bool) or not isinstance(top_levels, (int, np.integer)) or top_levels < 0:
-        raise ValueError(f"top_levels must be an int >= 0, got {top_levels!r}")
-    return int(top_levels)
-
-
 def top_size(tree: Tree, top_levels: int) -> int:
     """T: the number of internal nodes in the top `top_levels` depths of `tree`."""
-    top_levels = _require_levels(top_levels)
+    top_levels = check_int("top_levels", top_levels, 0)
     return tree.level_starts[min(top_levels, len(tree.level_starts) - 1)]
 
 
 def deep_steps(tree: Tree, targets: ArrayLike, top_levels: int) -> np.ndarray:
     """[N] int (host): each target's number of path steps below depth `top_levels`."""
-    top_levels = _require_levels(top_levels)
+    top_levels = check_int("top_levels", top_levels, 0)
     checks.require_ids("targets", targets, tree.vocab_size)
     return np.maximum(tree.depths[np.asarray(targets)] - top_levels, 0)
 
@@ -102,7 +97,7 @@ def split_paths(tree: Tree, targets: ArrayLike, top_levels: int, capacity: int) 
     Returns:
       `SplitPaths`.
     """
-    checks.require_positive_int("capacity", capacity)
+    check_int("capacity", capacity)
     size = top_size(tree, top_levels)
     if checks.is_concrete(targets):
         needed = int(deep_steps(tree, targets, top_levels).sum())

@@ -144,7 +144,7 @@ def test_default_materializes_up_to_the_limit_and_scores_blocks_beyond(monkeypat
         (dict(targets=np.zeros(5, np.int32)), "one id per hidden row"),
         (dict(biases=np.zeros(7, np.float32)), "biases must have shape"),
         (dict(hidden=np.zeros((6, 4), np.float32)), "hidden must have shape"),
-        (dict(chunk_size=0), "chunk_size must be a positive int"),
+        (dict(chunk_size=0), "chunk_size must be an int >= 1, got 0"),
     ],
 )
 def test_full_softmax_loss_rejects_bad_input_on_the_host(change, message):

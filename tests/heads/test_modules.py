@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, HeadConfig, override
-from seqjax.heads import AdaptiveSoftmax, FullSoftmax, build_head
-from seqjax.heads.build import AdaptiveOptions, ClassOptions
+from seqjax.heads import AdaptiveOptions, AdaptiveSoftmax, ClassOptions, FullSoftmax, build_head
 from seqjax.training.core.experiment import output_head
 
 VOCAB, FEATURES, ROWS = 40, 8, 12
@@ -227,7 +226,7 @@ def test_build_head_rejects_an_unknown_precision_on_the_host():
         (dict(kind="sampled", num_samples=VOCAB), r"head.num_samples must be in \(0, vocab_size=40\)"),
         (dict(kind="nce", num_samples=0), r"head.num_samples must be in \(0, vocab_size=40\)"),
         (dict(kind="sampled", proposal="zipf"), "head.proposal must be one of"),
-        (dict(kind="negative", proposal="unigram", power=-1.0), "head.power must be a finite number >= 0"),
+        (dict(kind="negative", proposal="unigram", power=-1.0), "head.power must be a finite number in \\[0.0, inf\\)"),
         ({"kind": "tree", "tree": {"tree": "random"}}, "tree must be one of"),
         ({"kind": "class", "class": {"num_classes": VOCAB + 1}}, "head.class.num_classes must be in"),
         ({"kind": "adaptive", "adaptive": {"cutoffs": (25, 10)}}, "head.adaptive.cutoffs must be increasing ints in"),

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import HeadConfig
-from seqjax.heads import adaptive, build_head, full
-from seqjax.heads.build import AdaptiveOptions, ClassOptions
+from seqjax.heads import AdaptiveOptions, ClassOptions, adaptive_tails, build_head, full
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from jaxpr_tools import equations  # noqa: E402
@@ -41,7 +40,7 @@ def test_target_log_probs_equal_the_log_probs_at_the_targets_in_blocks_that_do_n
     # Blocks of BLOCK words: the eval blocks (DEFAULT_CHUNK), and the adaptive head's at any shape.
     monkeypatch.setattr(full, "MATERIALIZE_LIMIT", 0)
     monkeypatch.setattr(full, "DEFAULT_CHUNK", BLOCK)
-    monkeypatch.setattr(adaptive, "TAIL_CHUNK", BLOCK)
+    monkeypatch.setattr(adaptive_tails, "TAIL_CHUNK", BLOCK)
     head = build_head(dataclasses.replace(BASE, kind=kind, tied=tied), VOCAB, COUNTS)  # a Huffman tree
     keys = jax.random.split(jax.random.key(0), 4)
     hidden = 3.0 * jax.random.normal(keys[0], (ROWS, FEATURES))

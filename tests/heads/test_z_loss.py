@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from seqjax.config import Config, HeadConfig, override
-from seqjax.heads import build_head, full_softmax_loss
-from seqjax.heads.build import FullOptions
+from seqjax.heads import FullOptions, build_head, full_softmax_loss
 
 N, D, V, Z = 5, 3, 7, 0.3
 RNG = np.random.default_rng(0)

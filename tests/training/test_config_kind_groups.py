@@ -8,7 +8,7 @@ import pytest
 from seqjax import config as config_lib
 from seqjax.config import Config, HeadConfig, ModelConfig
 from seqjax.config.text import to_toml
-from seqjax.heads.build import AdaptiveOptions, FullOptions, TreeOptions
+from seqjax.heads import AdaptiveOptions, FullOptions, TreeOptions
 from seqjax.models.vae import RNNVAEOptions
 
 

@@ -13,8 +13,7 @@ from helpers import tiny_config
 from seqjax.accelerators.targets import CHIPS
 from seqjax.config import HEADS as KINDS
 from seqjax.config import Config, HeadConfig, ModelConfig, TrainConfig
-from seqjax.heads import build_head
-from seqjax.heads.build import AdaptiveOptions
+from seqjax.heads import AdaptiveOptions, build_head
 from seqjax.training.core import mfu
 from seqjax.training.core.experiment import validate_train
 from seqjax.training.loop import train

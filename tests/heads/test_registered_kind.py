@@ -1,0 +1,104 @@
+"""A head kind written outside seqjax (here, in this test module: its Linen head, its options and
+its builder) and registered by one `HEADS.register` call is trained by `seqjax train`, saved in the
+run's config.json with its options and listed by `seqjax config`; `HEADS.remove` takes it out."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from jax import Array
+
+from seqjax.checks import check_number
+from seqjax.cli import main
+from seqjax.config import HEADS, HeadConfig, option
+from seqjax.heads.base import WordScores
+
+pytestmark = pytest.mark.slow  # a training run through the command line
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledOptions:
+    """The scaled softmax's factor on the hidden state."""
+
+    scale: float = option(1.0, "factor on the hidden state before the output layer")
+
+    def __post_init__(self) -> None:
+        check_number("scale", self.scale, 0.0)
+
+
+class ScaledSoftmax(WordScores):
+    """The full softmax over (scale · h)·w + b."""
+
+    scale: float = 1.0
+
+    def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:
+        return super().log_probs(hidden * self.scale, embedding)
+
+    def target_log_probs(self, hidden: Array, targets: Array, embedding: Array | None = None) -> Array:
+        return super().target_log_probs(hidden * self.scale, targets, embedding)
+
+
+BUILT: list[ScaledSoftmax] = []  # what the builder made: the head the run trained
+
+
+def build_scaled(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, precision: str) -> ScaledSoftmax:
+    scale = cfg.options_of(ScaledOptions).scale
+    head = ScaledSoftmax(vocab_size, tied=cfg.tied, learn_bias=cfg.learn_bias, scale=scale)
+    BUILT.append(head)
+    return head
+
+
+@pytest.fixture
+def scaled_kind():
+    """`head.kind=scaled` registered by one call; taken out after the test if it has not been."""
+    HEADS.register("scaled", build_scaled, options=ScaledOptions, families=("tied", "word_bias"))
+    yield
+    if "scaled" in HEADS:
+        HEADS.remove("scaled")
+    BUILT.clear()
+
+
+TINY_RUN = [
+    "data.num_train=200",
+    "data.num_eval=20",
+    "data.seq_len=8",
+    "model.d_model=16",
+    "model.layers=1",
+    "model.num_heads=2",
+    "model.d_ff=32",
+    "model.max_len=16",
+    "train.batch_size=8",
+    "train.steps=2",
+    "train.log_every=1",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "train.num_printed_samples=0",
+]
+
+
+def test_a_head_kind_registered_here_is_trained_saved_and_listed_until_removed(scaled_kind, tmp_path, capsys):
+    settings = [*TINY_RUN, "head.kind=scaled", "head.scaled.scale=0.0"]
+    assert main(["train", "--workdir", str(tmp_path), "--set", *settings]) == 0
+    (head,) = BUILT
+    assert head.scale == 0.0
+    # Scale 0 scores every word by its bias, all 0 at the start: the first loss is log V.
+    first = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["step"] == 1 and first["loss"] == pytest.approx(math.log(head.vocab_size), rel=1e-6)
+
+    saved = json.loads((tmp_path / "config.json").read_text())["head"]
+    assert saved["kind"] == "scaled" and saved["scaled"] == {"scale": 0.0}
+
+    config_json = str(tmp_path / "config.json")
+    capsys.readouterr()
+    assert main(["config", "--config", config_json]) == 0
+    out = capsys.readouterr().out
+    assert 'kind = "scaled"' in out
+    assert (
+        "[head.scaled]\nscale = 0.0  # float, default 1.0: factor on the hidden state before the output layer\n" in out
+    )
+
+    HEADS.remove("scaled")
+    assert main(["config", "--config", config_json]) == 2
+    assert "unknown config key 'head.scaled' in saved config" in capsys.readouterr().err
