@@ -43,7 +43,8 @@ class LMData:
 
     Attributes:
       splits: split name -> [n] stream of integer ids (int32; uint16 | uint32 memory-mapped
-        from a token store), each line's ids followed by `</s>`.
+        from a token store), each line as its tokenizer frames it (`Framing.in_stream`: its
+        ids, after Llama's `<s>`) followed by `</s>`.
       words: split name -> whitespace words + one per line (the `</s>`, as in the PTB
         convention), the denominator of per-word perplexity.
     """
@@ -95,7 +96,7 @@ class ParallelData:
 
 
 def _encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
-    encoded = tokenizer.encode_batch(lines)
+    encoded = [tokenizer.framing.in_stream(ids) for ids in tokenizer.encode_batch(lines)]
     return np.fromiter(
         (id_ for ids in encoded for id_ in (*ids, EOS_ID)),
         dtype=np.int32,
