@@ -28,7 +28,8 @@ from seqjax.data.line_rows import line_eval_batches
 from seqjax.data.packing import packed_lm_eval_batches
 from seqjax.models import MODEL_KINDS, generates, is_latent, readable_length
 from seqjax.objectives import objective_of
-from seqjax.training.features.generation import lm_samples, translate
+from seqjax.training.features.continuation import lm_samples
+from seqjax.training.features.generation import translate
 from seqjax.training.features.task_reports import task_report
 
 if TYPE_CHECKING:
