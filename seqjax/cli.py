@@ -32,7 +32,8 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     if path.endswith(".json"):
         from seqjax.training.saved.run import read_config
 
-        return read_config(os.path.dirname(path) or "."), os.path.basename(os.path.dirname(os.path.abspath(path)))
+        directory = os.path.dirname(path) or "."
+        return read_config(directory, f"--config {path}"), os.path.basename(os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"--config file {path} is not a Python file")

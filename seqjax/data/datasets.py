@@ -30,8 +30,11 @@ from seqjax.data.sources import (
 from seqjax.data.store import TokenStore
 from seqjax.data.synthetic import SEQ2SEQ_TASKS, grammar_sentences
 from seqjax.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
-from seqjax.data.vocab import EOS_ID
+from seqjax.data.vocab import EOS_ID, UNK_ID
 
+# The share of a split's tokens written as the unknown token from which a pretrained tokenizer's
+# data is warned about: byte-level and byte-fallback tokenizers never write it, others rarely.
+UNKNOWN_WARNING = 0.01
 # A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
 # None (built from the data).
 Tokenizers = Tokenizer | tuple[Tokenizer, Tokenizer] | None
@@ -113,11 +116,29 @@ def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer: Tokenizers
         tokenizer = _build(cfg, texts["train"])
     elif isinstance(tokenizer, tuple):
         raise ValueError(f"tokenizers must be one tokenizer for a language-model corpus, got {len(tokenizer)}")
+    streams = {split: _encode_stream(tokenizer, lines) for split, lines in texts.items()}
+    for split, stream in streams.items():
+        where = split_path(cfg, split) if cfg.kind == "text" else split
+        warn_unknown(tokenizer, split, where, int(np.count_nonzero(stream == UNK_ID)), len(stream), to_stderr)
     return LMData(
         tokenizer,
-        {split: _encode_stream(tokenizer, lines) for split, lines in texts.items()},
+        streams,
         {split: sum(tokenizer.words(line) for line in lines) + len(lines) for split, lines in texts.items()},
     )
+
+
+def warn_unknown(
+    tokenizer: Tokenizer, split: str, path: str, unknown: int, tokens: int, echo: Callable[[str], None]
+) -> None:
+    """Warns (one line to `echo`) when a pretrained tokenizer wrote its unknown token for at least
+    `UNKNOWN_WARNING` of a split's tokens: it cannot spell that text (another script, or a
+    vocabulary of another language), so what a run measures or generates on it says little.
+    Not refused: the run's numbers are still exact for the ids it was given."""
+    if tokenizer.kind == "pretrained" and tokens and unknown / tokens >= UNKNOWN_WARNING:
+        echo(
+            f"warning: {unknown / tokens:.1%} of the {tokens:,} tokens of data.{split} ({path}) are the pretrained "
+            f"tokenizer's unknown token: it cannot spell most of this text, so perplexity and samples on it say little"
+        )
 
 
 def _parallel_data(
@@ -177,6 +198,9 @@ def _from_store(
     """The `splits` of the token `store`, its `tokenizers` (one, or source and target)."""
     counts = store.manifest["splits"]
     if cfg.kind == "text":
+        for split in splits:
+            text = counts[split]["text"]
+            warn_unknown(tokenizers[0], split, text["path"], text.get("unknown", 0), text["tokens"], to_stderr)
         words = {split: counts[split]["text"]["words"] + counts[split]["text"]["lines"] for split in splits}
         return LMData(tokenizers[0], {split: store.stream(split) for split in splits}, words, store.fingerprint)
     src_tokenizer, tgt_tokenizer = tokenizers
