@@ -270,3 +270,14 @@ def test_ngram_greedy_decoding_follows_the_most_probable_token():
             if token == 2:
                 break
             context = context + [token]
+
+
+def test_ngram_decoding_reads_each_rows_own_prompt_length_in_a_padded_batch():
+    data = load_data(tiny_config(*NGRAM).data)
+    model = ngram.fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
+    decode = ngram_decoder(model, DecodeOptions())
+    padded = np.array([[2, 5, 0, 0], [2, 9, 7, 5]], np.int32)  # prompts of 2 and 4 tokens, padded to 4
+    together, _ = decode(padded, np.array([2, 4]), row_keys(0, range(2)), 5)
+    for row, length in ((0, 2), (1, 4)):
+        alone, _ = decode(padded[row : row + 1, :length], np.array([length]), row_keys(0, [row]), 5)
+        np.testing.assert_array_equal(together[row], alone[0])
