@@ -39,7 +39,7 @@ def word_level_run(tmp_path_factory):
     return root / "run", sorted(w for w in pieces.get_vocab() if w.isalpha())[:3]
 
 
-@pytest.mark.parametrize("command", ["eval", "train"])
+@pytest.mark.parametrize("command", ["eval", pytest.param("train", marks=pytest.mark.slow)])
 def test_a_corpus_the_tokenizer_writes_mostly_as_unknown_is_warned_about_with_its_share(
     command, word_level_run, tmp_path, capsys
 ):

@@ -95,8 +95,8 @@ def test_input_file_gives_one_output_line_per_input_line(word_run, tmp_path, cap
     assert single == [out[4]]
 
 
-# Prompts of 2, 8, 12 and 19 tokens with the `</s>` before them: padded to widths 8, 16 and 32.
-MANY_LENGTHS = ["He", "They went home (slowly).", LINES[1], 'He said: "no!" and left. We will go home, she said.']
+# Prompts of 2, 8 and 12 tokens with the `</s>` before them: padded to widths 8 and 16.
+MANY_LENGTHS = ["He", "They went home (slowly).", LINES[1]]
 SAMPLING = DecodeOptions(sample=True)
 
 
@@ -113,6 +113,7 @@ def decoders(word_run):
     return decoder
 
 
+@pytest.mark.slow
 def test_each_input_line_continues_as_it_does_alone_whatever_width_it_is_padded_to(decoders):
     decoder = decoders(DecodeOptions())
     together = continue_lines(decoder, MANY_LENGTHS, max_len=6)
@@ -129,16 +130,18 @@ def test_a_file_of_prompts_of_many_lengths_compiles_one_program_per_padded_width
     assert decode_prompts._cache_size() == compiled
 
 
+@pytest.mark.slow
 def test_sampled_lines_do_not_depend_on_the_batch_size_or_the_lines_beside_them(decoders):
     decoder = decoders(SAMPLING)
-    lines = MANY_LENGTHS * 3
+    lines = MANY_LENGTHS[:2] * 3  # all of width 8: one program per batch size
     by_eight = continue_lines(decoder, lines, max_len=8, seed=5)
     by_three = continue_lines(dataclasses.replace(decoder, batch_size=3), lines, max_len=8, seed=5)
     with_more = continue_lines(decoder, lines + ["We will"] * 9, max_len=8, seed=5)
     assert by_eight == by_three == with_more[: len(lines)]
-    assert len(set(by_eight)) > len(MANY_LENGTHS)  # the copies of a line draw apart
+    assert len(set(by_eight)) > 2  # the copies of a line draw apart
 
 
+@pytest.mark.slow
 def test_continuation_i_of_a_prompt_is_line_i_of_a_file_of_that_prompt(decoders):
     decoder = decoders(SAMPLING)
     drawn = continuations(decoder, "She said", num=6, max_len=8, seed=2)
