@@ -19,7 +19,6 @@ after the current step with a checkpoint of it (`signals.StopRequest`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -71,6 +70,7 @@ from seqjax.training.core.steps import batch_scorer, build_train_step, make_eval
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.features.ngram_baseline import train_ngram
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
+from seqjax.training.saved.run import read_config
 
 
 class NonFiniteLoss(RuntimeError):
@@ -109,20 +109,27 @@ def open_run(
     return latest, saved_tokenizers(workdir), schedule
 
 
+def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A config section's keys by their dotted names, groups' keys included (`model.rnn_vae.latent_size`)."""
+    out = {}
+    for key, value in values.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return out
+
+
 def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch) -> Params:
     """The latest parameters of the run in `source`, placed on `mesh` under this run's
     train.sharding. The source must have the same vocabularies and model (but for
     `PARAMETER_FREE_MODEL_KEYS`); its output head's parameters are taken where this run's head
     has the same ones (the full softmax, sampled softmax and NCE share [V, D] word vectors and
     [V] biases), and refused otherwise. The data may differ: fine-tuning reads a new corpus."""
-    path = os.path.join(source, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"train.init_from={source!r} holds no run (no config.json)")
-    with open(path) as f:
-        saved = config_lib.from_dict(json.load(f))
+    saved = read_config(source, f"train.init_from={source!r}")
     free = {key: getattr(exp.cfg.model, key) for key in PARAMETER_FREE_MODEL_KEYS}
-    if dataclasses.replace(saved.model, **free) != exp.cfg.model:
-        raise ValueError(f"train.init_from={source!r} has a different model config: {saved.model}")
+    theirs = _flat(config_lib.to_dict(dataclasses.replace(saved.model, **free)), "model.")
+    ours = _flat(config_lib.to_dict(exp.cfg.model), "model.")
+    differing = [f"{k}: the source's {theirs[k]!r}, this run's {v!r}" for k, v in ours.items() if theirs[k] != v]
+    if differing:
+        raise ValueError(f"train.init_from={source!r} has another model: {'; '.join(differing)}")
     source_vocab, vocab = saved_tokenizers(source), exp.data.tokenizers
     pairs = zip(*(v if isinstance(v, tuple) else (v,) for v in (source_vocab, vocab))) if source_vocab else []
     if source_vocab is None or any(a.vocab.to_json() != b.vocab.to_json() for a, b in pairs):

@@ -53,9 +53,7 @@ def interpolate_texts(
         raise ValueError(f"the two sentences to interpolate must not be blank, got {first!r} and {second!r}")
     means = posterior_means(exp, params, [first, second])
     latents = {"latent": interpolate_latents(means[0], means[1], num)}
-    tokens, lengths = decode_new_lines(
-        exp, params, jax.random.PRNGKey(seed), latents, num=num, max_len=max_len, options=options
-    )
+    tokens, lengths = decode_new_lines(exp, params, latents, num=num, max_len=max_len, options=options, seed=seed)
     fractions = np.linspace(0.0, 1.0, num)
     return [
         (float(f), one_line(exp.tokenizer.decode(row[:n].tolist()))) for f, row, n in zip(fractions, tokens, lengths)
