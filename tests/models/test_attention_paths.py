@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from attention_cases import MASKS, B, T, reference_mask
 
-from seqjax.models.attention import attend, cudnn_arguments, resolve_kernel, stored_attention
-from seqjax.models.dense_attention import dense_attention
-from seqjax.models.masks import self_mask
+from seqjax.models.attention_kernels.dense import dense_attention
+from seqjax.models.transformer.attention import attend, cudnn_arguments, resolve_kernel, stored_attention
+from seqjax.models.transformer.masks import self_mask
 
 
 def explicit_attention(q, k, v, mask):

@@ -12,7 +12,7 @@ import pytest
 from seqjax.config import Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
-from seqjax.models.attention import rotary
+from seqjax.models.transformer.positions import rotary
 from seqjax.training.core.state import Checkpointer, TrainState
 from seqjax.training.loop import open_run
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from attention_cases import MASKS, B, T, reference_mask
 
-from seqjax.models import attention
-from seqjax.models.masks import self_mask
+from seqjax.models.transformer import attention
+from seqjax.models.transformer.masks import self_mask
 
 
 @pytest.mark.parametrize("length", [1, 63, 64, 65, 128, 1000, 1024, 4096, 5000])

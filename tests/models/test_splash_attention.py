@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from attention_cases import MASKS, reference_mask
 
-from seqjax.models.masks import self_mask
-from seqjax.models.splash_attention import splash_attention, splash_expresses
+from seqjax.models.attention_kernels.splash import splash_attention, splash_expresses
+from seqjax.models.transformer.masks import self_mask
 
 # The kernel's tiles are 128 tokens: the cases' 6 positions stretched to one tile of 128.
 STRETCH = np.array([22, 21, 21, 21, 21, 22])

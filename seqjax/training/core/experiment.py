@@ -47,7 +47,7 @@ from seqjax.models import (
     readable_length,
     resolved_kernel,
 )
-from seqjax.models.attention import kernel_fallback
+from seqjax.models.transformer.attention import kernel_fallback
 from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
 

@@ -29,15 +29,15 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array, lax
 
 from seqjax.config import ATTENTION_KERNELS, ModelConfig
-from seqjax.models.dense_attention import dense_attention
-from seqjax.models.masks import SelfMask
-from seqjax.models.splash_attention import BLOCK as SPLASH_BLOCK
-from seqjax.models.splash_attention import splash_attention, splash_expresses
-from seqjax.models.step_dense import apply_dense
+from seqjax.models.attention_kernels.dense import dense_attention
+from seqjax.models.attention_kernels.splash import BLOCK as SPLASH_BLOCK
+from seqjax.models.attention_kernels.splash import splash_attention, splash_expresses
+from seqjax.models.matmul.step_dense import apply_dense
+from seqjax.models.transformer.masks import SelfMask
+from seqjax.models.transformer.positions import rotary
 from seqjax.placement import same_placement
 
 
@@ -45,39 +45,6 @@ def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
     """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H."""
     heads = cfg.num_heads
     return heads, cfg.kv_heads or heads, cfg.d_model // heads
-
-
-def rotary(x: Array, positions: Array, base: float, max_len: int) -> Array:
-    """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
-    (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
-
-    Scores of turned queries and keys depend only on the difference of their positions.
-
-    Args:
-      x: [B, T, heads, Dh] queries or keys, Dh even.
-      positions: [B, T] or [T] int32, each in [0, max_len).
-      max_len: the model's length bound, the size of the cosine and sine tables.
-    Returns:
-      [B, T, heads, Dh] in x's dtype (the turn is computed in float32).
-    """
-    half = x.shape[-1] // 2
-    cos_table, sin_table = rotary_tables(max_len, half, base)
-    # Read from tables rather than computed in place: XLA fuses cos and sin into each
-    # consumer and recomputes them for every element of x (every batch row and head).
-    cos, sin = jnp.asarray(cos_table)[positions][..., None, :], jnp.asarray(sin_table)[positions][..., None, :]
-    first, second = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
-    turned = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-    return turned.astype(x.dtype)
-
-
-@functools.cache
-def rotary_tables(max_len: int, half: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of position · base^(-i/half): float32 [max_len, half] each, computed in float64."""
-    angles = np.arange(max_len)[:, None] * base ** (-np.arange(half) / half)
-    tables = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-    for table in tables:
-        table.flags.writeable = False  # shared by every call through the cache
-    return tables
 
 
 def resolve_kernel(kernel: str, dtype: Any, head_dim: int, platform: str) -> str:

@@ -22,10 +22,10 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import ModelConfig
-from seqjax.models.attention import CrossAttention, SelfAttention
-from seqjax.models.masks import SelfMask
-from seqjax.models.rows_matmul import rows_dot_general
-from seqjax.models.step_dense import apply_dense
+from seqjax.models.matmul.rows_matmul import rows_dot_general
+from seqjax.models.matmul.step_dense import apply_dense
+from seqjax.models.transformer.attention import CrossAttention, SelfAttention
+from seqjax.models.transformer.masks import SelfMask
 from seqjax.placement import rows_placement
 
 ACTIVATIONS: dict[str, Callable] = {

@@ -19,11 +19,12 @@ from jax import Array
 
 from seqjax.config import MODELS, ModelConfig
 from seqjax.contracts import SharedByBeams
-from seqjax.models.blocks import block_matmul_weights, make_norm
-from seqjax.models.checks import check_decode_size, check_packing, check_source, check_tokens
-from seqjax.models.embeddings import EncoderDecoder, PositionalInputs
-from seqjax.models.masks import padding_mask, segment_mask, self_mask
-from seqjax.models.stack import block_memories, decode_blocks, empty_decode_cache, make_blocks, run_blocks
+from seqjax.models.base import EncoderDecoder
+from seqjax.models.input_checks import check_decode_size, check_packing, check_source, check_tokens
+from seqjax.models.transformer.blocks import block_matmul_weights, make_norm
+from seqjax.models.transformer.masks import padding_mask, segment_mask, self_mask
+from seqjax.models.transformer.positions import PositionalInputs
+from seqjax.models.transformer.stack import block_memories, decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
 class TransformerSeq2Seq(EncoderDecoder):

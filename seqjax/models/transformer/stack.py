@@ -43,9 +43,9 @@ from jax import Array, lax
 
 from seqjax.config import ModelConfig
 from seqjax.contracts import GrowsWithSteps, SharedByBeams
-from seqjax.models.attention import empty_cache
-from seqjax.models.blocks import Block
-from seqjax.models.masks import SelfMask, beam_slots_mask, decode_mask
+from seqjax.models.transformer.attention import empty_cache
+from seqjax.models.transformer.blocks import Block
+from seqjax.models.transformer.masks import SelfMask, beam_slots_mask, decode_mask
 
 # One stack's blocks: a scanned Block (`model.scan_layers`) or one Block per layer.
 Blocks = Block | Sequence[Block]

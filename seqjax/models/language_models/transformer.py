@@ -17,11 +17,12 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import MODELS, ModelConfig
-from seqjax.models.blocks import block_matmul_weights, make_norm
-from seqjax.models.checks import check_decode_size
-from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
-from seqjax.models.masks import self_mask
-from seqjax.models.stack import decode_blocks, empty_decode_cache, make_blocks, run_blocks
+from seqjax.models.base import PackedTokenModel, token_embedding
+from seqjax.models.input_checks import check_decode_size
+from seqjax.models.transformer.blocks import block_matmul_weights, make_norm
+from seqjax.models.transformer.masks import self_mask
+from seqjax.models.transformer.positions import PositionalInputs
+from seqjax.models.transformer.stack import decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
 class TransformerLM(PackedTokenModel):

@@ -26,7 +26,7 @@ from jax import Array
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
 
-from seqjax.models.masks import SelfMask
+from seqjax.models.transformer.masks import SelfMask
 from seqjax.placement import attention_spec, context_mesh
 
 BLOCK = 128  # the kernel's query and key block, and the multiple its row lengths must be
