@@ -23,10 +23,10 @@ The package by job:
 
 from __future__ import annotations
 
-# The public API (after the kinds: it reads their registrations).
-from seqjax.models.build import build_model, resolved_kernel
-
-# The built-in kinds: importing their modules registers them.
+# Importing a kind's module registers it: every built-in model kind (the classes) and attention kernel.
+from seqjax.models.attention_kernels import cudnn, splash, xla  # noqa: F401
+from seqjax.models.attention_kernels.choice import KernelChoice, SelfAttentionRows
+from seqjax.models.build import build_model, kernel_choice
 from seqjax.models.classic import ngram
 from seqjax.models.classic.ngram import KneserNeyLM
 from seqjax.models.classic.nnlm import NNLM
@@ -66,6 +66,8 @@ __all__ = [
     "TransformerLM",
     "TransformerEncoder",
     "TransformerSeq2Seq",
+    "KernelChoice",
+    "SelfAttentionRows",
     "ENCODER_KINDS",
     "MODEL_OBJECTIVES",
     "PRETRAINED_ENCODER_KINDS",
@@ -76,9 +78,9 @@ __all__ = [
     "is_latent",
     "is_seq2seq",
     "is_trained",
+    "kernel_choice",
     "model_class",
     "ngram",
     "readable_length",
-    "resolved_kernel",
     "validate_model_config",
 ]

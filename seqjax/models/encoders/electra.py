@@ -80,7 +80,7 @@ class ElectraEncoder(TransformerEncoder):
     def setup(self) -> None:
         super().setup()
         generator = generator_config(self.cfg)
-        self.generator_stack = EncoderStack(generator, self.dtype)
+        self.generator_stack = EncoderStack(generator, self.dtype, kernel=self.kernel_choice.kernel)
         if generator.d_model != self.cfg.d_model:
             self.generator_in = nn.Dense(generator.d_model, dtype=self.dtype, name="generator_in")
             self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out")

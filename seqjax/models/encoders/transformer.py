@@ -2,10 +2,10 @@
 ELECTRA's pair (`electra.py`) is made of.
 
 It reads tokens [B, T] over the vocabulary plus one input id, [MASK] = V
-(`SpecialIds.mask_id(V)`), through the Transformer blocks of `blocks.py`/`stack.py` under a
-bidirectional self-attention mask (padding, and segments when packed). It predicts only
-vocabulary words, so the output head and `target_embedding` cover ids [0, V); the [MASK]
-row is an input embedding only.
+(`SpecialIds.mask_id(V)`), through the Transformer's blocks and stack (`models.transformer`)
+under a bidirectional self-attention mask (padding, and segments when packed). It predicts only
+vocabulary words, so the output head and `target_embedding` cover ids [0, V); the [MASK] row is
+an input embedding only.
 
 `TransformerEncoder` (model.kind=transformer_encoder) gives the hidden states [B, T, D] that
 the head scores at masked positions (`seqjax.objectives.MaskedLM`). It does not decode
@@ -14,6 +14,7 @@ autoregressively: it has no decode step.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import flax.linen as nn
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import MODELS
+from seqjax.models.attention_kernels.choice import KernelChoice
 from seqjax.models.base import PackedTokenModel, token_embedding
 from seqjax.models.transformer.blocks import make_norm
 from seqjax.models.transformer.masks import self_mask
@@ -34,10 +36,11 @@ class EncoderStack(nn.Module):
 
     cfg: Any
     dtype: Any = jnp.float32
+    kernel: str = dataclasses.field(kw_only=True)  # self-attention's registered kernel
 
     def setup(self) -> None:
         self.inputs = PositionalInputs(self.cfg)
-        self.blocks = make_blocks(self.cfg, self.dtype)
+        self.blocks = make_blocks(self.cfg, self.dtype, self.kernel)
         if self.cfg.norm == "pre":
             self.final_norm = make_norm(self.cfg, self.dtype)
 
@@ -58,11 +61,12 @@ class TransformerEncoder(PackedTokenModel):
     objective: ClassVar[str] = "masked_lm"  # the objective that trains it
     generates: ClassVar[bool] = False  # no autoregressive decode step
     dtype: Any = jnp.float32
+    kernel_choice: KernelChoice = dataclasses.field(kw_only=True)  # self-attention's kernel (`build_model`)
 
     def setup(self) -> None:
         # One more row than the vocabulary: [MASK] = V, an input only.
         self.token_embed = token_embedding(self.vocab_size + 1, self.cfg.d_model, "embed")
-        self.encoder = EncoderStack(self.cfg, self.dtype)
+        self.encoder = EncoderStack(self.cfg, self.dtype, kernel=self.kernel_choice.kernel)
 
     def target_embedding(self) -> Array:
         """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""

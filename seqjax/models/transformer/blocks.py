@@ -12,6 +12,7 @@ sublayer, with the choices of `ModelConfig`:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -88,10 +89,11 @@ class Block(nn.Module):
     cfg: ModelConfig
     cross: bool = False
     dtype: Any = jnp.float32
+    kernel: str = dataclasses.field(kw_only=True)  # self-attention's registered kernel
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.self_attention = SelfAttention(cfg, self.dtype)
+        self.self_attention = SelfAttention(cfg, self.dtype, kernel=self.kernel)
         self.self_norm = make_norm(cfg, self.dtype)
         if self.cross:
             self.cross_attention = CrossAttention(cfg, self.dtype)
