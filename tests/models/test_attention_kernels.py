@@ -66,7 +66,7 @@ def test_a_kernel_registered_at_run_time_trains_a_transformer_through_the_cli(to
     assert calls  # traced into the train step
     losses = [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()[:2]]
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
-    assert "notice:" not in capsys.readouterr().err
+    assert "notice:" not in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -75,8 +75,8 @@ def test_packed_rows_a_kernel_cannot_segment_run_on_xla_and_the_run_says_why(toy
     overrides = [*TINY_RUN, "model.attention_kernel=toy", "data.packing=true"]
     assert main(["train", "--workdir", str(tmp_path), "--set", *overrides]) == 0
     assert calls and all(mask.segments is None for mask in calls)  # packed rows went to XLA, eval's rows not
-    err = capsys.readouterr().err
-    assert "notice: the toy kernel takes no segment ids: packed rows (data.packing) attend on XLA" in err
+    out = capsys.readouterr().out
+    assert "notice: the toy kernel takes no segment ids: packed rows (data.packing) attend on XLA" in out
 
 
 def test_auto_takes_the_fitting_kernel_of_the_highest_priority(toy_kernel):
