@@ -41,12 +41,11 @@ from seqjax.data.batching.loader import Loader
 from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
-from seqjax.models import is_trained
+from seqjax.models import is_trained, kernel_choice
 from seqjax.training.core import distributed, mfu
 from seqjax.training.core.experiment import (
     TOKENIZER_DIRS,
     Experiment,
-    attention_fallback,
     build_experiment,
     saved_tokenizers,
 )
@@ -257,9 +256,9 @@ def train(
                 save_data_record(workdir, data)
             distributed.barrier("run directory written")
             echo(config_text.describe_changes(cfg))
-            fallback = attention_fallback(cfg, mesh.devices.flat[0].platform)
-            if fallback:
-                echo(f"notice: {fallback}")
+            attention = kernel_choice(exp.model)
+            if attention is not None and attention.fallback:
+                echo(f"notice: {attention.fallback}")
             echo(describe_data(data, cfg.data))
             num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
             echo(

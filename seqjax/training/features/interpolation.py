@@ -12,7 +12,7 @@ import numpy as np
 from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data.batching.line_rows import LineBatches
 from seqjax.models import is_latent
-from seqjax.models.vae import interpolate_latents
+from seqjax.models.language_models.vae import interpolate_latents
 from seqjax.objectives.vae import posterior
 from seqjax.training.features.generation import DecodeOptions, decode_new_lines, one_line
 

@@ -1,7 +1,7 @@
 """`seqjax train`, `eval` and `generate` for a counted model (`seqjax.models.is_trained`
 False: the n-gram): count the train stream, score valid and test exactly, decode from it.
 
-The Kneser–Ney model (`seqjax.models.ngram`) is counted on the host: no parameters, steps,
+The Kneser–Ney model (`seqjax.models.classic.ngram`) is counted on the host: no parameters, steps,
 devices or checkpoints. It is evaluated by `evaluation.evaluate` over the batches a neural
 run is scored on (`lm_eval_batches`), with a host scorer: every token of a split is a
 target once, the first one's history being `</s>`, the end of the line before the split;
