@@ -13,8 +13,8 @@ from seqjax.config import ATTENTION, Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
 from seqjax.models.transformer.positions import rotary
+from seqjax.training.core.resume import open_run
 from seqjax.training.core.state import Checkpointer, TrainState
-from seqjax.training.loop import open_run
 
 V, V_SRC, B, T, S = 13, 9, 2, 6, 5
 TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=8)

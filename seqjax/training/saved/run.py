@@ -115,8 +115,8 @@ class Run:
         from seqjax import optimizers as optim
         from seqjax.training.core.experiment import build_experiment
         from seqjax.training.core.layout import make_mesh
+        from seqjax.training.core.resume import open_run
         from seqjax.training.core.state import Checkpointer, restore_state
-        from seqjax.training.loop import open_run
 
         cfg = self.cfg
         checkpointer = Checkpointer.of_run(self.workdir, cfg.train.keep_checkpoints)
