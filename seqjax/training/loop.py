@@ -8,7 +8,7 @@ and its schedule once; get the state (fresh, restored, or fresh with train.init_
 parameters); build the steps; loop; evaluate and report. One `Checkpointer` serves the
 whole run. Everything is built and validated before the run directory is touched, so a bad
 config, file or vocabulary never damages an existing run. A counted model (the n-gram,
-`seqjax.models.is_trained` False) takes `ngram_baseline.train_ngram` instead.
+`seqjax.models.is_trained` False) takes `counted.train_counted` instead.
 
 A resume must follow the learning-rate schedule the checkpoint was trained under: changing
 train.steps or an optim key it depends on (`state.SCHEDULE_KEYS`) is refused unless asked
@@ -64,8 +64,8 @@ from seqjax.training.core.state import (
     restore_state,
 )
 from seqjax.training.core.steps import batch_scorer, build_train_step, make_eval_step
+from seqjax.training.features.counted import train_counted
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
-from seqjax.training.features.ngram_baseline import train_ngram
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
 from seqjax.training.saved.run import read_config
 
@@ -187,7 +187,7 @@ def train(
     """
     config_lib.check_choices(cfg)  # before any registry is looked up by a kind
     if not is_trained(cfg.model):
-        return train_ngram(cfg, workdir, echo=echo)
+        return train_counted(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)
     main = distributed.is_main_process()
     echo = echo if main else (lambda _: None)

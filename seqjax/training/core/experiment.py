@@ -17,7 +17,7 @@ from jax.sharding import Mesh
 
 from seqjax import optimizers as optim
 from seqjax.config import OBJECTIVES, Config, check_choices
-from seqjax.contracts import Batch, Head, Model, Objective
+from seqjax.contracts import Batch, Head, Model, Objective, missing_methods
 from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data, load_tokenizer
 from seqjax.data.batching import pair_positions
 from seqjax.data.batching.line_rows import check_lines_fit
@@ -27,8 +27,8 @@ from seqjax.data.corpora.sources import to_stderr
 from seqjax.data.datasets import Tokenizers
 from seqjax.heads import build_head
 from seqjax.models import (
+    ENCODER_PARTS,
     MODEL_OBJECTIVES,
-    PRETRAINED_ENCODER_KINDS,
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     SelfAttentionRows,
@@ -36,7 +36,9 @@ from seqjax.models import (
     generates,
     is_latent,
     is_seq2seq,
+    model_class,
     readable_length,
+    takes_pretrained_encoder,
 )
 from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
@@ -65,9 +67,10 @@ def validate_train(cfg: Config) -> None:
         raise ValueError(
             f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
         )
-    if t.init_encoder_from and cfg.model.kind not in PRETRAINED_ENCODER_KINDS:
+    if t.init_encoder_from and not takes_pretrained_encoder(cfg.model):
+        takers = [kind for kind in ENCODER_PARTS if kind in SEQ2SEQ_KINDS]
         raise ValueError(
-            f"train.init_encoder_from starts the encoder of a {' or '.join(PRETRAINED_ENCODER_KINDS)} run, "
+            f"train.init_encoder_from starts the encoder of a {' or '.join(takers)} run, "
             f"got model.kind={cfg.model.kind!r}"
         )
     if cfg.data.max_tokens and (cfg.data.packing or not is_seq2seq(cfg.model)):
@@ -90,6 +93,13 @@ def validate_model_objective(cfg: Config) -> None:
         raise ValueError(
             f"model.kind={model} and objective.kind={objective} go together, got model.kind={cfg.model.kind!r} "
             f"with objective.kind={cfg.objective.kind!r}"
+        )
+    contract = OBJECTIVES[cfg.objective.kind].build.model_contract
+    missing = [] if contract is None else missing_methods(model_class(cfg.model), contract)
+    if missing:
+        raise ValueError(
+            f"objective.kind={cfg.objective.kind!r} calls the model's {', '.join(missing)} (a {contract.__name__}), "
+            f"which model.kind={cfg.model.kind!r} does not have"
         )
 
 

@@ -136,10 +136,10 @@ class Run:
     def lm_decoder(self, options: DecodeOptions) -> LMDecoder:
         """The decoder of the language model's prompts, trained or counted."""
         from seqjax.training.features.continuation import LMDecoder, model_decoder
-        from seqjax.training.features.ngram_baseline import ngram_decoder, saved_counts
+        from seqjax.training.features.counted import counted_decoder, saved_counts
 
         if self.counted:
-            decode = ngram_decoder(saved_counts(self.workdir), options)
+            decode = counted_decoder(saved_counts(self.cfg, self.workdir), options)
             return LMDecoder(self.tokenizers(), decode, self.cfg.train.batch_size, None)
         restored = self.restore([])
         return model_decoder(restored.exp, restored.state.params, options)
@@ -147,9 +147,11 @@ class Run:
     def evaluation(self, split: str, options: DecodeOptions) -> Evaluation:
         """The data, scorer and extra measures of `split`; `options` decode a seq2seq split."""
         if self.counted:
-            from seqjax.training.features.ngram_baseline import ngram_scorer, saved_counts
+            from seqjax.training.features.counted import counted_scorer, saved_counts
 
-            return Evaluation(self.data([split]), ngram_scorer(saved_counts(self.workdir)), lambda split: {})
+            return Evaluation(
+                self.data([split]), counted_scorer(saved_counts(self.cfg, self.workdir)), lambda split: {}
+            )
         from seqjax.training.core.steps import batch_scorer, make_eval_step
         from seqjax.training.features.generation import translate
         from seqjax.training.features.task_reports import task_report
