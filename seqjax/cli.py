@@ -4,7 +4,6 @@ bench`: the command line over the training package."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from seqjax import config as config_lib
 from seqjax.config import text as config_text
+from seqjax.config.files import FORMS, load_config
 
 if TYPE_CHECKING:
     from seqjax.training.features.generation import DecodeOptions
@@ -20,31 +20,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_WORKDIR = "runs"
-
-
-def load_config(path: str | None) -> tuple[config_lib.Config, str]:
-    """The config from an experiment file's `get_config()`, or a run's `config.json` (e.g. an
-    imported model's, to fine-tune it), and its name; no file: the defaults."""
-    if path is None:
-        return config_lib.Config(), "default"
-    if not os.path.isfile(path):
-        raise ValueError(f"--config file does not exist: {path}")
-    if path.endswith(".json"):
-        from seqjax.training.saved.run import read_config
-
-        directory = os.path.dirname(path) or "."
-        return read_config(directory, f"--config {path}"), os.path.basename(os.path.dirname(os.path.abspath(path)))
-    spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"--config file {path} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "get_config"):
-        raise ValueError(f"--config file {path} must define get_config() -> seqjax.config.Config")
-    cfg = module.get_config()
-    if not isinstance(cfg, config_lib.Config):
-        raise ValueError(f"get_config() in {path} must return seqjax.config.Config, got {type(cfg).__name__}")
-    return cfg, os.path.splitext(os.path.basename(path))[0]
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -370,7 +345,7 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="experiment file defining get_config()")
+    p.add_argument("--config", help=FORMS)
     p.add_argument(
         "--set",
         nargs="+",
