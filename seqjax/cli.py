@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from seqjax import config as config_lib
 from seqjax.config import text as config_text
 from seqjax.config.files import FORMS, load_config
+from seqjax.decoding_flags import add_decoding_arguments, decode_options, decoding_flags
 
 if TYPE_CHECKING:
     from seqjax.training.features.generation import DecodeOptions
@@ -55,27 +56,20 @@ def cmd_config(args: argparse.Namespace) -> None:
     print(config_text.to_toml(config_lib.override(cfg, args.set)), end="")
 
 
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    from seqjax.training.features.generation import DecodeOptions
-
-    sample = args.sample or args.temperature is not None or args.top_k is not None or args.top_p is not None
-    return DecodeOptions(
-        beam=args.beam,
-        length_penalty=args.length_penalty,
-        sample=sample,
-        temperature=1.0 if args.temperature is None else args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-    )
-
-
 def cmd_eval(args: argparse.Namespace) -> None:
     """exact perplexity (and BLEU for seq2seq) of a run on a split"""
     from seqjax.data.corpora.sources import splits_of
+    from seqjax.models import is_seq2seq
     from seqjax.training.features.evaluation import describe_metrics, evaluate
     from seqjax.training.saved.run import Run
 
     run = Run.open(args.workdir, args.set)
+    given = decoding_flags(args)
+    if given and not is_seq2seq(run.cfg.model):
+        raise ValueError(
+            f"{given[0]}: eval decodes only an encoder-decoder's translations (for BLEU), but --workdir "
+            f"{args.workdir} holds model.kind={run.cfg.model.kind}, whose evaluation decodes nothing"
+        )
     splits = splits_of(run.cfg.data)
     if args.split not in splits:
         raise ValueError(f"--split must be one of {', '.join(splits)}, got {args.split!r}")
@@ -332,16 +326,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"seqjax: {problem}", file=sys.stderr)
     return 1 if problems else 0
-
-
-def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
-    d = p.add_argument_group("decoding (default greedy; any sampling flag samples; --beam N > 1 is beam search)")
-    d.add_argument("--beam", type=int, default=1)
-    d.add_argument("--length-penalty", type=float, default=0.0, help="GNMT alpha for beam search")
-    d.add_argument("--sample", action="store_true", help="sample (temperature 1, no truncation unless set below)")
-    d.add_argument("--temperature", type=float, default=None)
-    d.add_argument("--top-k", type=int, default=None)
-    d.add_argument("--top-p", type=float, default=None)
 
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
