@@ -14,6 +14,7 @@ from seqjax import config as config_lib
 from seqjax.config import text as config_text
 from seqjax.config.files import FORMS, load_config
 from seqjax.decoding_flags import add_decoding_arguments, decode_options, decoding_flags
+from seqjax.output_paths import check_output_file, check_outputs
 
 if TYPE_CHECKING:
     from seqjax.training.features.generation import DecodeOptions
@@ -138,6 +139,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
     options = decode_options(args)
     if args.max_len < 1 or args.num < 1:
         raise ValueError(f"--max-len and --num must be >= 1, got {args.max_len} and {args.num}")
+    if args.output is not None and args.input is None:
+        raise ValueError("--output holds the lines written for --input FILE: it needs --input")
     if args.interpolate is not None:
         interpolate(args, options)
         return
@@ -216,6 +219,8 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
     # the backward run's corpus is not to be lost either
     run_files = [side for s in SPLITS for side in split_files(backward.data, s).values()]
     read = [args.monolingual, *dict.fromkeys(side.path for side in (*real_files, *run_files))]
+    for path in (f"{args.output}.{src}", f"{args.output}.{tgt}"):
+        check_output_file(path, "--output")
     refuse_overwrites([f"{args.output}.{src}", f"{args.output}.{tgt}"], read)
     real = read_parallel(real_prefix, src, tgt, format=corpus_format, name="--real") if real_prefix else ([], [])
     lines = read_input(args.monolingual, "--monolingual", corpus_format)
@@ -441,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser().parse_args(argv)
     try:
+        check_outputs(args)
         code = args.func(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"seqjax: error: {err}", file=sys.stderr)
