@@ -441,6 +441,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from seqjax.platforms import use_machine_platforms
+
+    use_machine_platforms()  # before JAX starts a backend: no plugin started for a device the machine lacks
     from seqjax.training.core.signals import TrainingStopped
     from seqjax.training.loop import NonFiniteLoss
 
