@@ -51,7 +51,7 @@ from seqjax.training.core.experiment import (
 )
 from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
-from seqjax.training.core.memory import describe_memory, memory_report
+from seqjax.training.core.memory import compiled_memory, describe_memory
 from seqjax.training.core.resume import open_run
 from seqjax.training.core.signals import StopRequest, TrainingStopped
 from seqjax.training.core.state import (
@@ -63,7 +63,7 @@ from seqjax.training.core.state import (
     init_state,
     restore_state,
 )
-from seqjax.training.core.steps import batch_scorer, build_train_step, make_eval_step
+from seqjax.training.core.steps import batch_scorer, build_train_step, compile_train_steps, make_eval_step
 from seqjax.training.features.counted import train_counted
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
@@ -241,8 +241,11 @@ def train(
             else:
                 loader = Loader(batches, t.steps, start=start, rows=rows)
             batch_layout = batch_split(cfg, mesh, example)
-            abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
-            memory = memory_report(train_step, state, abstract_batch)
+            listed = ", ".join(f"{rows}x{length}" for rows, length in batches.shapes)
+            echo(f"compiling the train step for {len(batches.shapes)} batch shape(s), rows x length: {listed}")
+            programs, abstract, seconds = compile_train_steps(train_step, state, batches.shapes, example, sharding)
+            echo(f"compiled in {seconds:.1f} s")
+            memory = compiled_memory(programs[example["mask"].shape], state, abstract[example["mask"].shape])
             echo(describe_batch(batch_layout))
             echo(describe_memory(memory))
             tokenizer_print = tokenizer_fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
@@ -283,13 +286,16 @@ def train(
             for step in range(start, t.steps):
                 local = next(loader)
                 global_rows = loader.global_rows(local)
-                state, metrics = train_step(state, distributed.to_global(local, global_rows, sharding))
+                program = programs[(global_rows, local["mask"].shape[1])]  # compiled above, for every shape
+                state, metrics = program(state, distributed.to_global(local, global_rows, sharding))
                 # This process's rows stand for the whole batch's, in proportion (exact in one process).
                 step_tokens = float(local["mask"].sum()) * global_rows / len(local["mask"])
                 window_tokens += step_tokens
                 step_flops = mfu.train_flops_per_token(cfg, head_weights, local["inputs"].shape[1])
                 window_flops += step_tokens * (step_flops or 0.0)
                 pending.append(metrics)
+                if len(pending) > 1:  # one step in flight, no more: the bar counts steps done, not dispatched
+                    jax.block_until_ready(pending[-2])
                 done = step + 1
                 boundary = done % t.log_every == 0 or done == t.steps
                 checkpoint_now = (t.checkpoint_every and done % t.checkpoint_every == 0) or done == t.steps

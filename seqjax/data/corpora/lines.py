@@ -57,8 +57,9 @@ def line_blocks(
             data, carry = data[:cut], data[cut:]
         elif not data:
             return
-        else:  # the last line, without a line ending
-            data, carry = data + b"\n", b""
+        else:  # the rest of a file: a last line without its line ending, or (a file shorter than the
+            # first read) whole lines
+            data, carry = data if data.endswith(b"\n") else data + b"\n", b""
         lines = _decode(data, label, line_number).split("\n")
         lines.pop()  # `data` ends with "\n": the piece after it is empty
         if any(line.endswith("\r") for line in lines):

@@ -14,12 +14,12 @@ where they are used, so that reading a run's config stays as quick as the comman
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from seqjax import config as config_lib
+from seqjax.config.files import read_run_config
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -43,14 +43,7 @@ def read_config(workdir: str, given: str | None = None) -> config_lib.Config:
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"{given} holds no run (no config.json)")
-    with open(path) as f:
-        values = json.load(f)
-    if isinstance(values, dict) and "model_type" in values:
-        raise ValueError(
-            f"{given} looks like a Hugging Face checkpoint (config.json with model_type={values['model_type']!r}), "
-            f"not a seqjax run: make it one with `seqjax import-hf {workdir} --workdir RUN`, then give RUN"
-        )
-    return config_lib.from_dict(values)
+    return read_run_config(path, given)
 
 
 @dataclasses.dataclass(frozen=True)
