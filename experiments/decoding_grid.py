@@ -1,6 +1,7 @@
 """Test BLEU and ROUGE-L of a trained encoder–decoder for greedy and beam search × length penalty.
 
     python experiments/decoding_grid.py RUN_DIR [--split test] [--beams 2,3,4,8] [--penalties 0,0.6,1.0]
+        [--name decoding_grid]       # --beams '' decodes greedily only
 
 Restores the latest checkpoint of RUN_DIR (a `seqjax train` run of a seq2seq model), decodes
 the split with each setting (`seqjax eval --beam N --length-penalty A` gives any single
@@ -19,6 +20,16 @@ import summaries  # noqa: E402
 
 from seqjax.training.features.generation import DecodeOptions, translate  # noqa: E402
 from seqjax.training.saved.run import Run  # noqa: E402
+
+
+def grid(beams: str, penalties: str) -> list[DecodeOptions]:
+    """Greedy, then each beam width of the comma list `beams` (none when empty) × each length
+    penalty of `penalties`."""
+    widths = [int(b) for b in beams.split(",") if b.strip()]
+    alphas = [float(a) for a in penalties.split(",") if a.strip()]
+    if any(b < 2 for b in widths) or any(a < 0 for a in alphas) or (widths and not alphas):
+        raise ValueError(f"--beams must be widths >= 2 and --penalties numbers >= 0, got {beams!r} and {penalties!r}")
+    return [DecodeOptions()] + [DecodeOptions(beam=b, length_penalty=a) for b in widths for a in alphas]
 
 
 def table(rows: list[tuple[DecodeOptions, dict, float]]) -> str:
@@ -61,11 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     exp, state = restored.exp, restored.state
     if not exp.is_seq2seq:
         raise ValueError(f"{args.workdir} holds a language model; the grid needs an encoder–decoder")
-    settings = [DecodeOptions()] + [
-        DecodeOptions(beam=int(b), length_penalty=float(a))
-        for b in args.beams.split(",")
-        for a in args.penalties.split(",")
-    ]
+    settings = grid(args.beams, args.penalties)
     references = exp.pairs.references[args.split]
     ref_words = sum(len(r.split()) for r in references)
     rows = []
