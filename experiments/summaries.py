@@ -13,8 +13,10 @@ records finished `seqjax train` runs of a single-config experiment:
 A run's wall time is that of its train_seconds.json (written by `sweeps.trained_summary`, with the
 machine that trained it) or else the time between its config.json and its summary.json being
 written, which includes data preparation, compilation and the final evaluation (and any pause, if
-the run was resumed). Paths in the summary are written relative to the working directory, and the
-data root as `$SEQJAX_DATA`, so that the committed file names nothing outside the repository.
+the run was resumed); a counted run (the n-gram baseline writes config.json after counting) adds its
+summary's fit_seconds, so its wall time is counting and scoring. Paths in the summary are written
+relative to the working directory, and the data root as `$SEQJAX_DATA`, so that the committed file
+names nothing outside the repository.
 """
 
 from __future__ import annotations
@@ -195,8 +197,16 @@ def run_figures(record: dict[str, Any]) -> dict[str, Any]:
         "samples_grammatical": s.get("samples", {}).get("grammatical"),
         "last_train_loss": record.get("last_train_loss"),
         "median_train_tokens_per_sec": record.get("median_train_tokens_per_sec"),
-        "wall_seconds": record.get("train_seconds", {}).get("seconds", record.get("elapsed_seconds_config_to_summary")),
+        "wall_seconds": wall_seconds(record),
     }
+
+
+def wall_seconds(record: dict[str, Any]) -> float | None:
+    """The run's train_seconds, else its config-to-summary time plus the counting time of a counted run."""
+    if "train_seconds" in record:
+        return record["train_seconds"]["seconds"]
+    elapsed = record.get("elapsed_seconds_config_to_summary")
+    return None if elapsed is None else elapsed + record["summary"].get("fit_seconds", 0.0)
 
 
 def runs_table(figures: list[dict[str, Any]]) -> str:

@@ -62,6 +62,11 @@ def test_a_timed_run_reports_its_train_seconds_instead_of_the_file_times(tmp_pat
     assert summaries.run_figures(record)["wall_seconds"] == 61.5
 
 
+def test_a_counted_run_s_wall_time_adds_its_counting_to_its_scoring(tmp_path):
+    record = summaries.run_record(finished_run(tmp_path / "kn", summary=SUMMARY | {"fit_seconds": 30.0}, logs=[]))
+    assert summaries.run_figures(record)["wall_seconds"] == 30.0 + record["elapsed_seconds_config_to_summary"]
+
+
 def test_an_unfinished_run_is_refused(tmp_path):
     run_dir = finished_run(tmp_path / "run")
     os.remove(os.path.join(run_dir, "summary.json"))
