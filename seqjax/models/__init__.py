@@ -23,6 +23,8 @@ The package by job:
 
 from __future__ import annotations
 
+from seqjax.models import language_models  # noqa: F401  (the language models registered first)
+
 # Importing a kind's module registers it: every built-in model kind (the classes) and attention kernel.
 from seqjax.models.attention_kernels import cudnn, splash, xla  # noqa: F401
 from seqjax.models.attention_kernels.choice import KernelChoice, SelfAttentionRows
