@@ -98,12 +98,12 @@ def run_record(run_dir: str, name: str | None = None) -> dict[str, Any]:
     from the defaults, seed, summary.json, wall time and where it was trained, median train tokens/s
     and last logged train loss. Raises ValueError when the run has no summary.json (not finished)."""
     from seqjax.config.text import changed
-    from seqjax.training.saved.run import read_config
+    from seqjax.training.core.run_dir import RunDir
 
     summary_path = os.path.join(run_dir, "summary.json")
     if not os.path.isfile(summary_path):
         raise ValueError(f"{run_dir} holds no finished run (no summary.json)")
-    cfg = read_config(run_dir)
+    cfg = RunDir(run_dir).config
     with open(summary_path) as f:
         summary = json.load(f)
     record: dict[str, Any] = {

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import summaries  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
-from seqjax.training.saved.run import read_config  # noqa: E402
+from seqjax.training.core.run_dir import RunDir  # noqa: E402
 
 
 def finished_summary(run_dir: str, cfg: Config) -> dict | None:
@@ -29,7 +29,7 @@ def finished_summary(run_dir: str, cfg: Config) -> dict | None:
     """
     if not os.path.isfile(os.path.join(run_dir, "config.json")):
         return None
-    saved = read_config(run_dir)
+    saved = RunDir(run_dir).config
     if saved != cfg:
         raise ValueError(f"{run_dir} holds a run of another config; choose another --workdir or remove it")
     summary_path = os.path.join(run_dir, "summary.json")

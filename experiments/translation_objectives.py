@@ -39,7 +39,7 @@ from sweeps import (  # noqa: E402
 
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
 from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
-from seqjax.training.saved.run import read_config  # noqa: E402
+from seqjax.training.core.run_dir import RunDir  # noqa: E402
 
 CHECKPOINTS = {
     "transformer": os.path.join("runs", "gettext_transformer"),
@@ -127,7 +127,7 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
     results: dict[str, dict[str, list[dict]]] = {}
     for model in models:
         checkpoint = CHECKPOINTS[model]
-        base = read_config(checkpoint)
+        base = RunDir(checkpoint).config
         rows = results.setdefault(model, {})
         rows["checkpoint (no fine-tuning)"] = [with_perplexity(decoded(checkpoint, BEAMS), checkpoint)]
         for seed in seeds:

@@ -38,21 +38,19 @@ from seqjax.config import Config
 from seqjax.config import text as config_text
 from seqjax.contracts import Batch, Params
 from seqjax.data.batching.loader import Loader
-from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
 from seqjax.models import is_trained, kernel_choice
 from seqjax.training.core import distributed, mfu
 from seqjax.training.core.experiment import (
-    TOKENIZER_DIRS,
     Experiment,
     build_experiment,
-    saved_tokenizers,
 )
 from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.core.memory import compiled_memory, describe_memory
 from seqjax.training.core.resume import open_run
+from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.signals import StopRequest, TrainingStopped
 from seqjax.training.core.state import (
     PARAMETER_FREE_MODEL_KEYS,
@@ -67,7 +65,6 @@ from seqjax.training.core.steps import batch_scorer, build_train_step, compile_t
 from seqjax.training.features.counted import train_counted
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
-from seqjax.training.saved.run import read_config
 
 
 class NonFiniteLoss(RuntimeError):
@@ -88,19 +85,20 @@ def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: B
     `PARAMETER_FREE_MODEL_KEYS`); its output head's parameters are taken where this run's head
     has the same ones (the full softmax, sampled softmax and NCE share [V, D] word vectors and
     [V] biases), and refused otherwise. The data may differ: fine-tuning reads a new corpus."""
-    saved = read_config(source, f"train.init_from={source!r}")
+    run = RunDir(source, f"train.init_from={source!r}")
+    saved = run.config
     free = {key: getattr(exp.cfg.model, key) for key in PARAMETER_FREE_MODEL_KEYS}
     theirs = _flat(config_lib.to_dict(dataclasses.replace(saved.model, **free)), "model.")
     ours = _flat(config_lib.to_dict(exp.cfg.model), "model.")
     differing = [f"{k}: the source's {theirs[k]!r}, this run's {v!r}" for k, v in ours.items() if theirs[k] != v]
     if differing:
         raise ValueError(f"train.init_from={source!r} has another model: {'; '.join(differing)}")
-    source_vocab, vocab = saved_tokenizers(source), exp.data.tokenizers
+    source_vocab, vocab = run.tokenizers(), exp.data.tokenizers
     pairs = zip(*(v if isinstance(v, tuple) else (v,) for v in (source_vocab, vocab))) if source_vocab else []
     if source_vocab is None or any(a.vocab.to_json() != b.vocab.to_json() for a, b in pairs):
         raise ValueError(f"train.init_from={source!r} has a different vocabulary")
     source_head = build_head(saved.head, exp.tokenizer.vocab.size, np.asarray(exp.tokenizer.vocab.counts))
-    checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)
+    checkpointer = run.checkpointer(saved.train.keep_checkpoints)
     try:
         step = checkpointer.latest_step()
         if step is None:
@@ -192,7 +190,8 @@ def train(
     main = distributed.is_main_process()
     echo = echo if main else (lambda _: None)
     t = cfg.train
-    checkpointer = Checkpointer.of_run(workdir, t.keep_checkpoints)
+    run = RunDir(workdir)
+    checkpointer = run.checkpointer(t.keep_checkpoints)
     logger = bar = None
     try:
         with StopRequest() as stop:
@@ -216,9 +215,9 @@ def train(
             if main:
                 os.makedirs(workdir, exist_ok=True)
                 if resume_step is None:
-                    exp.save_tokenizers(workdir)
+                    run.save_tokenizers(exp.tokenizer, exp.pairs.src_tokenizer if exp.is_seq2seq else None)
                 # Rewritten on resume too: changed train.* keys and a new schedule are the run's config now.
-                dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+                run.write_config(cfg)
                 save_data_record(workdir, data)
             distributed.barrier("run directory written")
             echo(config_text.describe_changes(cfg))
@@ -248,10 +247,10 @@ def train(
             memory = compiled_memory(programs[example["mask"].shape], state, abstract[example["mask"].shape])
             echo(describe_batch(batch_layout))
             echo(describe_memory(memory))
-            tokenizer_print = tokenizer_fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
+            tokenizer_print = run.tokenizer_fingerprint()
             if main:
                 logger = RunLogger(workdir)
-                dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
+                dump_json(run.file(run.MEMORY), {"batch": batch_layout, "per_device_bytes": memory})
 
             def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
                 result = evaluate(cfg, exp.data, split, batch_scorer(eval_step, state.params, mesh))

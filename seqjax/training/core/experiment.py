@@ -7,7 +7,6 @@ run's layout (the vocabulary-parallel one when train.vocab_parallel) and the obj
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
@@ -18,7 +17,7 @@ from jax.sharding import Mesh
 from seqjax import optimizers as optim
 from seqjax.config import OBJECTIVES, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective, missing_methods
-from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data, load_tokenizer
+from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data
 from seqjax.data.batching import pair_positions
 from seqjax.data.batching.line_rows import check_lines_fit
 from seqjax.data.batching.loader import IndexedBatches
@@ -44,7 +43,6 @@ from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
 
 
 def validate_train(cfg: Config) -> None:
@@ -162,11 +160,6 @@ class Experiment:
         initialize its parameters, which depend on neither B nor T (restoring a run needs no data)."""
         return {key: jnp.asarray(value) for key, value in batch_plan(self.cfg).example().items()}
 
-    def save_tokenizers(self, workdir: str) -> None:
-        self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
-        if self.is_seq2seq:
-            self.pairs.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
-
 
 def batch_plan(cfg: Config) -> BatchPlan:
     """How the run `cfg` cuts its data into batches, for training, evaluation and compiling: its
@@ -174,15 +167,6 @@ def batch_plan(cfg: Config) -> BatchPlan:
     longest sequence it reads."""
     rows: Rows = "pairs" if is_seq2seq(cfg.model) else "lines" if is_latent(cfg.model) else "stream"
     return BatchPlan.of(cfg, rows, readable_length(cfg.model))
-
-
-def saved_tokenizers(workdir: str) -> Tokenizers:
-    """The tokenizers saved in a run directory, as `load_data` takes them, or None."""
-    paths = [os.path.join(workdir, name) for name in TOKENIZER_DIRS]
-    if not os.path.isdir(paths[0]):
-        return None
-    target = load_tokenizer(paths[0])
-    return (load_tokenizer(paths[1]), target) if os.path.isdir(paths[1]) else target
 
 
 def check_evaluated_pairs_fit(cfg: Config, data: ParallelData) -> None:
@@ -225,7 +209,7 @@ def build_experiment(
     """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
     model, head and objective. Writes nothing but the corpus's token store, when it has none.
 
-    tokenizers: a saved run's, as `saved_tokenizers` returns them (None: built from the data).
+    tokenizers: a saved run's, as `RunDir.tokenizers` returns them (None: built from the data).
     fingerprint: a resumed run's token store fingerprint (`load_data`).
     echo: where the message that the token store is being prepared goes.
     splits: only these splits of the data, under the saved run's `tokenizers` (`load_data`):

@@ -19,7 +19,6 @@ the vocabulary is computed on the host (the model's `next_token_log_probs`, thro
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -36,9 +35,9 @@ from seqjax.config import text as config_text
 from seqjax.contracts import SPECIAL_IDS, Batch, CountedModel
 from seqjax.data import LMData, holds_pairs, load_data
 from seqjax.models import SEQ2SEQ_KINDS, check_own_options, model_class
-from seqjax.training.core.experiment import TOKENIZER_DIRS
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
-from seqjax.training.core.state import config_differences, dump_json
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import config_differences
 from seqjax.training.features.continuation import DecodeFn
 from seqjax.training.features.evaluation import Scorer, describe_metrics, evaluate
 from seqjax.training.features.generation import DecodeOptions, run_decoder
@@ -69,15 +68,13 @@ def validate_counted_config(cfg: Config) -> None:
         )
 
 
-def _check_workdir(cfg: Config, workdir: str) -> None:
+def _check_workdir(cfg: Config, run: RunDir) -> None:
     """A workdir may hold this same counted run (it is recounted) but no other run."""
-    path = os.path.join(workdir, "config.json")
-    if not os.path.isfile(path):
+    if not run.has_config:
         return
-    with open(path) as f:
-        diffs = config_differences(json.load(f), config_lib.to_dict(cfg))
+    diffs = config_differences(config_lib.to_dict(run.config), config_lib.to_dict(cfg))
     if diffs:
-        raise ValueError(f"{workdir} holds another run: {'; '.join(diffs)}")
+        raise ValueError(f"{run.path} holds another run: {'; '.join(diffs)}")
 
 
 def counted_scorer(model: CountedModel) -> Scorer:
@@ -112,7 +109,8 @@ def train_counted(cfg: Config, workdir: str, *, echo: Callable[[str], None] = pr
     model's size where a neural run reports weights), fit_seconds, and valid / test as `evaluation.evaluate`.
     """
     validate_counted_config(cfg)
-    _check_workdir(cfg, workdir)
+    run = RunDir(workdir)
+    _check_workdir(cfg, run)
     data = cast(LMData, load_data(cfg.data))  # validate_counted_config refused pair data
     vocab_size = data.tokenizer.vocab.size
     clock = time.perf_counter()
@@ -120,9 +118,9 @@ def train_counted(cfg: Config, workdir: str, *, echo: Callable[[str], None] = pr
     fit_seconds = time.perf_counter() - clock
 
     os.makedirs(workdir, exist_ok=True)
-    data.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
-    model.save(os.path.join(workdir, model.counts_file))
-    dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+    run.save_tokenizers(data.tokenizer)
+    model.save(run.file(model.counts_file))
+    run.write_config(cfg)
     record = data_record(data)
     save_data_record(workdir, record)
     echo(config_text.describe_changes(cfg))
@@ -148,7 +146,7 @@ def train_counted(cfg: Config, workdir: str, *, echo: Callable[[str], None] = pr
 def saved_counts(cfg: Config, workdir: str) -> CountedModel:
     """The counted model of the run in `workdir` (`cfg`: its config)."""
     model = model_class(cfg.model)
-    path = os.path.join(workdir, model.counts_file)
+    path = RunDir(workdir).file(model.counts_file)
     if not os.path.isfile(path):
         raise ValueError(
             f"--workdir {workdir} is a counted run without {model.counts_file}: run its seqjax train again"

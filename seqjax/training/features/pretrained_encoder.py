@@ -13,8 +13,6 @@ embedding and the head stay as initialized.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 
 import jax
@@ -22,12 +20,12 @@ import numpy as np
 from flax import traverse_util
 from jax.sharding import Mesh
 
-from seqjax import config as config_lib
 from seqjax import optimizers as optim
 from seqjax.data.tokenizers.vocab import Vocabulary
 from seqjax.models import ENCODER_KINDS, ENCODER_PARTS
-from seqjax.training.core.experiment import Experiment, build_experiment, saved_tokenizers
-from seqjax.training.core.state import Checkpointer, restore_state
+from seqjax.training.core.experiment import Experiment, build_experiment
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import restore_state
 
 STACK_PARTS = ("blocks", "norm", "inputs")  # the encoder's parts carried over whole; the embedding by word
 
@@ -36,23 +34,20 @@ def pretrained_encoder(source: str, mesh: Mesh) -> tuple[dict[str, np.ndarray], 
     """The latest parameters of the encoder-only run in `source`, flattened ("a/b/c" ->
     float32 array) and on the host, with its vocabulary (the embedding's first V rows) and
     where its encoder's parts are (`encoder_parts`)."""
-    path = os.path.join(source, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"train.init_encoder_from={source!r} holds no run (no config.json)")
-    with open(path) as f:
-        saved = config_lib.from_dict(json.load(f))
+    run = RunDir(source, f"train.init_encoder_from={source!r}")
+    saved = run.config
     if saved.model.kind not in ENCODER_KINDS:
         raise ValueError(
             f"train.init_encoder_from={source!r} must be an encoder-only run "
             f"(model.kind one of {', '.join(ENCODER_KINDS)}), "
             f"got model.kind={saved.model.kind!r}"
         )
-    checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)
+    checkpointer = run.checkpointer(saved.train.keep_checkpoints)
     try:
         step = checkpointer.latest_step()
         if step is None:
             raise ValueError(f"train.init_encoder_from={source!r} has no checkpoint")
-        exp = build_experiment(saved, tokenizers=saved_tokenizers(source), echo=lambda _: None)
+        exp = build_experiment(saved, tokenizers=run.tokenizers(), echo=lambda _: None)
         optimizer = optim.make_optimizer(saved.optim, saved.train.steps)
         state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.train_batches().batch(0), "data")
     finally:

@@ -14,12 +14,10 @@ where they are used, so that reading a run's config stays as quick as the comman
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from seqjax import config as config_lib
-from seqjax.config.files import read_run_config
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -29,21 +27,6 @@ if TYPE_CHECKING:
     from seqjax.training.core.state import TrainState
     from seqjax.training.features.continuation import LMDecoder
     from seqjax.training.features.generation import DecodeOptions
-
-
-def read_config(workdir: str, given: str | None = None) -> config_lib.Config:
-    """The config saved in the run `workdir`; `given` names where the user gave it in errors
-    (default `--workdir WORKDIR`).
-
-    Raises:
-      ValueError: `workdir` holds no run, or it holds a Hugging Face checkpoint (its config.json
-        has `model_type`), which is to be imported as a run first.
-    """
-    given = given or f"--workdir {workdir}"
-    path = os.path.join(workdir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"{given} holds no run (no config.json)")
-    return read_run_config(path, given)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +60,9 @@ class Run:
     @classmethod
     def open(cls, workdir: str, overrides: Sequence[str] = ()) -> Run:
         """Raises ValueError when `workdir` holds no run or an override is refused."""
-        return cls(workdir, config_lib.override(read_config(workdir), list(overrides)))
+        from seqjax.training.core.run_dir import RunDir
+
+        return cls(workdir, config_lib.override(RunDir(workdir).config, list(overrides)))
 
     @property
     def counted(self) -> bool:
@@ -88,9 +73,9 @@ class Run:
 
     def tokenizers(self) -> Any:
         """The saved tokenizers, as `seqjax.data.load_data` takes them (a pair for seq2seq), or None."""
-        from seqjax.training.core.experiment import saved_tokenizers
+        from seqjax.training.core.run_dir import RunDir
 
-        return saved_tokenizers(self.workdir)
+        return RunDir(self.workdir).tokenizers()
 
     def data(self, splits: Sequence[str] | None = None) -> LMData | ParallelData:
         """The run's data under its own tokenizers, read from the corpus's token store; only
@@ -109,10 +94,11 @@ class Run:
         from seqjax.training.core.experiment import build_experiment
         from seqjax.training.core.layout import make_mesh
         from seqjax.training.core.resume import open_run
-        from seqjax.training.core.state import Checkpointer, restore_state
+        from seqjax.training.core.run_dir import RunDir
+        from seqjax.training.core.state import restore_state
 
         cfg = self.cfg
-        checkpointer = Checkpointer.of_run(self.workdir, cfg.train.keep_checkpoints)
+        checkpointer = RunDir(self.workdir).checkpointer(cfg.train.keep_checkpoints)
         try:
             # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
             step, tokenizers, _ = open_run(cfg, self.workdir, checkpointer, extend_schedule=True, evaluating=True)
