@@ -441,9 +441,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from seqjax.gpu_flags import use_gpu_flags
     from seqjax.platforms import use_machine_platforms
 
     use_machine_platforms()  # before JAX starts a backend: no plugin started for a device the machine lacks
+    use_gpu_flags()  # XLA reads its flags when the first backend starts
     from seqjax.training.core.signals import TrainingStopped
     from seqjax.training.loop import NonFiniteLoss
 
