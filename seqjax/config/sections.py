@@ -28,6 +28,7 @@ Mlp = Literal["gelu", "gelu_exact", "relu", "swiglu"]
 Remat = Literal["none", "dots", "full"]
 Proposal = Literal["uniform", "unigram", "log_uniform"]
 Schedule = Literal["cosine", "linear", "constant"]
+Decay = Literal["all", "matrices"]
 Precision = Literal["float32", "bfloat16"]
 Sharding = Literal["data", "fsdp", "tensor", "fsdp_tensor"]
 StepKind = Literal["jit", "shard_map"]
@@ -207,7 +208,12 @@ class OptimConfig(KindSection):
     schedule: Schedule = option("cosine", "cosine | linear | constant (each after linear warmup)")
     warmup_steps: int = option(100, "steps of linear warmup from 0")
     end_lr_fraction: float = option(0.05, "decay ends at this fraction of the peak")
-    weight_decay: float = option(0.01, "decoupled weight decay (each optimizer's own way of applying it)")
+    weight_decay: float = option(0.01, "decoupled weight decay: each step, learning rate x weight_decay x parameter")
+    decay: Decay = option(
+        "all",
+        "the parameters weight_decay shrinks: all | matrices (weights and embeddings: 2 dimensions or more, not "
+        "named bias or scale; biases, norm scales, vectors and scalars are not decayed)",
+    )
     clip_norm: float = option(1.0, "global-norm gradient clipping; 0 disables")
     accum_steps: int = option(1, "gradient accumulation: microbatches per optimizer update")
     groups: tuple[Any, ...] = dataclasses.field(default=())

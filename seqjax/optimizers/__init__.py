@@ -3,8 +3,11 @@
 rate schedule, after global-norm gradient clipping. Gradient accumulation happens in the train
 step, not here (one update per step).
 
-An optimizer's builder takes (its options, the learning-rate schedule, optim.weight_decay) and
-returns an `optax.GradientTransformation`.
+An optimizer's builder takes (its options, the learning-rate schedule, optim.weight_decay, the
+weight-decay mask of optim.decay: None for every parameter) and returns an
+`optax.GradientTransformation` whose update adds learning rate x weight_decay x parameter to
+the decayed parameters' steps, so that the schedule, clipping and decay mean the same whatever
+the kind.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import optax
 
 from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import OPTIMIZERS, OptimConfig
-from seqjax.config.sections import Schedule
-from seqjax.optimizers import adamw  # noqa: F401  (registers the built-in optimizer)
+from seqjax.config.sections import Decay, Schedule
+from seqjax.optimizers import adafactor, adamw, lion, muon, sgd  # noqa: F401  (register the built-in optimizers)
+from seqjax.optimizers.decay import decay_mask
 
 
 def validate(cfg: OptimConfig) -> None:
@@ -26,6 +30,7 @@ def validate(cfg: OptimConfig) -> None:
     check_int("optim.warmup_steps", cfg.warmup_steps, 0)
     check_number("optim.end_lr_fraction", cfg.end_lr_fraction, 0.0, 1.0)
     check_number("optim.weight_decay", cfg.weight_decay, 0.0)
+    check_one_of("optim.decay", cfg.decay, typing.get_args(Decay))
     check_number("optim.clip_norm", cfg.clip_norm, 0.0)
     check_int("optim.accum_steps", cfg.accum_steps)
 
@@ -51,5 +56,6 @@ def make_optimizer(cfg: OptimConfig, total_steps: int) -> optax.GradientTransfor
     validate(cfg)
     chain = [optax.clip_by_global_norm(cfg.clip_norm)] if cfg.clip_norm > 0 else []
     build = OPTIMIZERS[cfg.kind].build
-    chain.append(build(cfg.options, learning_rate_schedule(cfg, total_steps), cfg.weight_decay))
+    schedule = learning_rate_schedule(cfg, total_steps)
+    chain.append(build(cfg.options, schedule, cfg.weight_decay, decay_mask(cfg.decay)))
     return optax.chain(*chain)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import optax
 
-from seqjax.checks import check_number
 from seqjax.config import OPTIMIZERS, option
+from seqjax.optimizers.rates import check_rates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,14 +20,17 @@ class AdamWOptions:
     b2: float = option(0.98, "decay rate of the second moment (the squared gradient's running mean)")
 
     def __post_init__(self) -> None:
-        for name in ("b1", "b2"):
-            if check_number(name, getattr(self, name), 0.0) >= 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        check_rates(self, "b1", "b2")
 
 
-def adamw(options: AdamWOptions, learning_rate: optax.Schedule, weight_decay: float) -> optax.GradientTransformation:
-    """optax's AdamW under `learning_rate`, decaying every parameter by `weight_decay`."""
-    return optax.adamw(learning_rate, b1=options.b1, b2=options.b2, weight_decay=weight_decay)
+def adamw(
+    options: AdamWOptions,
+    learning_rate: optax.Schedule,
+    weight_decay: float,
+    mask: Callable[[Any], Any] | None,
+) -> optax.GradientTransformation:
+    """optax's AdamW under `learning_rate`, decaying the parameters `mask` picks (None: all)."""
+    return optax.adamw(learning_rate, b1=options.b1, b2=options.b2, weight_decay=weight_decay, mask=mask)
 
 
 OPTIMIZERS.register("adamw", adamw, options=AdamWOptions)

@@ -26,7 +26,9 @@ A mesh axis is used at most once per leaf and only where it divides the dimensio
 vocabulary falls back to replication when it does not divide (its size comes from the
 data), while heads and MLP width that do not divide under a tensor strategy are an error.
 The optimizer state mirrors the parameter paths (`.../mu/model/...`), so it is placed by
-the same rules; integer leaves (step, counts, PRNG key) are always replicated.
+the same rules where it has its parameter's shape (a leaf of another shape, as Adafactor's
+factored moments, is placed as an unknown parameter); integer leaves (step, counts, PRNG key)
+are always replicated.
 """
 
 from __future__ import annotations
@@ -220,11 +222,24 @@ def partition_spec(name: str, shape: tuple[int, ...], dtype: DTypeLike, strategy
 
 
 def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
-    """A NamedSharding for every leaf (arrays or jax.ShapeDtypeStruct) of `tree`."""
+    """A NamedSharding for every leaf (arrays or jax.ShapeDtypeStruct) of `tree`.
+
+    A leaf of a train state that ends in a parameter's path but has another shape (Adafactor's
+    row and column means of a matrix, the placeholders of the parameters it does not factor) is
+    not that parameter's: its dimensions are not the parameter's, so it is placed as an unknown
+    parameter."""
     validate_strategy(strategy, mesh)
+    names = [(path_name(p), leaf) for p, leaf in jax.tree_util.tree_leaves_with_path(tree)]
+    parameters = {name.removeprefix("params/"): leaf.shape for name, leaf in names if name.startswith("params/")}
 
     def place(path: Sequence[Any], leaf: Any) -> NamedSharding:
-        return NamedSharding(mesh, partition_spec(path_name(path), leaf.shape, leaf.dtype, strategy, mesh))
+        name = path_name(path)
+        parts = name.split("/")
+        suffixes = ("/".join(parts[i:]) for i in range(1, len(parts)))
+        parameter = next((parameters[s] for s in suffixes if s in parameters), leaf.shape)
+        return NamedSharding(
+            mesh, partition_spec(name if parameter == leaf.shape else "", leaf.shape, leaf.dtype, strategy, mesh)
+        )
 
     return jax.tree_util.tree_map_with_path(place, tree)
 

@@ -1,0 +1,66 @@
+"""Adafactor (Shazeer & Stern 2018), optax's: the second moment of a matrix kept as its row and
+column means (R + C numbers for an R x C matrix, where Adam keeps 2 R C), the update clipped by
+its RMS and scaled by the parameter's RMS, no first moment unless asked.
+
+Weight decay follows the rule shared by every optimizer here (learning rate x weight_decay x
+parameter per step), not optax's default of weight_decay x parameter with no learning rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import optax
+
+from seqjax.checks import check_int, check_number
+from seqjax.config import OPTIMIZERS, option
+from seqjax.optimizers.rates import check_rates
+
+
+@dataclasses.dataclass(frozen=True)
+class AdafactorOptions:
+    """Adafactor's factoring, clipping and scaling."""
+
+    factored: bool = option(True, "keep a matrix's second moment as row and column means (else whole, as Adam)")
+    min_dim_size_to_factor: int = option(
+        128, "a parameter is factored when its two largest dimensions are at least this (smaller ones kept whole)"
+    )
+    decay_rate: float = option(0.8, "the second moment's decay is 1 - (step + 1)^-decay_rate")
+    clipping_threshold: float = option(1.0, "each update's RMS is clipped to this; 0 disables")
+    multiply_by_parameter_scale: bool = option(True, "steps relative to the parameter's RMS (at least 1e-3)")
+    momentum: float = option(0.0, "decay rate of a first moment (0: none, Adafactor's memory saving)")
+
+    def __post_init__(self) -> None:
+        check_int("min_dim_size_to_factor", self.min_dim_size_to_factor)
+        check_number("decay_rate", self.decay_rate, 0.0)
+        check_number("clipping_threshold", self.clipping_threshold, 0.0)
+        check_rates(self, "momentum")
+
+
+def adafactor(
+    options: AdafactorOptions,
+    learning_rate: optax.Schedule,
+    weight_decay: float,
+    mask: Callable[[Any], Any] | None,
+) -> optax.GradientTransformation:
+    """optax's Adafactor under `learning_rate`, decaying the parameters `mask` picks (None: all)."""
+
+    def decay(step: Any) -> Any:  # per step: learning rate x weight_decay
+        return learning_rate(step) * weight_decay
+
+    return optax.adafactor(
+        learning_rate,
+        min_dim_size_to_factor=options.min_dim_size_to_factor,
+        decay_rate=options.decay_rate,
+        multiply_by_parameter_scale=options.multiply_by_parameter_scale,
+        clipping_threshold=options.clipping_threshold or None,
+        momentum=options.momentum or None,
+        weight_decay_rate=decay if weight_decay else None,
+        weight_decay_mask=mask,
+        factored=options.factored,
+    )
+
+
+OPTIMIZERS.register("adafactor", adafactor, options=AdafactorOptions)

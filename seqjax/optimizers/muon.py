@@ -1,0 +1,84 @@
+"""Muon (Jordan et al. 2024), optax's (`optax.contrib.muon`): the momentum of a weight matrix
+orthogonalized by Newton-Schulz iterations, so that every direction of the matrix moves alike.
+
+Muon is defined for matrices only. Here its matrices are the parameters of exactly two
+dimensions that `optim.decay=matrices` would call weights (embeddings and output vectors
+included, as optax does; not the norm scales a `model.scan_layers` stack makes [L, D]); every
+other parameter — biases, norm scales, and the 3- and 4-dimensional attention kernels and scanned
+stacks, which Muon would need told how to flatten — is trained by AdamW. Both parts decay the
+parameters `optim.decay` picks, by learning rate x weight_decay x parameter per step, and share
+the learning rate (Muon's usual 0.02 is several times AdamW's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import optax
+import optax.contrib
+
+from seqjax.checks import check_int
+from seqjax.config import OPTIMIZERS, option
+from seqjax.optimizers.decay import is_matrix
+from seqjax.optimizers.rates import check_rates
+
+
+@dataclasses.dataclass(frozen=True)
+class MuonOptions:
+    """Muon's momentum and orthogonalization, and the moments of the AdamW beside it."""
+
+    beta: float = option(0.95, "decay rate of the matrices' momentum")
+    nesterov: bool = option(True, "Nesterov momentum (for the matrices and the AdamW part)")
+    ns_steps: int = option(5, "Newton-Schulz iterations orthogonalizing each matrix's momentum")
+    adam_b1: float = option(0.9, "AdamW's first-moment decay rate, for the parameters that are not matrices")
+    adam_b2: float = option(0.98, "AdamW's second-moment decay rate, for the parameters that are not matrices")
+
+    def __post_init__(self) -> None:
+        check_rates(self, "beta", "adam_b1", "adam_b2")
+        check_int("ns_steps", self.ns_steps)
+
+
+def muon(
+    options: MuonOptions,
+    learning_rate: optax.Schedule,
+    weight_decay: float,
+    mask: Callable[[Any], Any] | None,
+) -> optax.GradientTransformation:
+    """optax's Muon for the matrices, AdamW for the rest, under `learning_rate`, decaying the
+    parameters `mask` picks (None: all)."""
+
+    def labels(params: Any) -> Any:
+        def label(path: Any, leaf: Any) -> str:
+            return "muon" if len(leaf.shape) == 2 and is_matrix(path, leaf) else "adamw"
+
+        return jax.tree_util.tree_map_with_path(label, params)
+
+    # optax's muon sends what is not 2-D to its own AdamW, whose decay takes no mask: it is given
+    # the matrices alone, and the rest goes to an AdamW of ours that takes `mask`.
+    return optax.partition(
+        {
+            "muon": optax.contrib.muon(
+                learning_rate,
+                ns_steps=options.ns_steps,
+                beta=options.beta,
+                weight_decay=weight_decay,
+                weight_decay_mask=mask,
+                nesterov=options.nesterov,
+            ),
+            "adamw": optax.adamw(
+                learning_rate,
+                b1=options.adam_b1,
+                b2=options.adam_b2,
+                weight_decay=weight_decay,
+                mask=mask,
+                nesterov=options.nesterov,
+            ),
+        },
+        labels,
+    )
+
+
+OPTIMIZERS.register("muon", muon, options=MuonOptions)

@@ -1,0 +1,43 @@
+"""Stochastic gradient descent with (heavy-ball or Nesterov) momentum, from optax's parts, and
+weight decay decoupled from the momentum as AdamW's is: the step is learning rate x (momentum
++ weight_decay x parameter)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import optax
+
+from seqjax.config import OPTIMIZERS, option
+from seqjax.optimizers.rates import check_rates
+
+
+@dataclasses.dataclass(frozen=True)
+class SGDOptions:
+    """SGD's momentum."""
+
+    momentum: float = option(0.9, "decay rate of the gradients' running sum (0: plain SGD)")
+    nesterov: bool = option(False, "Nesterov momentum: the step looks ahead along the running sum")
+
+    def __post_init__(self) -> None:
+        check_rates(self, "momentum")
+        if self.nesterov and self.momentum == 0.0:
+            raise ValueError(f"nesterov needs momentum > 0 (a running sum to look ahead along), got {self.momentum!r}")
+
+
+def sgd(
+    options: SGDOptions,
+    learning_rate: optax.Schedule,
+    weight_decay: float,
+    mask: Callable[[Any], Any] | None,
+) -> optax.GradientTransformation:
+    """Momentum, then the decay of the parameters `mask` picks (None: all), under `learning_rate`."""
+    momentum = optax.trace(options.momentum, nesterov=options.nesterov) if options.momentum else optax.identity()
+    return optax.chain(
+        momentum, optax.add_decayed_weights(weight_decay, mask), optax.scale_by_learning_rate(learning_rate)
+    )
+
+
+OPTIMIZERS.register("sgd", sgd, options=SGDOptions)
