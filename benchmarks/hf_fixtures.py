@@ -9,15 +9,23 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
 - gpt2: GPT-2, tied output layer, float32, one file; `<|endoftext|>` is BOS, EOS and UNK.
 - gpt2_untied: GPT-2 with its own `lm_head`, float32.
 - llama_gqa: Llama, 4 query and 2 key/value heads, untied, float32, sharded (an index and
-  several shards, by a tiny max_shard_size); `<unk>`, `<s>`, `</s>` at ids 0, 1, 2.
+  several shards, by a tiny max_shard_size); `<unk>`, `<s>`, `</s>` at ids 0, 1, 2, and a
+  post-processor that puts `<s>` before every text, as Llama's tokenizers do.
 - llama_bf16: Llama, as many key/value heads as query heads, tied, weights in bfloat16.
 
 Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
 logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
 as seqjax holds them) and its greedy `generate` output after a prompt of 4 tokens (16 new
-tokens, no early stop). Last, each checkpoint is imported into seqjax, exported back with
-`seqjax export-hf`, loaded with `AutoModelForCausalLM.from_pretrained`, and its logits compared;
-the outcome is written to `export_check.json`.
+tokens, no early stop); and, for a text `prompt`, `prompt_ids` (`tokenizer(prompt)`, as a user
+calls it: the post-processor's `<s>` first for Llama, nothing added for GPT-2), `continuation`
+(greedy `generate` after them, up to `max_new_tokens` and stopping at EOS, which it keeps) and
+`continuation_text` (prompt and continuation decoded together, special tokens skipped). Last,
+each checkpoint is imported into seqjax, exported back with `seqjax export-hf`, loaded with
+`AutoModelForCausalLM.from_pretrained`, and its logits compared; the outcome is written to
+`export_check.json`.
+
+A fixture is a name in FIXTURES and its family's branch of `build`: a new family (its config
+class, model class, special tokens and post-processor) is one more branch there.
 """
 
 from __future__ import annotations
@@ -50,11 +58,14 @@ CONFIG_NAMES = {
     ),
 }
 NEW_TOKENS = 16
+PROMPT = "the cat sat on the"  # the text prompt each fixture records transformers' continuation of
+FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
 
 
-def train_tokenizer(specials: list[str]):
-    """A byte-level BPE `tokenizers.Tokenizer` of about 300 pieces with `specials` first."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def train_tokenizer(specials: list[str], bos: str | None = None):
+    """A byte-level BPE `tokenizers.Tokenizer` of about 300 pieces with `specials` first; with
+    `bos`, a post-processor that puts it before every text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -66,6 +77,11 @@ def train_tokenizer(specials: list[str]):
         show_progress=False,
     )
     tokenizer.train_from_iterator(LINES, trainer)
+    if bos is not None:
+        special = [(bos, tokenizer.token_to_id(bos))]
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=special
+        )
     return tokenizer
 
 
@@ -90,7 +106,7 @@ def build(name: str):
         )
         model = transformers.GPT2LMHeadModel(config)
     else:
-        tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"])
+        tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"], bos="<s>")
         special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
         config = transformers.LlamaConfig(
             vocab_size=tokenizer.get_vocab_size(),
@@ -136,7 +152,26 @@ def record(name: str, output: str) -> None:
             eos_token_id=None,
             pad_token_id=0,
         )[0, 4:].numpy()
-    np.savez(os.path.join(directory, "expected.npz"), inputs=inputs, logits=logits.astype(np.float32), greedy=generated)
+        prompt_ids = tokenizer(PROMPT)["input_ids"]
+        continuation = model.generate(
+            torch.tensor([prompt_ids]),
+            attention_mask=torch.ones((1, len(prompt_ids)), dtype=torch.long),
+            max_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            eos_token_id=model.config.eos_token_id,
+            pad_token_id=model.config.eos_token_id,
+        )[0, len(prompt_ids) :].tolist()
+    np.savez(
+        os.path.join(directory, "expected.npz"),
+        inputs=inputs,
+        logits=logits.astype(np.float32),
+        greedy=generated,
+        prompt=np.array(PROMPT),
+        prompt_ids=np.array(prompt_ids),
+        continuation=np.array(continuation),
+        max_new_tokens=np.array(NEW_TOKENS),
+        continuation_text=np.array(tokenizer.decode(prompt_ids + continuation, skip_special_tokens=True)),
+    )
     print(f"{name}: {sum(p.numel() for p in model.parameters()):,} parameters, saved {sorted(os.listdir(directory))}")
 
 
@@ -174,10 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--output", default=default)
     args = parser.parse_args(argv)
-    names = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
-    for name in names:
+    for name in FIXTURES:
         record(name, args.output)
-    checks = {name: export_check(name, args.output) for name in names}
+    checks = {name: export_check(name, args.output) for name in FIXTURES}
     with open(os.path.join(args.output, "export_check.json"), "w") as file:
         json.dump(checks, file, indent=2)
     print(json.dumps(checks, indent=2))

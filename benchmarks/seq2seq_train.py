@@ -44,8 +44,8 @@ from common import (  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
-from seqjax.models.cells import GATES  # noqa: E402
-from seqjax.models.embeddings import sinusoidal_positions  # noqa: E402
+from seqjax.models.recurrent.cells import GATES  # noqa: E402
+from seqjax.models.transformer.positions import sinusoidal_positions  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
 from seqjax.optimizers import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.layout import make_mesh  # noqa: E402

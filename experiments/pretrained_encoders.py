@@ -40,7 +40,7 @@ from corpora import split_paths  # noqa: E402
 
 from seqjax import config as config_lib  # noqa: E402
 from seqjax.config import Config, DataConfig, HeadConfig, OptimConfig, TrainConfig  # noqa: E402
-from seqjax.models.encoder import ElectraModelOptions  # noqa: E402
+from seqjax.models.encoders.electra import ElectraModelOptions  # noqa: E402
 from seqjax.objectives import ObjectiveConfig  # noqa: E402
 
 PRETRAINING = ("masked_lm", "electra")

@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
-from seqjax.models.vae import RNNVAEOptions  # noqa: E402
+from seqjax.models.language_models.vae import RNNVAEOptions  # noqa: E402
 from seqjax.objectives import VAE, ObjectiveConfig  # noqa: E402
 
 STEPS = 6000

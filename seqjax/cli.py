@@ -32,7 +32,8 @@ def load_config(path: str | None) -> tuple[config_lib.Config, str]:
     if path.endswith(".json"):
         from seqjax.training.saved.run import read_config
 
-        return read_config(os.path.dirname(path) or "."), os.path.basename(os.path.dirname(os.path.abspath(path)))
+        directory = os.path.dirname(path) or "."
+        return read_config(directory, f"--config {path}"), os.path.basename(os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"--config file {path} is not a Python file")
@@ -122,11 +123,22 @@ def read_input(path: str, flag: str, data: config_lib.DataConfig) -> list[str]:
 
 
 def with_progress(total: int, run: Callable[[Callable[[int], object]], T]) -> T:
-    """run(progress) under a progress bar of `total` lines on stderr."""
+    """run(progress) under a progress bar of `total` lines on stderr, shown from the first
+    progress on: a refusal of the input before any (a prompt too long) is its one line alone."""
     from tqdm import tqdm
 
-    with tqdm(total=total, desc="generate", unit="line", file=sys.stderr, dynamic_ncols=True) as bar:
-        return run(bar.update)
+    bars: list[tqdm] = []
+
+    def progress(lines: int) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, desc="generate", unit="line", file=sys.stderr, dynamic_ncols=True))
+        bars[0].update(lines)
+
+    try:
+        return run(progress)
+    finally:
+        for bar in bars:
+            bar.close()
 
 
 def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
@@ -150,7 +162,8 @@ def interpolate(args: argparse.Namespace, options: DecodeOptions) -> None:
 def cmd_generate(args: argparse.Namespace) -> None:
     """continue a prompt (LM; a VAE LM decodes from z drawn from its prior) or translate a source (seq2seq)"""
     from seqjax.models import generates, is_seq2seq
-    from seqjax.training.features.generation import continuations, continue_lines, translate_lines
+    from seqjax.training.features.continuation import continuations, continue_lines
+    from seqjax.training.features.generation import translate_lines
     from seqjax.training.saved.run import Run
 
     options = decode_options(args)
@@ -178,29 +191,21 @@ def cmd_generate(args: argparse.Namespace) -> None:
         restored = run.restore([])
         exp, state = restored.exp, restored.state
         if lines is None:
-            print(f"{args.prompt} -> {translate_lines(exp, state.params, [args.prompt], options)[0]}")
+            print(f"{args.prompt} -> {translate_lines(exp, state.params, [args.prompt], options, seed=args.seed)[0]}")
             return
         outputs = with_progress(
-            len(lines), lambda progress: translate_lines(exp, state.params, lines, options, progress)
+            len(lines), lambda progress: translate_lines(exp, state.params, lines, options, progress, seed=args.seed)
         )
     else:
-        tokenizer, decode_fn, batch_size = run.lm_decoder(options)
+        decoder = run.lm_decoder(options)
         if lines is None:
             prompt = args.prompt or ""
-            for text in continuations(tokenizer, decode_fn, prompt, num=args.num, max_len=args.max_len, seed=args.seed):
+            for text in continuations(decoder, prompt, num=args.num, max_len=args.max_len, seed=args.seed):
                 print(f"  sample: {text}")
             return
         outputs = with_progress(
             len(lines),
-            lambda progress: continue_lines(
-                tokenizer,
-                decode_fn,
-                lines,
-                batch_size=batch_size,
-                max_len=args.max_len,
-                seed=args.seed,
-                progress=progress,
-            ),
+            lambda progress: continue_lines(decoder, lines, max_len=args.max_len, seed=args.seed, progress=progress),
         )
     text = "".join(line + "\n" for line in outputs)
     if args.output is None:
@@ -253,7 +258,8 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
         )
     restored = run.restore([])
     synthetic = with_progress(
-        len(lines), lambda progress: back_translate(restored.exp, restored.state.params, lines, options, progress)
+        len(lines),
+        lambda progress: back_translate(restored.exp, restored.state.params, lines, options, progress, seed=args.seed),
     )
     pairs = combine_pairs(real, (synthetic, lines), upsample=args.upsample, tag=args.tag)
     paths = write_corpus(args.output, src, tgt, pairs)
@@ -419,7 +425,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--output", metavar="FILE", help="with --input: write the lines here (default stdout)")
     g.add_argument("--max-len", type=int, default=64, help="LM: tokens generated after the prompt")
     g.add_argument("--num", type=int, default=1, help="LM --prompt: continuations printed")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--seed", type=int, default=0, help="sampling: continuation (or line) i draws with a key from the seed and i"
+    )
     g.add_argument(
         "--interpolate",
         nargs=2,
@@ -442,6 +450,7 @@ def parser() -> argparse.ArgumentParser:
     bt.add_argument("--upsample", type=int, default=1, help="copies of the real pairs in the corpus")
     bt.add_argument("--tag", default="", help="text put before every synthetic source, e.g. <bt> (tagged BT)")
     bt.add_argument("--train-workdir", help="train the forward run here on the corpus (--config / --set for it)")
+    bt.add_argument("--seed", type=int, default=0, help="sampling: line i draws with a key from the seed and i")
     add_config_arguments(bt)
     add_decoding_arguments(bt)
     im = command(sub, cmd_import_hf, "import-hf")

@@ -145,14 +145,25 @@ def decode_step(model: Model, params: Params, state: Any, token: jax.Array) -> t
     return model.apply({"params": params["model"]}, state, token, method="decode_step")
 
 
-def prefill(model: Model, params: Params, state: Any, prefix: jax.Array) -> Any:
-    """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state."""
+def prefill(model: Model, params: Params, state: Any, prefix: jax.Array, lengths: jax.Array | None = None) -> Any:
+    """Feeds prefix [B, P] int32 (P >= 0) through the decode step, returning the new state.
 
-    def feed(state: Any, tokens: jax.Array) -> tuple[Any, None]:
-        _, state = decode_step(model, params, state, tokens)
-        return state, None
+    lengths: None, or [B] int32 in [0, P]: row b reads only its first lengths[b] tokens, its
+    state left as they made it (every leaf carries the batch as its leading axis, so each row's
+    is kept per row), and the rest of its prefix is not read.
+    """
 
-    state, _ = jax.lax.scan(feed, state, prefix.T)
+    def feed(state: Any, column: tuple[jax.Array, jax.Array]) -> tuple[Any, None]:
+        tokens, t = column
+        _, fed = decode_step(model, params, state, tokens)
+        if lengths is None:
+            return fed, None
+        reads = t < lengths
+        return jax.tree.map(
+            lambda new, old: jnp.where(reads.reshape(-1, *[1] * (new.ndim - 1)), new, old), fed, state
+        ), None
+
+    state, _ = jax.lax.scan(feed, state, (prefix.T, jnp.arange(prefix.shape[1])))
     return state
 
 

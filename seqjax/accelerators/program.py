@@ -2,8 +2,8 @@
 the fused attention kernels in it, its collectives and its cost.
 
 The HLO text of `Compiled.as_text()` is the program one device runs. A fused attention kernel
-is a custom call: cuDNN's `__cudnn$fmha…` on a GPU (`fmhaSoftmax` forward, `…Backward`), a
-Pallas kernel (`tpu_custom_call`) whose name says splash or flash attention on a TPU. A
+is a custom call, which its registration describes (`AttentionKernel.hlo`: cuDNN's
+`__cudnn$fmha…` on a GPU, a Pallas `tpu_custom_call` named for the splash kernel on a TPU). A
 collective is an instruction named for its kind (`all-reduce`, `all-gather`, `reduce-scatter`,
 `all-to-all`, `collective-permute`, or their `-start` halves when asynchronous); its bytes are
 its outputs': its result's, or, for an asynchronous start whose result holds its operands then
@@ -21,6 +21,9 @@ import re
 from typing import Any
 
 import numpy as np
+
+from seqjax.config import ATTENTION_KERNELS
+from seqjax.models.attention_kernels.kernel import CustomCall
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 _DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2}
@@ -130,13 +133,28 @@ def dcn_collectives(hlo: str) -> dict[str, dict[str, int]]:
     return found
 
 
+_CUSTOM_CALL = re.compile(r'^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=[^\n]*custom_call_target="([^"]*)"', re.M)
+
+
+def custom_calls(hlo: str, call: CustomCall) -> int:
+    """The custom calls in the program that `call` describes: target starting with its target,
+    and named with one of its names where it gives any."""
+    return sum(
+        target.startswith(call.target) and (not call.names or any(part in name for part in call.names))
+        for name, target in _CUSTOM_CALL.findall(hlo)
+    )
+
+
+def fused_attention_kernels() -> dict[str, CustomCall]:
+    """The registered attention kernels a compiled program shows as custom calls, by name, with
+    how their calls look (`AttentionKernel.hlo`; XLA's own kernel compiles to ordinary
+    instructions)."""
+    return {kind.name: kind.build.hlo for kind in ATTENTION_KERNELS.kinds() if kind.build.hlo is not None}
+
+
 def fused_attention_calls(hlo: str) -> dict[str, int]:
-    """Fused attention kernels in the program by kind: {"cudnn": n, "splash": n}, forward and
-    backward calls each counted (a Pallas call is named for its kernel: `splash_mqa_fwd…`)."""
-    cudnn = len(re.findall(r'custom_call_target="__cudnn\$fmha', hlo))
-    pallas = re.findall(r'^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=[^\n]*custom_call_target="tpu_custom_call"', hlo, re.M)
-    splash = sum("splash" in name or "flash" in name for name in pallas)
-    return {"cudnn": cudnn, "splash": splash}
+    """The calls of each of `fused_attention_kernels` in the program, forward and backward counted."""
+    return {name: custom_calls(hlo, call) for name, call in fused_attention_kernels().items()}
 
 
 def memory(compiled: Any) -> dict[str, int]:

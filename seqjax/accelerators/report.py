@@ -31,18 +31,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from seqjax import config as config_lib
 from seqjax.accelerators import estimate as estimate_lib
 from seqjax.accelerators import program
 from seqjax.accelerators.abstract_run import OutOfMemory, compiled_programs
 from seqjax.accelerators.targets import Target, target_devices
 from seqjax.config import Config
-from seqjax.models import resolved_kernel
-from seqjax.training.core.experiment import PRECISIONS, attention_fallback
+from seqjax.models import kernel_choice
 from seqjax.training.core.memory import format_bytes, per_device_bytes
 from seqjax.training.core.mfu import train_flops_per_token
 
-FUSED = ("cudnn", "splash")
 GPU_MEMORY_FRACTION = 0.75  # JAX's default share of a GPU's memory
 
 
@@ -67,18 +64,18 @@ def roofline(
     return {"compute_seconds": compute, "memory_seconds": memory, "collective_seconds": communication, "step": step}
 
 
-def attention_report(cfg: Config, calls: dict[str, dict[str, int]], platform: str) -> dict[str, Any]:
-    """The kernel asked for, the one resolved, fused calls per program, and any fallback."""
-    if cfg.model.kind not in config_lib.ATTENTION:
+def attention_report(model: Any, calls: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The kernel asked for, the one the built `model` runs (`kernel_choice`), its calls per
+    program (`calls`: `program.fused_attention_calls` of each), and any fallback."""
+    choice = kernel_choice(model)
+    if choice is None:
         return {"requested": None, "resolved": None, "fused_calls": 0, "fallback": None}
-    resolved = resolved_kernel(cfg.model, PRECISIONS[cfg.train.precision], platform)
-    fused = calls["train"].get(resolved, 0) if resolved in FUSED else 0
     return {
-        "requested": cfg.model.attention_kernel,
-        "resolved": resolved,
-        "fused_calls": fused,
-        "fused_calls_by_step": {name: counts.get(resolved, 0) for name, counts in calls.items()},
-        "fallback": attention_fallback(cfg, platform),
+        "requested": choice.requested,
+        "resolved": choice.kernel,
+        "fused_calls": calls["train"].get(choice.kernel, 0),
+        "fused_calls_by_step": {name: counts.get(choice.kernel, 0) for name, counts in calls.items()},
+        "fallback": choice.fallback,
     }
 
 
@@ -126,7 +123,7 @@ def compile_report(
             "peak": peak,
         },
         "per_step_program_bytes": memory,
-        "attention": attention_report(cfg, calls, target.chip.platform),
+        "attention": attention_report(parts.model, calls),
         "collectives": collectives,
         "dcn_collectives": dcn,
         "collective_bytes_per_step": collective_bytes + dcn_bytes,
@@ -182,7 +179,7 @@ def problems(report: dict[str, Any]) -> list[str]:
             f"{format_bytes(report['usable_memory_bytes'])} usable"
         )
     attention = report.get("attention")
-    if attention and attention["requested"] in FUSED and attention["fused_calls"] == 0:
+    if attention and attention["requested"] in program.fused_attention_kernels() and attention["fused_calls"] == 0:
         why = attention["fallback"] or "the compiled program has no fused attention call"
         found.append(f"model.attention_kernel={attention['requested']} is not the kernel compiled: {why}")
     return found

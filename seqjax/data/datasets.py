@@ -21,6 +21,7 @@ from seqjax.data.corpora.sources import (
     has_corpus,
     pretrained_tokenizer_dir,
     source_of,
+    split_path,
     splits_of,
     to_stderr,
     validate_data_config,
@@ -31,8 +32,11 @@ from seqjax.data.synthetic.grammar import grammar_sentences
 from seqjax.data.synthetic.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
 from seqjax.data.synthetic.tasks import SEQ2SEQ_TASKS
 from seqjax.data.tokenizers.trained import Tokenizer, build_tokenizer, load_tokenizer
-from seqjax.data.tokenizers.vocab import EOS_ID
+from seqjax.data.tokenizers.vocab import EOS_ID, UNK_ID
 
+# The share of a split's tokens written as the unknown token from which a pretrained tokenizer's
+# data is warned about: byte-level and byte-fallback tokenizers never write it, others rarely.
+UNKNOWN_WARNING = 0.01
 # A run's tokenizers, as `load_data` takes them: the target's, (source's, target's) for pairs, or
 # None (built from the data).
 Tokenizers = Tokenizer | tuple[Tokenizer, Tokenizer] | None
@@ -44,7 +48,8 @@ class LMData:
 
     Attributes:
       splits: split name -> [n] stream of integer ids (int32; uint16 | uint32 memory-mapped
-        from a token store), each line's ids followed by `</s>`.
+        from a token store), each line as its tokenizer frames it (`Framing.in_stream`: its
+        ids, after Llama's `<s>`) followed by `</s>`.
       words: split name -> whitespace words + one per line (the `</s>`, as in the PTB
         convention), the denominator of per-word perplexity.
     """
@@ -96,9 +101,9 @@ class ParallelData:
 
 
 def encode_stream(tokenizer: Tokenizer, lines: list[str]) -> np.ndarray:
-    """[n] int32: each line's ids followed by `</s>`, the lines in order (an LM stream, as the
-    token store holds it)."""
-    encoded = tokenizer.encode_batch(lines)
+    """[n] int32: each line's ids as the tokenizer frames a line in a stream, followed by `</s>`,
+    the lines in order (an LM stream, as the token store holds it)."""
+    encoded = [tokenizer.framing.in_stream(ids) for ids in tokenizer.encode_batch(lines)]
     return np.fromiter(
         (id_ for ids in encoded for id_ in (*ids, EOS_ID)),
         dtype=np.int32,
@@ -115,11 +120,29 @@ def _lm_data(cfg: DataConfig, texts: dict[str, list[str]], tokenizer: Tokenizers
         tokenizer = _build(cfg, texts["train"])
     elif isinstance(tokenizer, tuple):
         raise ValueError(f"tokenizers must be one tokenizer for a language-model corpus, got {len(tokenizer)}")
+    streams = {split: encode_stream(tokenizer, lines) for split, lines in texts.items()}
+    for split, stream in streams.items():
+        where = split if source_of(cfg).generated else split_path(cfg, split)
+        warn_unknown(tokenizer, split, where, int(np.count_nonzero(stream == UNK_ID)), len(stream), to_stderr)
     return LMData(
         tokenizer,
-        {split: encode_stream(tokenizer, lines) for split, lines in texts.items()},
+        streams,
         {split: sum(tokenizer.words(line) for line in lines) + len(lines) for split, lines in texts.items()},
     )
+
+
+def warn_unknown(
+    tokenizer: Tokenizer, split: str, path: str, unknown: int, tokens: int, echo: Callable[[str], None]
+) -> None:
+    """Warns (one line to `echo`) when a pretrained tokenizer wrote its unknown token for at least
+    `UNKNOWN_WARNING` of a split's tokens: it cannot spell that text (another script, or a
+    vocabulary of another language), so what a run measures or generates on it says little.
+    Not refused: the run's numbers are still exact for the ids it was given."""
+    if tokenizer.kind == "pretrained" and tokens and unknown / tokens >= UNKNOWN_WARNING:
+        echo(
+            f"warning: {unknown / tokens:.1%} of the {tokens:,} tokens of data.{split} ({path}) are the pretrained "
+            f"tokenizer's unknown token: it cannot spell most of this text, so perplexity and samples on it say little"
+        )
 
 
 def _parallel_data(
@@ -179,6 +202,9 @@ def _from_store(
     """The `splits` of the token `store`, its `tokenizers` (one, or source and target)."""
     counts = store.manifest["splits"]
     if not source_of(cfg).pairs:
+        for split in splits:
+            text = counts[split]["text"]
+            warn_unknown(tokenizers[0], split, text["path"], text.get("unknown", 0), text["tokens"], to_stderr)
         words = {split: counts[split]["text"]["words"] + counts[split]["text"]["lines"] for split in splits}
         return LMData(tokenizers[0], {split: store.stream(split) for split in splits}, words, store.fingerprint)
     src_tokenizer, tgt_tokenizer = tokenizers

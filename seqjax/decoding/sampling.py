@@ -4,6 +4,9 @@ The truncations are small pure functions on log-probabilities, applied in the or
 temperature -> top-k -> top-p (as in most toolkits): top-p's mass is measured on the
 tempered, top-k-truncated distribution. Each returns normalized log-probs with -inf
 outside the kept set, so sampling draws from the truncated, renormalized distribution.
+
+Every row draws with a key of its own, so a row's sample depends on its key and its
+distributions alone: not on the batch it is decoded in, its place there, or the other rows.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from seqjax.decoding.loop import decode_loop
 from seqjax.decoding.top_k import top_k
 from seqjax.decoding.validation import (
     check_positive_int,
+    check_row_keys,
     check_step_contract,
     check_token_id,
     is_int,
@@ -88,7 +92,7 @@ def truncate_top_p(log_probs: ArrayLike, p: float | ArrayLike) -> jax.Array:
 def sample(
     step_fn: StepFn,
     state: Any,
-    key: jax.Array,
+    keys: jax.Array,
     *,
     bos_id: int,
     eos_id: int,
@@ -103,7 +107,8 @@ def sample(
     Args:
       step_fn: `(state, tokens [B] int32) -> (log_probs [B, V] float32, state)`; hashable.
       state: any pytree whose every leaf has the batch B as its leading axis.
-      key: a `jax.random` key; step t draws with `fold_in(key, t)`.
+      keys: [B] `jax.random` keys (`jax.random.key`'s, or legacy uint32 [B, 2]), one per
+        row: row b draws step t with `fold_in(keys[b], t)`.
       bos_id, eos_id, pad_id, max_len: as in `greedy`.
       temperature: > 0; divides the log-probs before the truncations.
       top_k: None (no truncation) or an int in [1, V].
@@ -113,7 +118,7 @@ def sample(
       tokens: [B, max_len] int32, generated tokens (BOS excluded), pad_id after EOS.
       lengths: [B] int32, tokens up to and including EOS; max_len for rows without EOS.
 
-    Usable inside `jax.jit` (state and key traced, the keyword arguments static).
+    Usable inside `jax.jit` (state and keys traced, the keyword arguments static).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -121,7 +126,8 @@ def sample(
       >>> table = jnp.log(jnp.array([[.25, .25, .25, .25], [.05, .05, .3, .6], [.25, .25, .25, .25], [.1, .1, .6, .2]]))
       >>> def step_fn(state, tokens):  # a bigram model: row t of the table follows token t
       ...     return table[tokens], state
-      >>> tokens, lengths = sample(step_fn, jnp.zeros(3), jax.random.key(0), bos_id=1, eos_id=2, pad_id=0,
+      >>> keys = jax.random.split(jax.random.key(0), 3)  # one per row
+      >>> tokens, lengths = sample(step_fn, jnp.zeros(3), keys, bos_id=1, eos_id=2, pad_id=0,
       ...                          max_len=4, temperature=0.8, top_p=0.5)  # keeps the most probable only
       >>> tokens.tolist(), lengths.tolist()
       ([[3, 2, 0, 0], [3, 2, 0, 0], [3, 2, 0, 0]], [2, 2, 2])
@@ -131,7 +137,8 @@ def sample(
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     if top_p is not None and (not is_real(top_p) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
-    _, vocab_size = check_step_contract(step_fn, state, max_len)
+    batch_size, vocab_size = check_step_contract(step_fn, state, max_len)
+    check_row_keys(keys, batch_size)
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)
@@ -140,7 +147,7 @@ def sample(
     return _sample_program(
         step_fn,
         state,
-        key,
+        keys,
         jnp.float32(temperature),
         jnp.float32(1.0 if top_p is None else top_p),
         bos_id=bos_id,
@@ -156,7 +163,7 @@ def sample(
 def _sample_program(
     step_fn: StepFn,
     state: Any,
-    key: jax.Array,
+    keys: jax.Array,
     temperature: jax.Array,
     top_p: jax.Array,
     *,
@@ -173,6 +180,7 @@ def _sample_program(
             log_probs = truncate_top_k(log_probs, top_k)
         if use_top_p:
             log_probs = truncate_top_p(log_probs, top_p)
-        return jax.random.categorical(jax.random.fold_in(key, t), log_probs, axis=-1)
+        step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, t)
+        return jax.vmap(jax.random.categorical)(step_keys, log_probs)
 
     return decode_loop(step_fn, state, draw, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)

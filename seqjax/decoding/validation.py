@@ -37,6 +37,17 @@ def check_token_id(name: str, value: Any, vocab_size: int) -> int:
     return int(value)
 
 
+def check_row_keys(keys: Any, batch_size: int) -> None:
+    """`keys` must be one `jax.random` key per row: typed keys [B], or legacy uint32 keys [B, 2]."""
+    shape, dtype = jnp.shape(keys), getattr(keys, "dtype", None)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    if shape != ((batch_size,) if typed else (batch_size, 2)) or not (typed or dtype == jnp.uint32):
+        raise ValueError(
+            f"keys must be one jax.random key per row: [B={batch_size}] typed keys or uint32 [B, 2], "
+            f"got shape {shape} dtype {dtype}"
+        )
+
+
 def check_step_contract(step_fn: Callable, state: Any, max_len: int) -> tuple[int, int]:
     """Checks `step_fn(state, tokens [B] int32) -> (log_probs [B, V] float, state)`.
 

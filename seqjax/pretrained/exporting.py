@@ -7,7 +7,8 @@ probability sees; the imported ones are 0 and stay so under head.learn_bias=fals
 pretrained rows come back in their own order; ids of roles the checkpoint had no token for,
 and the input rows of roles sharing a token (GPT-2's BOS), are left out. An imported run writes
 its tokenizer files back as they came; a run with seqjax's byte-level BPE gets a
-`tokenizer.json` whose ids are the run's; char and word tokenizers have no such file.
+`tokenizer.json` whose ids are the run's, whose post-processor puts `</s>` before a text, where
+the run reads every line from (`framing.OWN`); char and word tokenizers have no such file.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import processors
 
 from seqjax.config import ModelConfig
 from seqjax.data.tokenizers.pretrained import ROLES, PretrainedTokenizer, VocabMap
 from seqjax.data.tokenizers.trained import BpeTokenizer
-from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS
+from seqjax.data.tokenizers.vocab import EOS_ID, SPECIAL_TOKENS
 from seqjax.pretrained.families import twin_of_run
 from seqjax.pretrained.mapping import to_hf
 from seqjax.pretrained.runs import read_run
@@ -48,7 +51,9 @@ def _take(tree: dict[str, Any], index: int) -> dict[str, Any]:
 
 def bpe_tokenizer_json(tokenizer: BpeTokenizer) -> bytes:
     """seqjax's byte-level BPE as a `tokenizer.json` whose ids are the run's: the BPE vocabulary
-    renumbered by the run's ids, the specials at 0..3 (special added tokens, never merged)."""
+    renumbered by the run's ids, the specials at 0..3 (special added tokens, never merged), and a
+    post-processor that puts `</s>` before a text, so that `transformers`' `tokenizer(prompt)`
+    reads a prompt as the run does and importing the export frames lines as the run did."""
     settings = json.loads(tokenizer.model.to_str())
     vocab = {piece: tokenizer.vocab.id(piece) for piece in settings["model"]["vocab"]}
     # In the model's vocabulary too: tokenizers numbers an added token it lacks after the model's.
@@ -65,7 +70,12 @@ def bpe_tokenizer_json(tokenizer: BpeTokenizer) -> bytes:
         }
         for i, t in enumerate(SPECIAL_TOKENS)
     ]
-    return json.dumps(settings, ensure_ascii=False).encode("utf-8")
+    model = HfTokenizer.from_str(json.dumps(settings))
+    end = SPECIAL_TOKENS[EOS_ID]
+    model.post_processor = processors.TemplateProcessing(
+        single=f"{end} $A", pair=f"{end} $A {end} $B", special_tokens=[(end, EOS_ID)]
+    )
+    return model.to_str().encode("utf-8")
 
 
 def export_run(workdir: str, output: str, *, dtype: str = "float32", echo: Callable[[str], None] = print) -> str:

@@ -9,7 +9,6 @@ the seed's key, with the metadata `open_run` checks (config, tokenizer fingerpri
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
@@ -28,6 +27,7 @@ from seqjax.models import build_model
 from seqjax.training.core.experiment import TOKENIZER_DIRS, saved_tokenizers
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.state import Checkpointer, dump_json, init_state, state_shardings
+from seqjax.training.saved.run import read_config
 
 
 def _parts(cfg: Config, vocab_size: int) -> tuple[Model, Head, optax.GradientTransformation, Batch]:
@@ -87,11 +87,7 @@ def write_run(workdir: str, cfg: Config, tokenizer: Any, params: dict[str, Any])
 def read_run(workdir: str) -> tuple[Config, Any, dict[str, Any], int]:
     """(config, tokenizer, latest parameters as numpy float32, step) of the LM run in `workdir`,
     read without its corpus."""
-    path = os.path.join(workdir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"--workdir {workdir} holds no run (no config.json)")
-    with open(path) as file:
-        cfg = config_lib.from_dict(json.load(file))
+    cfg = read_config(workdir)
     tokenizer = saved_tokenizers(workdir)
     if tokenizer is None or isinstance(tokenizer, tuple):
         raise ValueError(f"--workdir {workdir} must hold a language model's run with its tokenizer")

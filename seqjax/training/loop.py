@@ -19,7 +19,6 @@ after the current step with a checkpoint of it (`signals.StopRequest`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -42,27 +41,24 @@ from seqjax.data.batching.loader import Loader
 from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
-from seqjax.models import is_trained
+from seqjax.models import is_trained, kernel_choice
 from seqjax.training.core import distributed, mfu
 from seqjax.training.core.experiment import (
     TOKENIZER_DIRS,
     Experiment,
-    attention_fallback,
     build_experiment,
     saved_tokenizers,
 )
 from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.core.memory import describe_memory, memory_report
+from seqjax.training.core.resume import open_run
 from seqjax.training.core.signals import StopRequest, TrainingStopped
 from seqjax.training.core.state import (
-    EVALUATION_CHANGES,
     PARAMETER_FREE_MODEL_KEYS,
-    SCHEDULE_KEYS,
     Checkpointer,
     ExampleBatch,
     TrainState,
-    config_differences,
     dump_json,
     init_state,
     restore_state,
@@ -71,42 +67,19 @@ from seqjax.training.core.steps import batch_scorer, build_train_step, make_eval
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.features.ngram_baseline import train_ngram
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
+from seqjax.training.saved.run import read_config
 
 
 class NonFiniteLoss(RuntimeError):
     pass
 
 
-def open_run(
-    cfg: Config, workdir: str, checkpointer: Checkpointer, *, extend_schedule: bool = False, evaluating: bool = False
-) -> tuple[int | None, Any, list[str]]:
-    """Checks that a run with checkpoints in `workdir` may go on under `cfg`: same config but
-    for `RESUMABLE_CHANGES` (and `EVALUATION_CHANGES` when only `evaluating`), same vocabulary,
-    and the same learning-rate schedule (`SCHEDULE_KEYS`) unless `extend_schedule`.
-
-    Returns the step to resume from, the run's saved tokenizers (None, None: a fresh run) and
-    the schedule keys that changed ("key: checkpoint has A, now B").
-    """
-    latest = checkpointer.latest_step()
-    if latest is None:
-        return None, None, []
-    meta = checkpointer.restore_meta(latest)
-    current = config_lib.to_dict(cfg)
-    diffs = config_differences(meta["config"], current)
-    diffs = [d for d in diffs if not (evaluating and d.split(":")[0] in EVALUATION_CHANGES)]
-    if diffs:
-        raise ValueError(f"config does not match the checkpoint in {workdir}: {'; '.join(diffs)}")
-    schedule = config_differences(meta["config"], current, keys=SCHEDULE_KEYS)
-    if schedule and not extend_schedule:
-        raise ValueError(
-            f"the learning-rate schedule differs from the one the checkpoint at step {latest} in {workdir} was "
-            f"trained under: {'; '.join(schedule)}. Run with the checkpoint's values, or pass --extend-schedule "
-            "to go on from that step under the new schedule"
-        )
-    saved = os.path.join(workdir, TOKENIZER_DIRS[0])
-    if not os.path.isdir(saved) or tokenizer_fingerprint(saved) != meta["tokenizer"]:
-        raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
-    return latest, saved_tokenizers(workdir), schedule
+def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A config section's keys by their dotted names, groups' keys included (`model.rnn_vae.latent_size`)."""
+    out = {}
+    for key, value in values.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return out
 
 
 def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: Batch) -> Params:
@@ -115,14 +88,13 @@ def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: B
     `PARAMETER_FREE_MODEL_KEYS`); its output head's parameters are taken where this run's head
     has the same ones (the full softmax, sampled softmax and NCE share [V, D] word vectors and
     [V] biases), and refused otherwise. The data may differ: fine-tuning reads a new corpus."""
-    path = os.path.join(source, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"train.init_from={source!r} holds no run (no config.json)")
-    with open(path) as f:
-        saved = config_lib.from_dict(json.load(f))
+    saved = read_config(source, f"train.init_from={source!r}")
     free = {key: getattr(exp.cfg.model, key) for key in PARAMETER_FREE_MODEL_KEYS}
-    if dataclasses.replace(saved.model, **free) != exp.cfg.model:
-        raise ValueError(f"train.init_from={source!r} has a different model config: {saved.model}")
+    theirs = _flat(config_lib.to_dict(dataclasses.replace(saved.model, **free)), "model.")
+    ours = _flat(config_lib.to_dict(exp.cfg.model), "model.")
+    differing = [f"{k}: the source's {theirs[k]!r}, this run's {v!r}" for k, v in ours.items() if theirs[k] != v]
+    if differing:
+        raise ValueError(f"train.init_from={source!r} has another model: {'; '.join(differing)}")
     source_vocab, vocab = saved_tokenizers(source), exp.data.tokenizers
     pairs = zip(*(v if isinstance(v, tuple) else (v,) for v in (source_vocab, vocab))) if source_vocab else []
     if source_vocab is None or any(a.vocab.to_json() != b.vocab.to_json() for a, b in pairs):
@@ -250,9 +222,9 @@ def train(
                 save_data_record(workdir, data)
             distributed.barrier("run directory written")
             echo(config_text.describe_changes(cfg))
-            fallback = attention_fallback(cfg, mesh.devices.flat[0].platform)
-            if fallback:
-                echo(f"notice: {fallback}")
+            attention = kernel_choice(exp.model)
+            if attention is not None and attention.fallback:
+                echo(f"notice: {attention.fallback}")
             echo(describe_data(data, cfg.data))
             num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
             echo(

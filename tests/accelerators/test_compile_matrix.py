@@ -119,7 +119,7 @@ def test_a_program_compiled_here_for_an_accelerator_has_none_of_the_cpu_only_for
     from jaxpr_tools import equations
 
     from seqjax.accelerators.targets import parse_target, target_devices, use_target_compiler
-    from seqjax.models.rows_matmul import row_major_transpose
+    from seqjax.models.matmul.rows_matmul import row_major_transpose
     from seqjax.placement import under_mesh
     from seqjax.training.core.layout import make_mesh
 

@@ -94,9 +94,8 @@ def fixed_distribution(state, tokens):
 def test_sampled_frequencies_match_the_truncated_renormalized_distribution(options):
     rows = 20000
     state = {"log_probs": jnp.broadcast_to(log_probs_rows(PROBS), (rows, 6))}
-    tokens, lengths = sample(
-        fixed_distribution, state, jax.random.key(0), bos_id=0, eos_id=5, pad_id=0, max_len=1, **options
-    )
+    keys = jax.random.split(jax.random.key(0), rows)
+    tokens, lengths = sample(fixed_distribution, state, keys, bos_id=0, eos_id=5, pad_id=0, max_len=1, **options)
     counts = np.bincount(np.asarray(tokens[:, 0]), minlength=6)
     expected = rows * reference_truncation(PROBS, **options)
     support = expected > 0
@@ -105,19 +104,20 @@ def test_sampled_frequencies_match_the_truncated_renormalized_distribution(optio
     assert chi2 < CHI2_999[int(support.sum()) - 1]
 
 
-def test_each_step_draws_with_its_own_fold_in_key():
+def test_each_row_draws_each_step_with_the_fold_in_of_its_own_key():
     rows, max_len, vocab = 4000, 4, 5
     # EOS (id 0) has no mass, so every row runs max_len steps of the same uniform draw over ids 1-4.
     log_probs = jnp.log(jnp.broadcast_to(jnp.asarray([0.0, 0.25, 0.25, 0.25, 0.25]), (rows, vocab)))
-    key = jax.random.key(6)
+    keys = jax.random.split(jax.random.key(6), rows)
     tokens, lengths = sample(
-        fixed_distribution, {"log_probs": log_probs}, key, bos_id=1, eos_id=0, pad_id=0, max_len=max_len
+        fixed_distribution, {"log_probs": log_probs}, keys, bos_id=1, eos_id=0, pad_id=0, max_len=max_len
     )
     tokens = np.asarray(tokens)
     np.testing.assert_array_equal(lengths, max_len)
-    # The documented schedule: step t draws categorical(fold_in(key, t)).
-    by_hand = [jax.random.categorical(jax.random.fold_in(key, t), log_probs, axis=-1) for t in range(max_len)]
-    np.testing.assert_array_equal(tokens, np.stack(by_hand, axis=1))
+    # The documented schedule: row b draws step t with categorical(fold_in(keys[b], t)).
+    for b in (0, 1, rows - 1):
+        by_hand = [jax.random.categorical(jax.random.fold_in(keys[b], t), log_probs[b]) for t in range(max_len)]
+        np.testing.assert_array_equal(tokens[b], by_hand)
     # Steps 0, 1 and steps 2, 3 are independent draws: the 16 token pairs of each are uniform
     # (chi-square, 15 degrees of freedom, upper 0.1% point 37.70).
     pairs = np.bincount(((tokens[:, 0::2] - 1) * 4 + tokens[:, 1::2] - 1).ravel(), minlength=16)
@@ -125,15 +125,35 @@ def test_each_step_draws_with_its_own_fold_in_key():
     assert np.sum((pairs - expected) ** 2 / expected) < 37.70, pairs
 
 
-def test_sample_is_a_function_of_the_key(prefix_lm):
+def test_sample_is_a_function_of_the_keys(prefix_lm):
     max_len = 4
     state = prefix_lm.init_state(prefix_lm.random_table(np.random.default_rng(8), 16, 3, max_len), max_len)
 
     def draw(key):
-        return sample(prefix_lm.step_fn, state, key, bos_id=1, eos_id=0, pad_id=0, max_len=max_len, top_k=2)[0]
+        keys = jax.random.split(key, 16)
+        return sample(prefix_lm.step_fn, state, keys, bos_id=1, eos_id=0, pad_id=0, max_len=max_len, top_k=2)[0]
 
     np.testing.assert_array_equal(draw(jax.random.key(1)), draw(jax.random.key(1)))
     assert np.any(np.asarray(draw(jax.random.key(1))) != np.asarray(draw(jax.random.key(2))))
+
+
+def test_a_rows_sample_does_not_depend_on_the_batch_it_is_drawn_in(prefix_lm):
+    """The rows of one batch, drawn again as another batch of them in another order and with
+    other rows, give the same tokens: a row's draws are its key's and its distributions'."""
+    max_len = 5
+    table = prefix_lm.random_table(np.random.default_rng(4), 12, 4, max_len, eos_id=2, eos_bias=0.5)
+    keys = jax.random.split(jax.random.key(9), 12)
+
+    def draw(rows):
+        state = prefix_lm.init_state(table[rows], max_len)
+        return np.asarray(
+            sample(prefix_lm.step_fn, state, keys[rows], bos_id=1, eos_id=2, pad_id=0, max_len=max_len)[0]
+        )
+
+    together = draw(np.arange(12))
+    apart = np.array([7, 2, 11, 0, 5])
+    np.testing.assert_array_equal(draw(apart), together[apart])
+    assert len({tuple(row) for row in together}) > 6  # the rows' draws differ
 
 
 def test_sampled_rows_end_at_their_first_eos_and_are_padded_after_it(prefix_lm):
@@ -142,7 +162,7 @@ def test_sampled_rows_end_at_their_first_eos_and_are_padded_after_it(prefix_lm):
     tokens, lengths = sample(
         prefix_lm.step_fn,
         prefix_lm.init_state(table, max_len),
-        jax.random.key(3),
+        jax.random.split(jax.random.key(3), 32),
         bos_id=1,
         eos_id=eos_id,
         pad_id=0,

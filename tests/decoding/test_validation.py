@@ -22,7 +22,7 @@ def decode_with(decoder, step_fn=uniform_step, state=STATE, **overrides):
     if decoder == "greedy":
         return greedy(step_fn, state, **kwargs)
     if decoder == "sample":
-        return sample(step_fn, state, jax.random.key(0), **kwargs)
+        return sample(step_fn, state, jax.random.split(jax.random.key(0), 2), **kwargs)
     return beam_search(step_fn, state, **{"beam_size": 2, **kwargs})
 
 
@@ -56,6 +56,15 @@ def test_shared_arguments_outside_their_range_raise(decoder, overrides, message)
 def test_sampling_arguments_outside_their_range_raise(overrides, message):
     with pytest.raises(ValueError, match=message):
         decode_with("sample", **overrides)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [jax.random.key(0), jax.random.split(jax.random.key(0), 3), jax.random.PRNGKey(0), jnp.zeros((2, 2), jnp.int32)],
+)
+def test_sampling_keys_that_are_not_one_per_row_raise(keys):
+    with pytest.raises(ValueError, match=r"keys must be one jax.random key per row: \[B=2\] typed keys"):
+        sample(uniform_step, STATE, keys, **GOOD)
 
 
 @pytest.mark.parametrize(

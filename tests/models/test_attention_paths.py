@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 from attention_cases import MASKS, B, T, reference_mask
 
-from seqjax.models.attention import attend, cudnn_arguments, resolve_kernel, stored_attention
-from seqjax.models.dense_attention import dense_attention
-from seqjax.models.masks import self_mask
+from seqjax.models.attention_kernels.choice import resolve
+from seqjax.models.attention_kernels.cudnn import cudnn_arguments
+from seqjax.models.attention_kernels.dense import dense_attention
+from seqjax.models.attention_kernels.kernel import kernel
+from seqjax.models.attention_kernels.xla import xla_attention
+from seqjax.models.transformer.attention import stored_attention
+from seqjax.models.transformer.masks import self_mask
 
 
 def explicit_attention(q, k, v, mask):
@@ -39,22 +43,21 @@ def test_every_attention_path_equals_explicit_attention_for_every_mask(name):
     allowed = reference_mask(**parts)
     seen = allowed.any(-1)[:, 0]  # [B, T]: a query that sees no key has no defined output
     expected = jax.jit(explicit_attention)(q, k, v, allowed)[seen]
-    got = jax.jit(functools.partial(attend, mask=mask, kernel="xla"))(q, k, v)
+    got = jax.jit(functools.partial(xla_attention, mask=mask))(q, k, v)
     np.testing.assert_allclose(got[seen], expected, rtol=1e-5, atol=1e-5)
     # The decode step's and cross-attention's path, over keys and values stored [B, K, T, Dh].
     stored = jax.jit(stored_attention)(q, jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2), allowed)
     np.testing.assert_allclose(stored[seen], expected, rtol=1e-5, atol=1e-5)
-    arguments = cudnn_arguments(mask)
+    assert kernel("cudnn").expresses(mask, T) == (name in CUDNN_EXPRESSES)
     if name in CUDNN_EXPRESSES:
         # What cuDNN is asked for, run on XLA: the arguments are the whole mask for every real
         # query (padded queries' outputs, which nothing reads, may differ: cuDNN zeroes them).
+        arguments = cudnn_arguments(mask)
         on_xla = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="xla", **arguments))(q, k, v)
         real = seen & (np.asarray(parts["valid"]) if "valid" in parts else True)
         np.testing.assert_allclose(
             on_xla[real], jax.jit(explicit_attention)(q, k, v, allowed)[real], rtol=1e-5, atol=1e-5
         )
-    else:
-        assert arguments is None
 
 
 @pytest.mark.parametrize("name", MASKS)
@@ -95,7 +98,7 @@ def test_dense_attention_in_bfloat16_keeps_the_dtype_and_agrees_with_float32():
 
 
 @pytest.mark.parametrize(
-    "platform, dtype, head_dim, kernel",
+    "platform, dtype, head_dim, expected",
     [
         ("gpu", jnp.bfloat16, 64, "cudnn"),
         ("gpu", jnp.float32, 64, "xla"),  # cuDNN's kernel takes 16-bit operands
@@ -106,6 +109,6 @@ def test_dense_attention_in_bfloat16_keeps_the_dtype_and_agrees_with_float32():
         ("cpu", jnp.bfloat16, 128, "xla"),
     ],
 )
-def test_auto_kernel_is_chosen_for_the_platform_of_the_run(platform, dtype, head_dim, kernel):
-    assert resolve_kernel("auto", dtype, head_dim, platform) == kernel
-    assert resolve_kernel("xla", dtype, head_dim, platform) == "xla"
+def test_auto_kernel_is_chosen_for_the_platform_of_the_run(platform, dtype, head_dim, expected):
+    assert resolve("auto", dtype, head_dim, platform) == expected
+    assert resolve("xla", dtype, head_dim, platform) == "xla"

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.models.rnn import Recurrent
+from seqjax.models.recurrent.layers import Recurrent
 
 B, T, D_IN, H = 3, 5, 4, 6
 

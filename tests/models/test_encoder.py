@@ -11,7 +11,7 @@ import pytest
 from seqjax.config import ModelConfig
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.models import build_model, generates
-from seqjax.models.encoder import ElectraModelOptions
+from seqjax.models.encoders.electra import ElectraModelOptions
 
 V, B, T, D = 13, 2, 6, 16
 TINY = ModelConfig(kind="transformer_encoder", d_model=D, layers=2, num_heads=2, d_ff=32, dropout=0.0, max_len=8)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.models.blocks import gated_silu
+from seqjax.models.transformer.blocks import gated_silu
 
 
 def value_and_pullback(function, gate, up, cotangent):

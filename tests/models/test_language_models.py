@@ -14,7 +14,7 @@ from jaxpr_tools import matmuls
 from seqjax import config as config_lib
 from seqjax.config import Config, ModelConfig
 from seqjax.models import build_model
-from seqjax.models.nnlm import NNLMOptions
+from seqjax.models.classic.nnlm import NNLMOptions
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.loop import train
 

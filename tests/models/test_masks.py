@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.models.masks import causal_mask, decode_mask, padding_mask, window_mask
+from seqjax.models.transformer.masks import causal_mask, decode_mask, padding_mask, window_mask
 
 
 def window_reference(length, window, dilation):

@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.config import Config, ModelConfig, override, to_dict
+from seqjax.config import ATTENTION, Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
-from seqjax.models.attention import rotary
+from seqjax.models.transformer.positions import rotary
+from seqjax.training.core.resume import open_run
 from seqjax.training.core.state import Checkpointer, TrainState
-from seqjax.training.loop import open_run
 
 V, V_SRC, B, T, S = 13, 9, 2, 6, 5
 TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=8)
@@ -314,13 +314,14 @@ def test_bfloat16_modern_model_gives_the_float32_models_hidden_to_bfloat16_preci
     [
         ({"positions": "alibi"}, "model.positions must be one of sinusoidal, learned, rope, got 'alibi'"),
         ({"positions": "rope", "d_model": 12, "num_heads": 4}, "head width\\) must be even for rope positions"),
-        ({"rope_base": 1.0}, "model.rope_base must be > 1, got 1.0"),
-        ({"norm_eps": 0.0}, "model.norm_eps must be in \\(0, 1\\), got 0.0"),
+        ({"rope_base": 1.0}, "model.rope_base must be a finite number in \\(1.0, inf\\), got 1.0"),
+        ({"norm_eps": 0.0}, "model.norm_eps must be a finite number in \\(0.0, inf\\), got 0.0"),
+        ({"norm_eps": 1.0}, "model.norm_eps must be in \\(0, 1\\), got 1.0"),
         ({"norm_type": "batchnorm"}, "model.norm_type must be one of layernorm, rmsnorm, got 'batchnorm'"),
         ({"mlp": "geglu"}, "model.mlp must be one of gelu, gelu_exact, relu, swiglu, got 'geglu'"),
         ({"kv_heads": -1}, "model.kv_heads must be an int >= 0"),
         ({"kv_heads": 3}, "model.num_heads=4 must be divisible by model.kv_heads .*got 3"),
-        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, xla, cudnn, splash, got 'flash'"),
+        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, cudnn, splash, xla, got 'flash'"),
         ({"remat": "some"}, "model.remat must be one of none, dots, full, got 'some'"),
     ],
 )
@@ -338,11 +339,7 @@ def test_cudnn_kernel_is_refused_without_a_gpu():
 @pytest.mark.parametrize(
     "assignment, message",
     [
-        (
-            "model.kv_heads=2",
-            "model.kv_heads applies to model.kind in "
-            "\\(transformer, transformer_seq2seq, transformer_encoder, electra\\), not 'rnn'",
-        ),
+        ("model.kv_heads=2", f"model.kv_heads applies to model.kind in \\({', '.join(ATTENTION)}\\), not 'rnn'"),
         ("model.scan_layers=true", "model.scan_layers applies to model.kind in"),
         ("model.kv_heads=two", "model.kv_heads must be int, got 'two'"),
         ("model.bias=maybe", "model.bias must be bool, got 'maybe'"),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqjax.models.ngram import fit
+from seqjax.models.classic.ngram import fit
 
 V = 6
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from seqjax.config import ModelConfig
 from seqjax.models import build_model
-from seqjax.models.nnlm import NNLMOptions
+from seqjax.models.classic.nnlm import NNLMOptions
 
 V, B, T, K, D = 11, 2, 6, 3, 8
 CFG = ModelConfig(kind="nnlm", d_model=D, context=K, dropout=0.0, groups=(NNLMOptions(direct=True),))

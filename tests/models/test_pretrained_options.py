@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from seqjax.config import ModelConfig
-from seqjax.models.blocks import ACTIVATIONS, make_norm
-from seqjax.models.embeddings import PositionalInputs
+from seqjax.models.transformer.blocks import ACTIVATIONS, make_norm
+from seqjax.models.transformer.positions import PositionalInputs
 
 TINY = ModelConfig(kind="transformer", d_model=8, layers=1, num_heads=2, d_ff=16, dropout=0.0, max_len=4)
 X = np.asarray(jax.random.normal(jax.random.key(0), (3, 8)))

@@ -1,4 +1,4 @@
-"""`attend` on XLA computes blocks of queries, each over the keys its mask's structured part
+"""The XLA kernel computes blocks of queries, each over the keys its mask's structured part
 lets it see: the blocks cover every query once, the key ranges hold every visible key, and the
 blocked attention equals the unblocked one in value and gradient for every mask."""
 
@@ -10,25 +10,23 @@ import numpy as np
 import pytest
 from attention_cases import MASKS, B, T, reference_mask
 
-from seqjax.models import attention
-from seqjax.models.masks import self_mask
+from seqjax.models.attention_kernels import xla
+from seqjax.models.transformer.masks import self_mask
 
 
 @pytest.mark.parametrize("length", [1, 63, 64, 65, 128, 1000, 1024, 4096, 5000])
 def test_query_blocks_cover_each_query_once_in_at_most_the_maximum_number_of_blocks(length):
-    blocks = attention.query_blocks(length)
+    blocks = xla.query_blocks(length)
     assert blocks[0][0] == 0 and blocks[-1][1] == length
     assert all(end == start for (_, end), (start, _) in itertools.pairwise(blocks))
     assert all(end > start for start, end in blocks)
-    assert len(blocks) <= attention.MAX_QUERY_BLOCKS
-    assert all(
-        end - start <= max(attention.QUERY_BLOCK, -(-length // attention.MAX_QUERY_BLOCKS)) for start, end in blocks
-    )
+    assert len(blocks) <= xla.MAX_QUERY_BLOCKS
+    assert all(end - start <= max(xla.QUERY_BLOCK, -(-length // xla.MAX_QUERY_BLOCKS)) for start, end in blocks)
 
 
 def test_short_rows_are_one_block_and_the_benchmark_rows_two():
-    assert attention.query_blocks(attention.QUERY_BLOCK) == [(0, attention.QUERY_BLOCK)]
-    assert attention.query_blocks(128) == [(0, 64), (64, 128)]
+    assert xla.query_blocks(xla.QUERY_BLOCK) == [(0, xla.QUERY_BLOCK)]
+    assert xla.query_blocks(128) == [(0, 64), (64, 128)]
 
 
 @pytest.mark.parametrize(
@@ -61,17 +59,17 @@ def test_blocked_attention_equals_one_block_in_value_and_gradient(name, block, m
     cotangent = jnp.where(seen[:, :, None, None], jnp.repeat(cotangent, 2, axis=2), 0.0)
 
     def outputs_and_gradients(query_block):
-        monkeypatch.setattr(attention, "QUERY_BLOCK", query_block)
-        monkeypatch.setattr(attention, "MAX_QUERY_BLOCKS", T)
+        monkeypatch.setattr(xla, "QUERY_BLOCK", query_block)
+        monkeypatch.setattr(xla, "MAX_QUERY_BLOCKS", T)
 
         def run(*qkv):
-            outputs, pullback = jax.vjp(lambda *a: attention.attend(*a, mask=mask, kernel="xla"), *qkv)
+            outputs, pullback = jax.vjp(lambda *a: xla.xla_attention(*a, mask=mask), *qkv)
             return outputs, pullback(cotangent)
 
         return jax.jit(run)(q, k, v)
 
     outputs, grads = outputs_and_gradients(block)
-    assert len(attention.query_blocks(T)) == -(-T // block)
+    assert len(xla.query_blocks(T)) == -(-T // block)
     one_block, one_block_grads = outputs_and_gradients(T)
     np.testing.assert_allclose(outputs[seen], one_block[seen], rtol=1e-5, atol=1e-6)
     for axis, got, expected in zip("qkv", grads, one_block_grads):

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.models.cells import GATES, UPDATES
-from seqjax.models.recurrence import RecurrenceInputs, recurrence
+from seqjax.models.recurrent.cells import GATES, UPDATES
+from seqjax.models.recurrent.recurrence import RecurrenceInputs, recurrence
 
 T, B, H = 4, 3, 5
 

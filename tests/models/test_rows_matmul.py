@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.models.rows_matmul import row_major_transpose, rows_dot_general, rows_matmul
+from seqjax.models.matmul.rows_matmul import row_major_transpose, rows_dot_general, rows_matmul
 
 
 def value_and_pullback(function, x, kernel, cotangent):

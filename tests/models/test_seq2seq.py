@@ -11,7 +11,7 @@ from jaxpr_tools import matmuls
 
 from seqjax.config import ModelConfig
 from seqjax.models import build_model, is_seq2seq
-from seqjax.models.seq2seq_attention import AttentionSeq2SeqOptions
+from seqjax.models.encoder_decoders.rnn_attention import AttentionSeq2SeqOptions
 
 V, V_SRC, B, T, S = 11, 9, 3, 5, 4
 TINY = ModelConfig(d_model=16, layers=2, num_heads=2, d_ff=32, dropout=0.1, max_len=8)

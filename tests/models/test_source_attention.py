@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.models.seq2seq_attention import SourceAttention
+from seqjax.models.encoder_decoders.rnn_attention import SourceAttention
 
 B, S, D = 2, 4, 6
 

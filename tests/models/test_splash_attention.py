@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from attention_cases import MASKS, reference_mask
 
-from seqjax.models.masks import self_mask
-from seqjax.models.splash_attention import splash_attention, splash_expresses
+from seqjax.models.attention_kernels.kernel import kernel
+from seqjax.models.attention_kernels.splash import splash_attention
+from seqjax.models.transformer.masks import self_mask
 
 # The kernel's tiles are 128 tokens: the cases' 6 positions stretched to one tile of 128.
 STRETCH = np.array([22, 21, 21, 21, 21, 22])
@@ -36,7 +37,7 @@ def explicit_attention(q, k, v, allowed):
 def test_splash_kernel_equals_explicit_attention_with_its_gradients(name):
     parts = stretched(MASKS[name])
     mask = self_mask(**{key: jnp.asarray(x) if isinstance(x, np.ndarray) else x for key, x in parts.items()})
-    assert splash_expresses(mask, LENGTH)
+    assert kernel("splash").expresses(mask, LENGTH)
     allowed = reference_mask(**parts, length=LENGTH)
     real = allowed.any(-1)[:, 0] & (parts["valid"] if "valid" in parts else True)  # padded queries: unread
     q = jax.random.normal(jax.random.key(3), (2, LENGTH, 4, 8))  # 4 query heads sharing 2 key/value heads
@@ -54,6 +55,7 @@ def test_splash_kernel_equals_explicit_attention_with_its_gradients(name):
 
 
 def test_dilated_windows_and_partial_tiles_are_left_to_xla():
-    assert not splash_expresses(self_mask(causal=True, window=4, dilation=2), 128)
-    assert not splash_expresses(self_mask(causal=True), 100)
-    assert splash_expresses(self_mask(causal=False, dilation=2), 256)  # dilation means nothing without a window
+    splash = kernel("splash")
+    assert not splash.expresses(self_mask(causal=True, window=4, dilation=2), 128)
+    assert not splash.expresses(self_mask(causal=True), 100)
+    assert splash.expresses(self_mask(causal=False, dilation=2), 256)  # dilation means nothing without a window

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seqjax.models import step_dense as step_dense_module
-from seqjax.models.step_dense import FEW_ROWS, step_dense
+from seqjax.models.matmul import step_dense as step_dense_module
+from seqjax.models.matmul.step_dense import FEW_ROWS, step_dense
 from tests.jaxpr_tools import equations
 
 IN, OUT = 7, 11

@@ -15,7 +15,7 @@ from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
 from seqjax.model_head import init_params, token_log_probs
 from seqjax.models import build_model
-from seqjax.models.encoder import ElectraModelOptions
+from seqjax.models.encoders.electra import ElectraModelOptions
 from seqjax.objectives import Electra
 from seqjax.objectives.electra import replace_tokens, replaced_labels
 from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens

@@ -14,7 +14,7 @@ from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import build_head
 from seqjax.model_head import token_log_probs
 from seqjax.models import build_model
-from seqjax.models.vae import RNNVAEOptions
+from seqjax.models.language_models.vae import RNNVAEOptions
 from seqjax.objectives import VAE
 from seqjax.objectives.vae import (
     decoder_hidden,

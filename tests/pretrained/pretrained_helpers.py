@@ -41,5 +41,7 @@ def seqjax_greedy(workdir, prompt: np.ndarray, steps: int, options=GREEDY) -> np
     """HF ids [steps] the run decodes after the HF ids `prompt` [P] (greedy by default)."""
     model, head, params, layout = loaded(workdir)
     prompts = jnp.asarray(layout.seqjax_of[prompt][None], jnp.int32)
-    tokens, _ = decode_prompts(model, head, params, jax.random.key(0), prompts, max_len=steps, options=options)
+    lengths = jnp.asarray([len(prompt)], jnp.int32)
+    keys = jax.random.split(jax.random.key(0), 1)
+    tokens, _ = decode_prompts(model, head, params, keys, prompts, lengths, max_len=steps, options=options)
     return layout.hf_of[np.asarray(tokens[0])]

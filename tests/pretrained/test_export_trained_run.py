@@ -1,12 +1,13 @@
 """A run trained in seqjax whose model is a GPT-2 twin exports too: its byte-level BPE becomes a
-`tokenizer.json` with the run's own ids, and the export imports back to the run's parameters."""
+`tokenizer.json` with the run's own ids that reads a text after `</s>`, as the run reads its lines,
+and the export imports back to the run's parameters and framing."""
 
 import jax
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
 
 from seqjax.cli import main
-from seqjax.data import load_tokenizer
+from seqjax.data import EOS_ID, load_tokenizer
 from seqjax.pretrained.runs import read_run
 
 LINES = ["the cat sat on the mat.", "a dog ran in the park, and the cat watched it."] * 8
@@ -31,8 +32,9 @@ def test_a_gpt2_shaped_seqjax_run_exports_its_bpe_and_imports_back_to_its_parame
     assert main(["export-hf", "--workdir", str(tmp_path / "run"), "--output", str(tmp_path / "hf")]) == 0
     tokenizer = load_tokenizer(tmp_path / "run" / "tokenizer")
     exported = HfTokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
-    assert exported.encode(LINES[1]).ids == tokenizer.encode(LINES[1])
+    assert exported.encode(LINES[1]).ids == [EOS_ID, *tokenizer.encode(LINES[1])]  # as transformers' tokenizer(text)
     assert main(["import-hf", str(tmp_path / "hf"), "--workdir", str(tmp_path / "again")]) == 0
+    assert load_tokenizer(tmp_path / "again" / "tokenizer").framing == tokenizer.framing
     trained, again = read_run(str(tmp_path / "run"))[2], read_run(str(tmp_path / "again"))[2]
     assert jax.tree.structure(trained) == jax.tree.structure(again)
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(trained), jax.tree.leaves(again)):

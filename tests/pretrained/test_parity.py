@@ -1,13 +1,17 @@
 """Imported checkpoints compute what transformers computed: logits to 1e-4 and the same greedy
-tokens (recorded in the fixtures), and export then re-import changes no bit."""
+tokens (recorded in the fixtures), a text prompt read as transformers' `tokenizer(prompt)` reads
+it and continued as its `generate` continues it, and export then re-import changes no bit."""
 
 import jax
 import numpy as np
 import pytest
-from pretrained_helpers import FIXTURES, NAMES, expected, loaded, seqjax_greedy, seqjax_logits
+from pretrained_helpers import FIXTURES, GREEDY, NAMES, expected, loaded, seqjax_greedy, seqjax_logits
 
+from seqjax.cli import main
 from seqjax.pretrained import export_run, import_checkpoint
 from seqjax.pretrained.tensor_files import read_checkpoint
+from seqjax.training.features.continuation import continuation_ids
+from seqjax.training.saved.run import Run
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -21,6 +25,27 @@ def test_imported_greedy_tokens_equal_transformers_generate(name, imported):
     want = expected(name)
     got = seqjax_greedy(imported(name), want["inputs"][0, :4], len(want["greedy"]))
     np.testing.assert_array_equal(got, want["greedy"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_generate_reads_a_text_prompt_as_transformers_tokenizer_and_continues_it_as_its_generate(name, imported):
+    """The prompt's ids, Llama's `<s>` first and nothing before GPT-2's, then the greedy
+    continuation, its `</s>` included when transformers stopped at one, in the checkpoint's ids."""
+    want = expected(name)
+    decoder = Run.open(str(imported(name))).lm_decoder(GREEDY)
+    prompt, continuation = continuation_ids(decoder, str(want["prompt"]), num=1, max_len=int(want["max_new_tokens"]))
+    hf_of = decoder.tokenizer.layout.hf_of
+    assert hf_of[prompt].tolist() == want["prompt_ids"].tolist()
+    assert hf_of[continuation[0]].tolist() == want["continuation"].tolist()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama_gqa"])
+def test_generate_prints_the_text_transformers_decodes_from_its_continuation(name, imported, capsys):
+    want = expected(name)
+    run = str(imported(name))
+    flags = ["--prompt", str(want["prompt"]), "--max-len", str(want["max_new_tokens"])]
+    assert main(["generate", "--workdir", run, *flags]) == 0
+    assert capsys.readouterr().out == f"  sample: {want['continuation_text']}\n"
 
 
 @pytest.mark.parametrize("name", NAMES)

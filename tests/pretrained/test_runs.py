@@ -1,6 +1,7 @@
 """An imported checkpoint is an ordinary run from the command line: it decodes (greedy, sampling,
-beam), evaluates a corpus encoded by its own tokenizer, fine-tunes under any objective from its
-parameters, and exports back."""
+beam), evaluates and fine-tunes on a corpus whose lines its own tokenizer encodes as it encodes
+any text (its post-processor's `<s>` first for Llama), each then ended by `</s>`, fine-tunes under
+any objective from its parameters, and exports back."""
 
 import re
 
@@ -8,6 +9,7 @@ import jax
 import numpy as np
 import pytest
 from pretrained_helpers import FIXTURES, loaded, seqjax_logits
+from tokenizers import Tokenizer as HfTokenizer
 
 from seqjax.cli import main, parser
 from seqjax.data import EOS_ID, load_tokenizer
@@ -39,14 +41,23 @@ def test_import_hf_states_the_special_tokens_and_the_run_generates_by_every_deco
         assert samples and all(s.split("sample: ")[1].startswith("the cat") for s in samples), flags
 
 
-def test_eval_of_a_corpus_is_the_pretrained_models_exact_negative_log_likelihood(imported, tmp_path, capsys):
+def stream_of(name, run, lines):
+    """The LM stream of `lines` for fixture `name`'s run: each line as its tokenizer.json encodes
+    a text (special tokens added), in seqjax's ids, then `</s>`."""
+    hf = HfTokenizer.from_file(str(FIXTURES / name / "tokenizer.json"))
+    seqjax_of = load_tokenizer(run / "tokenizer").layout.seqjax_of
+    return [i for line in lines for i in (*seqjax_of[hf.encode(line).ids].tolist(), EOS_ID)]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama_gqa"])
+def test_eval_of_a_corpus_is_the_pretrained_models_exact_negative_log_likelihood(name, imported, tmp_path, capsys):
     path = tmp_path / "two_lines.txt"
     path.write_text("".join(line + "\n" for line in LINES))
-    run = imported("gpt2")
+    run = imported(name)
     assert main(["eval", "--workdir", str(run), "--split", "test", "--set", f"data.test={path}"]) == 0
     nll = float(capsys.readouterr().out.split("nll ")[1].split(" nats")[0])
     tokenizer = load_tokenizer(run / "tokenizer")
-    stream = np.array([i for line in LINES for i in (*tokenizer.encode(line), EOS_ID)])
+    stream = np.array(stream_of(name, run, LINES))
     inputs, targets = tokenizer.layout.hf_of[np.append(EOS_ID, stream[:-1])], tokenizer.layout.hf_of[stream]
     logits = seqjax_logits(run, inputs[None])[0]  # [T, R]: the checkpoint's own rows
     log_probs = (
@@ -129,8 +140,7 @@ def test_prepare_encodes_a_corpus_with_the_runs_own_tokenizer(imported, corpus, 
     settings = ["data.kind=text", "data.tokenizer=pretrained", f"data.tokenizer_from={run}", f"data.train={corpus}"]
     assert main(["prepare", "--set", *settings, f"data.store={tmp_path / 'store'}"]) == 0
     stream = np.load(tmp_path / "store" / "train.tokens.npy")
-    tokenizer = load_tokenizer(run / "tokenizer")
-    assert stream.tolist() == [i for line in LINES * 4 for i in (*tokenizer.encode(line), EOS_ID)]
+    assert stream.tolist() == stream_of("llama_gqa", run, LINES * 4)  # `<s>` first on every line
 
 
 @pytest.mark.parametrize(

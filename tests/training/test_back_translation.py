@@ -1,6 +1,9 @@
 """Back-translation: the corpus layout (real pairs upsampled, synthetic pairs line-aligned with
-the monolingual text, tags), and the command from a backward run to a trained forward run."""
+the monolingual text, tags), each sampled line drawn with its own key (from --seed and its line
+number, whatever batch it is decoded in), and the command from a backward run to a trained
+forward run."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,7 +13,9 @@ from helpers import tiny, tiny_config
 from seqjax import config as config_lib
 from seqjax.cli import main
 from seqjax.training.core.state import dump_json
-from seqjax.training.features.back_translation import combine_pairs
+from seqjax.training.features.back_translation import back_translate, combine_pairs
+from seqjax.training.features.generation import DecodeOptions
+from seqjax.training.saved.run import Run
 
 
 def test_real_pairs_come_upsampled_before_the_tagged_synthetic_pairs():
@@ -103,6 +108,32 @@ def test_the_forward_run_trains_on_real_and_sampled_synthetic_pairs(corpus, back
     config = json.loads((tmp_path / "en-de" / "config.json").read_text())["data"]
     assert (config["src"], config["tgt"], config["train"]) == ("en", "de", str(tmp_path / "bt"))
     assert json.loads((tmp_path / "en-de" / "summary.json").read_text())["test"]["token_perplexity"] > 1
+
+
+def test_sampling_gives_each_copy_of_a_line_its_own_draw_and_a_seed_the_same_draws(corpus, backward_run, tmp_path):
+    """64 copies of one line, 8 to a batch: one key per batch gave at most 8 sources."""
+    (tmp_path / "mono.de").write_text("ba ab bac\n" * 64)
+
+    def synthetic(*flags):
+        assert backtranslate(corpus, backward_run, tmp_path, "--upsample", "0", "--sample", *flags) == 0
+        return (tmp_path / "bt.en").read_text().splitlines()
+
+    drawn = synthetic("--seed", "4")
+    assert len(set(drawn)) > 32
+    assert synthetic("--seed", "4") == drawn
+    assert synthetic("--seed", "5") != drawn
+
+
+def test_a_sampled_lines_translation_does_not_depend_on_the_batch_it_is_in(backward_run):
+    restored = Run.open(str(backward_run)).restore([])
+    exp, params = restored.exp, restored.state.params
+    lines = ["ba ab", "", "bac ab ca", "b", "cab"] * 3  # sources of several buckets, a blank line among them
+
+    def translated(batch_size):
+        cfg = dataclasses.replace(exp.cfg, train=dataclasses.replace(exp.cfg.train, batch_size=batch_size))
+        return back_translate(dataclasses.replace(exp, cfg=cfg), params, lines, DecodeOptions(sample=True), seed=1)
+
+    assert translated(8) == translated(3)
 
 
 def test_backtranslate_options_are_checked(tmp_path, capsys):

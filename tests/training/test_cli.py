@@ -206,7 +206,7 @@ def test_init_from_a_run_with_another_model_is_refused(trained_run, tmp_path, ca
             "--set",
             *tiny("model.d_model=48", f"train.init_from={trained_run}"),
         ],
-        "different model config",
+        "has another model: model.d_model: the source's 32, this run's 48\n",
     )
 
 

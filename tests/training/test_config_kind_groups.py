@@ -9,7 +9,7 @@ from seqjax import config as config_lib
 from seqjax.config import Config, HeadConfig, ModelConfig
 from seqjax.config.text import to_toml
 from seqjax.heads import AdaptiveOptions, FullOptions, TreeOptions
-from seqjax.models.vae import RNNVAEOptions
+from seqjax.models.language_models.vae import RNNVAEOptions
 
 
 @pytest.mark.parametrize("old, new", sorted(config_lib.MOVED.items()))

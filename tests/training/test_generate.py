@@ -1,7 +1,10 @@
 """`seqjax generate` and `eval` of saved runs: greedy unless asked to sample, prompts and
-continuations detokenized together, a file of lines in and out, seq2seq without a source
-refused, and n-gram runs decoded and evaluated from their saved counts."""
+continuations detokenized together, a file of lines in and out (a few compiled widths, each
+line as it decodes alone, each sampled line with its own key), prompts and --max-len that do not
+fit refused by name, seq2seq without a source refused, and n-gram runs decoded and evaluated
+from their saved counts."""
 
+import dataclasses
 import io
 import json
 
@@ -14,8 +17,10 @@ from seqjax.cli import main
 from seqjax.data import WordTokenizer, build_tokenizer, load_data
 from seqjax.models import ngram
 from seqjax.training.core.state import dump_json
-from seqjax.training.features.generation import DecodeOptions
+from seqjax.training.features.continuation import continuations, continue_lines
+from seqjax.training.features.generation import DecodeOptions, decode_prompts, row_keys
 from seqjax.training.features.ngram_baseline import next_token_log_probs, ngram_decoder
+from seqjax.training.saved.run import Run
 
 LINES = [
     "He said to him, “I will go.”",
@@ -88,6 +93,79 @@ def test_input_file_gives_one_output_line_per_input_line(word_run, tmp_path, cap
     capsys.readouterr()
     single = samples(capsys, [*generate, "--prompt", "She said to her,"])
     assert single == [out[4]]
+
+
+# Prompts of 2, 8 and 12 tokens with the `</s>` before them: padded to widths 8 and 16.
+MANY_LENGTHS = ["He", "They went home (slowly).", LINES[1]]
+SAMPLING = DecodeOptions(sample=True)
+
+
+@pytest.fixture(scope="module")
+def decoders(word_run):
+    """options -> the word run's `LMDecoder` under those decoding options, restored once each."""
+    made = {}
+
+    def decoder(options):
+        if options not in made:
+            made[options] = Run.open(str(word_run)).lm_decoder(options)
+        return made[options]
+
+    return decoder
+
+
+@pytest.mark.slow
+def test_each_input_line_continues_as_it_does_alone_whatever_width_it_is_padded_to(decoders):
+    decoder = decoders(DecodeOptions())
+    together = continue_lines(decoder, MANY_LENGTHS, max_len=6)
+    alone = [continuations(decoder, line, num=1, max_len=6)[0] for line in MANY_LENGTHS]
+    assert together == alone
+
+
+def test_a_file_of_prompts_of_many_lengths_compiles_one_program_per_padded_width(decoders):
+    decoder = decoders(DecodeOptions())
+    lines = ["He", "He said", "He said to", "He said to him", "He said to him ,"]  # 2 to 6 words: width 8
+    continue_lines(decoder, lines[:1], max_len=5)
+    compiled = decode_prompts._cache_size()
+    continue_lines(decoder, lines, max_len=5)
+    assert decode_prompts._cache_size() == compiled
+
+
+@pytest.mark.slow
+def test_sampled_lines_do_not_depend_on_the_batch_size_or_the_lines_beside_them(decoders):
+    decoder = decoders(SAMPLING)
+    lines = MANY_LENGTHS[:2] * 3  # all of width 8: one program per batch size
+    by_eight = continue_lines(decoder, lines, max_len=8, seed=5)
+    by_three = continue_lines(dataclasses.replace(decoder, batch_size=3), lines, max_len=8, seed=5)
+    with_more = continue_lines(decoder, lines + ["We will"] * 9, max_len=8, seed=5)
+    assert by_eight == by_three == with_more[: len(lines)]
+    assert len(set(by_eight)) > 2  # the copies of a line draw apart
+
+
+@pytest.mark.slow
+def test_continuation_i_of_a_prompt_is_line_i_of_a_file_of_that_prompt(decoders):
+    decoder = decoders(SAMPLING)
+    drawn = continuations(decoder, "She said", num=6, max_len=8, seed=2)
+    assert drawn == continue_lines(decoder, ["She said"] * 6, max_len=8, seed=2)
+    assert continuations(decoder, "She said", num=6, max_len=8, seed=2) == drawn
+    assert continuations(decoder, "She said", num=6, max_len=8, seed=3) != drawn
+
+
+def test_a_max_len_beyond_the_models_positions_names_the_flag_and_its_limit_for_the_prompt(word_run, capsys):
+    # "He said" is 3 tokens as the model reads it, `</s>` first; model.max_len=64 holds 61 more.
+    generate = ["generate", "--workdir", str(word_run), "--prompt", "He said", "--max-len", "5000"]
+    expect_one_line_error(
+        capsys, generate, "--max-len must be <= 61 after the prompt of 3 tokens (model.max_len=64 holds both), got 5000"
+    )
+
+
+def test_a_prompt_longer_than_the_models_positions_is_named_with_its_token_count(word_run, tmp_path, capsys):
+    long = " ".join(["He said"] * 40)  # 81 tokens with the `</s>` before them
+    generate = ["generate", "--workdir", str(word_run), "--max-len", "5"]
+    expect_one_line_error(
+        capsys, [*generate, "--prompt", long], "the prompt is 81 tokens, more than model.max_len=64 leaves room for"
+    )
+    (tmp_path / "in.txt").write_text(f"He said\n{long}\n")
+    expect_one_line_error(capsys, [*generate, "--input", str(tmp_path / "in.txt")], "line 2 of --input is 81 tokens")
 
 
 def test_input_from_stdin_writes_to_stdout(word_run, monkeypatch, capsys):
@@ -186,7 +264,7 @@ def test_ngram_greedy_decoding_follows_the_most_probable_token():
     data = load_data(tiny_config(*NGRAM).data)
     model = ngram.fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
     prompts = np.array([[2, 5], [2, 9]], np.int32)
-    tokens, _ = ngram_decoder(model, DecodeOptions())(prompts, None, 5)
+    tokens, _ = ngram_decoder(model, DecodeOptions())(prompts, np.array([2, 2]), row_keys(0, range(2)), 5)
     for prompt, row in zip(prompts.tolist(), tokens.tolist()):
         context = prompt
         for token in row:
@@ -195,3 +273,14 @@ def test_ngram_greedy_decoding_follows_the_most_probable_token():
             if token == 2:
                 break
             context = context + [token]
+
+
+def test_ngram_decoding_reads_each_rows_own_prompt_length_in_a_padded_batch():
+    data = load_data(tiny_config(*NGRAM).data)
+    model = ngram.fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
+    decode = ngram_decoder(model, DecodeOptions())
+    padded = np.array([[2, 5, 0, 0], [2, 9, 7, 5]], np.int32)  # prompts of 2 and 4 tokens, padded to 4
+    together, _ = decode(padded, np.array([2, 4]), row_keys(0, range(2)), 5)
+    for row, length in ((0, 2), (1, 4)):
+        alone, _ = decode(padded[row : row + 1, :length], np.array([length]), row_keys(0, [row]), 5)
+        np.testing.assert_array_equal(together[row], alone[0])

@@ -9,7 +9,7 @@ from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import EOS_ID, lm_eval_batches, load_data
-from seqjax.models.ngram import fit
+from seqjax.models.classic.ngram import fit
 from seqjax.training.loop import train
 
 NGRAM = ["model.kind=ngram", "model.context=2"]

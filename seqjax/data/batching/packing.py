@@ -10,7 +10,7 @@ visit the rows in a permutation drawn from (seed, epoch), exactly as `LMBatches`
 A packed batch adds `segment_ids` [B, T] int32 (1, 2, ... per row, 0 for padding) and
 `positions` [B, T] int32 (each token's position within its segment) to the usual keys;
 seq2seq batches also `src_segment_ids` and `src_positions` [B, S]. A Transformer given them
-computes every segment as if it were alone in its row (`seqjax.models.transformer`).
+computes every segment as if it were alone in its row (`seqjax.models.language_models.transformer`).
 """
 
 from __future__ import annotations

@@ -119,10 +119,12 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, Sid
             eos = (EOS_MARK if provisional else EOS_ID) if lm else None
             sink = SplitFiles(directory, f"{split}.{side}" if side else split, eos=eos, keep_text=not lm)
             counts = np.zeros(0, np.int64)
+            unknown = 0  # a pretrained tokenizer's ids are final: its unknown tokens are counted as written
             try:
                 for lines, staged in ahead(blocks(file, split), encoders[side].stage):
                     ids, lengths = encoders[side].finish(staged)
                     sink.add(lines, ids, lengths)
+                    unknown += int(np.count_nonzero(ids == UNK_ID)) if cfg.tokenizer == "pretrained" else 0
                     if provisional and split == "train":
                         block = np.bincount(ids, minlength=model.size)
                         counts = np.pad(counts, (0, len(block) - len(counts))) + block
@@ -141,6 +143,7 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, Sid
                 "tokens": sink.tokens,
                 "words": sink.words,
                 "path": path,
+                **({"unknown": unknown} if cfg.tokenizer == "pretrained" else {}),
             }
         if not lm:
             src, tgt = splits[split]["src"], splits[split]["tgt"]

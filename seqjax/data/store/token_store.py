@@ -58,18 +58,18 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 def tokenization_config(cfg: DataConfig, paths: dict[str, str]) -> dict[str, Any]:
     """The keys of `cfg` that decide the ids, with each split's resolved absolute path or pattern
-    (and a format other than `lines`, the fields of records read, a pretrained tokenizer's
-    fingerprint)."""
+    (and a format other than `lines`, the fields of records read; a pretrained tokenizer's
+    fingerprint and framing: a store its lines were framed otherwise in is not this one's)."""
     record: dict[str, Any] = {key: getattr(cfg, key) for key in TOKENIZATION_KEYS}
     record.update({split: os.path.abspath(path) for split, path in paths.items()})
     if cfg.format != DEFAULT_FORMAT:  # a store of the one format there was records none: it keeps its place
         record["format"] = cfg.format
         if corpus_format(cfg.format).fields:
             record["fields"] = list(record_fields(cfg))
-    if cfg.tokenizer == "pretrained":  # the tokenizer itself, wherever its run lies
-        record["tokenizer_fingerprint"] = tokenizer_fingerprint(
-            os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")
-        )
+    if cfg.tokenizer == "pretrained":  # the tokenizer itself, wherever its run lies, and how it frames a line
+        directory = os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")
+        record["tokenizer_fingerprint"] = tokenizer_fingerprint(directory)
+        record["framing"] = load_tokenizer(directory).framing.to_json()
     return record
 
 

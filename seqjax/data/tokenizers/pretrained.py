@@ -9,6 +9,11 @@ predicted at one id only, its home, chosen EOS first, then BOS, UNK, PAD; the ot
 read its row as input and are never predicted. A role the vocabulary has no token for (GPT-2's
 PAD) gets an id of its own, a zero row, never predicted either. So every HF row is predicted at
 exactly one id, and the distribution over seqjax's ids is the pretrained one.
+
+A text is framed as the tokenizer's post-processor frames it (`post_processor_framing`): the
+special tokens it adds before and after a text (Llama's `<s>`, none for GPT-2) are the run's
+`Framing`, so that a prompt reads as `transformers`' `tokenizer(prompt)` and a line of a corpus
+as that, then `</s>`.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from tokenizers import Tokenizer as HfTokenizer
 
+from seqjax.data.tokenizers.framing import Framing
 from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
 
 ROLES = ("pad", "bos", "eos", "unk")  # seqjax's ids 0..3, in that order (vocab.SPECIAL_TOKENS)
 HOME_ORDER = ("eos", "bos", "unk", "pad")  # which role a token playing several is predicted as
 HF_PREFIX = "hf_"  # the pretrained tokenizer's own files, saved under this prefix, as they are
 SETTINGS_KIND = "pretrained"
+FRAMING_PROBE = "the framing probe"  # any text: what the post-processor adds around it is the framing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +101,9 @@ class VocabMap:
 
 
 class PretrainedTokenizer:
-    """Encodes with the pretrained `tokenizer.json` (no special tokens added: seqjax adds its own)
-    and maps its ids to seqjax's through a `VocabMap`.
+    """Encodes with the pretrained `tokenizer.json` and maps its ids to seqjax's through a
+    `VocabMap`: `encode` gives a text's own ids (no special tokens), `framing` the ids the
+    tokenizer's post-processor puts around them.
 
     `files`: the pretrained tokenizer's files by their own names (`tokenizer.json` and, when the
     checkpoint had them, `tokenizer_config.json`, `special_tokens_map.json`), kept byte for byte
@@ -109,6 +117,7 @@ class PretrainedTokenizer:
         self.layout = layout
         self.model = HfTokenizer.from_str(self.files["tokenizer.json"].decode("utf-8"))
         self.vocab = Vocabulary(vocab_tokens(self.model, layout), np.zeros(layout.size, np.int64))
+        self.framing = post_processor_framing(self.model, layout)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         encoded = self.model.encode_batch(list(texts), add_special_tokens=False)
@@ -153,6 +162,29 @@ class PretrainedTokenizer:
         if "tokenizer.json" not in files:
             raise ValueError(f"a pretrained tokenizer directory must hold {HF_PREFIX}tokenizer.json, got {names}")
         return cls(files, VocabMap.build(settings["rows"], settings["roles"]))
+
+
+def post_processor_framing(model: HfTokenizer, layout: VocabMap) -> Framing:
+    """The special tokens the tokenizer's post-processor puts before and after a text (its
+    `add_special_tokens=True` encoding against the plain one), in seqjax's ids.
+
+    Raises:
+      ValueError: the post-processor does more than put special tokens around the text.
+    """
+    plain = model.encode(FRAMING_PROBE, add_special_tokens=False).ids
+    framed = model.encode(FRAMING_PROBE, add_special_tokens=True)
+    special = framed.special_tokens_mask
+    first = next((i for i, s in enumerate(special) if not s), len(special))
+    last = next((len(special) - i for i, s in enumerate(reversed(special)) if not s), first)
+    if framed.ids[first:last] != plain:
+        raise ValueError(
+            f"the post-processor of tokenizer.json must only put special tokens before and after a text, but it "
+            f"encodes {FRAMING_PROBE!r} as {framed.ids} against {plain} without it"
+        )
+    return Framing(
+        tuple(int(i) for i in layout.seqjax_of[framed.ids[:first]]),
+        tuple(int(i) for i in layout.seqjax_of[framed.ids[last:]]),
+    )
 
 
 def vocab_tokens(model: HfTokenizer, layout: VocabMap) -> tuple[str, ...]:

@@ -165,10 +165,10 @@ def _char_encoder(vocab: Vocabulary) -> Callable[[list[str]], Encoded]:
 
 def given_encoder(tokenizer: Tokenizer) -> BlockEncoder:
     """Encodes blocks of lines with a whole tokenizer (data.tokenizer=pretrained), through its
-    `encode_batch`: its ids are final."""
+    `encode_batch`, each line framed as its stream holds it (`Framing.in_stream`): its ids are final."""
 
     def encode(lines: list[str]) -> Encoded:
-        encoded = tokenizer.encode_batch(lines)
+        encoded = [tokenizer.framing.in_stream(ids) for ids in tokenizer.encode_batch(lines)]
         lengths = np.array([len(ids) for ids in encoded], np.int64)
         return np.fromiter((i for ids in encoded for i in ids), np.int64, int(lengths.sum())), lengths
 

@@ -4,7 +4,8 @@ Every tokenizer maps text to frequency-sorted ids of its vocabulary (no `<s>`/`<
 and back. `CharTokenizer` and `BpeTokenizer` reproduce the text exactly; `WordTokenizer`
 joins its tokens as text writes them (`detokenize`: punctuation attached, words spaced),
 rarer words as `<unk>`. `continue_text(prompt, ids)` is a prompt and the ids generated after
-it as one text, detokenized together.
+it as one text, detokenized together. `framing` says what a language model reads around a
+line's ids (`seqjax.data.tokenizers.framing`): for these tokenizers, the `</s>` of the line before.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from numpy.typing import ArrayLike
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from seqjax.data.tokenizers.framing import OWN, Framing
 from seqjax.data.tokenizers.pretrained import SETTINGS_KIND, PretrainedTokenizer
 from seqjax.data.tokenizers.vocab import SPECIAL_TOKENS, TOKENIZER_FILE, VOCAB_FILE, Vocabulary, kept_ids
 
@@ -46,6 +48,7 @@ _ONLY_CLOSING = frozenset("”’")
 class Tokenizer(Protocol):
     kind: str
     vocab: Vocabulary
+    framing: Framing
 
     def encode(self, text: str) -> list[int]: ...
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
@@ -100,6 +103,7 @@ class _SegmentingTokenizer(abc.ABC):
     """Shared encode/decode/save for tokenizers whose pieces are strings looked up in `vocab`."""
 
     kind = ""
+    framing = OWN
 
     def __init__(self, vocab: Vocabulary):
         self.vocab = vocab
@@ -180,6 +184,7 @@ class BpeTokenizer:
     """
 
     kind = "bpe"
+    framing = OWN
 
     def __init__(self, vocab: Vocabulary, model: HfTokenizer):
         self.vocab = vocab

@@ -16,7 +16,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from seqjax import optimizers as optim
-from seqjax.config import ATTENTION, OBJECTIVES, Config, check_choices
+from seqjax.config import OBJECTIVES, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective
 from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data, load_tokenizer
 from seqjax.data.batching import pair_positions
@@ -31,13 +31,13 @@ from seqjax.models import (
     PRETRAINED_ENCODER_KINDS,
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
+    SelfAttentionRows,
     build_model,
+    generates,
     is_latent,
     is_seq2seq,
     readable_length,
-    resolved_kernel,
 )
-from seqjax.models.attention import kernel_fallback
 from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
 
@@ -241,15 +241,23 @@ def build_experiment(
     return Experiment(cfg, data, model, head, objective)
 
 
-def attention_fallback(cfg: Config, platform: str) -> str | None:
-    """The one-line notice that the run's fused attention kernel leaves some of its
-    self-attention to XLA on `platform`'s devices (`attention.kernel_fallback`), or None."""
-    if cfg.model.kind not in ATTENTION:
-        return None
-    kernel = resolved_kernel(cfg.model, PRECISIONS[cfg.train.precision], platform)
-    lengths = tuple(cfg.data.buckets) if is_seq2seq(cfg.model) else (cfg.data.seq_len,)
-    dilated = cfg.model.dilation > 1 and cfg.model.window > 0
-    return kernel_fallback(kernel, packed=cfg.data.packing, dilated=dilated, lengths=lengths)
+def attention_rows(cfg: Config) -> SelfAttentionRows:
+    """The rows the run's teacher-forced self-attention reads, which its attention kernel is
+    chosen for: data.seq_len tokens (a language model) or the buckets' (an encoder-decoder),
+    packed with data.packing, padded where the model reads padding (an encoder-decoder's
+    sources, an encoder's rows)."""
+    seq2seq = is_seq2seq(cfg.model)
+    lengths = tuple(cfg.data.buckets) if seq2seq else (cfg.data.seq_len,)
+    return SelfAttentionRows(lengths, packed=cfg.data.packing, padded=seq2seq or not generates(cfg.model))
+
+
+def run_model(cfg: Config, vocab_size: int, platform: str | None = None, src_vocab_size: int | None = None) -> Model:
+    """The run's model for a vocabulary of `vocab_size` words, its matmuls in train.precision, its
+    attention kernel chosen for `platform`'s devices (None: JAX's default backend) and the run's
+    rows (`attention_rows`)."""
+    dtype = PRECISIONS[cfg.train.precision]
+    rows = attention_rows(cfg)
+    return build_model(cfg.model, vocab_size, dtype=dtype, src_vocab_size=src_vocab_size, platform=platform, rows=rows)
 
 
 def build_parts(
@@ -264,6 +272,5 @@ def build_parts(
     if mesh is not None:
         validate_layout(cfg, mesh, vocab_size)
         platform = mesh.devices.flat[0].platform
-    dtype = PRECISIONS[cfg.train.precision]
-    model = build_model(cfg.model, vocab_size, dtype=dtype, src_vocab_size=src_vocab_size, platform=platform)
+    model = run_model(cfg, vocab_size, platform, src_vocab_size)
     return model, output_head(cfg, vocab_size, counts, mesh), build_objective(cfg.objective)

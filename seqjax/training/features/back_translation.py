@@ -21,15 +21,22 @@ if TYPE_CHECKING:
 
 
 def back_translate(
-    exp: Experiment, params: Params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
+    exp: Experiment,
+    params: Params,
+    lines: list[str],
+    options: DecodeOptions,
+    progress: Progress | None = None,
+    *,
+    seed: int = 0,
 ) -> list[str]:
     """The backward run's translation of each monolingual line (a blank line stays blank): the
-    synthetic sources of the forward direction, line-aligned with `lines`."""
+    synthetic sources of the forward direction, line-aligned with `lines`; sampled, line i draws
+    with its own key from `seed` and i (`generation.row_keys`)."""
     if not exp.is_seq2seq:
         raise ValueError(
             f"back-translation needs an encoder-decoder run (target -> source), got model.kind={exp.cfg.model.kind!r}"
         )
-    return translate_lines(exp, params, lines, options, progress)
+    return translate_lines(exp, params, lines, options, progress, seed=seed)
 
 
 def combine_pairs(

@@ -26,7 +26,8 @@ from seqjax.data import LMData, ParallelData
 from seqjax.models import generates, model_class
 from seqjax.objectives import objective_of
 from seqjax.training.core.experiment import batch_plan
-from seqjax.training.features.generation import lm_samples, translate
+from seqjax.training.features.continuation import lm_samples
+from seqjax.training.features.generation import translate
 from seqjax.training.features.task_reports import task_report
 
 if TYPE_CHECKING:

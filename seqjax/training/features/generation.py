@@ -1,19 +1,20 @@
 """Generation glue: chooses a decoder (greedy, sampling, beam search), feeds prompts, and
-turns ids back into text with the run's tokenizer. Models and heads meet the decoders in
-`seqjax.model_head.make_step_fn`; the counted n-gram brings its own step function
-(`ngram_baseline.ngram_decoder`).
+translates sources. Models and heads meet the decoders in `seqjax.model_head.make_step_fn`; the
+counted n-gram brings its own step function (`ngram_baseline.ngram_decoder`). A language
+model's prompts, continued into text, are `continuation`'s.
 
-Every row of a batch may have its own prompt: `run_decoder` feeds each row's last prompt
-token as its first input (the decoders themselves feed every row one static `bos_id`).
-`continue_lines` decodes the lines of a file in batches of prompts of one length (each
-length is one compiled program) and `translate_lines` buckets sources as evaluation does.
+Every row of a batch may have its own prompt, of its own length: `decode_prompts` reads each
+row's prompt but its last token into the state (`model_head.prefill`, per row) and
+`run_decoder` feeds that last token as the row's first input (the decoders themselves feed
+every row one static `bos_id`). Every row draws with a key of its own (`row_keys`: from a seed
+and the row's index, so what a line decodes to does not depend on the batch it is in).
+`translate_lines` buckets sources as evaluation does.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from seqjax import decoding
 from seqjax.contracts import SPECIAL_IDS, Head, Model, Params, StepFn
-from seqjax.data import Tokenizer, seq2seq_eval_batches
+from seqjax.data import seq2seq_eval_batches
 from seqjax.metrics import corpus_bleu, rouge
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
 from seqjax.models import readable_length
@@ -31,10 +32,14 @@ from seqjax.models import readable_length
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
 
-# decode(prompts [B, P] int32, key, max_len) -> (tokens [B, max_len] int32, lengths [B] int32),
-# numpy in and out: what `continuations` and `continue_lines` decode with.
-DecodeFn = Callable[[np.ndarray, jax.Array, int], tuple[np.ndarray, np.ndarray]]
 Progress = Callable[[int], object]  # called with the number of lines just done
+
+
+def row_keys(seed: int, indices: Iterable[int]) -> jax.Array:
+    """[N] `jax.random` keys, `fold_in(key(seed), i)` for each index i: the key of the line (or
+    continuation) numbered i, the same in whatever batch, order or company it is decoded."""
+    index = jnp.asarray(np.fromiter(indices, np.uint32))
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(seed), index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +76,13 @@ def _best_beam(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def run_decoder(
-    step_fn: StepFn, state: Any, key: jax.Array, last: jax.Array, *, max_len: int, options: DecodeOptions
+    step_fn: StepFn, state: Any, keys: jax.Array, last: jax.Array, *, max_len: int, options: DecodeOptions
 ) -> tuple[jax.Array, jax.Array]:
     """Decodes after prompts whose tokens but the last are already in `state`.
 
     Args:
       step_fn, state: a `seqjax.contracts.StepFn` and its state for B rows.
+      keys: [B] `jax.random` keys, each row's own (sampling draws with them).
       last: [B] int32, each row's last prompt token, its first step's input.
 
     Returns:
@@ -98,7 +104,7 @@ def run_decoder(
         return _best_beam(sequences)
     if options.sample:
         return decoding.sample(
-            last_first, carry, key, temperature=options.temperature, top_k=options.top_k, top_p=options.top_p, **common
+            last_first, carry, keys, temperature=options.temperature, top_k=options.top_k, top_p=options.top_p, **common
         )
     return decoding.greedy(last_first, carry, **common)
 
@@ -108,8 +114,9 @@ def decode_prompts(
     model: Model,
     head: Head,
     params: Params,
-    key: jax.Array,
+    keys: jax.Array,
     prompts: jax.Array,
+    lengths: jax.Array,
     batch: Mapping[str, Any] | None = None,
     *,
     max_len: int,
@@ -118,27 +125,33 @@ def decode_prompts(
     """Decodes after each row's prompt, for an encoder batch (`batch`'s source) or an LM.
 
     Args:
-      prompts: [B, P] int32, P >= 1; its last column is each row's first input.
+      keys: [B] `jax.random` keys, each row's own: its samples, and its latent z when one is drawn.
+      prompts: [B, P] int32; row b's prompt is its first lengths[b] tokens (the rest is not
+        read), whose last is the row's first input.
+      lengths: [B] int32 in [1, P].
       batch: an encoder's source, or a latent-variable model's "latent" z [B, Z]; without one
-        such a model decodes from z drawn from the prior N(0, I) with a key split off `key`.
+        such a model decodes from z drawn from the prior N(0, I) with a key split off each row's.
 
     Returns:
       tokens [B, max_len] int32 (after the prompt, pad after EOS) and lengths [B] int32.
     """
-    num, length = prompts.shape
+    num, width = prompts.shape
     latent_size = getattr(model, "latent_size", None) if getattr(model, "latent", False) else None
     if latent_size is not None and (batch is None or "latent" not in batch):
-        key, latent_key = jax.random.split(key)
-        batch = {"latent": jax.random.normal(latent_key, (num, latent_size), jnp.float32)}
-    state = prefill(model, params, init_decode_state(model, params, num, length + max_len, batch), prompts[:, :-1])
-    return run_decoder(make_step_fn(model, head, params), state, key, prompts[:, -1], max_len=max_len, options=options)
+        split = jax.vmap(jax.random.split)(keys)
+        keys = split[:, 0]
+        batch = {"latent": jax.vmap(lambda key: jax.random.normal(key, (latent_size,), jnp.float32))(split[:, 1])}
+    state = init_decode_state(model, params, num, width + max_len, batch)
+    state = prefill(model, params, state, prompts[:, :-1], lengths - 1)
+    last = jnp.take_along_axis(prompts, (lengths - 1)[:, None], axis=1)[:, 0]
+    return run_decoder(make_step_fn(model, head, params), state, keys, last, max_len=max_len, options=options)
 
 
 def decode(
     model: Model,
     head: Head,
     params: Params,
-    key: jax.Array,
+    keys: jax.Array,
     batch: Mapping[str, Any] | None = None,
     *,
     prompt: Sequence[int],
@@ -146,41 +159,40 @@ def decode(
     max_len: int,
     options: DecodeOptions,
 ) -> tuple[jax.Array, jax.Array]:
-    """Decodes `num` rows after one `prompt` (ids; its last one is fed first), for an encoder batch or an LM.
+    """Decodes `num` rows after one `prompt` (ids; its last one is fed first), row i with keys[i]
+    ([num] keys), for an encoder batch or an LM.
 
     Returns tokens [num, max_len] int32 (after the prompt, 0 after EOS) and lengths [num] int32.
     """
     prompts = jnp.broadcast_to(jnp.asarray(prompt, jnp.int32), (num, len(prompt)))
-    return decode_prompts(model, head, params, key, prompts, batch, max_len=max_len, options=options)
-
-
-def model_decoder(exp: Experiment, params: Params, options: DecodeOptions) -> DecodeFn:
-    """The `DecodeFn` of a trained language model."""
-
-    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int) -> tuple[np.ndarray, np.ndarray]:
-        tokens = decode_prompts(
-            exp.model, exp.head, params, key, jnp.asarray(prompts), max_len=max_len, options=options
-        )
-        return jax.device_get(tokens)
-
-    return decode_fn
+    lengths = jnp.full((num,), len(prompt), jnp.int32)
+    return decode_prompts(model, head, params, keys, prompts, lengths, batch, max_len=max_len, options=options)
 
 
 def decode_new_lines(
     exp: Experiment,
     params: Params,
-    key: jax.Array,
     batch: Mapping[str, Any] | None = None,
     *,
     num: int,
     max_len: int,
     options: DecodeOptions,
+    seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`num` lines of a language model, each decoded from `</s>` as a line of the stream starts
+    """`num` lines of a language model, each decoded from where a line starts (the tokenizer's
+    `framing` of an empty prompt: `</s>`, Llama's `<s>`), row i with `row_keys(seed, [i])`
     (`batch` as `decode`'s, e.g. a VAE's latents), on the host: tokens [num, max_len] int32 and
     lengths [num] int32."""
     tokens = decode(
-        exp.model, exp.head, params, key, batch, prompt=(SPECIAL_IDS.eos,), num=num, max_len=max_len, options=options
+        exp.model,
+        exp.head,
+        params,
+        row_keys(seed, range(num)),
+        batch,
+        prompt=exp.tokenizer.framing.prompt([]),
+        num=num,
+        max_len=max_len,
+        options=options,
     )
     return jax.device_get(tokens)
 
@@ -190,95 +202,21 @@ def one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def continuations(
-    tokenizer: Tokenizer, decode_fn: DecodeFn, prompt: str, *, num: int, max_len: int, seed: int = 0
-) -> list[str]:
-    """`num` continuations of `prompt` (up to `max_len` tokens), each one text with the prompt
-    (`Tokenizer.continue_text`)."""
-    ids = np.asarray((SPECIAL_IDS.eos, *tokenizer.encode(prompt)), np.int32)  # LM streams separate lines with EOS
-    tokens, lengths = decode_fn(np.tile(ids, (num, 1)), jax.random.PRNGKey(seed), max_len)
-    return [tokenizer.continue_text(prompt, row[:n].tolist()) for row, n in zip(tokens, lengths)]
-
-
-def continue_lines(
-    tokenizer: Tokenizer,
-    decode_fn: DecodeFn,
-    lines: list[str],
-    *,
-    batch_size: int,
-    max_len: int,
-    seed: int = 0,
-    progress: Progress | None = None,
-) -> list[str]:
-    """Each non-blank line continued (one line of text with it); blank lines stay blank.
-
-    Lines whose prompts have the same number of tokens are decoded together, `batch_size`
-    rows at a time (a short batch repeats its first row, so each length compiles once).
-    """
-    outputs = [""] * len(lines)
-    prompts = {i: (SPECIAL_IDS.eos, *tokenizer.encode(line)) for i, line in enumerate(lines) if line.strip()}
-    by_length = collections.defaultdict(list)
-    for i, ids in prompts.items():
-        by_length[len(ids)].append(i)
-    if progress is not None:
-        progress(len(lines) - len(prompts))
-    key = jax.random.PRNGKey(seed)
-    for _, members in sorted(by_length.items()):
-        for start in range(0, len(members), batch_size):
-            rows = members[start : start + batch_size]
-            batch = np.array([prompts[i] for i in rows] + [prompts[rows[0]]] * (batch_size - len(rows)), np.int32)
-            key, batch_key = jax.random.split(key)
-            tokens, lengths = decode_fn(batch, batch_key, max_len)
-            for i, row, n in zip(rows, tokens, lengths):
-                outputs[i] = one_line(tokenizer.continue_text(lines[i], row[:n].tolist()))
-            if progress is not None:
-                progress(len(rows))
-    return outputs
-
-
-def sample_texts(
-    exp: Experiment,
-    params: Params,
-    *,
-    prompt: str = "",
-    num: int,
-    seed: int = 0,
-    options: DecodeOptions = DecodeOptions(sample=True),
-) -> list[str]:
-    """`num` continuations of `prompt` (up to train.printed_sample_len tokens) by a language
-    model, each as text that starts with the prompt."""
-    decode_fn = model_decoder(exp, params, options)
-    return continuations(exp.tokenizer, decode_fn, prompt, num=num, max_len=exp.cfg.train.printed_sample_len, seed=seed)
-
-
-def lm_samples(
-    exp: Experiment,
-    params: Params,
-    *,
-    echo: Callable[[str], None] = print,
-    prompt: str = "",
-    num: int | None = None,
-    seed: int = 0,
-    options: DecodeOptions = DecodeOptions(sample=True),
-) -> dict:
-    """Prints and returns `num` (default train.num_printed_samples) continuations of `prompt`."""
-    cfg = exp.cfg.train
-    texts = sample_texts(exp, params, prompt=prompt, num=num or cfg.num_printed_samples, seed=seed, options=options)
-    for text in texts[: cfg.num_printed_samples]:
-        echo(f"  sample: {text}")
-    return {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
-
-
 def translate_texts(
     exp: Experiment,
     params: Params,
     sources: Sequence[np.ndarray],
     options: DecodeOptions,
     progress: Progress | None = None,
+    *,
+    seed: int = 0,
+    numbers: Sequence[int] | None = None,
 ) -> list[str]:
     """Decodes source id arrays with a seq2seq model, bucketed by length as evaluation is;
-    returns one detokenized hypothesis each."""
+    returns one detokenized hypothesis each. Source i decodes with `row_keys(seed, [numbers[i]])`
+    (numbers: default 0, 1, ...), whatever its bucket and batch."""
     hypotheses = [""] * len(sources)
+    number = np.arange(len(sources)) if numbers is None else np.asarray(numbers)
     limit = readable_length(exp.cfg.model)
     dummy_targets = [np.zeros(0, np.int32)] * len(sources)
     batches = seq2seq_eval_batches(sources, dummy_targets, exp.cfg.train.batch_size, exp.cfg.data.buckets, limit)
@@ -292,7 +230,7 @@ def translate_texts(
                 exp.model,
                 exp.head,
                 params,
-                jax.random.PRNGKey(0),
+                row_keys(seed, np.where(indices >= 0, number[np.maximum(indices, 0)], 0)),  # padding rows: any key
                 src,
                 prompt=(SPECIAL_IDS.bos,),
                 num=batch["src"].shape[0],
@@ -309,11 +247,17 @@ def translate_texts(
 
 
 def translate_lines(
-    exp: Experiment, params: Params, lines: list[str], options: DecodeOptions, progress: Progress | None = None
+    exp: Experiment,
+    params: Params,
+    lines: list[str],
+    options: DecodeOptions,
+    progress: Progress | None = None,
+    *,
+    seed: int = 0,
 ) -> list[str]:
-    """The translation of each non-blank line, one line each; blank lines stay blank, and so do
-    lines of more than model.max_len source tokens for a model with positions up to it (a
-    Transformer), which cannot read them."""
+    """The translation of each non-blank line, one line each, line i decoded with
+    `row_keys(seed, [i])`; blank lines stay blank, and so do lines of more than model.max_len
+    source tokens for a model with positions up to it (a Transformer), which cannot read them."""
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     encoded = exp.pairs.src_tokenizer.encode_batch([lines[i] for i in nonblank])
     limit = readable_length(exp.cfg.model)
@@ -323,7 +267,7 @@ def translate_lines(
     if progress is not None:
         progress(len(lines) - len(kept))
     outputs = [""] * len(lines)
-    for i, text in zip(kept, translate_texts(exp, params, sources, options, progress)):
+    for i, text in zip(kept, translate_texts(exp, params, sources, options, progress, seed=seed, numbers=kept)):
         outputs[i] = one_line(text)
     return outputs
 

@@ -12,7 +12,7 @@ import numpy as np
 from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data.batching.line_rows import LineBatches
 from seqjax.models import is_latent
-from seqjax.models.vae import interpolate_latents
+from seqjax.models.language_models.vae import interpolate_latents
 from seqjax.objectives.vae import posterior
 from seqjax.training.features.generation import DecodeOptions, decode_new_lines, one_line
 
@@ -53,9 +53,7 @@ def interpolate_texts(
         raise ValueError(f"the two sentences to interpolate must not be blank, got {first!r} and {second!r}")
     means = posterior_means(exp, params, [first, second])
     latents = {"latent": interpolate_latents(means[0], means[1], num)}
-    tokens, lengths = decode_new_lines(
-        exp, params, jax.random.PRNGKey(seed), latents, num=num, max_len=max_len, options=options
-    )
+    tokens, lengths = decode_new_lines(exp, params, latents, num=num, max_len=max_len, options=options, seed=seed)
     fractions = np.linspace(0.0, 1.0, num)
     return [
         (float(f), one_line(exp.tokenizer.decode(row[:n].tolist()))) for f, row, n in zip(fractions, tokens, lengths)

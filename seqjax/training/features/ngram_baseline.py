@@ -1,7 +1,7 @@
 """`seqjax train`, `eval` and `generate` for a counted model (`seqjax.models.is_trained`
 False: the n-gram): count the train stream, score valid and test exactly, decode from it.
 
-The Kneser–Ney model (`seqjax.models.ngram`) is counted on the host: no parameters, steps,
+The Kneser–Ney model (`seqjax.models.classic.ngram`) is counted on the host: no parameters, steps,
 devices or checkpoints. It is evaluated by `evaluation.evaluate` over the batches a neural
 run is scored on (`lm_eval_batches`), with a host scorer: every token of a split is a
 target once, the first one's history being `</s>`, the end of the line before the split;
@@ -38,8 +38,9 @@ from seqjax.models import SEQ2SEQ_KINDS, ngram
 from seqjax.training.core.experiment import TOKENIZER_DIRS
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.core.state import config_differences, dump_json
+from seqjax.training.features.continuation import DecodeFn
 from seqjax.training.features.evaluation import Scorer, describe_metrics, evaluate
-from seqjax.training.features.generation import DecodeFn, DecodeOptions, run_decoder
+from seqjax.training.features.generation import DecodeOptions, run_decoder
 
 COUNTS_FILE = "ngram.npz"
 
@@ -181,7 +182,7 @@ def next_token_log_probs(model: ngram.KneserNeyLM, histories: np.ndarray) -> np.
 
 
 def ngram_decoder(model: ngram.KneserNeyLM, options: DecodeOptions) -> DecodeFn:
-    """The `generation.DecodeFn` of a counted model: the decoders over a step function whose
+    """The `continuation.DecodeFn` of a counted model: the decoders over a step function whose
     state is each row's last order − 1 tokens [B, order − 1] int32 (−1: none yet) and whose
     log-probs come from `next_token_log_probs` on the host."""
     width = model.order - 1
@@ -193,10 +194,14 @@ def ngram_decoder(model: ngram.KneserNeyLM, options: DecodeOptions) -> DecodeFn:
 
     program = jax.jit(partial(run_decoder, step_fn), static_argnames=("max_len", "options"))
 
-    def decode_fn(prompts: np.ndarray, key: jax.Array, max_len: int) -> tuple[np.ndarray, np.ndarray]:
-        before = prompts[:, :-1][:, max(prompts.shape[1] - 1 - width, 0) :]
+    def decode_fn(
+        prompts: np.ndarray, lengths: np.ndarray, keys: jax.Array, max_len: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         history = np.full((len(prompts), width), -1, np.int32)
-        history[:, width - before.shape[1] :] = before
-        return jax.device_get(program(history, key, prompts[:, -1], max_len=max_len, options=options))
+        for row, (prompt, length) in enumerate(zip(prompts, lengths)):
+            before = prompt[max(length - 1 - width, 0) : length - 1]
+            history[row, width - len(before) :] = before
+        last = prompts[np.arange(len(prompts)), np.asarray(lengths) - 1]
+        return jax.device_get(program(history, keys, last, max_len=max_len, options=options))
 
     return decode_fn

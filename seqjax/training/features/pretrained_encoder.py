@@ -1,7 +1,7 @@
 """A Transformer encoder–decoder whose encoder starts from a pre-trained encoder-only run
 (masked LM or ELECTRA, the BERT recipe of pre-training then fine-tuning): train.init_encoder_from.
 
-The encoder-only models (`seqjax.models.encoder`) and `TransformerSeq2Seq` build their
+The encoder-only models (`seqjax.models.encoders`) and `TransformerSeq2Seq` build their
 encoders from the same blocks, so the weights carry over one to one under the names of
 `RENAMES`; ELECTRA's discriminator is its encoder (its generator and classifier are left
 behind). The source embedding is copied word by word: every word of this run's source

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
 
 from seqjax.config import Config
@@ -22,7 +21,8 @@ from seqjax.data import is_grammatical
 from seqjax.data.corpora.sources import source_of
 from seqjax.data.synthetic.oracle import make_oracle, oracle_ids, oracle_nll
 from seqjax.models import generates
-from seqjax.training.features.generation import DecodeOptions, decode_new_lines, sample_texts
+from seqjax.training.features.continuation import sample_texts
+from seqjax.training.features.generation import DecodeOptions, decode_new_lines
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
@@ -53,7 +53,7 @@ def oracle_report(
     """
     oracle, eos = make_oracle(), SPECIAL_IDS.eos
     tokens, _ = decode_new_lines(
-        exp, params, jax.random.PRNGKey(seed), num=num, max_len=oracle.length + 1, options=DecodeOptions(sample=True)
+        exp, params, num=num, max_len=oracle.length + 1, options=DecodeOptions(sample=True), seed=seed
     )
     ids = oracle_ids(exp.tokenizer.vocab)[tokens]
     scored = np.argmax(np.pad(ids < 0, ((0, 0), (0, 1)), constant_values=True), axis=1)

@@ -27,16 +27,30 @@ if TYPE_CHECKING:
     from seqjax.data import LMData, ParallelData
     from seqjax.training.core.experiment import Experiment
     from seqjax.training.core.state import TrainState
-    from seqjax.training.features.generation import DecodeFn, DecodeOptions
+    from seqjax.training.features.continuation import LMDecoder
+    from seqjax.training.features.generation import DecodeOptions
 
 
-def read_config(workdir: str) -> config_lib.Config:
-    """The config saved in `workdir`. Raises ValueError when it holds no run."""
+def read_config(workdir: str, given: str | None = None) -> config_lib.Config:
+    """The config saved in the run `workdir`; `given` names where the user gave it in errors
+    (default `--workdir WORKDIR`).
+
+    Raises:
+      ValueError: `workdir` holds no run, or it holds a Hugging Face checkpoint (its config.json
+        has `model_type`), which is to be imported as a run first.
+    """
+    given = given or f"--workdir {workdir}"
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
-        raise ValueError(f"--workdir {workdir} holds no run (no config.json)")
+        raise ValueError(f"{given} holds no run (no config.json)")
     with open(path) as f:
-        return config_lib.from_dict(json.load(f))
+        values = json.load(f)
+    if isinstance(values, dict) and "model_type" in values:
+        raise ValueError(
+            f"{given} looks like a Hugging Face checkpoint (config.json with model_type={values['model_type']!r}), "
+            f"not a seqjax run: make it one with `seqjax import-hf {workdir} --workdir RUN`, then give RUN"
+        )
+    return config_lib.from_dict(values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +115,8 @@ class Run:
         from seqjax import optimizers as optim
         from seqjax.training.core.experiment import build_experiment
         from seqjax.training.core.layout import make_mesh
+        from seqjax.training.core.resume import open_run
         from seqjax.training.core.state import Checkpointer, restore_state
-        from seqjax.training.loop import open_run
 
         cfg = self.cfg
         checkpointer = Checkpointer.of_run(self.workdir, cfg.train.keep_checkpoints)
@@ -119,19 +133,16 @@ class Run:
             checkpointer.close()
         return Restored(exp, state, mesh)
 
-    def lm_decoder(self, options: DecodeOptions) -> tuple[Any, DecodeFn, int]:
-        """(tokenizer, decode function, batch size) of the language model, trained or counted."""
-        from seqjax.training.features.generation import model_decoder
+    def lm_decoder(self, options: DecodeOptions) -> LMDecoder:
+        """The decoder of the language model's prompts, trained or counted."""
+        from seqjax.training.features.continuation import LMDecoder, model_decoder
         from seqjax.training.features.ngram_baseline import ngram_decoder, saved_counts
 
         if self.counted:
-            return self.tokenizers(), ngram_decoder(saved_counts(self.workdir), options), self.cfg.train.batch_size
+            decode = ngram_decoder(saved_counts(self.workdir), options)
+            return LMDecoder(self.tokenizers(), decode, self.cfg.train.batch_size, None)
         restored = self.restore([])
-        return (
-            restored.exp.tokenizer,
-            model_decoder(restored.exp, restored.state.params, options),
-            self.cfg.train.batch_size,
-        )
+        return model_decoder(restored.exp, restored.state.params, options)
 
     def evaluation(self, split: str, options: DecodeOptions) -> Evaluation:
         """The data, scorer and extra measures of `split`; `options` decode a seq2seq split."""

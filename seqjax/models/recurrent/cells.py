@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jax import Array
 from jax.typing import DTypeLike
 
-from seqjax.models.rows_matmul import rows_matmul
+from seqjax.models.matmul.rows_matmul import rows_matmul
 
 Carry = tuple[Array, ...]  # a cell's carry: [B, H] float32 arrays, the output h last
 Bias = Array | tuple[()]  # a cell's recurrent bias: [H] float32 for the GRU, () for the others

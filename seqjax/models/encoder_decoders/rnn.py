@@ -12,10 +12,10 @@ import flax.linen as nn
 from jax import Array
 
 from seqjax.config import MODELS
-from seqjax.models.cells import Carry
-from seqjax.models.checks import check_decode_size, check_source
-from seqjax.models.embeddings import EncoderDecoder
-from seqjax.models.rnn import Recurrent, RNNEncoder, run_stack, step_stack
+from seqjax.models.base import EncoderDecoder
+from seqjax.models.input_checks import check_decode_size, check_source
+from seqjax.models.recurrent.cells import Carry
+from seqjax.models.recurrent.layers import Recurrent, RNNEncoder, run_stack, step_stack
 
 
 class RNNSeq2Seq(EncoderDecoder):

@@ -22,9 +22,9 @@ from jax import Array
 
 from seqjax.checks import check_one_of
 from seqjax.config import MODELS, ModelConfig, option
-from seqjax.models.checks import check_decode_size, check_source
-from seqjax.models.embeddings import EncoderDecoder
-from seqjax.models.rnn import Recurrent, RNNEncoder
+from seqjax.models.base import EncoderDecoder
+from seqjax.models.input_checks import check_decode_size, check_source
+from seqjax.models.recurrent.layers import Recurrent, RNNEncoder
 
 AttentionScore = Literal["additive", "dot", "general"]
 

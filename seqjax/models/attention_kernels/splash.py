@@ -6,7 +6,9 @@ key/value head: the G = H / K query heads of a group against that head's keys an
 the structured part (causal, a causal window, or none) as the kernel's own lazy mask, so fully
 masked blocks are skipped; padding and packed rows become segment ids (a real token sees only
 its segment's real tokens; padding is segment 0 and sees only padding). A dilated window is
-not expressible and runs on XLA (`splash_expresses`).
+not expressible, nor rows of other than whole 128-token blocks: those run on XLA. It takes heads
+of a multiple of 128 features; in a compiled program its calls are Pallas custom calls
+(`tpu_custom_call`) named for it (`splash_mqa_fwd…`).
 
 Under a step's mesh (`placement.under_mesh`) the kernel runs inside a `shard_map`: each device
 attends over its rows (and its heads, where `model` splits them) — a Pallas kernel is not
@@ -26,16 +28,12 @@ from jax import Array
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
 
-from seqjax.models.masks import SelfMask
+from seqjax.config import ATTENTION_KERNELS
+from seqjax.models.attention_kernels.kernel import AttentionKernel, CustomCall
+from seqjax.models.transformer.masks import SelfMask
 from seqjax.placement import attention_spec, context_mesh
 
 BLOCK = 128  # the kernel's query and key block, and the multiple its row lengths must be
-
-
-def splash_expresses(mask: SelfMask, length: int) -> bool:
-    """Whether the splash kernel runs `mask` over rows of `length` tokens: every part of a
-    mask but a dilated window, on rows of whole 128-token blocks (the kernel's tiles)."""
-    return length % BLOCK == 0 and (mask.dilation == 1 or not (mask.causal and mask.window))
 
 
 def _structured(mask: SelfMask, length: int, heads: int) -> splash_mask.MultiHeadMask:
@@ -94,8 +92,8 @@ def _attend_rows(q: Array, k: Array, v: Array, ids: Array, *, mask: SelfMask, in
 
 
 def splash_attention(q: Array, k: Array, v: Array, mask: SelfMask, *, interpret: bool | None = None) -> Array:
-    """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask` (which
-    `splash_expresses`) by the splash kernel; `interpret` defaults to "not on a TPU" (the step's
+    """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] (T a multiple of BLOCK) under
+    `mask` (without a dilated window) by the splash kernel; `interpret` defaults to "not on a TPU" (the step's
     mesh's platform, else JAX's backend). Returns [B, T, H, Dh] in q's dtype."""
     batch, length = q.shape[:2]
     mesh = context_mesh()
@@ -115,3 +113,18 @@ def splash_attention(q: Array, k: Array, v: Array, mask: SelfMask, *, interpret:
         check_vma=False,  # the Pallas call declares no varying axes
     )
     return sharded(scaled, k, v, ids).astype(q.dtype)
+
+
+ATTENTION_KERNELS.register(
+    "splash",
+    AttentionKernel(
+        splash_attention,
+        title="the splash kernel",
+        masks=frozenset({"causal", "window", "padding", "segments"}),
+        platforms=("tpu",),
+        head_multiple=BLOCK,
+        row_multiple=BLOCK,
+        auto_priority=1,
+        hlo=CustomCall("tpu_custom_call", names=("splash", "flash")),
+    ),
+)

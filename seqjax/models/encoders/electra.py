@@ -1,18 +1,9 @@
-"""Encoder-only Transformers for masked-LM pre-training: BERT's encoder and ELECTRA's pair.
-
-Both read tokens [B, T] over the vocabulary plus one input id, [MASK] = V
-(`SpecialIds.mask_id(V)`), through the Transformer blocks of `blocks.py`/`stack.py` under a
-bidirectional self-attention mask (padding, and segments when packed). They predict only
-vocabulary words, so the output head and `target_embedding` cover ids [0, V); the [MASK]
-row is an input embedding only.
-
-`TransformerEncoder` (model.kind=transformer_encoder) gives the hidden states [B, T, D] that
-the head scores at masked positions (`seqjax.objectives.MaskedLM`). `ElectraEncoder`
-(model.kind=electra) is the discriminator, whose `__call__` is the encoder a fine-tuning
-run would reuse, plus a small generator (`model.electra.generator_layers` blocks,
-`model.electra.generator_width` of the discriminator's width, sharing the token embedding through
-a projection in and out when narrower, as in Clark et al. 2020) and the replaced-token classifier
-`discriminate` (`seqjax.objectives.Electra`). Neither decodes autoregressively: they have no decode step.
+"""ELECTRA (Clark et al. 2020, model.kind=electra): the discriminator, whose `__call__` is the
+encoder a fine-tuning run would reuse, plus a small generator (`model.electra.generator_layers`
+blocks, `model.electra.generator_width` of the discriminator's width, sharing the token embedding
+through a projection in and out when narrower) and the replaced-token classifier `discriminate`
+(`seqjax.objectives.Electra`). Both encoders read tokens as `TransformerEncoder` does, [MASK] = V
+included, and neither has a decode step.
 """
 
 from __future__ import annotations
@@ -26,60 +17,7 @@ from jax import Array
 
 from seqjax.checks import check_int, check_number
 from seqjax.config import MODELS, option
-from seqjax.models.blocks import make_norm
-from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
-from seqjax.models.masks import self_mask
-from seqjax.models.stack import make_blocks, run_blocks
-
-
-class EncoderStack(nn.Module):
-    """Positions, the blocks of `cfg` (non-causal) and the final norm: [B, T, D] embedded
-    inputs -> [B, T, D] float32."""
-
-    cfg: Any
-    dtype: Any = jnp.float32
-
-    def setup(self) -> None:
-        self.inputs = PositionalInputs(self.cfg)
-        self.blocks = make_blocks(self.cfg, self.dtype)
-        if self.cfg.norm == "pre":
-            self.final_norm = make_norm(self.cfg, self.dtype)
-
-    def __call__(
-        self, embedded: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
-    ) -> Array:
-        x = self.inputs(embedded, positions, train)
-        attention_mask = self_mask(causal=False, valid=mask, segments=segment_ids)
-        x = run_blocks(self.blocks, self.cfg, x, positions, attention_mask, train=train)
-        if self.cfg.norm == "pre":
-            x = self.final_norm(x)
-        return x.astype(jnp.float32)
-
-
-class TransformerEncoder(PackedTokenModel):
-    """Bidirectional Transformer encoder: tokens [B, T] (ids < V + 1) -> hidden [B, T, D]."""
-
-    objective: ClassVar[str] = "masked_lm"  # the objective that trains it
-    generates: ClassVar[bool] = False  # no autoregressive decode step
-    dtype: Any = jnp.float32
-
-    def setup(self) -> None:
-        # One more row than the vocabulary: [MASK] = V, an input only.
-        self.token_embed = token_embedding(self.vocab_size + 1, self.cfg.d_model, "embed")
-        self.encoder = EncoderStack(self.cfg, self.dtype)
-
-    def target_embedding(self) -> Array:
-        """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""
-        return self.token_embed.embedding[: self.vocab_size]
-
-    def packed_hidden_states(
-        self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
-    ) -> Array:
-        """x: [B, T, D] float32, the lookup of tokens [B, T] int32 (ids in [0, V], V = [MASK]);
-        mask: [B, T] bool or None (keys attended); positions: [B, T] or [T] int32; segment_ids:
-        [B, T] int32 or None. Returns hidden: [B, T, D] float32, every row having seen every
-        valid token."""
-        return self.encoder(x, mask, positions, segment_ids, train)
+from seqjax.models.encoders.transformer import EncoderStack, TransformerEncoder
 
 
 def generator_config(cfg: Any) -> Any:
@@ -142,7 +80,7 @@ class ElectraEncoder(TransformerEncoder):
     def setup(self) -> None:
         super().setup()
         generator = generator_config(self.cfg)
-        self.generator_stack = EncoderStack(generator, self.dtype)
+        self.generator_stack = EncoderStack(generator, self.dtype, kernel=self.kernel_choice.kernel)
         if generator.d_model != self.cfg.d_model:
             self.generator_in = nn.Dense(generator.d_model, dtype=self.dtype, name="generator_in")
             self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out")
@@ -178,7 +116,6 @@ class ElectraEncoder(TransformerEncoder):
         return self.classifier(hidden).astype(jnp.float32)[..., 0]
 
 
-MODELS.register("transformer_encoder", TransformerEncoder, families=("neural", "attention", "encoder_only"))
 MODELS.register(
     "electra", ElectraEncoder, options=ElectraModelOptions, families=("neural", "attention", "encoder_only")
 )

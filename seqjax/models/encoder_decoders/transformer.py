@@ -12,6 +12,7 @@ target token its own target prefix and the source segment with the same id.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import jax.numpy as jnp
@@ -19,11 +20,13 @@ from jax import Array
 
 from seqjax.config import MODELS, ModelConfig
 from seqjax.contracts import SharedByBeams
-from seqjax.models.blocks import block_matmul_weights, make_norm
-from seqjax.models.checks import check_decode_size, check_packing, check_source, check_tokens
-from seqjax.models.embeddings import EncoderDecoder, PositionalInputs
-from seqjax.models.masks import padding_mask, segment_mask, self_mask
-from seqjax.models.stack import block_memories, decode_blocks, empty_decode_cache, make_blocks, run_blocks
+from seqjax.models.attention_kernels.choice import KernelChoice
+from seqjax.models.base import EncoderDecoder
+from seqjax.models.input_checks import check_decode_size, check_packing, check_source, check_tokens
+from seqjax.models.transformer.blocks import block_matmul_weights, make_norm
+from seqjax.models.transformer.masks import padding_mask, segment_mask, self_mask
+from seqjax.models.transformer.positions import PositionalInputs
+from seqjax.models.transformer.stack import block_memories, decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
 class TransformerSeq2Seq(EncoderDecoder):
@@ -36,6 +39,7 @@ class TransformerSeq2Seq(EncoderDecoder):
     """
 
     takes_pretrained_encoder: ClassVar[bool] = True  # its encoder's blocks are an encoder-only run's
+    kernel_choice: KernelChoice = dataclasses.field(kw_only=True)  # self-attention's kernel (`build_model`)
 
     @classmethod
     def matmul_weights(cls, cfg: ModelConfig) -> int | None:
@@ -51,8 +55,8 @@ class TransformerSeq2Seq(EncoderDecoder):
         self.setup_embeddings()
         self.source_inputs = PositionalInputs(self.cfg)
         self.target_inputs = PositionalInputs(self.cfg)
-        self.encoder_blocks = make_blocks(self.cfg, self.dtype)
-        self.decoder_blocks = make_blocks(self.cfg, self.dtype, cross=True)
+        self.encoder_blocks = make_blocks(self.cfg, self.dtype, self.kernel_choice.kernel)
+        self.decoder_blocks = make_blocks(self.cfg, self.dtype, self.kernel_choice.kernel, cross=True)
         if self.cfg.norm == "pre":
             self.encoder_norm = make_norm(self.cfg, self.dtype)
             self.decoder_norm = make_norm(self.cfg, self.dtype)

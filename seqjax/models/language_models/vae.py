@@ -25,10 +25,10 @@ from jax.typing import ArrayLike
 
 from seqjax.checks import check_int
 from seqjax.config import MODELS, option
-from seqjax.models.cells import CARRY_SIZE, Carry
-from seqjax.models.checks import check_decode_size, check_mask, check_tokens
-from seqjax.models.embeddings import TokenModel, token_embedding
-from seqjax.models.rnn import Recurrent, step_stack
+from seqjax.models.base import TokenModel, token_embedding
+from seqjax.models.input_checks import check_decode_size, check_mask, check_tokens
+from seqjax.models.recurrent.cells import CARRY_SIZE, Carry
+from seqjax.models.recurrent.layers import Recurrent, step_stack
 
 
 def interpolate_latents(first: ArrayLike, second: ArrayLike, num: int) -> Array:

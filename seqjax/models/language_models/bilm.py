@@ -20,10 +20,10 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import MODELS
-from seqjax.models.cells import Carry
-from seqjax.models.checks import check_decode_size, check_mask, check_tokens
-from seqjax.models.embeddings import TokenModel, token_embedding
-from seqjax.models.rnn import Recurrent, run_stack, step_stack
+from seqjax.models.base import TokenModel, token_embedding
+from seqjax.models.input_checks import check_decode_size, check_mask, check_tokens
+from seqjax.models.recurrent.cells import Carry
+from seqjax.models.recurrent.layers import Recurrent, run_stack, step_stack
 
 
 class BiLM(TokenModel):

@@ -9,10 +9,8 @@ dtype.
 Two layouts, one per kind of attention:
 
 - Teacher-forced self-attention keeps activations [B, T, heads, Dh] from projection to
-  output; `model.attention_kernel` picks the kernel (`attend`). cuDNN's fused kernel (through
-  `jax.nn.dot_product_attention`) is given only what it expresses — `is_causal` and a
-  contiguous `local_window_size` — so padding, segment ids (packed rows) or a dilated window
-  run on XLA, in `dense_attention`, under one boolean mask.
+  output and runs on the kernel the model was built with (`model.attention_kernel`, resolved by
+  `build_model`; `attention_kernels.dispatch.attend`), which runs on XLA what it cannot express.
 - Keys and values that are stored and read many times — the KV cache of a decode step and
   the cross-attention memory — are laid out [B, K, M, Dh] and read by `stored_attention`, an
   explicit grouped einsum whose batch axes (B, K) lead both operands. Given [B, M, K, Dh],
@@ -22,157 +20,26 @@ Two layouts, one per kind of attention:
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import math
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array, lax
 
-from seqjax.config import ATTENTION_KERNELS, ModelConfig
-from seqjax.models.dense_attention import dense_attention
-from seqjax.models.masks import SelfMask
-from seqjax.models.splash_attention import BLOCK as SPLASH_BLOCK
-from seqjax.models.splash_attention import splash_attention, splash_expresses
-from seqjax.models.step_dense import apply_dense
-from seqjax.placement import same_placement
+from seqjax.config import ModelConfig
+from seqjax.models.attention_kernels.dispatch import attend
+from seqjax.models.matmul.step_dense import apply_dense
+from seqjax.models.transformer.masks import SelfMask
+from seqjax.models.transformer.positions import rotary
 
 
 def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
     """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H."""
     heads = cfg.num_heads
     return heads, cfg.kv_heads or heads, cfg.d_model // heads
-
-
-def rotary(x: Array, positions: Array, base: float, max_len: int) -> Array:
-    """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
-    (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
-
-    Scores of turned queries and keys depend only on the difference of their positions.
-
-    Args:
-      x: [B, T, heads, Dh] queries or keys, Dh even.
-      positions: [B, T] or [T] int32, each in [0, max_len).
-      max_len: the model's length bound, the size of the cosine and sine tables.
-    Returns:
-      [B, T, heads, Dh] in x's dtype (the turn is computed in float32).
-    """
-    half = x.shape[-1] // 2
-    cos_table, sin_table = rotary_tables(max_len, half, base)
-    # Read from tables rather than computed in place: XLA fuses cos and sin into each
-    # consumer and recomputes them for every element of x (every batch row and head).
-    cos, sin = jnp.asarray(cos_table)[positions][..., None, :], jnp.asarray(sin_table)[positions][..., None, :]
-    first, second = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
-    turned = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-    return turned.astype(x.dtype)
-
-
-@functools.cache
-def rotary_tables(max_len: int, half: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of position · base^(-i/half): float32 [max_len, half] each, computed in float64."""
-    angles = np.arange(max_len)[:, None] * base ** (-np.arange(half) / half)
-    tables = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-    for table in tables:
-        table.flags.writeable = False  # shared by every call through the cache
-    return tables
-
-
-def resolve_kernel(kernel: str, dtype: Any, head_dim: int, platform: str) -> str:
-    """The implementation ("xla" | "cudnn" | "splash") `kernel` ("auto" or one of those) means
-    on devices of `platform` ("cpu" | "gpu" | "tpu", the run's mesh's): auto is cuDNN on a GPU
-    for 16-bit operands and head widths it supports (≤ 128, multiple of 8), the Pallas splash
-    kernel on a TPU for head widths that are a multiple of 128, XLA otherwise."""
-    if kernel != "auto":
-        return kernel
-    sixteen_bits = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-    if platform == "gpu" and sixteen_bits and head_dim <= 128 and head_dim % 8 == 0:
-        return "cudnn"
-    if platform == "tpu" and head_dim % 128 == 0:
-        return "splash"
-    return "xla"
-
-
-def cudnn_arguments(mask: SelfMask) -> dict[str, Any] | None:
-    """The arguments of `jax.nn.dot_product_attention` that express `mask` — `is_causal`, a
-    contiguous `local_window_size`, and padding as the lengths of the rows' valid prefixes
-    (`query_seq_lengths`, `key_value_seq_lengths`) — or None where the mask has a part they
-    cannot express (segment ids of packed rows, a dilated window)."""
-    if mask.segments is not None or mask.dilation != 1:
-        return None
-    window = (mask.window - 1, 0) if mask.causal and mask.window else None
-    arguments: dict[str, Any] = {"is_causal": mask.causal, "local_window_size": window}
-    if mask.valid is not None:
-        arguments.update(query_seq_lengths=mask.lengths, key_value_seq_lengths=mask.lengths)
-    return arguments
-
-
-def kernel_fallback(kernel: str, *, packed: bool, dilated: bool, lengths: tuple[int, ...]) -> str | None:
-    """Why the fused `kernel` (resolved) leaves some of a run's teacher-forced self-attention to
-    XLA — packed rows, a dilated window, rows of `lengths` tokens the kernel does not tile — or
-    None where it runs all of it."""
-    if kernel == "cudnn" and packed:
-        return (
-            "cuDNN's fused attention (jax.nn.dot_product_attention) takes no segment ids: packed rows "
-            "(data.packing) attend on XLA"
-        )
-    if kernel in ("cudnn", "splash") and dilated:
-        return f"the {kernel} kernel has no dilated window (model.dilation > 1): self-attention runs on XLA"
-    untiled = sorted({n for n in lengths if n % SPLASH_BLOCK})
-    if kernel == "splash" and untiled:
-        return (
-            f"the splash kernel tiles rows by {SPLASH_BLOCK} tokens: rows of {', '.join(map(str, untiled))} tokens "
-            "attend on XLA"
-        )
-    return None
-
-
-QUERY_BLOCK = 64  # queries per block of `attend` on XLA, unless that makes more than MAX_QUERY_BLOCKS
-MAX_QUERY_BLOCKS = 16  # bounds the program's size (each block is its own products) on long rows
-
-
-def query_blocks(length: int) -> list[tuple[int, int]]:
-    """[start, end) of the blocks of queries `attend` computes one at a time on XLA: QUERY_BLOCK
-    each, more where that would make more than MAX_QUERY_BLOCKS blocks."""
-    size = max(QUERY_BLOCK, -(-length // MAX_QUERY_BLOCKS))
-    return [(start, min(start + size, length)) for start in range(0, length, size)]
-
-
-def attend(q: Array, k: Array, v: Array, mask: SelfMask, kernel: str) -> Array:
-    """Teacher-forced self-attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask`,
-    with `kernel` resolved ("xla" | "cudnn" | "splash"): the fused kernel where it expresses the
-    mask (cuDNN's, or the Pallas splash kernel on a TPU), else `dense_attention` under the whole
-    mask, block of queries by block of queries (`query_blocks`), each over only the keys the
-    mask's causal part and window let it see.
-
-    Blocks skip the keys masked for all of their queries (a causal mask's upper triangle, the
-    keys before a window's reach), and keep each block's logits small enough for the caches.
-    Measured forward and backward on a 2-core AMD EPYC (Zen 3), 8 query and 2 key/value heads
-    of 64, causal, in one process: 21 ms in one block against 14 ms in blocks at B=16, T=128
-    (2 blocks; torch's fused `scaled_dot_product_attention` 17 ms), 82 against 42 ms at B=4,
-    T=512 (8 blocks; torch 59 ms). A query that sees no key averages the values of its block's
-    key range (its output is undefined either way). Returns [B, T, H, Dh]."""
-    if kernel == "splash" and splash_expresses(mask, q.shape[1]):
-        return splash_attention(q, k, v, mask)
-    arguments = cudnn_arguments(mask) if kernel == "cudnn" else None
-    if arguments is not None:
-        q, k, v = same_placement(q, k, v)
-        return jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **arguments)
-    length = q.shape[1]
-    dense = mask.dense(length)  # broadcastable to [B, 1, T, T]
-    outputs = []
-    for start, end in query_blocks(length):
-        first, last = mask.key_range(start, end, length)
-        rows = dense if dense.shape[-2] == 1 else dense[..., start:end, :]
-        block_mask = rows[..., first:last]
-        outputs.append(dense_attention(q[:, start:end], k[:, first:last], v[:, first:last], block_mask))
-    return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
-
-
-for _kernel in ("xla", "cudnn", "splash"):
-    ATTENTION_KERNELS.register(_kernel, functools.partial(attend, kernel=_kernel))
 
 
 def write_cache(buffer: Array, update: Array, slots: Array, layer: Array | None = None) -> Array:
@@ -257,6 +124,7 @@ class SelfAttention(nn.Module):
 
     cfg: ModelConfig
     dtype: Any = jnp.float32
+    kernel: str = dataclasses.field(kw_only=True)  # the registered kernel of the teacher-forced pass
 
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
@@ -285,9 +153,7 @@ class SelfAttention(nn.Module):
         """x: [B, T, D]; positions: [B, T] or [T] int32 (rope reads them); mask: what each
         query sees. Returns [B, T, D]."""
         q, k, v = self._project(x, positions)
-        # build_model resolves auto from the run's devices; a module built by hand resolves here.
-        kernel = resolve_kernel(self.cfg.attention_kernel, q.dtype, q.shape[-1], jax.default_backend())
-        return self.out(attend(q, k, v, mask, kernel))
+        return self.out(attend(q, k, v, mask, self.kernel))
 
     def decode(
         self, x: Array, cache: dict[str, Array], positions: Array, slots: Array, mask: Array, layer: Array | None = None

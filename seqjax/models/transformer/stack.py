@@ -43,9 +43,9 @@ from jax import Array, lax
 
 from seqjax.config import ModelConfig
 from seqjax.contracts import GrowsWithSteps, SharedByBeams
-from seqjax.models.attention import empty_cache
-from seqjax.models.blocks import Block
-from seqjax.models.masks import SelfMask, beam_slots_mask, decode_mask
+from seqjax.models.transformer.attention import empty_cache
+from seqjax.models.transformer.blocks import Block
+from seqjax.models.transformer.masks import SelfMask, beam_slots_mask, decode_mask
 
 # One stack's blocks: a scanned Block (`model.scan_layers`) or one Block per layer.
 Blocks = Block | Sequence[Block]
@@ -56,11 +56,12 @@ Memories = tuple[dict[str, Array], ...] | dict[str, Array]
 REMAT_POLICIES = {"dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable, "full": None}
 
 
-def make_blocks(cfg: ModelConfig, dtype: Any, cross: bool = False) -> Blocks:
-    """The blocks of one stack, for a model's `setup`: one scanned Block or a list of them."""
+def make_blocks(cfg: ModelConfig, dtype: Any, kernel: str, cross: bool = False) -> Blocks:
+    """The blocks of one stack, for a model's `setup`: one scanned Block or a list of them, their
+    self-attention on the registered `kernel`."""
     if cfg.scan_layers:
-        return Block(cfg, cross, dtype)
-    return [Block(cfg, cross, dtype) for _ in range(cfg.layers)]
+        return Block(cfg, cross, dtype, kernel=kernel)
+    return [Block(cfg, cross, dtype, kernel=kernel) for _ in range(cfg.layers)]
 
 
 def _scanned(layer: Callable[..., Any], cfg: ModelConfig) -> Callable[..., Any]:

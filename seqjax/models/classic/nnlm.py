@@ -18,8 +18,8 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import MODELS, option
-from seqjax.models.checks import check_decode_size
-from seqjax.models.embeddings import TokenModel, token_embedding
+from seqjax.models.base import TokenModel, token_embedding
+from seqjax.models.input_checks import check_decode_size
 
 
 @dataclasses.dataclass(frozen=True)

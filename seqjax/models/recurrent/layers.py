@@ -1,4 +1,4 @@
-"""Recurrent layers (Elman, GRU, LSTM; uni- or bidirectional) and the stacked RNN LM.
+"""Recurrent layers (Elman, GRU, LSTM; uni- or bidirectional), their stacks and the RNN encoder.
 
 Each layer computes the input projection of every time step in one `[T*B, D] x [D, G*H]`
 matmul before the scan, so the sequential loop holds only the recurrent `h @ W_hh` and
@@ -10,17 +10,15 @@ float32 so a bfloat16 run does not accumulate rounding through time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.config import MODELS, ModelConfig
-from seqjax.models.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
-from seqjax.models.checks import check_decode_size
-from seqjax.models.embeddings import TokenModel, token_embedding
-from seqjax.models.recurrence import RecurrenceInputs, recurrence
+from seqjax.config import ModelConfig
+from seqjax.models.recurrent.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
+from seqjax.models.recurrent.recurrence import RecurrenceInputs, recurrence
 
 
 class Recurrent(nn.Module):
@@ -88,45 +86,6 @@ class Recurrent(nn.Module):
         gates_x = matmul(inputs, self.input_kernel, self.dtype) + self.input_bias
         carry = cell_step(self.cell, carry, gates_x, self.recurrent_kernel, self._bias(), self.dtype)
         return carry, carry[-1]
-
-
-class RNNLM(TokenModel):
-    """Embedding → stacked recurrent layers → hidden [B, T, D] (row t predicts token t+1).
-
-    Dropout (train only) acts on the embeddings, between layers and on the output — the
-    non-recurrent connections (Zaremba et al. 2014). With `cfg.residual`, layers after the
-    first add their input to their output. The decode state is the tuple of layer carries.
-    """
-
-    recurrent: ClassVar[bool] = True
-    dtype: Any = jnp.float32
-
-    @classmethod
-    def matmul_weights(cls, cfg: ModelConfig) -> int | None:
-        """Each layer's input and recurrent kernels, [D, G·D] each for a cell of G gates."""
-        return cfg.layers * GATES[cfg.cell] * 2 * cfg.d_model**2
-
-    def setup(self) -> None:
-        d = self.cfg.d_model
-        self.token_embed = token_embedding(self.vocab_size, d, "embed")
-        self.rnn_layers = [Recurrent(self.cfg.cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
-        self.dropout = nn.Dropout(self.cfg.dropout)
-
-    def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
-        """x: [B, T, D] float32; mask: [B, T] bool or None. Returns hidden: [B, T, D] float32."""
-        return run_stack(self.rnn_layers, x, mask, self.dropout, self.cfg.residual, train)
-
-    def init_decode_state(self, batch_size: int, max_len: int) -> tuple[Carry, ...]:
-        """Returns the per-layer carries, each a tuple of [B, D] float32 zeros.
-
-        max_len is accepted for the decode contract; a recurrence has no length bound.
-        """
-        check_decode_size(batch_size, max_len)
-        return tuple(layer.initial_carry(batch_size) for layer in self.rnn_layers)
-
-    def decode_step(self, state: tuple[Carry, ...], token: Array) -> tuple[Array, tuple[Carry, ...]]:
-        """token: [B] int32 -> (hidden [B, D] float32, next state)."""
-        return step_stack(self.rnn_layers, state, self.token_embed(token), self.cfg.residual)
 
 
 def run_stack(
@@ -204,6 +163,3 @@ class RNNEncoder(nn.Module):
             x = self.dropout(outputs, deterministic=not train)
             finals.append(carry)
         return x, tuple(finals)
-
-
-MODELS.register("rnn", RNNLM, families=("neural", "recurrent"))

@@ -18,7 +18,7 @@ the [.., S] probabilities, spares two passes over the logits. Measured on a 2-co
 8 query and 2 key/value heads of 64), in one process: 28 ms through
 `jax.nn.dot_product_attention`, 21 ms here (22-26 ms with the logits scaled and the
 probabilities normalized), 17 ms in torch's fused `scaled_dot_product_attention`;
-`attention.attend` computes it in blocks of queries (14 ms).
+the XLA kernel (`xla.py`) computes it in blocks of queries (14 ms).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Token embeddings and position encodings shared by the models."""
+"""What every neural model shares: the token embedding and the base classes of the contract
+(`seqjax.contracts.Model`) — `TokenModel` (language models), `EncoderDecoder` (those that also
+read a source) and `PackedTokenModel` (those over positions, whose rows may be packed)."""
 
 from __future__ import annotations
 
@@ -9,20 +11,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import ModelConfig
-from seqjax.models.checks import check_embedded, check_mask, check_packing, check_source, check_tokens
-
-
-def sinusoidal_positions(positions: Array, width: int) -> Array:
-    """Vaswani et al.'s encoding: sin on the first half of the features, cos on the second.
-
-    Args:
-      positions: [...] int32.
-    Returns:
-      [..., width] float32.
-    """
-    frequencies = 10000.0 ** (-jnp.arange(width // 2, dtype=jnp.float32) / (width // 2))
-    angles = positions[..., None].astype(jnp.float32) * frequencies
-    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+from seqjax.models.input_checks import check_embedded, check_mask, check_packing, check_source, check_tokens
 
 
 def token_embedding(vocab_size: int, width: int, name: str) -> nn.Embed:
@@ -158,28 +147,3 @@ class PackedTokenModel(TokenModel):
         `embedded` that replaced it), mask [B, T] bool or None, positions [B, T] or [T] int32,
         segment_ids [B, T] int32 or None. Returns [B, T, D] float32."""
         raise NotImplementedError(f"{type(self).__name__} defines no packed_hidden_states")
-
-
-class PositionalInputs(nn.Module):
-    """Embeddings scaled by √D (unless `cfg.scale_embeddings` is false) plus a position encoding
-    (none for rope, which turns queries and keys inside attention instead), then dropout."""
-
-    cfg: ModelConfig
-
-    def setup(self) -> None:
-        if self.cfg.positions == "learned":
-            self.position_embed = nn.Embed(
-                self.cfg.max_len, self.cfg.d_model, embedding_init=nn.initializers.normal(1.0)
-            )
-        self.dropout = nn.Dropout(self.cfg.dropout)
-
-    def __call__(self, embedded: Array, positions: Array, train: bool = False) -> Array:
-        """embedded: [B, T, D] lookups; positions: [B, T] or [T] int32 -> [B, T, D] float32."""
-        x = embedded.astype(jnp.float32)
-        if self.cfg.scale_embeddings:
-            x = x * jnp.sqrt(float(self.cfg.d_model))
-        if self.cfg.positions == "learned":
-            x = x + self.position_embed(positions)
-        elif self.cfg.positions == "sinusoidal":
-            x = x + sinusoidal_positions(positions, self.cfg.d_model)
-        return self.dropout(x, deterministic=not train)

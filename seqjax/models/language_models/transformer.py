@@ -11,17 +11,20 @@ position within its segment: attention stays within a segment and the positions 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import MODELS, ModelConfig
-from seqjax.models.blocks import block_matmul_weights, make_norm
-from seqjax.models.checks import check_decode_size
-from seqjax.models.embeddings import PackedTokenModel, PositionalInputs, token_embedding
-from seqjax.models.masks import self_mask
-from seqjax.models.stack import decode_blocks, empty_decode_cache, make_blocks, run_blocks
+from seqjax.models.attention_kernels.choice import KernelChoice
+from seqjax.models.base import PackedTokenModel, token_embedding
+from seqjax.models.input_checks import check_decode_size
+from seqjax.models.transformer.blocks import block_matmul_weights, make_norm
+from seqjax.models.transformer.masks import self_mask
+from seqjax.models.transformer.positions import PositionalInputs
+from seqjax.models.transformer.stack import decode_blocks, empty_decode_cache, make_blocks, run_blocks
 
 
 class TransformerLM(PackedTokenModel):
@@ -33,6 +36,7 @@ class TransformerLM(PackedTokenModel):
     """
 
     dtype: Any = jnp.float32
+    kernel_choice: KernelChoice = dataclasses.field(kw_only=True)  # self-attention's kernel (`build_model`)
 
     @classmethod
     def matmul_weights(cls, cfg: ModelConfig) -> int | None:
@@ -45,7 +49,7 @@ class TransformerLM(PackedTokenModel):
     def setup(self) -> None:
         self.token_embed = token_embedding(self.vocab_size, self.cfg.d_model, "embed")
         self.inputs = PositionalInputs(self.cfg)
-        self.blocks = make_blocks(self.cfg, self.dtype)
+        self.blocks = make_blocks(self.cfg, self.dtype, self.kernel_choice.kernel)
         if self.cfg.norm == "pre":
             self.final_norm = make_norm(self.cfg, self.dtype)
 

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 from jax import Array, lax
 from jax.typing import DTypeLike
 
-from seqjax.models.cells import UPDATES, Bias, Carry, matmul
-from seqjax.models.rows_matmul import row_major_transpose
+from seqjax.models.matmul.rows_matmul import row_major_transpose
+from seqjax.models.recurrent.cells import UPDATES, Bias, Carry, matmul
 from seqjax.placement import gathered
 
 

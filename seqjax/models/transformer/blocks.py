@@ -12,6 +12,7 @@ sublayer, with the choices of `ModelConfig`:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -22,10 +23,10 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import ModelConfig
-from seqjax.models.attention import CrossAttention, SelfAttention
-from seqjax.models.masks import SelfMask
-from seqjax.models.rows_matmul import rows_dot_general
-from seqjax.models.step_dense import apply_dense
+from seqjax.models.matmul.rows_matmul import rows_dot_general
+from seqjax.models.matmul.step_dense import apply_dense
+from seqjax.models.transformer.attention import CrossAttention, SelfAttention
+from seqjax.models.transformer.masks import SelfMask
 from seqjax.placement import rows_placement
 
 ACTIVATIONS: dict[str, Callable] = {
@@ -88,10 +89,11 @@ class Block(nn.Module):
     cfg: ModelConfig
     cross: bool = False
     dtype: Any = jnp.float32
+    kernel: str = dataclasses.field(kw_only=True)  # self-attention's registered kernel
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.self_attention = SelfAttention(cfg, self.dtype)
+        self.self_attention = SelfAttention(cfg, self.dtype, kernel=self.kernel)
         self.self_norm = make_norm(cfg, self.dtype)
         if self.cross:
             self.cross_attention = CrossAttention(cfg, self.dtype)

@@ -1,0 +1,88 @@
+"""`model.attention_kernel` resolved once, when the model is built: the kernel a config asks for,
+the registered kernel that means on the run's devices, and why some of the run's self-attention
+leaves it for XLA. The built model carries the answer (`KernelChoice`); the run's notice and
+`seqjax compile`'s report read it there."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from seqjax.config import ATTENTION_KERNELS, TRANSFORMERS, ModelConfig
+from seqjax.models.attention_kernels.kernel import MaskPart, kernel
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfAttentionRows:
+    """The rows a run's teacher-forced self-attention reads.
+
+    lengths: their lengths in tokens (a language model's data.seq_len, an encoder-decoder's
+      buckets); () where unknown.
+    packed: whether they hold several segments each (data.packing: segment ids).
+    padded: whether the model reads their padding (an encoder's rows, an encoder-decoder's
+      sources), which a language model's whole rows have none of.
+    """
+
+    lengths: tuple[int, ...] = ()
+    packed: bool = False
+    padded: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelChoice:
+    """The attention kernel of a built model.
+
+    requested: `model.attention_kernel` as configured ("auto" or a registered kernel's name).
+    kernel: the registered kernel it is on the run's devices.
+    fallback: why some of the run's self-attention runs on XLA instead, or None.
+    """
+
+    requested: str
+    kernel: str
+    fallback: str | None = None
+
+
+def run_mask_parts(cfg: ModelConfig, rows: SelfAttentionRows) -> frozenset[MaskPart]:
+    """The parts of the masks a run's self-attention is under: causal (with its window and
+    dilation) for the kinds with causal self-attention, padding and segments as the rows have."""
+    parts: set[MaskPart] = set()
+    if cfg.kind in TRANSFORMERS:
+        parts.add("causal")
+        if cfg.window:
+            parts.add("window")
+            if cfg.dilation > 1:
+                parts.add("dilation")
+    if rows.padded:
+        parts.add("padding")
+    if rows.packed:
+        parts.add("segments")
+    return frozenset(parts)
+
+
+def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
+    """The registered kernel `requested` ("auto" or a kernel's name) means on `platform`'s
+    devices ("cpu" | "gpu" | "tpu") for operands of `dtype` and heads `head_width` wide: a named
+    kernel where it runs there (else ValueError saying why), for auto the kernel of the highest
+    `auto_priority` among those that do."""
+    if requested != "auto":
+        refusal = kernel(requested).refusal(platform, dtype, head_width)
+        if refusal is not None:
+            anywhere = ["auto", *(k.name for k in ATTENTION_KERNELS.kinds() if not k.build.platforms)]
+            raise ValueError(f"model.attention_kernel={requested} {refusal} ({' and '.join(anywhere)} run anywhere)")
+        return requested
+    fitting = [
+        k
+        for k in ATTENTION_KERNELS.kinds()
+        if k.build.auto_priority is not None and k.build.refusal(platform, dtype, head_width) is None
+    ]
+    if not fitting:
+        raise ValueError(f"model.attention_kernel=auto: no registered kernel runs on {platform!r} devices")
+    return max(fitting, key=lambda k: k.build.auto_priority).name
+
+
+def choose_kernel(cfg: ModelConfig, dtype: Any, platform: str, rows: SelfAttentionRows) -> KernelChoice:
+    """`cfg.attention_kernel` for a model of `cfg` whose matmuls run in `dtype` on `platform`'s
+    devices over `rows`: the kernel (`resolve`) and, where it leaves some of the self-attention
+    to XLA, why."""
+    name = resolve(cfg.attention_kernel, dtype, cfg.d_model // cfg.num_heads, platform)
+    return KernelChoice(cfg.attention_kernel, name, kernel(name).fallback(run_mask_parts(cfg, rows), rows.lengths))

@@ -1,0 +1,1 @@
+"""The encoder-only kinds, each registered by its module: transformer_encoder, electra."""
