@@ -2,6 +2,7 @@
 and pairs, a struct column as Hugging Face translation datasets nest them), read a row group and
 a block of text at a time, and every bad input is one message naming the file (and the row)."""
 
+import hashlib
 import io
 
 import numpy as np
@@ -13,6 +14,7 @@ from seqjax.config import DataConfig
 from seqjax.data import load_data, read_parallel, read_texts
 from seqjax.data.corpora.parquet import parquet_blocks
 from seqjax.data.corpora.readers import read_file_texts
+from seqjax.data.store.prepare import ensure_store
 
 TEXTS = ["the cat sat", "a dög runs", "", "é — naïve", "the cat", "  spaced  ", "sat on a mat"]
 
@@ -60,6 +62,16 @@ def test_pairs_of_a_struct_column_read_as_hugging_face_translation_datasets_nest
             list(ids) for ids in two_files.splits["train"][side]
         ]
     assert list(data.references["train"]) == targets
+
+
+def test_a_file_read_in_two_passes_is_hashed_once_though_its_reader_seeks(tmp_path, monkeypatch):
+    # The char tokenizer counts in a first pass, then encodes; Parquet's reader seeks, so its file's
+    # hash is a read of its own, which the second pass must not repeat.
+    path = write_parquet(tmp_path / "c.parquet", {"text": TEXTS * 5})
+    digests, file_digest = [], hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda *a: digests.append(a) or file_digest(*a))
+    ensure_store(DataConfig(kind="text", format="parquet", train=path, store=str(tmp_path / "s")), progress=False)
+    assert len(digests) == 1
 
 
 @pytest.mark.parametrize("block_bytes", [1, 25, 1 << 20])

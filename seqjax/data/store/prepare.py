@@ -92,8 +92,10 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, Sid
 
     def blocks(side: SideFile, split: str) -> Iterator[list[str]]:
         # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
-        # training pass reads nothing (its vocabulary comes from the encoding pass).
-        return side_blocks(side, cfg.format, name=f"data.{split}", hashed=digests.setdefault, progress=bar.update)
+        # training pass reads nothing (its vocabulary comes from the encoding pass). A later pass hashes
+        # nothing: a reader that seeks (Parquet) would have its file read again for the hash.
+        hashed = None if all(shard in digests for shard in side.shards) else digests.setdefault
+        return side_blocks(side, cfg.format, name=f"data.{split}", hashed=hashed, progress=bar.update)
 
     stats = {path: os.stat(path) for path in paths}
     lm = not source_of(cfg).pairs
