@@ -1,9 +1,11 @@
 """The `jsonl` format: a JSON Lines corpus gives the ids of the same texts as lines (language
-model and pairs in records, nested fields included), a run trains, evaluates and resumes on one,
-and every bad record is one message naming the file and line, whichever of the two parsers (the
-fast one, pyarrow's, and the reference, Python's `json`) meets it first."""
+model and pairs in records, nested fields included), a run trains, evaluates and resumes on
+shards of one and refuses a changed shard, and every bad record is one message naming the file
+and line, whichever of the two parsers (the fast one, pyarrow's, and the reference, Python's
+`json`) meets it first."""
 
 import dataclasses
+import gzip
 import io
 import json
 import os
@@ -148,9 +150,16 @@ TINY_LM = [
 
 
 @pytest.mark.slow
-def test_a_run_trains_evaluates_and_resumes_on_a_jsonl_corpus_as_on_its_text(tmp_path, capsys):
+def test_a_run_trains_evaluates_and_resumes_on_jsonl_shards_as_on_their_text(tmp_path, capsys):
     corpus = {"train": TEXTS * 40, "valid": TEXTS * 4}
-    jsonl = {split: write_jsonl(tmp_path / f"{split}.jsonl", records_of(texts)) for split, texts in corpus.items()}
+    shards = [corpus["train"][:150], corpus["train"][150:]]
+    write_jsonl(tmp_path / "train-00000.jsonl", records_of(shards[0]))
+    changed = tmp_path / "train-00001.jsonl.gz"  # shards as crawls ship them: some compressed
+    changed.write_bytes(gzip.compress(open(write_jsonl(tmp_path / "raw", records_of(shards[1])), "rb").read()))
+    jsonl = {
+        "train": str(tmp_path / "train-*"),
+        "valid": write_jsonl(tmp_path / "valid.jsonl", records_of(corpus["valid"])),
+    }
     lines = {split: write_lines(tmp_path / f"{split}.txt", texts) for split, texts in corpus.items()}
     workdir = str(tmp_path / "run")
     settings = [*TINY_LM, *(f"data.{split}={path}" for split, path in jsonl.items())]
@@ -172,3 +181,6 @@ def test_a_run_trains_evaluates_and_resumes_on_a_jsonl_corpus_as_on_its_text(tmp
     assert "resuming" in capsys.readouterr().out
     records = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3, 4]
+    changed.write_bytes(gzip.compress(b'{"text": "another shard"}\n'))
+    assert main(["train", "--extend-schedule", "--workdir", workdir, "--set", *settings, "train.steps=6"]) == 2
+    assert f"source file {changed} (size" in capsys.readouterr().err
