@@ -20,8 +20,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, write_result  # noqa: E402
 
-from seqjax.cli import load_config  # noqa: E402
 from seqjax.config import override  # noqa: E402
+from seqjax.config.files import load_config  # noqa: E402
 from seqjax.data import Seq2SeqBatches, load_data  # noqa: E402
 from seqjax.data.batching.packing import PackedSeq2SeqBatches  # noqa: E402
 

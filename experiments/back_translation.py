@@ -26,7 +26,11 @@ those back-translations, their sources tagged `<bt>`, Caswell et al. 2019) and `
 real train pair). Each forward run's test BLEU (greedy), ROUGE-L, copy-the-source BLEU and
 per-word perplexity (one unit for every row, whatever BPE each run built: the test NLL over the
 references' words) are written to its scores.json; `--report` prints mean ± spread over the
-seeds found and the BLEU gain over `half` paired by seed, and writes WORKDIR/table.md.
+seeds found and the BLEU gain over `half` paired by seed, and writes WORKDIR/table.md and, with the
+runs' records, experiments/results/back_translation.json and .md (back_translation_STEPS_steps.*
+for other `--steps`; `--results-dir` elsewhere). A
+monolingual line the backward model cannot read (more than model.max_len source tokens) stays
+untranslated, blank, and its pair is left out of the synthetic corpus; PREFIX.json counts them.
 """
 
 from __future__ import annotations
@@ -40,7 +44,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
-from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
+from sweeps import (  # noqa: E402
+    add_results_argument,
+    finished_summary,
+    format_cell,
+    parse_names,
+    parse_seeds,
+    publish,
+    results_dir,
+    trained_summary,
+)
 
 from seqjax.config import Config  # noqa: E402
 from seqjax.data.corpora.readers import read_parallel, read_texts, split_pairs  # noqa: E402
@@ -48,6 +61,7 @@ from seqjax.training.features.back_translation import back_translate, combine_pa
 from seqjax.training.features.generation import DecodeOptions  # noqa: E402
 
 TAG = "<bt>"
+DEFAULT_STEPS = 2000
 STAGES = ("corpus", "backward", "synthetic", "forward")
 DECODINGS = {"beam": DecodeOptions(beam=2), "sampled": DecodeOptions(sample=True)}
 FORWARD = ("half", "beam", "sampled", "all")
@@ -117,10 +131,19 @@ def synthetic_corpus(workdir: str, decoding: str) -> None:
     start = time.perf_counter()
     synthetic = back_translate(restored.exp, restored.state.params, lines, DECODINGS[decoding])
     took = time.perf_counter() - start
-    pairs = combine_pairs(read_parallel(parallel, "en", "de"), (synthetic, lines), upsample=1, tag=TAG)
+    real = read_parallel(parallel, "en", "de")
+    pairs = combine_pairs(real, (synthetic, lines), upsample=1, tag=TAG)
     write_corpus(prefix, "en", "de", pairs)
+    made = {
+        "decoding": DECODINGS[decoding].describe(),
+        "lines": len(lines),
+        "seconds": took,
+        "blank_outputs": sum(1 for line in synthetic if not line.strip()),
+        "synthetic_pairs": len(pairs[0]) - len(real[0]),
+        "real_pairs": len(real[0]),
+    }
     with open(prefix + ".json", "w") as f:
-        json.dump({"decoding": DECODINGS[decoding].describe(), "lines": len(lines), "seconds": took}, f)
+        json.dump(made, f)
     print(f"== back-translated {len(lines):,} lines ({DECODINGS[decoding].describe()}) in {took:.0f} s", flush=True)
 
 
@@ -193,15 +216,20 @@ def finished_scores(workdir: str, steps: int, variant: str) -> dict[int, dict]:
     return found
 
 
-def report(workdir: str, steps: int) -> None:
-    """The table of the finished runs: mean ± spread over seeds, the BLEU gain over `half` by seed."""
+def report(workdir: str, steps: int) -> tuple[str, list[str], dict]:
+    """(the table of the finished runs: mean ± spread over seeds, the BLEU gain over `half` by seed;
+    the finished runs' directories, the backward one's first; the figures: the backward model's
+    scores, each back-translation's record and each forward variant's scores per seed)."""
     rows = {variant: finished_scores(workdir, steps, variant) for variant in FORWARD}
     half = rows["half"]
-    lines = []
+    lines, run_dirs = [], []
+    figures: dict = {"forward_per_seed": rows, "backward": None, "back_translations": {}}
     backward = os.path.join(workdir, "backward", "scores.json")
     if os.path.isfile(backward):
+        run_dirs.append(os.path.dirname(backward))
         with open(backward) as f:
             b = json.load(f)
+        figures["backward"] = b
         lines += [
             f"Backward de→en model (seed 0): test BLEU {b['bleu']:.2f} (copy-the-source {b['copy_bleu']:.2f}).",
             "",
@@ -211,7 +239,12 @@ def report(workdir: str, steps: int) -> None:
         if os.path.isfile(path):
             with open(path) as f:
                 made = json.load(f)
-            lines += [f"Back-translation ({made['decoding']}): {made['lines']:,} lines in {made['seconds']:.0f} s.", ""]
+            figures["back_translations"][decoding] = made
+            blank = f", {made['blank_outputs']:,} left blank" if "blank_outputs" in made else ""
+            lines += [
+                f"Back-translation ({made['decoding']}): {made['lines']:,} lines in {made['seconds']:.0f} s{blank}.",
+                "",
+            ]
     lines += [
         "| forward en→de model | seeds | test BLEU, greedy | copy-the-source BLEU | BLEU gain over the half, by seed "
         "| test ROUGE-L | test perplexity per word |",
@@ -227,7 +260,8 @@ def report(workdir: str, steps: int) -> None:
         rest = [format_cell([s[k] for s in found.values()], d) for k, d in (("rougeL", 3), ("word_perplexity", 1))]
         seeds = ", ".join(str(s) for s in sorted(found))
         lines.append(f"| {LABELS[variant]} | {seeds} | {cells[0]} | {cells[1]} | {gain} | {rest[0]} | {rest[1]} |")
-    publish_table("\n".join(lines) + "\n", workdir)
+    run_dirs += [forward_dir(workdir, variant, seed) for variant, found in rows.items() for seed in sorted(found)]
+    return "\n".join(lines) + "\n", run_dirs, figures
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -237,8 +271,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs; train nothing")
     parser.add_argument("--variants", default="", help=f"synthetic: beam,sampled; forward: {','.join(FORWARD)}")
     parser.add_argument("--seeds", default="0", help="forward: train.seed of each run, comma-separated")
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--mono-lines", type=int, default=0, help="corpus: monolingual lines (0: the whole half)")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.steps < 10 or args.mono_lines < 0:
         raise ValueError(f"need --steps >= 10 and --mono-lines >= 0, got {args.steps} and {args.mono_lines}")
@@ -247,7 +282,9 @@ def main(argv: list[str] | None = None) -> None:
     # The corpus paths go into the runs' configs, where a relative path would be read under $SEQJAX_DATA.
     args.workdir = os.path.abspath(args.workdir)
     if args.report:
-        report(args.workdir, args.steps)
+        text, run_dirs, figures = report(args.workdir, args.steps)
+        name = "back_translation" if args.steps == DEFAULT_STEPS else f"back_translation_{args.steps}_steps"
+        publish(name, text, args.workdir, run_dirs, figures, results_dir(args.results_dir, args.workdir))
     else:
         run_stage(args)
 

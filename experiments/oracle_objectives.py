@@ -8,7 +8,8 @@ Trains one LSTM LM per objective and seed (train.seed; the oracle corpus, data.s
 fixed) through `seqjax.training.loop.train`, each in WORKDIR/<objective>-seed<seed>, then
 prints a markdown table of the oracle's NLL of 1000 model samples (generation quality,
 which exposure bias hurts) and the model's NLL of the held-out test split (fit), as
-mean ± half the range over seeds; the table is also written to WORKDIR/table.md. A run
+mean ± half the range over seeds; the table is also written to WORKDIR/table.md, and with the
+runs' records to experiments/results/oracle_objectives.json and .md (a --quick run's to WORKDIR). A run
 directory that already holds a finished run (summary.json, same config) is read, not
 retrained, and a run cut off mid-way resumes from its last checkpoint, so a stopped sweep
 continues where it stopped. `seqjax train --config experiments/oracle_objectives.py`
@@ -22,11 +23,20 @@ import dataclasses
 import math
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
+from sweeps import (  # noqa: E402
+    add_results_argument,
+    format_cell,
+    parse_names,
+    parse_seeds,
+    publish,
+    results_dir,
+    trained_summary,
+)
 
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
 from seqjax.data.synthetic.oracle import make_oracle, oracle_nll, oracle_sample
@@ -101,7 +111,8 @@ def objective_config(name: str, steps: int) -> ObjectiveConfig:
     if not name.startswith("ss_"):
         return ObjectiveConfig(kind=name)
     # Sampled, not argmax: the model is judged on its samples, so it trains on prefixes like them.
-    sampling = dict(feed="sample", mode="scan")
+    sampling: dict[str, Any] = dict(feed="sample", mode="scan")
+    decay: dict[str, Any]
     if name == "ss_linear":  # 1 − step/steps: 0.5 at mid-run, 0 at the end
         decay = dict(schedule="linear", k=1.0, c=1.0 / steps, eps_min=0.0)
     elif name == "ss_exponential":  # k^step: 0.5 at mid-run, 0.25 at the end
@@ -162,13 +173,17 @@ def oracle_entropy(num: int = 1000) -> float:
     return float(np.mean(oracle_nll(oracle, oracle_sample(oracle, num, seed=3))))
 
 
+def run_dir(workdir: str, name: str, seed: int) -> str:
+    return os.path.join(workdir, f"{name}-seed{seed}")
+
+
 def sweep(base: Config, names: list[str], seeds: list[int], workdir: str) -> dict[str, list[dict[str, float]]]:
     """Trains (or reads) every run, one after another; returns each objective's measures per seed."""
     results: dict[str, list[dict[str, float]]] = {}
     for name in names:
         for seed in seeds:
-            run_dir = os.path.join(workdir, f"{name}-seed{seed}")
-            summary = trained_summary(run_config(base, name, seed), run_dir, f"{name} seed {seed}")
+            directory = run_dir(workdir, name, seed)
+            summary = trained_summary(run_config(base, name, seed), directory, f"{name} seed {seed}")
             results.setdefault(name, []).append(measures(summary))
     return results
 
@@ -180,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=None, help=f"train steps per run (default {DEFAULT_STEPS})")
     parser.add_argument("--objectives", default=",".join(OBJECTIVES))
     parser.add_argument("--quick", action="store_true", help="tiny model and data: a smoke test")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     seeds, names = parse_seeds(args.seeds), parse_names(args.objectives, OBJECTIVES, "--objectives")
     steps = args.steps if args.steps is not None else QUICK_STEPS if args.quick else DEFAULT_STEPS
@@ -198,7 +214,17 @@ def main(argv: list[str] | None = None) -> None:
         f"{entropy * (SENTENCE - 1) / SENTENCE:.3f} (the EOS after 20 tokens is certain)."
     )
     text = f"{table}\n\n{note}\n"
-    publish_table(text, args.workdir)
+    figures = {"per_seed": {name: dict(zip(seeds, runs)) for name, runs in results.items()}, "settings": settings}
+    figures["oracle_nll_of_its_own_samples"] = entropy
+    run_dirs = [run_dir(args.workdir, name, seed) for name in names for seed in seeds]
+    publish(
+        "oracle_objectives",
+        text,
+        args.workdir,
+        run_dirs,
+        figures,
+        results_dir(args.results_dir, args.workdir, args.quick),
+    )
 
 
 if __name__ == "__main__":

@@ -14,15 +14,20 @@ train split (`mt/gettext-en-de/train.en`, dev.en for validation) in rows of 64 B
 from the concatenated lines, with the encoder of `gettext_transformer.py` (3 pre-LN layers,
 d_model 256, 4 heads, d_ff 1024) with rotary positions, which every fine-tuned model shares (with
 sinusoidal positions small encoders stay at the unigram plateau, and ELECTRA's discriminator at its
-base rate, far longer: RESULTS.md); ELECTRA's generator is one block `--generator-width` as wide
-(Clark et al. 2020: 1/4 to 1/2). Both pre-trainings get the same steps of the same batches (equal
-tokens); ELECTRA's step costs more (generator and discriminator), its wall time is reported
-beside. Each fine-tuning run is `gettext_transformer.py` at `--finetune-steps` steps (its schedule
-scaled to them), started with `train.init_encoder_from`. The report gives mean ± half the range
-over seeds of the test masked-token perplexity, the ELECTRA discriminator's test detection
-metrics (accuracy, precision, recall, AUC, loss beside the base rate's), and test BLEU (greedy),
-ROUGE-L and perplexity of each fine-tuned model next to copy-the-source; it also writes
-WORKDIR_ROOT/table.md. `--pretrain-set` and `--finetune-set` add config overrides (smoke tests).
+base rate, far longer: RESULTS.md). ELECTRA's generator is one block (the discriminator has three)
+`--generator-width` as wide: Clark et al. 2020 keep the generator at the discriminator's depth and
+shrink only its width (to 1/4 to 1/2), so this generator is smaller in depth as well. Both
+pre-trainings get the same steps of the same batches (equal tokens); ELECTRA's step costs more
+(generator and discriminator), its wall time is reported beside. Each fine-tuning run is
+`gettext_transformer.py` at `--finetune-steps` steps (its schedule scaled to them), started with
+`train.init_encoder_from`. The report gives mean ± half the range over seeds of the test
+masked-token perplexity, the ELECTRA discriminator's detection metrics at each evaluation of
+pre-training (every quarter of `--pretrain-steps` on dev, then test: the generator's masked-token
+perplexity, AUC, loss beside the base rate's, accuracy beside answering "original" everywhere,
+precision and recall), and test BLEU (greedy), ROUGE-L and perplexity of each fine-tuned model next
+to copy-the-source; it also writes WORKDIR_ROOT/table.md, and the tables with the runs' records
+experiments/results/pretrained_encoders.json and .md (`--results-dir` elsewhere). `--pretrain-set`
+and `--finetune-set` add config overrides (smoke tests).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
@@ -45,12 +51,11 @@ from seqjax.objectives import ObjectiveConfig  # noqa: E402
 
 PRETRAINING = ("masked_lm", "electra")
 VARIANTS = ("random", *PRETRAINING)
-DETECTION = ("accuracy", "precision", "recall", "auc", "loss", "base_rate", "base_rate_loss")
 
 
 def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> Config:
     """The encoder-only run of `kind` (masked_lm | electra) on the English side of gettext."""
-    english = split_paths("mt/gettext-en-de", ".en", valid="dev")
+    english: dict[str, Any] = split_paths("mt/gettext-en-de", ".en", valid="dev")
     data = DataConfig(kind="text", **english, tokenizer="bpe", vocab_size=8000, seq_len=64)
     encoder = dataclasses.replace(gettext_transformer.get_config().model, positions="rope")
     if kind == "masked_lm":
@@ -159,33 +164,82 @@ class Sweep:
         return pretrained, test_scores(run_dir)
 
 
-def report(sweep: Sweep, seeds: list[int]) -> str:
-    """The tables of the finished cells (the unfinished ones are named under them)."""
-    cells = {v: [c for s in seeds if (c := sweep.finished(v, s)) is not None] for v in VARIANTS}
-    missing = [f"{v}-seed{s}" for v in VARIANTS for s in seeds if sweep.finished(v, s) is None]
+# The ELECTRA table over pre-training steps: (column, metric of an evaluation, digits); "always
+# original" is the accuracy of answering "original" everywhere, 1 − the base rate.
+STEP_COLUMNS = (
+    ("generator masked-token ppl", "token_perplexity", 1),
+    ("AUC", "discriminator_auc", 3),
+    ("loss", "discriminator_loss", 3),
+    ("base rate's loss", "discriminator_base_rate_loss", 3),
+    ("accuracy", "discriminator_accuracy", 3),
+    ("always original", "always_original", 3),
+    ("precision", "discriminator_precision", 3),
+    ("recall", "discriminator_recall", 3),
+)
+
+
+def evaluations(run_dir: str) -> dict[str, dict[str, float]]:
+    """The evaluations of a finished pre-training run, in order: "dev, STEP" for each of its
+    validation evaluations (metrics.jsonl; the last record of a step), then "test, STEPS"
+    (summary.json), each with `always_original` (1 − the discriminator's base rate) added."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        dev = {r["step"]: r for r in map(json.loads, f) if r.get("split") == "valid"}
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    found = {f"dev, {step:,}": record for step, record in sorted(dev.items())}
+    found[f"test, {summary['steps']:,}"] = summary["test"]
+    return {
+        key: dict(m, always_original=1.0 - m["discriminator_base_rate"]) if "discriminator_base_rate" in m else m
+        for key, m in found.items()
+    }
+
+
+def electra_steps_table(runs: list[dict[str, dict[str, float]]]) -> list[str]:
+    """Markdown: one row per evaluation that every run in `runs` (`evaluations` of each seed) has,
+    mean ± spread over the runs of each of STEP_COLUMNS."""
+    names = [name for name in runs[0] if all(name in r for r in runs)]
+    lines = [
+        f"| ELECTRA, split and step ({len(runs)} seeds) | " + " | ".join(c for c, _, _ in STEP_COLUMNS) + " |",
+        "|---" * (len(STEP_COLUMNS) + 1) + "|",
+    ]
+    for name in names:
+        cells = [
+            sweeps.format_cell([r[name][key] for r in runs], digits) if all(key in r[name] for r in runs) else "-"
+            for _, key, digits in STEP_COLUMNS
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def report(sweep: Sweep, seeds: list[int]) -> tuple[str, list[str], dict]:
+    """(the tables of the finished cells, the unfinished ones named under them; the finished runs'
+    directories; the figures: each variant's pre-training test results and fine-tuning scores per
+    seed, and ELECTRA's evaluations over pre-training per seed)."""
+    finished = {v: {s: c for s in seeds if (c := sweep.finished(v, s)) is not None} for v in VARIANTS}
+    cells = {v: list(found.values()) for v, found in finished.items()}
+    missing = [f"{v}-seed{s}" for v in VARIANTS for s in seeds if s not in finished[v]]
+    run_dirs = [
+        d
+        for v in VARIANTS
+        for s in finished[v]
+        for d in ([] if v == "random" else [sweep.pretrain_dir(v, s)]) + [sweep.finetune_dir(v, s)]
+    ]
+    electra = {s: evaluations(sweep.pretrain_dir("electra", s)) for s in finished["electra"]}
     data = sweep.pretrain_config("masked_lm", 0)
     lines = [
         f"| pre-training, {sweep.pretrain_steps} steps × {data.train.batch_size * data.data.seq_len:,} tokens | seeds "
-        "| test masked-token perplexity | wall time (min) |",
+        "| test masked-token perplexity (the generator's, for ELECTRA) | wall time (min) |",
         "|---|---|---|---|",
     ]
     for kind in PRETRAINING:
         if cells[kind]:
-            runs = [p for p, _ in cells[kind]]
+            runs = [p for p, _ in cells[kind] if p is not None]
             ppl = sweeps.format_cell([p["token_perplexity"] for p in runs], 1)
             lines.append(
                 f"| {kind} | {len(runs)} | {ppl} | {sweeps.format_cell([p['seconds'] / 60 for p in runs], 1)} |"
             )
-    if cells["electra"]:
-        runs = [p for p, _ in cells["electra"]]
-        lines += [
-            "",
-            "| ELECTRA discriminator, test | " + " | ".join(DETECTION) + " |",
-            "|---" * (len(DETECTION) + 1) + "|",
-            f"| {len(runs)} seeds | "
-            + " | ".join(sweeps.format_cell([p[f"discriminator_{m}"] for p in runs]) for m in DETECTION)
-            + " |",
-        ]
+    if electra:
+        lines += ["", *electra_steps_table(list(electra.values()))]
     lines += [
         "",
         f"| encoder of the en→de Transformer ({sweep.finetune_steps} steps) | seeds | test BLEU, greedy "
@@ -203,7 +257,14 @@ def report(sweep: Sweep, seeds: list[int]) -> str:
                 for m, d in (("bleu", 2), ("rougeL", 3), ("perplexity", 1))
             ]
             lines.append(f"| {variant} | {len(scores)} | {' | '.join(measures)} |")
-    return sweeps.table_text(lines, missing)
+    figures = {
+        "per_seed": {
+            v: {s: {"pretraining_test": p, "finetuned_test": f} for s, (p, f) in found.items()}
+            for v, found in finished.items()
+        },
+        "electra_evaluations_per_seed": electra,
+    }
+    return sweeps.table_text(lines, missing), run_dirs, figures
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -215,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pretrain-set", nargs="*", default=[], help="config overrides KEY=VALUE of pre-training")
     parser.add_argument("--finetune-set", nargs="*", default=[], help="config overrides KEY=VALUE of fine-tuning")
     parser.add_argument("--report", action="store_true", help="print the tables of finished runs, train nothing")
+    sweeps.add_results_argument(parser)
     args = parser.parse_args(argv)
     for flag in ("pretrain_steps", "finetune_steps"):
         if getattr(args, flag) < 10:
@@ -232,7 +294,9 @@ def main(argv: list[str] | None = None) -> None:
         for variant in variants:
             for seed in seeds:
                 sweep.run_cell(variant, seed)
-    sweeps.publish_table(report(sweep, seeds), args.workdir_root)
+    text, run_dirs, figures = report(sweep, seeds)
+    results = sweeps.results_dir(args.results_dir, args.workdir_root)
+    sweeps.publish("pretrained_encoders", text, args.workdir_root, run_dirs, figures, results)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ The seed sweep, one (variant, seed) cell per process, then the table from finish
     python experiments/shakespeare_bilm.py --report --seeds 0,1,2 --workdir-root runs/bilm
 
 (variant bilm is this config, lstm is `shakespeare_lstm.py` alone; `--set` overrides apply to
-both, e.g. `--set train.steps=4` for a smoke test.)
+both, e.g. `--set train.steps=4` for a smoke test). The table is also written, with the runs'
+records, to experiments/results/shakespeare_bilm.json and .md (`--results-dir` elsewhere).
 """
 
 import argparse
@@ -57,16 +58,18 @@ def cell_dir(root: str, variant: str, seed: int) -> str:
     return os.path.join(root, f"{variant}-seed{seed}")
 
 
-def report(root: str, seeds: list[int], sets: list[str]) -> str:
-    """The table of the finished runs under `root` (seeds not finished are left out and counted)."""
+def report(root: str, seeds: list[int], sets: list[str]) -> tuple[str, list[str], dict]:
+    """(the table of the finished runs under `root`, seeds not finished left out and named; those
+    runs' directories; each row's perplexities per split, in the order of their seeds)."""
     ppl: dict[str, dict[str, list[float]]] = {}
-    missing = []
+    missing, run_dirs = [], []
     for variant in VARIANTS:
         for seed in seeds:
             summary = sweeps.finished_summary(cell_dir(root, variant, seed), cell_config(variant, seed, sets))
             if summary is None:
                 missing.append(f"{variant}-seed{seed}")
                 continue
+            run_dirs.append(cell_dir(root, variant, seed))
             for split in ("valid", "test"):
                 rows = {"forward": summary[split]["token_perplexity"]}
                 if variant == "bilm":
@@ -86,7 +89,7 @@ def report(root: str, seeds: list[int], sets: list[str]) -> str:
             percent = key.endswith("gap")
             cells = [sweeps.format_cell(ppl[key][split], 2 if percent else 3, percent) for split in ("valid", "test")]
             lines.append(f"| {label} | {len(ppl[key]['valid'])} | {' | '.join(cells)} |")
-    return sweeps.table_text(lines, missing)
+    return sweeps.table_text(lines, missing), run_dirs, ppl
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     sweeps.add_grid_arguments(parser, "shakespeare_bilm", VARIANTS, "train.seed values")
     parser.add_argument("--set", nargs="*", default=[], dest="sets", help="config overrides KEY=VALUE for every run")
     parser.add_argument("--report", action="store_true", help="print the table of finished runs, train nothing")
+    sweeps.add_results_argument(parser)
     args = parser.parse_args(argv)
     seeds, variants = sweeps.parse_seeds(args.seeds), sweeps.parse_names(args.variants, VARIANTS, "--variants")
     if not args.report:
@@ -101,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
             for seed in seeds:
                 cfg = cell_config(variant, seed, args.sets)
                 sweeps.trained_summary(cfg, cell_dir(args.workdir_root, variant, seed), f"{variant} seed {seed}")
-    sweeps.publish_table(report(args.workdir_root, seeds, args.sets), args.workdir_root)
+    text, run_dirs, ppl = report(args.workdir_root, seeds, args.sets)
+    results = sweeps.results_dir(args.results_dir, args.workdir_root)
+    sweeps.publish("shakespeare_bilm", text, args.workdir_root, run_dirs, ppl, results)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ a constant learning rate of 1e-4, once per train.seed (data order, dropout and s
 continuing with teacher forcing is the control. Each fine-tuned model then decodes the test split
 greedily and with beams 2 and 3, and the script prints markdown tables of test BLEU and ROUGE-L
 (mean ± half the range over seeds) next to the checkpoint it started from and copy-the-source;
-they are also written to WORKDIR/table.md. Finished runs and decodes are read, not redone, so a
+they are also written to WORKDIR/table.md, and with the runs' records (the checkpoints' too) to
+experiments/results/translation_objectives.json and .md. Finished runs and decodes are read, not redone, so a
 stopped sweep continues where it stopped. Each run starts from its checkpoint's saved config,
 whose corpus paths are relative: they resolve under its data.root or, when that is empty,
 under `$SEQJAX_DATA` (experiments/README.md), so set it as for the checkpoint's training.
@@ -26,11 +27,19 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
+from sweeps import (  # noqa: E402
+    add_results_argument,
+    format_cell,
+    parse_names,
+    parse_seeds,
+    publish,
+    results_dir,
+    trained_summary,
+)
 
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
 from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
-from seqjax.training.saved.run import read_config  # noqa: E402
+from seqjax.training.core.run_dir import RunDir  # noqa: E402
 
 CHECKPOINTS = {
     "transformer": os.path.join("runs", "gettext_transformer"),
@@ -109,19 +118,24 @@ def decoded(run_dir: str, beams: tuple[int, ...]) -> dict[str, dict]:
     return reports
 
 
+def fine_tuning_dir(workdir: str, model: str, name: str, seed: int) -> str:
+    return os.path.join(workdir, f"{model}-{name}-seed{seed}")
+
+
 def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, workdir: str) -> dict:
     """Fine-tunes (or reads) and decodes every run; returns {model: {row: [decoding per seed]}}."""
     results: dict[str, dict[str, list[dict]]] = {}
     for model in models:
         checkpoint = CHECKPOINTS[model]
-        base = read_config(checkpoint)
+        base = RunDir(checkpoint).config
         rows = results.setdefault(model, {})
         rows["checkpoint (no fine-tuning)"] = [with_perplexity(decoded(checkpoint, BEAMS), checkpoint)]
         for seed in seeds:
             for name in names:
-                run_dir = os.path.join(workdir, f"{model}-{name}-seed{seed}")
-                trained_summary(run_config(base, checkpoint, name, seed, steps), run_dir, f"{model} {name} seed {seed}")
-                rows.setdefault(name, []).append(with_perplexity(decoded(run_dir, BEAMS), run_dir))
+                directory = fine_tuning_dir(workdir, model, name, seed)
+                cfg = run_config(base, checkpoint, name, seed, steps)
+                trained_summary(cfg, directory, f"{model} {name} seed {seed}")
+                rows.setdefault(name, []).append(with_perplexity(decoded(directory, BEAMS), directory))
     return results
 
 
@@ -165,14 +179,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objectives", default=",".join(OBJECTIVES))
     parser.add_argument("--seeds", default="0,1", help="train.seed values of the fine-tuning, comma-separated")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="fine-tuning steps per run")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     models = parse_names(args.models, CHECKPOINTS, "--models")
     names = parse_names(args.objectives, OBJECTIVES, "--objectives")
     if args.steps < 4:
         raise ValueError(f"--steps must be >= 4, got {args.steps}")
-    results = sweep(models, names, parse_seeds(args.seeds), args.steps, args.workdir)
+    seeds = parse_seeds(args.seeds)
+    results = sweep(models, names, seeds, args.steps, args.workdir)
     text = "\n\n".join(results_table(results, *measure) for measure in MEASURES) + "\n"
-    publish_table(text, args.workdir)
+    tuned = [fine_tuning_dir(args.workdir, m, n, s) for m in models for s in seeds for n in names]
+    runs = [CHECKPOINTS[m] for m in models] + tuned
+    publish("translation_objectives", text, args.workdir, runs, results, results_dir(args.results_dir, args.workdir))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ The table gives, mean ± spread over seeds, the test KL per sentence, the recons
 decoder's NLL of a sentence given z from the prior less given z from its posterior: ≈ 0 when the
 decoder ignores z; not bounded by the KL), the bounds, the grammatical share of sentences sampled from
 the prior, and per homotopy the distinct sentences and their grammatical share; then one
-homotopy of each variant in full. `--quick` shrinks every run to a CPU smoke test.
+homotopy of each variant in full; `--report` also writes them, with the runs' records, to
+experiments/results/vae_grammar.json and .md. `--quick` shrinks every run to a CPU smoke test (its
+report goes to WORKDIR).
 """
 
 from __future__ import annotations
@@ -33,7 +35,16 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import finished_summary, format_cell, parse_names, parse_seeds, publish_table, trained_summary  # noqa: E402
+from sweeps import (  # noqa: E402
+    add_results_argument,
+    finished_summary,
+    format_cell,
+    parse_names,
+    parse_seeds,
+    publish,
+    results_dir,
+    trained_summary,
+)
 
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 from seqjax.models.language_models.vae import RNNVAEOptions  # noqa: E402
@@ -164,15 +175,17 @@ def cell(values: list[dict[str, float]], key: str, digits: int, percent: bool = 
     return format_cell([v[key] for v in values], digits, percent)
 
 
-def report(workdir: str, steps: int, quick: bool) -> str:
-    """The table of the finished runs under `workdir` (mean ± spread over the seeds found)."""
+def report(workdir: str, steps: int, quick: bool) -> tuple[str, list[str], dict]:
+    """(the table of the finished runs under `workdir`, mean ± spread over the seeds found; those
+    runs' directories; each variant's measures per seed and the homotopies shown)."""
     lines = [
         "| run | seeds | train KL per sentence at ¼ / ½ / ¾ / end (nats) | test KL per sentence | reconstruction gap, "
         "prior z − posterior z (nats per sentence) | test −ELBO per sentence | perplexity bound per char | "
         f"prior samples grammatical | distinct sentences of {POINTS} per homotopy | homotopy sentences grammatical |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    shown = []
+    shown, run_dirs = [], []
+    per_seed: dict[str, dict[int, dict[str, float]]] = {}
     for variant in VARIANTS:
         found = {}
         for name in sorted(os.listdir(workdir)) if os.path.isdir(workdir) else []:
@@ -183,6 +196,8 @@ def report(workdir: str, steps: int, quick: bool) -> str:
             summary = finished_summary(run_dir, run_config(variant, seed, steps, quick))
             if summary is not None:
                 found[seed] = measures(run_dir, summary)
+                run_dirs.append(run_dir)
+        per_seed[variant] = found
         if not found:
             lines.append(f"| {variant} | none finished |" + " |" * 8)
             continue
@@ -203,7 +218,8 @@ def report(workdir: str, steps: int, quick: bool) -> str:
             "",
         ]
         lines += [f"    {fraction:.2f}  {text}" for fraction, text in homotopy["points"]]
-    return "\n".join(lines) + "\n"
+    figures = {"per_seed": per_seed, "homotopies_shown": {variant: (seed, h) for variant, seed, h in shown}}
+    return "\n".join(lines) + "\n", run_dirs, figures
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -214,11 +230,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs; train nothing")
     parser.add_argument("--quick", action="store_true", help="tiny runs: a smoke test of every path")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.steps < 4:
         raise ValueError(f"--steps must be >= 4, got {args.steps}")
     if args.report:
-        publish_table(report(args.workdir, args.steps, args.quick), args.workdir)
+        text, run_dirs, figures = report(args.workdir, args.steps, args.quick)
+        publish(
+            "vae_grammar",
+            text,
+            args.workdir,
+            run_dirs,
+            figures,
+            results_dir(args.results_dir, args.workdir, args.quick),
+        )
         return
     for variant in parse_names(args.variants, tuple(VARIANTS), "--variants"):
         for seed in parse_seeds(args.seeds):

@@ -4,7 +4,6 @@ bench`: the command line over the training package."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -13,6 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from seqjax import config as config_lib
 from seqjax.config import text as config_text
+from seqjax.config.files import FORMS, load_config
+from seqjax.decoding_flags import add_decoding_arguments, decode_options, decoding_flags
+from seqjax.output_paths import check_output_file, check_outputs
 
 if TYPE_CHECKING:
     from seqjax.training.features.generation import DecodeOptions
@@ -20,31 +22,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_WORKDIR = "runs"
-
-
-def load_config(path: str | None) -> tuple[config_lib.Config, str]:
-    """The config from an experiment file's `get_config()`, or a run's `config.json` (e.g. an
-    imported model's, to fine-tune it), and its name; no file: the defaults."""
-    if path is None:
-        return config_lib.Config(), "default"
-    if not os.path.isfile(path):
-        raise ValueError(f"--config file does not exist: {path}")
-    if path.endswith(".json"):
-        from seqjax.training.saved.run import read_config
-
-        directory = os.path.dirname(path) or "."
-        return read_config(directory, f"--config {path}"), os.path.basename(os.path.dirname(os.path.abspath(path)))
-    spec = importlib.util.spec_from_file_location("seqjax_experiment", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"--config file {path} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "get_config"):
-        raise ValueError(f"--config file {path} must define get_config() -> seqjax.config.Config")
-    cfg = module.get_config()
-    if not isinstance(cfg, config_lib.Config):
-        raise ValueError(f"get_config() in {path} must return seqjax.config.Config, got {type(cfg).__name__}")
-    return cfg, os.path.splitext(os.path.basename(path))[0]
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -80,27 +57,20 @@ def cmd_config(args: argparse.Namespace) -> None:
     print(config_text.to_toml(config_lib.override(cfg, args.set)), end="")
 
 
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    from seqjax.training.features.generation import DecodeOptions
-
-    sample = args.sample or args.temperature is not None or args.top_k is not None or args.top_p is not None
-    return DecodeOptions(
-        beam=args.beam,
-        length_penalty=args.length_penalty,
-        sample=sample,
-        temperature=1.0 if args.temperature is None else args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-    )
-
-
 def cmd_eval(args: argparse.Namespace) -> None:
     """exact perplexity (and BLEU for seq2seq) of a run on a split"""
     from seqjax.data.corpora.sources import splits_of
+    from seqjax.models import is_seq2seq
     from seqjax.training.features.evaluation import describe_metrics, evaluate
     from seqjax.training.saved.run import Run
 
     run = Run.open(args.workdir, args.set)
+    given = decoding_flags(args)
+    if given and not is_seq2seq(run.cfg.model):
+        raise ValueError(
+            f"{given[0]}: eval decodes only an encoder-decoder's translations (for BLEU), but --workdir "
+            f"{args.workdir} holds model.kind={run.cfg.model.kind}, whose evaluation decodes nothing"
+        )
     splits = splits_of(run.cfg.data)
     if args.split not in splits:
         raise ValueError(f"--split must be one of {', '.join(splits)}, got {args.split!r}")
@@ -169,6 +139,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
     options = decode_options(args)
     if args.max_len < 1 or args.num < 1:
         raise ValueError(f"--max-len and --num must be >= 1, got {args.max_len} and {args.num}")
+    if args.output is not None and args.input is None:
+        raise ValueError("--output holds the lines written for --input FILE: it needs --input")
     if args.interpolate is not None:
         interpolate(args, options)
         return
@@ -247,6 +219,8 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
     # the backward run's corpus is not to be lost either
     run_files = [side for s in SPLITS for side in split_files(backward.data, s).values()]
     read = [args.monolingual, *dict.fromkeys(side.path for side in (*real_files, *run_files))]
+    for path in (f"{args.output}.{src}", f"{args.output}.{tgt}"):
+        check_output_file(path, "--output")
     refuse_overwrites([f"{args.output}.{src}", f"{args.output}.{tgt}"], read)
     real_sides = side_names(backward.data)[::-1]  # for pairs in records, the fields, else the suffixes src, tgt
     real = read_parallel(real_prefix, *real_sides, format=corpus_format, name="--real") if real_prefix else ([], [])
@@ -360,18 +334,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
-    d = p.add_argument_group("decoding (default greedy; any sampling flag samples; --beam N > 1 is beam search)")
-    d.add_argument("--beam", type=int, default=1)
-    d.add_argument("--length-penalty", type=float, default=0.0, help="GNMT alpha for beam search")
-    d.add_argument("--sample", action="store_true", help="sample (temperature 1, no truncation unless set below)")
-    d.add_argument("--temperature", type=float, default=None)
-    d.add_argument("--top-k", type=int, default=None)
-    d.add_argument("--top-p", type=float, default=None)
-
-
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="experiment file defining get_config()")
+    p.add_argument("--config", help=FORMS)
     p.add_argument(
         "--set",
         nargs="+",
@@ -478,11 +442,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from seqjax.gpu_flags import use_gpu_flags
+    from seqjax.platforms import use_machine_platforms
+
+    use_machine_platforms()  # before JAX starts a backend: no plugin started for a device the machine lacks
+    use_gpu_flags()  # XLA reads its flags when the first backend starts
     from seqjax.training.core.signals import TrainingStopped
     from seqjax.training.loop import NonFiniteLoss
 
     args = parser().parse_args(argv)
     try:
+        check_outputs(args)
         code = args.func(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"seqjax: error: {err}", file=sys.stderr)

@@ -92,6 +92,11 @@ class Model(Protocol):
       latent: a latent-variable model, scored by its bound and decoded given z (False);
         latent_size: Z, the size of its z [B, Z].
       generates: whether it has a decode step at all; False for encoder-only models (True).
+      check_config(cfg: ModelConfig): a static method raising ValueError for the kind's own
+        options outside their rules (checked with the shared options, before anything is built).
+      encoder_parts: a Transformer encoder that carries over between kinds
+        (`train.init_encoder_from`): part ("blocks", "norm", "inputs", "embedding") -> the path
+        of that part in the model's parameters ("encoder/blocks"); absent: none.
     """
 
     vocab_size: int
@@ -105,6 +110,95 @@ class Model(Protocol):
     def init(self, rngs: Any, *args: Any, **kwargs: Any) -> Any: ...
 
     def apply(self, variables: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class LatentModel(Model, Protocol):
+    """A latent-variable language model (the VAE LM, `latent` True), what the `vae` objective and
+    latent interpolation call through `apply(..., method=...)`:
+
+      encode(tokens [B, T] int32, mask [B, T] bool | None) -> (mean, log_variance), each
+        [B, Z] float32: the posterior q(z | tokens), padded steps ignored;
+      decode(tokens [B, T] int32, latent [B, Z] float32, *, mask=None, embedded=None,
+        train=False) -> hidden [B, T, D] float32: the teacher-forced decoder given z;
+      init_decode_state(batch_size, max_len, latent [B, Z]) -> state: decoding given z.
+    """
+
+    def encode(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def decode(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class BidirectionalModel(Model, Protocol):
+    """A language model read in both directions (the BiLM), what `bidirectional_lm` calls:
+
+    backward(tokens [B, T] int32, *, mask [B, T] bool | None, train) -> hidden [B, T, D]
+      float32, row t having read tokens[t:] (the forward direction is `__call__`).
+    """
+
+    def backward(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class ReplacedTokenModel(Model, Protocol):
+    """An encoder with a generator and a replaced-token discriminator (ELECTRA), what the
+    `electra` objective calls besides the encoder's `__call__(tokens, *, mask, train)`:
+
+      generator(tokens [B, T] int32, *, mask [B, T] bool | None, train) -> hidden [B, T, D]
+        float32, which the head turns into the generator's masked-LM distribution;
+      discriminate(tokens [B, T] int32, *, mask, train) -> [B, T] float32, the log-odds that
+        each token was replaced.
+    """
+
+    def generator(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def discriminate(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def missing_methods(cls: type, contract: type) -> list[str]:
+    """The methods `contract` (one of the protocols above) adds to `Model` that the model class
+    `cls` lacks: what pairing it with an objective that needs `contract` would miss."""
+    wanted = [
+        name
+        for klass in contract.__mro__
+        if klass not in (Model, Protocol, object) and klass not in Model.__mro__
+        for name, value in vars(klass).items()
+        if callable(value) and not name.startswith("_")
+    ]
+    return sorted({name for name in wanted if not callable(getattr(cls, name, None))})
+
+
+class CountedModel(Protocol):
+    """A model counted on the host from the train stream instead of trained by gradient steps
+    (the n-gram; `seqjax.models.is_trained` False): no parameters, devices or checkpoints. Its
+    class is what the kind registers; training, evaluation and generation reach it through:
+
+      count(cfg: ModelConfig, stream [N] int, vocab_size) -> the model (a classmethod);
+      load(path) -> the model `save(path)` wrote (a classmethod); `counts_file`, the name of
+        that file in a run directory;
+      context_size: how many tokens before a position its distribution reads;
+      size: the number of stored counts, what a run reports as its parameters;
+      title: one line saying what was counted ("3-gram Kneser–Ney");
+      nll_sum(stream [N] int, history [H] int) -> Σ −log P in nats over `stream`, each token
+        given the tokens before it, `history` preceding the stream unscored;
+      next_token_log_probs(histories [B, context_size] int, −1 for none) -> [B, V] float32.
+    """
+
+    counts_file: ClassVar[str]
+    vocab_size: int
+
+    @property
+    def context_size(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def title(self) -> str: ...
+
+    def save(self, path: str) -> None: ...
+
+    def nll_sum(self, stream: Any, history: Any = ()) -> float: ...
+
+    def next_token_log_probs(self, histories: np.ndarray) -> np.ndarray: ...
 
 
 class Head(Protocol):
@@ -231,6 +325,8 @@ class Objective(abc.ABC):
 
     # Whether it feeds the model only gold tokens, so that a packed row's segments stay independent.
     feeds_gold_only: ClassVar[bool] = False
+    # The protocol above its model must also meet (its methods reached through `apply`); None: `Model`.
+    model_contract: ClassVar[type | None] = None
     # Whether its eval NLL covers every target token (not a sample of positions), so that it can be
     # spread over the split's words as a per-word perplexity.
     scores_every_target: ClassVar[bool] = True

@@ -1,9 +1,10 @@
-"""The generic code names no kind: under seqjax/training/ and seqjax/objectives/, no module
-compares with, lists or looks up a model, head or objective kind by its name, and none reads a
-model's config (`model.cfg.`); each asks the kind for the fact it needs instead.
+"""The generic code names no kind: under seqjax/training/, objectives/, decoding/, accelerators/
+and in cli.py, no module compares with, lists or looks up a model, head or objective kind by its
+name, none reads a model's config (`model.cfg.`), and none imports a kind's own module (one that
+registers a kind) but an objective its fellow objectives'; each asks the kind, through the
+registries and the contracts, for what it needs instead.
 
-The objectives' registry (`seqjax/objectives/__init__.py`), which maps each objective's name to
-its code, is the one place allowed to write those names. Docstrings may name kinds.
+A kind's name is written only where the kind registers itself. Docstrings may name kinds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,40 @@ import seqjax
 from seqjax.config import HEADS, MODELS, OBJECTIVES
 
 ROOT = pathlib.Path(seqjax.__file__).parent
-GENERIC = ("training", "objectives")
+GENERIC = ("training", "objectives", "decoding", "accelerators", "cli.py")
+REGISTRIES = {"MODELS", "HEADS", "OBJECTIVES", "ATTENTION_KERNELS", "OPTIMIZERS", "DATA_FORMATS"}
+
+
+def _generic_files() -> list[pathlib.Path]:
+    return [path for name in GENERIC for path in sorted((ROOT / name).rglob("*.py")) or [ROOT / name]]
+
+
+def _module(path: pathlib.Path) -> str:
+    return ".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def registers_a_kind(source: str) -> bool:
+    """Whether the module declares a kind: it calls `register` on one of the registries."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "register"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in REGISTRIES
+        for n in ast.walk(ast.parse(source))
+    )
+
+
+def imported_modules(source: str) -> set[str]:
+    """The modules `source` imports by absolute name, and `module.name` for each `from module import name`."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -66,9 +100,25 @@ def test_kind_leaks_finds_a_branch_on_a_kind_name_and_a_model_config_read():
 
 def test_no_generic_module_names_a_kind_or_reads_a_model_config():
     names = set(MODELS) | set(HEADS) | set(OBJECTIVES)
-    leaks = {
-        str(path.relative_to(ROOT)): kind_leaks(path.read_text(), names)
-        for folder in GENERIC
-        for path in sorted((ROOT / folder).rglob("*.py"))
-    }
+    leaks = {str(path.relative_to(ROOT)): kind_leaks(path.read_text(), names) for path in _generic_files()}
     assert {path: found for path, found in leaks.items() if found} == {}
+
+
+def test_the_import_check_finds_a_kind_module_imported_by_name():
+    assert registers_a_kind('MODELS.register("rnn", RNNLM)') and not registers_a_kind("x.register(1)")
+    assert "seqjax.models.language_models.vae" in imported_modules(
+        "from seqjax.models.language_models.vae import interpolate_latents"
+    )
+    assert "seqjax.objectives.vae" in imported_modules("from seqjax.objectives import vae")
+
+
+def test_no_generic_module_imports_a_kinds_own_module():
+    kind_modules = {_module(path) for path in ROOT.rglob("*.py") if registers_a_kind(path.read_text())}
+    assert "seqjax.models.classic.ngram" in kind_modules and "seqjax.heads.adaptive" in kind_modules
+    found = {}
+    for path in _generic_files():
+        own = _module(path).split(".")[:2]  # objectives may build on each other
+        imported = {m for m in imported_modules(path.read_text()) & kind_modules if m.split(".")[:2] != own}
+        if imported:
+            found[str(path.relative_to(ROOT))] = sorted(imported)
+    assert found == {}

@@ -159,7 +159,7 @@ def test_a_head_kind_registered_once_is_built_with_its_own_options(dummy_head):
 
 class _DummySeq2Seq:
     has_encoder = True
-    takes_pretrained_encoder = True
+    encoder_parts = {"blocks": "enc", "norm": "enc_norm", "inputs": "src_inputs", "embedding": "src/embedding"}
     objective = "teacher_forcing"
 
 
@@ -173,7 +173,8 @@ def dummy_model(registered):
 def test_a_model_kind_registered_once_is_in_the_tables_of_what_model_classes_state(dummy_model):
     assert models.MODEL_OBJECTIVES["dummy"] == "teacher_forcing"
     assert "dummy" in models.SEQ2SEQ_KINDS
-    assert "dummy" in models.PRETRAINED_ENCODER_KINDS
+    assert models.ENCODER_PARTS["dummy"]["blocks"] == "enc"
+    assert models.takes_pretrained_encoder(ModelConfig(kind="dummy"))
 
 
 class _DummyLM(nn.Module):

@@ -110,6 +110,9 @@ def use_target_compiler() -> None:
     import jax
     from jax._src import xla_bridge
 
+    from seqjax.platforms import quiet_deviceless_libtpu
+
+    quiet_deviceless_libtpu()
     os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
     # libtpu locks the machine's TPUs for one process; compiling for a topology touches none, and
     # several processes may compile at once (a test run's workers).

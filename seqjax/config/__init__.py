@@ -1,7 +1,8 @@
 """Typed experiment configuration, one package: the sections (one frozen dataclass per concern,
 composed once as `Config`), the registries of kinds (`kinds`: each kind registers its name, options
 and builder with one call in its own module), `--set` overrides checked on the host (`overrides`),
-the saved form and its migrations (`saved`, `migrations`) and the config as text (`text`).
+the saved form and its migrations (`saved`, `migrations`), the config as text (`text`) and the
+files `--config` reads (`files`).
 
 An experiment file defines `get_config() -> Config`; the CLI applies `--set a.b=c` overrides on top
 with `override`. A key set explicitly for a kind that is not the resolved one is refused: it would

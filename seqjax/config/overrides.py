@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import tomllib
 import types
 import typing
 from typing import Any
@@ -18,15 +19,11 @@ from seqjax.config.sections import Config
 
 def coerce(text_or_value: Any, kind: Any, key: str) -> Any:
     """A CLI string (or a saved JSON/TOML value) as the annotated type `kind`, or ValueError. A tuple
-    is read from `a,b`, `(a, b)` or `[a, b]` (what `seqjax config` prints) or a list."""
+    is read from `a,b`, `(a, b)` or the TOML list `[a, b]` (what `seqjax config` prints) or a list."""
     origin = typing.get_origin(kind)
     if origin is tuple:
         (item,) = {a for a in typing.get_args(kind) if a is not Ellipsis}
-        if isinstance(text_or_value, str):
-            parts = [p.strip() for p in text_or_value.strip().strip("()[]").split(",") if p.strip()]
-            parts = [p[1:-1] if len(p) > 1 and p[0] == p[-1] and p[0] in "\"'" else p for p in parts]
-        else:
-            parts = list(text_or_value)
+        parts = _items(text_or_value, key) if isinstance(text_or_value, str) else list(text_or_value)
         return tuple(coerce(p, item, key) for p in parts)
     if origin is typing.Literal:  # one of its names: `check_choices`, which names the one likely meant
         return coerce(text_or_value, str, key)
@@ -55,9 +52,21 @@ def coerce(text_or_value: Any, kind: Any, key: str) -> Any:
             if not isinstance(value, str):
                 raise ValueError
             return value
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: int() of a list, say
         raise ValueError(f"{key} must be {kind.__name__}, got {value!r}") from None
     raise TypeError(f"unsupported config type {kind} for {key}")
+
+
+def _items(text: str, key: str) -> list[Any]:
+    """The items of a tuple given as text: the TOML list `seqjax config` prints (`[2000, 8000]`),
+    or items separated by commas (`2000,8000`, `(2000, 8000)`)."""
+    stripped = text.strip()
+    if not stripped.startswith("["):
+        return [p for p in stripped.removeprefix("(").removesuffix(")").split(",") if p.strip()]
+    try:
+        return list(tomllib.loads(f"value = {stripped}")["value"])
+    except tomllib.TOMLDecodeError:
+        raise ValueError(f"{key} must be a list such as [16, 32] (or 16,32), got {text!r}") from None
 
 
 def valid_keys(node: Any, prefix: str = "") -> list[str]:

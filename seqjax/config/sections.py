@@ -116,7 +116,7 @@ class DataConfig:
     max_pair_len: int = option(
         63, "seq2seq: longest source or target kept in training, in tokens (+1 for BOS/EOS fits buckets[-1])"
     )
-    buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, bounded recompilation")
+    buckets: tuple[int, ...] = option((16, 32, 64), "seq2seq: padded lengths, the train step compiled once for each")
     max_tokens: int = option(
         0,
         "seq2seq: training batches of a token budget (fairseq's --max-tokens): a batch of bucket L holds "

@@ -23,6 +23,8 @@ The package by job:
 
 from __future__ import annotations
 
+from seqjax.models import language_models  # noqa: F401  (the language models registered first)
+
 # Importing a kind's module registers it: every built-in model kind (the classes) and attention kernel.
 from seqjax.models.attention_kernels import cudnn, splash, xla  # noqa: F401
 from seqjax.models.attention_kernels.choice import KernelChoice, SelfAttentionRows
@@ -30,7 +32,7 @@ from seqjax.models.build import build_model, kernel_choice
 from seqjax.models.classic import ngram
 from seqjax.models.classic.ngram import KneserNeyLM
 from seqjax.models.classic.nnlm import NNLM
-from seqjax.models.config_checks import validate_model_config
+from seqjax.models.config_checks import check_own_options, validate_model_config
 from seqjax.models.encoder_decoders.rnn import RNNSeq2Seq
 from seqjax.models.encoder_decoders.rnn_attention import AttentionSeq2Seq
 from seqjax.models.encoder_decoders.transformer import TransformerSeq2Seq
@@ -38,8 +40,8 @@ from seqjax.models.encoders.electra import ElectraEncoder
 from seqjax.models.encoders.transformer import TransformerEncoder
 from seqjax.models.kinds import (
     ENCODER_KINDS,
+    ENCODER_PARTS,
     MODEL_OBJECTIVES,
-    PRETRAINED_ENCODER_KINDS,
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     generates,
@@ -48,6 +50,7 @@ from seqjax.models.kinds import (
     is_trained,
     model_class,
     readable_length,
+    takes_pretrained_encoder,
 )
 from seqjax.models.language_models.bilm import BiLM
 from seqjax.models.language_models.rnn import RNNLM
@@ -70,10 +73,11 @@ __all__ = [
     "SelfAttentionRows",
     "ENCODER_KINDS",
     "MODEL_OBJECTIVES",
-    "PRETRAINED_ENCODER_KINDS",
+    "ENCODER_PARTS",
     "SEQ2SEQ_KINDS",
     "TRANSFORMER_KINDS",
     "build_model",
+    "check_own_options",
     "generates",
     "is_latent",
     "is_seq2seq",
@@ -82,5 +86,6 @@ __all__ = [
     "model_class",
     "ngram",
     "readable_length",
+    "takes_pretrained_encoder",
     "validate_model_config",
 ]

@@ -31,13 +31,11 @@ def build_model(
       backend), and rows: the rows its teacher-forced self-attention reads (None: unknown
       lengths, neither packed nor padded); a Transformer's `model.attention_kernel` is resolved
       for them, and the module carries the answer (`kernel_choice`).
-    The n-gram kind is not built but counted: `seqjax.models.classic.ngram.fit`.
+    A counted kind (the n-gram) is not built but counted: its class's `count`.
     """
     validate_model_config(cfg, vocab_size, src_vocab_size)
     if not is_trained(cfg):
-        raise ValueError(
-            f"model.kind={cfg.kind!r} is counted from the train stream (seqjax.models.classic.ngram.fit), not built"
-        )
+        raise ValueError(f"model.kind={cfg.kind!r} is counted from the train stream (its class's count), not built")
     extra: dict[str, Any] = {}
     if cfg.kind in ATTENTION:
         where = platform or jax.default_backend()

@@ -7,8 +7,7 @@ import typing
 from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import ATTENTION, ATTENTION_KERNELS, MODELS, RECURRENT, RNN_ENCODERS, ModelConfig
 from seqjax.config.sections import Cell, Mlp, Norm, NormType, Positions, Remat
-from seqjax.models.encoders.electra import generator_config
-from seqjax.models.kinds import is_trained
+from seqjax.models.kinds import is_trained, model_class
 
 
 def _check_transformer(cfg: ModelConfig) -> None:
@@ -44,7 +43,7 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
     check_one_of("model.kind", cfg.kind, tuple(MODELS))
     check_int("vocab_size", vocab_size)
     if not is_trained(cfg):
-        check_int("model.context", cfg.context, 0)
+        check_own_options(cfg)
         return
     if src_vocab_size is not None:
         check_int("src_vocab_size", src_vocab_size)
@@ -56,8 +55,14 @@ def validate_model_config(cfg: ModelConfig, vocab_size: int, src_vocab_size: int
         check_one_of("model.cell", cfg.cell, typing.get_args(Cell))
     if cfg.kind in ATTENTION:
         _check_transformer(cfg)
-    if cfg.kind == "electra":
-        generator_config(cfg)
+    check_own_options(cfg)
+
+
+def check_own_options(cfg: ModelConfig) -> None:
+    """The check a kind's class makes of its own options (`check_config`, where it has one)."""
+    check = getattr(model_class(cfg), "check_config", None)
+    if check is not None:
+        check(cfg)
     if cfg.kind == "nnlm":
         check_int("model.context", cfg.context)
     if cfg.kind in RNN_ENCODERS and cfg.bidirectional and cfg.d_model % 2:

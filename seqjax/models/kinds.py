@@ -42,8 +42,16 @@ class _ClassFacts(Mapping[str, Any]):
 MODEL_OBJECTIVES = _ClassFacts("objective")
 SEQ2SEQ_KINDS = _ClassFacts("has_encoder")  # iterating gives the kinds
 TRANSFORMER_KINDS = TRANSFORMERS  # causal self-attention: sliding windows, packed segments
-# the encoder-decoders whose encoder `train.init_encoder_from` starts from an encoder-only run
-PRETRAINED_ENCODER_KINDS = _ClassFacts("takes_pretrained_encoder")
+# kind -> its encoder's parts, for the models whose encoder carries over (`Model.encoder_parts`)
+ENCODER_PARTS = _ClassFacts("encoder_parts")
+
+
+def takes_pretrained_encoder(cfg: ModelConfig) -> bool:
+    """True for the encoder-decoders whose encoder `train.init_encoder_from` starts from an
+    encoder-only run's (they state the parts it carries over)."""
+    return cfg.kind in ENCODER_PARTS and is_seq2seq(cfg)
+
+
 ENCODER_KINDS = ENCODERS  # encoder-only: no decode step
 
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
 
 from seqjax.config import OBJECTIVES
-from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
+from seqjax.contracts import Batch, BidirectionalModel, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
 
 
@@ -69,6 +69,8 @@ class BidirectionalLMOptions:
 class BidirectionalLM(BidirectionalLMOptions, Objective):
     """ELMo's joint objective: (forward LM loss + backward LM loss) / 2, each the head's
     masked mean over the row's positions. It has no options and does not change over training."""
+
+    model_contract: ClassVar[type | None] = BidirectionalModel
 
     def eval_sums(
         self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds

@@ -22,7 +22,7 @@ import optax
 
 from seqjax.checks import check_number
 from seqjax.config import OBJECTIVES, option
-from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, ReplacedTokenModel, SpecialIds
 from seqjax.metrics.detection import detection_report, detection_sums
 from seqjax.model_head import head_loss, token_log_probs
 from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll, masked_report
@@ -94,6 +94,7 @@ class Electra(ElectraOptions, Objective):
     the discriminator's binary cross-entropy. The options do not change over training."""
 
     scores_every_target: ClassVar[bool] = False
+    model_contract: ClassVar[type | None] = ReplacedTokenModel
 
     def eval_sums(
         self, model: Model, head: Head, params: Params, batch: Batch, key: jax.Array, *, ids: SpecialIds

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import OBJECTIVES, option
-from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
+from seqjax.contracts import Batch, EvalSums, Head, LatentModel, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 
 KL_SCHEDULES = ("linear", "sigmoid", "constant")  # the annealing of β
@@ -155,6 +155,8 @@ class VAE(VAEOptions, Objective):
     """The VAE LM objective (model.kind=rnn_vae): the head's reconstruction loss of the
     targets given z ~ q(z | targets) plus β · KL / tokens, so that at β = 1 without free bits
     the loss is the negative ELBO per target token."""
+
+    model_contract: ClassVar[type | None] = LatentModel
 
     def weight(self, step: jax.Array) -> jax.Array:
         """β at `step`: [] float32."""

@@ -21,13 +21,11 @@ from seqjax import config as config_lib
 from seqjax import optimizers as optim
 from seqjax.config import Config
 from seqjax.contracts import Batch, Head, Model
-from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.models import build_model
-from seqjax.training.core.experiment import TOKENIZER_DIRS, saved_tokenizers
 from seqjax.training.core.layout import make_mesh
-from seqjax.training.core.state import Checkpointer, dump_json, init_state, state_shardings
-from seqjax.training.saved.run import read_config
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import init_state, state_shardings
 
 
 def _parts(cfg: Config, vocab_size: int) -> tuple[Model, Head, optax.GradientTransformation, Batch]:
@@ -68,15 +66,16 @@ def write_run(workdir: str, cfg: Config, tokenizer: Any, params: dict[str, Any])
     placed = jax.device_put(params, shardings.params)
     state = dataclasses.replace(state, params=placed, opt_state=jax.jit(optimizer.init)(placed))
     os.makedirs(workdir, exist_ok=True)
-    tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
-    dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+    run = RunDir(workdir)
+    run.save_tokenizers(tokenizer)
+    run.write_config(cfg)
     meta = {
         "data_position": 0,
         "config": config_lib.to_dict(cfg),
-        "tokenizer": tokenizer_fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0])),
+        "tokenizer": run.tokenizer_fingerprint(),
         "store": None,
     }
-    checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
+    checkpointer = run.checkpointer(cfg.train.keep_checkpoints)
     try:
         checkpointer.save(state, meta)
         checkpointer.wait()
@@ -87,11 +86,12 @@ def write_run(workdir: str, cfg: Config, tokenizer: Any, params: dict[str, Any])
 def read_run(workdir: str) -> tuple[Config, Any, dict[str, Any], int]:
     """(config, tokenizer, latest parameters as numpy float32, step) of the LM run in `workdir`,
     read without its corpus."""
-    cfg = read_config(workdir)
-    tokenizer = saved_tokenizers(workdir)
+    run = RunDir(workdir)
+    cfg = run.config
+    tokenizer = run.tokenizers()
     if tokenizer is None or isinstance(tokenizer, tuple):
         raise ValueError(f"--workdir {workdir} must hold a language model's run with its tokenizer")
-    checkpointer = Checkpointer.of_run(workdir, cfg.train.keep_checkpoints)
+    checkpointer = run.checkpointer(cfg.train.keep_checkpoints)
     try:
         step = checkpointer.latest_step()
         if step is None:

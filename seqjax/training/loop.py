@@ -8,7 +8,7 @@ and its schedule once; get the state (fresh, restored, or fresh with train.init_
 parameters); build the steps; loop; evaluate and report. One `Checkpointer` serves the
 whole run. Everything is built and validated before the run directory is touched, so a bad
 config, file or vocabulary never damages an existing run. A counted model (the n-gram,
-`seqjax.models.is_trained` False) takes `ngram_baseline.train_ngram` instead.
+`seqjax.models.is_trained` False) takes `counted.train_counted` instead.
 
 A resume must follow the learning-rate schedule the checkpoint was trained under: changing
 train.steps or an optim key it depends on (`state.SCHEDULE_KEYS`) is refused unless asked
@@ -38,21 +38,19 @@ from seqjax.config import Config
 from seqjax.config import text as config_text
 from seqjax.contracts import Batch, Params
 from seqjax.data.batching.loader import Loader
-from seqjax.data.tokenizers.trained import tokenizer_fingerprint
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
 from seqjax.models import is_trained, kernel_choice
 from seqjax.training.core import distributed, mfu
 from seqjax.training.core.experiment import (
-    TOKENIZER_DIRS,
     Experiment,
     build_experiment,
-    saved_tokenizers,
 )
 from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
-from seqjax.training.core.memory import describe_memory, memory_report
+from seqjax.training.core.memory import compiled_memory, describe_memory
 from seqjax.training.core.resume import open_run
+from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.signals import StopRequest, TrainingStopped
 from seqjax.training.core.state import (
     PARAMETER_FREE_MODEL_KEYS,
@@ -63,11 +61,10 @@ from seqjax.training.core.state import (
     init_state,
     restore_state,
 )
-from seqjax.training.core.steps import batch_scorer, build_train_step, make_eval_step
+from seqjax.training.core.steps import batch_scorer, build_train_step, compile_train_steps, make_eval_step
+from seqjax.training.features.counted import train_counted
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
-from seqjax.training.features.ngram_baseline import train_ngram
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
-from seqjax.training.saved.run import read_config
 
 
 class NonFiniteLoss(RuntimeError):
@@ -88,19 +85,20 @@ def pretrained_params(exp: Experiment, source: str, mesh: Mesh, example_batch: B
     `PARAMETER_FREE_MODEL_KEYS`); its output head's parameters are taken where this run's head
     has the same ones (the full softmax, sampled softmax and NCE share [V, D] word vectors and
     [V] biases), and refused otherwise. The data may differ: fine-tuning reads a new corpus."""
-    saved = read_config(source, f"train.init_from={source!r}")
+    run = RunDir(source, f"train.init_from={source!r}")
+    saved = run.config
     free = {key: getattr(exp.cfg.model, key) for key in PARAMETER_FREE_MODEL_KEYS}
     theirs = _flat(config_lib.to_dict(dataclasses.replace(saved.model, **free)), "model.")
     ours = _flat(config_lib.to_dict(exp.cfg.model), "model.")
     differing = [f"{k}: the source's {theirs[k]!r}, this run's {v!r}" for k, v in ours.items() if theirs[k] != v]
     if differing:
         raise ValueError(f"train.init_from={source!r} has another model: {'; '.join(differing)}")
-    source_vocab, vocab = saved_tokenizers(source), exp.data.tokenizers
+    source_vocab, vocab = run.tokenizers(), exp.data.tokenizers
     pairs = zip(*(v if isinstance(v, tuple) else (v,) for v in (source_vocab, vocab))) if source_vocab else []
     if source_vocab is None or any(a.vocab.to_json() != b.vocab.to_json() for a, b in pairs):
         raise ValueError(f"train.init_from={source!r} has a different vocabulary")
     source_head = build_head(saved.head, exp.tokenizer.vocab.size, np.asarray(exp.tokenizer.vocab.counts))
-    checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)
+    checkpointer = run.checkpointer(saved.train.keep_checkpoints)
     try:
         step = checkpointer.latest_step()
         if step is None:
@@ -187,12 +185,13 @@ def train(
     """
     config_lib.check_choices(cfg)  # before any registry is looked up by a kind
     if not is_trained(cfg.model):
-        return train_ngram(cfg, workdir, echo=echo)
+        return train_counted(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)
     main = distributed.is_main_process()
     echo = echo if main else (lambda _: None)
     t = cfg.train
-    checkpointer = Checkpointer.of_run(workdir, t.keep_checkpoints)
+    run = RunDir(workdir)
+    checkpointer = run.checkpointer(t.keep_checkpoints)
     logger = bar = None
     try:
         with StopRequest() as stop:
@@ -216,9 +215,9 @@ def train(
             if main:
                 os.makedirs(workdir, exist_ok=True)
                 if resume_step is None:
-                    exp.save_tokenizers(workdir)
+                    run.save_tokenizers(exp.tokenizer, exp.pairs.src_tokenizer if exp.is_seq2seq else None)
                 # Rewritten on resume too: changed train.* keys and a new schedule are the run's config now.
-                dump_json(os.path.join(workdir, "config.json"), config_lib.to_dict(cfg))
+                run.write_config(cfg)
                 save_data_record(workdir, data)
             distributed.barrier("run directory written")
             echo(config_text.describe_changes(cfg))
@@ -241,14 +240,17 @@ def train(
             else:
                 loader = Loader(batches, t.steps, start=start, rows=rows)
             batch_layout = batch_split(cfg, mesh, example)
-            abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in example.items()}
-            memory = memory_report(train_step, state, abstract_batch)
+            listed = ", ".join(f"{rows}x{length}" for rows, length in batches.shapes)
+            echo(f"compiling the train step for {len(batches.shapes)} batch shape(s), rows x length: {listed}")
+            programs, abstract, seconds = compile_train_steps(train_step, state, batches.shapes, example, sharding)
+            echo(f"compiled in {seconds:.1f} s")
+            memory = compiled_memory(programs[example["mask"].shape], state, abstract[example["mask"].shape])
             echo(describe_batch(batch_layout))
             echo(describe_memory(memory))
-            tokenizer_print = tokenizer_fingerprint(os.path.join(workdir, TOKENIZER_DIRS[0]))
+            tokenizer_print = run.tokenizer_fingerprint()
             if main:
                 logger = RunLogger(workdir)
-                dump_json(os.path.join(workdir, "memory.json"), {"batch": batch_layout, "per_device_bytes": memory})
+                dump_json(run.file(run.MEMORY), {"batch": batch_layout, "per_device_bytes": memory})
 
             def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:
                 result = evaluate(cfg, exp.data, split, batch_scorer(eval_step, state.params, mesh))
@@ -283,13 +285,16 @@ def train(
             for step in range(start, t.steps):
                 local = next(loader)
                 global_rows = loader.global_rows(local)
-                state, metrics = train_step(state, distributed.to_global(local, global_rows, sharding))
+                program = programs[(global_rows, local["mask"].shape[1])]  # compiled above, for every shape
+                state, metrics = program(state, distributed.to_global(local, global_rows, sharding))
                 # This process's rows stand for the whole batch's, in proportion (exact in one process).
                 step_tokens = float(local["mask"].sum()) * global_rows / len(local["mask"])
                 window_tokens += step_tokens
                 step_flops = mfu.train_flops_per_token(cfg, head_weights, local["inputs"].shape[1])
                 window_flops += step_tokens * (step_flops or 0.0)
                 pending.append(metrics)
+                if len(pending) > 1:  # one step in flight, no more: the bar counts steps done, not dispatched
+                    jax.block_until_ready(pending[-2])
                 done = step + 1
                 boundary = done % t.log_every == 0 or done == t.steps
                 checkpoint_now = (t.checkpoint_every and done % t.checkpoint_every == 0) or done == t.steps

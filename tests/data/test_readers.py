@@ -47,3 +47,14 @@ def test_read_parallel_refuses_different_line_counts_naming_both(tmp_path):
     (tmp_path / "train.de").write_text("x\ny\n")
     with pytest.raises(ValueError, match=r"got 3 lines in .*train.en' and 2 lines in .*train.de'"):
         read_parallel(str(tmp_path / "train"), "en", "de")
+
+
+@pytest.mark.parametrize(
+    "content, lines",
+    [(b"\n\n\n", ["", "", ""]), (b"a\n", ["a"]), (b"\xef\xbb\xbf\n", [""]), (b"\xef\xbb\xbfab\n", ["ab"])],
+)
+def test_a_file_of_a_few_bytes_ending_its_last_line_has_no_extra_blank_line(tmp_path, content, lines):
+    """Files shorter than the first read (the byte-order mark's 3 bytes, or just past them)."""
+    path = tmp_path / "short.txt"
+    path.write_bytes(content)
+    assert read_texts(path) == lines

@@ -324,6 +324,12 @@ def test_empty_or_blank_splits_are_refused(tmp_path):
         load_data(DataConfig(kind="text", train=_write(tmp_path / "t.txt", ["x"]), valid=str(tmp_path / "bom.txt")))
 
 
+def test_a_train_split_of_three_blank_lines_is_refused_counting_three(tmp_path):
+    (tmp_path / "blank.txt").write_bytes(b"\n\n\n")
+    with pytest.raises(ValueError, match=r"got 3 blank line\(s\)"):
+        load_data(DataConfig(kind="text", train=str(tmp_path / "blank.txt")))
+
+
 def test_a_store_another_process_just_prepared_is_kept(corpus, tmp_path):
     _, train, valid = corpus
     cfg = _lm(train, valid, store=str(tmp_path / "lm"))

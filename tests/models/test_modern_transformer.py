@@ -14,7 +14,8 @@ from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
 from seqjax.models.transformer.positions import rotary
 from seqjax.training.core.resume import open_run
-from seqjax.training.core.state import Checkpointer, TrainState
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import TrainState
 
 V, V_SRC, B, T, S = 13, 9, 2, 6, 5
 TINY = ModelConfig(kind="transformer", d_model=16, layers=2, num_heads=4, d_ff=32, dropout=0.0, max_len=8)
@@ -367,7 +368,7 @@ def test_segment_ids_without_positions_and_positions_out_of_range_are_refused(ra
 def test_a_checkpoint_does_not_resume_across_scan_layers(tmp_path):
     """Its parameters are laid out for one setting; the run's config check names the key."""
     scanned = Config(model=dataclasses.replace(MODERN, scan_layers=True))
-    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+    checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     state = TrainState(jnp.zeros((), jnp.int32), {"w": jnp.zeros(2)}, {}, jax.random.PRNGKey(0))
     checkpointer.save(state, {"data_position": 0, "config": to_dict(scanned), "tokenizer": ""})
     checkpointer.wait()

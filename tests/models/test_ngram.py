@@ -77,3 +77,10 @@ def test_out_of_vocabulary_query_is_rejected():
     model = fit([0, 1, 2], order=2, vocab_size=3)
     with pytest.raises(ValueError, match="token ids must be >= 0 and < vocab_size=3, got range"):
         model.log_prob([0], 3)
+
+
+def test_saved_counts_load_as_the_same_model(tmp_path):
+    model = fit([0, 1, 2, 1, 2, 3, 1, 2, 0], 3, vocab_size=5)
+    model.save(tmp_path / "counts.npz")
+    loaded = type(model).load(tmp_path / "counts.npz")
+    assert loaded == model and loaded.size == model.size == 16

@@ -10,7 +10,8 @@ import pytest
 
 from seqjax.config import Config, ModelConfig, override
 from seqjax.models import build_model
-from seqjax.models.language_models.vae import RNNVAEOptions, interpolate_latents
+from seqjax.models.language_models.vae import RNNVAEOptions
+from seqjax.training.features.interpolation import interpolate_latents
 
 V, B, T, Z = 13, 2, 6, 3
 TINY = ModelConfig(kind="rnn_vae", d_model=8, layers=2, dropout=0.0, groups=(RNNVAEOptions(latent_size=Z),))

@@ -102,3 +102,27 @@ def test_sweep_reuses_finished_runs_without_training(tmp_path, monkeypatch):
 def test_bad_flags_are_refused_before_training(flag, text, tmp_path):
     with pytest.raises(ValueError, match=flag):
         sweep.main(["--quick", "--workdir", os.fspath(tmp_path), flag, text])
+
+
+def test_the_sweep_publishes_each_seed_s_measures_and_settings_beside_its_table(tmp_path, monkeypatch):
+    import seqjax.training.loop
+
+    monkeypatch.setattr(seqjax.training.loop, "train", lambda cfg, workdir: pytest.fail(f"retrained {workdir}"))
+    monkeypatch.setattr(sweep, "oracle_entropy", lambda: 4.5)
+    workdir, results = tmp_path / "sweep", tmp_path / "results"
+    for seed, nll in ((0, 4.0), (1, 4.2)):
+        summary = {"test": {"nll": nll}, "samples": {"oracle_nll": 5.0, "oracle_well_formed": 0.5}}
+        write_run(
+            workdir / f"gradient_penalty-seed{seed}",
+            sweep.run_config(sweep.get_config(), "gradient_penalty", seed),
+            summary,
+        )
+    sweep.main(["--workdir", str(workdir), "--objectives", "gradient_penalty", "--results-dir", str(results)])
+    written = json.loads((results / "oracle_objectives.json").read_text())
+    assert written["figures"]["per_seed"]["gradient_penalty"]["1"]["test NLL"] == 4.2
+    assert written["figures"]["settings"] == {"gradient_penalty": "λ = 0.5"}
+    assert [r["run"] for r in written["runs"]] == ["gradient_penalty-seed0", "gradient_penalty-seed1"]
+    assert (
+        "| gradient_penalty | λ = 0.5 | 2 | 5.000 ± 0.000 | 4.100 ± 0.100 | 50.0 ± 0.0% |"
+        in (results / "oracle_objectives.md").read_text()
+    )

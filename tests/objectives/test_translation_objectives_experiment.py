@@ -95,7 +95,9 @@ def test_perplexity_table_has_one_column_per_model_and_no_copy_row():
     ]
 
 
-def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monkeypatch):
+def finished_sweep(tmp_path, monkeypatch):
+    """A checkpoint and its gradient-penalty fine-tuning (seed 3, 10 steps) as finished runs with
+    their decodes; training fails the test."""
     import seqjax.training.loop
 
     def no_training(cfg, workdir):
@@ -115,6 +117,10 @@ def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monk
     (run_dir / "config.json").write_text(json.dumps(config_lib.to_dict(cfg)))
     (run_dir / "summary.json").write_text(json.dumps({"test": {"perplexity": 50.0}}))
     (run_dir / "decoding.json").write_text(json.dumps(report(7.0, 0.2)))
+
+
+def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monkeypatch):
+    finished_sweep(tmp_path, monkeypatch)
     results = sweep.sweep(["transformer"], ["gradient_penalty"], [3], 10, str(tmp_path / "sweep"))
     rows = results["transformer"]
     assert rows["checkpoint (no fine-tuning)"][0]["1"]["bleu"] == 6.0
@@ -126,3 +132,16 @@ def test_sweep_reads_finished_runs_and_decodes_without_retraining(tmp_path, monk
         "copy_rougeL": 0.184,
         "perplexity": 50.0,
     }
+
+
+def test_the_sweep_publishes_its_tables_with_the_checkpoint_and_fine_tuning_runs(tmp_path, monkeypatch):
+    finished_sweep(tmp_path, monkeypatch)
+    results = tmp_path / "results"
+    args = ["--models", "transformer", "--objectives", "gradient_penalty", "--seeds", "3", "--steps", "10"]
+    sweep.main([*args, "--workdir", str(tmp_path / "sweep"), "--results-dir", str(results)])
+    written = json.loads((results / "translation_objectives.json").read_text())
+    assert [r["run"] for r in written["runs"]] == [str(tmp_path / "checkpoint"), "transformer-gradient_penalty-seed3"]
+    assert written["figures"]["transformer"]["gradient_penalty"][0]["2"]["bleu"] == 9.0
+    table = (results / "translation_objectives.md").read_text()
+    assert "| copy the source | 18.50 | 18.50 | 18.50 | - |" in table
+    assert "| gradient_penalty | 8.00 | 9.00 | 10.00 | 1 |" in table

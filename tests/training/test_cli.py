@@ -14,9 +14,10 @@ from seqjax import optimizers as optim
 from seqjax.cli import main
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn, prefill
-from seqjax.training.core.experiment import build_experiment, saved_tokenizers
+from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
-from seqjax.training.core.state import Checkpointer, restore_state
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import restore_state
 
 pytestmark = pytest.mark.slow  # long tests: scheduled first (tests/conftest.py)
 
@@ -161,8 +162,8 @@ def test_eval_of_a_directory_without_a_run_is_refused(tmp_path, capsys):
 def checkpoint_params(workdir, step):
     """The experiment of the run in `workdir` and the parameters of its checkpoint at `step`, on the host."""
     cfg = config_lib.from_dict(json.loads((workdir / "config.json").read_text()))
-    exp = build_experiment(cfg, tokenizers=saved_tokenizers(str(workdir)))
-    checkpointer = Checkpointer.of_run(str(workdir), cfg.train.keep_checkpoints)
+    exp = build_experiment(cfg, tokenizers=RunDir(str(workdir)).tokenizers())
+    checkpointer = RunDir(str(workdir)).checkpointer(cfg.train.keep_checkpoints)
     try:
         state, _ = restore_state(
             exp,

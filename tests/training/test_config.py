@@ -170,3 +170,21 @@ def test_a_checkpoint_config_saved_before_a_key_existed_compares_as_that_keys_de
     assert config_differences(saved, config_lib.to_dict(Config())) == []
     saved["model"]["d_model"] = 64
     assert config_differences(saved, config_lib.to_dict(Config())) == ["model.d_model: checkpoint has 64, now 128"]
+
+
+@pytest.mark.parametrize("text", ["[2000, 8000]", "[2000,8000]", "2000,8000", "(2000, 8000)"])
+def test_a_tuple_is_set_as_the_toml_list_seqjax_config_prints_or_with_commas(text):
+    cfg = config_lib.override(Config(), ["head.kind=adaptive", f"head.adaptive.cutoffs={text}"])
+    assert cfg.head.options.cutoffs == (2000, 8000)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[2000, 8000", r"head.adaptive.cutoffs must be a list such as \[16, 32\] \(or 16,32\), got '\[2000, 8000'"),
+        ("[[1, 2]]", r"head.adaptive.cutoffs must be int, got \[1, 2\]"),
+    ],
+)
+def test_a_malformed_list_is_refused_naming_the_key(text, message):
+    with pytest.raises(ValueError, match=message):
+        config_lib.override(Config(), ["head.kind=adaptive", f"head.adaptive.cutoffs={text}"])

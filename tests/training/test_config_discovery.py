@@ -50,7 +50,7 @@ def test_printed_config_reads_back_into_the_same_config(capsys, sets):
 def test_an_experiment_file_reads_back_too(capsys):
     path = os.path.join(EXPERIMENTS, "shakespeare_words.py")
     text = printed_config(capsys, ["--config", path, "--set", "train.steps=3"])
-    from seqjax.cli import load_config
+    from seqjax.config.files import load_config
 
     cfg, _ = load_config(path)
     assert config_text.from_toml(text) == config_lib.override(cfg, ["train.steps=3"])

@@ -11,7 +11,7 @@ import pytest
 from project_scripts import ROOT
 
 from seqjax import config as config_lib
-from seqjax.cli import load_config
+from seqjax.config.files import load_config
 from seqjax.data import holds_pairs
 from seqjax.data.corpora.sources import SPLITS, split_files, validate_data_config
 from seqjax.models import build_model, is_seq2seq, is_trained

@@ -18,8 +18,8 @@ from seqjax.data import WordTokenizer, build_tokenizer, load_data
 from seqjax.models import ngram
 from seqjax.training.core.state import dump_json
 from seqjax.training.features.continuation import continuations, continue_lines
+from seqjax.training.features.counted import counted_decoder
 from seqjax.training.features.generation import DecodeOptions, decode_prompts, row_keys
-from seqjax.training.features.ngram_baseline import next_token_log_probs, ngram_decoder
 from seqjax.training.saved.run import Run
 
 LINES = [
@@ -253,7 +253,7 @@ def test_the_ngram_step_distribution_is_kneser_ney_for_every_token(order):
         [[-1] * (order - 1 - min(t, order - 1)) + stream[max(0, t - order + 1) : t] for t in range(len(stream))],
         np.int32,
     ).reshape(len(stream), order - 1)
-    got = next_token_log_probs(model, histories)
+    got = model.next_token_log_probs(histories)
     for history, row in zip(histories, got):
         context = [t for t in history.tolist() if t >= 0]
         want = [model.log_prob(context, w) for w in range(model.vocab_size)]
@@ -264,7 +264,7 @@ def test_ngram_greedy_decoding_follows_the_most_probable_token():
     data = load_data(tiny_config(*NGRAM).data)
     model = ngram.fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
     prompts = np.array([[2, 5], [2, 9]], np.int32)
-    tokens, _ = ngram_decoder(model, DecodeOptions())(prompts, np.array([2, 2]), row_keys(0, range(2)), 5)
+    tokens, _ = counted_decoder(model, DecodeOptions())(prompts, np.array([2, 2]), row_keys(0, range(2)), 5)
     for prompt, row in zip(prompts.tolist(), tokens.tolist()):
         context = prompt
         for token in row:
@@ -278,7 +278,7 @@ def test_ngram_greedy_decoding_follows_the_most_probable_token():
 def test_ngram_decoding_reads_each_rows_own_prompt_length_in_a_padded_batch():
     data = load_data(tiny_config(*NGRAM).data)
     model = ngram.fit(data.splits["train"], 3, vocab_size=data.tokenizer.vocab.size)
-    decode = ngram_decoder(model, DecodeOptions())
+    decode = counted_decoder(model, DecodeOptions())
     padded = np.array([[2, 5, 0, 0], [2, 9, 7, 5]], np.int32)  # prompts of 2 and 4 tokens, padded to 4
     together, _ = decode(padded, np.array([2, 4]), row_keys(0, range(2)), 5)
     for row, length in ((0, 2), (1, 4)):

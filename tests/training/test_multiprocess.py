@@ -21,7 +21,8 @@ from seqjax.training.core import distributed
 from seqjax.training.core.distributed import initialize_arguments
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh
-from seqjax.training.core.state import Checkpointer, init_state, restore_state
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import init_state, restore_state
 from seqjax.training.core.steps import make_train_step
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -200,7 +201,7 @@ def test_two_processes_train_like_one_process_with_eight_devices_and_only_proces
     lines = (workdir / "metrics.jsonl").read_text().splitlines()
     logged = [(r["loss"], r["grad_norm"]) for r in map(json.loads, lines) if r["split"] == "train"]
     mesh = make_mesh("data:8", jax.devices()[:8])
-    checkpointer = Checkpointer.of_run(str(workdir), exp.cfg.train.keep_checkpoints)
+    checkpointer = RunDir(str(workdir)).checkpointer(exp.cfg.train.keep_checkpoints)
     optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
     restored, _ = restore_state(exp, checkpointer, STEPS, optimizer, mesh, exp.train_batches().batch(0))
     checkpointer.close()

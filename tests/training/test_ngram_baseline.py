@@ -27,7 +27,7 @@ def test_cli_trains_the_ngram_and_writes_the_run_directory(tmp_path, capsys):
         assert (tmp_path / name).exists(), name
     assert not (tmp_path / "checkpoints").exists()
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["order"] == 3 and summary["parameters"] > 0
+    assert summary["model"] == "3-gram Kneser–Ney" and summary["parameters"] > 0
     for split in ("valid", "test"):
         result = summary[split]
         assert set(result) == {"nll", "token_perplexity", "tokens", "word_perplexity"}

@@ -8,7 +8,8 @@ from helpers import tiny_config
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
-from seqjax.training.core.state import Checkpointer, init_state, restore_state, state_shardings
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import init_state, restore_state, state_shardings
 
 
 def mesh_of(spec):
@@ -43,14 +44,14 @@ def test_checkpoint_restores_onto_another_mesh_and_strategy_bit_identically(
     (source_mesh, source_strategy), (target_mesh, target_strategy) = source, target
     mesh = mesh_of(source_mesh)
     written = jax.device_put(state, state_shardings(state, mesh, source_strategy))
-    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+    checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     checkpointer.save(written, {"data_position": 0})
     checkpointer.close()
 
     mesh = mesh_of(target_mesh)
     example = exp.train_batches().batch(0)
     optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
-    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+    checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     restored, _ = restore_state(exp, checkpointer, 0, optimizer, mesh, example, target_strategy)
     checkpointer.close()
 

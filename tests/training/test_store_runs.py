@@ -12,7 +12,7 @@ from helpers import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import SPECIAL_TOKENS
-from seqjax.training.core.state import Checkpointer
+from seqjax.training.core.run_dir import RunDir
 from seqjax.training.loop import train
 
 
@@ -33,7 +33,7 @@ def test_a_stored_run_resumes_on_its_store_and_refuses_a_changed_source(tmp_path
     messages: list[str] = []
     train(tiny_config(*keys, "train.steps=2"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
     assert any("preparing it" in m for m in messages)
-    checkpointer = Checkpointer.of_run(str(tmp_path / "run"), 3)
+    checkpointer = RunDir(str(tmp_path / "run")).checkpointer(3)
     meta = checkpointer.restore_meta(2)
     checkpointer.close()
     assert isinstance(meta["store"], str) and len(meta["store"]) == 64

@@ -76,6 +76,11 @@ class LineBatches:
     def batches_per_epoch(self) -> int:
         return self.num_rows // self.batch_size
 
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """The [rows, length] of every batch: [B, seq_len]."""
+        return [(self.batch_size, self.seq_len)]
+
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` (as `LMBatches.batch`): `rows`."""
         check_index(index)

@@ -48,6 +48,11 @@ class LMBatches:
     def batches_per_epoch(self) -> int:
         return self.num_rows // self.batch_size
 
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """The [rows, length] of every batch: [B, T]."""
+        return [(self.batch_size, self.seq_len)]
+
     def _permutation(self, epoch: int) -> np.ndarray:
         # One read and one write of the cache: loader threads building batches of two epochs
         # at once each keep their own epoch's order.

@@ -37,6 +37,12 @@ class IndexedBatches(Protocol):
 
     batch_size: int
 
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """The [rows, length] of the whole batches it gives, every one that can occur: the shapes a
+        train step is compiled for."""
+        ...
+
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch: ...
 
 

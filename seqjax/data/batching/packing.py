@@ -128,6 +128,11 @@ class PackedLMBatches:
     def batches_per_epoch(self) -> int:
         return self.num_rows // self.batch_size
 
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """The [rows, length] of every batch: [B, T]."""
+        return [(self.batch_size, self.seq_len)]
+
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` (as `LMBatches.batch`).
 
@@ -200,6 +205,11 @@ class PackedSeq2SeqBatches:
     @property
     def batches_per_epoch(self) -> int:
         return self.num_rows // self.batch_size
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """The [rows, length] of every batch: [B, L]."""
+        return [(self.batch_size, self.length)]
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` (as `Seq2SeqBatches.batch`).

@@ -114,6 +114,11 @@ class Seq2SeqBatches:
     def batches_per_epoch(self) -> int:
         return sum(len(m) // self.batch_size for m in self.members)
 
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """The [rows, length] of every batch this gives: [B, L] for each bucket L holding a full batch."""
+        return [(self.batch_size, length) for length, m in zip(self.buckets, self.members) if len(m) >= self.batch_size]
+
     def _schedule(self, epoch: int) -> list[tuple[int, np.ndarray]]:
         """The epoch's batches as (bucket index, example indices [B]) in drawing order."""
         cached = self._cached_epoch  # read once, as in LMBatches._permutation

@@ -55,8 +55,9 @@ def byte_blocks(file: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[byte
             data, carry = data[:cut], data[cut:]
         elif not data:
             return
-        else:  # the last line, without a line ending
-            data, carry = data + b"\n", b""
+        else:  # the rest of a file: a last line without its line ending, or (a file shorter than the
+            # first read) whole lines
+            data, carry = data if data.endswith(b"\n") else data + b"\n", b""
         yield data
         if not raw:
             return

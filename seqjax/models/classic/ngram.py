@@ -10,7 +10,8 @@ continuation counts N₁₊(• h w) (how many distinct tokens precede h w). An 
 backs off entirely to P_{k−1}; P_0 is uniform over the vocabulary, so every token keeps
 some probability and each P_k sums to one. A query whose context is shorter than n − 1
 (the start of a stream) is answered at order len(context) + 1. `save` and `load` keep the
-counts in a `.npz` file of integer arrays (no pickle).
+counts in a `.npz` file of integer arrays (no pickle). The class is the kind's counted model
+(`seqjax.contracts.CountedModel`): what `seqjax train`, `eval` and `generate` call.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from seqjax.checks import is_int
 from seqjax.config import MODELS
 
 
@@ -86,6 +88,85 @@ class KneserNeyLM:
         """exp of the mean negative log-probability of every token given its history (see nll_sum)."""
         return math.exp(self.nll_sum(stream, history) / len(stream))
 
+    # --- the counted-model contract (`seqjax.contracts.CountedModel`) -------------------------
+
+    counts_file: ClassVar[str] = "ngram.npz"
+
+    @staticmethod
+    def check_config(cfg: Any) -> None:
+        """Raises ValueError for a model.context that is no order − 1."""
+        if not is_int(cfg.context) or cfg.context < 0:
+            raise ValueError(f"model.context must be an int >= 0 (the n-gram order - 1), got {cfg.context!r}")
+
+    @classmethod
+    def count(cls, cfg: Any, stream: Sequence[int] | np.ndarray, vocab_size: int) -> KneserNeyLM:
+        """The model of order model.context + 1 (`cfg`: the run's model config) counted from
+        `stream` [N] int over `vocab_size` ids."""
+        return fit(stream, cfg.context + 1, vocab_size=vocab_size)
+
+    @property
+    def context_size(self) -> int:
+        return self.order - 1
+
+    @property
+    def size(self) -> int:
+        """The stored n-gram counts."""
+        return sum(len(counts) for table in self.tables for counts, _, _ in table.values())
+
+    @property
+    def title(self) -> str:
+        return f"{self.order}-gram Kneser–Ney"
+
+    def next_token_log_probs(self, histories: np.ndarray) -> np.ndarray:
+        """log P(· | history) [B, V] float32 for each row of `histories` [B, order − 1] int (the
+        most recent token last; −1 for none, before the start of a stream): the interpolation
+        of `_prob` for every token at once."""
+        out = np.empty((len(histories), self.vocab_size), np.float32)
+        cache: dict[tuple[int, ...], np.ndarray] = {}
+        for row, history in enumerate(np.asarray(histories).tolist()):
+            context = tuple(t for t in history if t >= 0)
+            if context not in cache:
+                prob = np.full(self.vocab_size, 1.0 / self.vocab_size)
+                for k in range(1, len(context) + 2):
+                    entry = self.tables[k - 1].get(context[len(context) - (k - 1) :])
+                    if entry is None:
+                        continue
+                    followers, total, distinct = entry
+                    counts = np.zeros(self.vocab_size)
+                    counts[list(followers)] = list(followers.values())
+                    prob = (np.maximum(counts - self.discount, 0.0) + self.discount * distinct * prob) / total
+                cache[context] = np.log(prob)
+            out[row] = cache[context]
+        return out
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the model to `path` (.npz): order, vocab_size, discount, and for each order k
+        `grams_k` [M_k, k] int32, the distinct k-grams (context then token), with `counts_k`
+        [M_k] int64, their c_k. The totals and N₁₊ are recomputed by `load`."""
+        arrays: dict[str, Any] = {
+            "order": np.int64(self.order),
+            "vocab_size": np.int64(self.vocab_size),
+            "discount": self.discount,
+        }
+        for k, table in enumerate(self.tables, start=1):
+            entries = [
+                (*context, token, count) for context, (counts, _, _) in table.items() for token, count in counts.items()
+            ]
+            array = np.array(entries, np.int64).reshape(-1, k + 1)
+            arrays[f"grams_{k}"], arrays[f"counts_{k}"] = array[:, :k].astype(np.int32), array[:, k]
+        np.savez_compressed(path, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> KneserNeyLM:
+        """The model `save` wrote to `path`."""
+        with np.load(path, allow_pickle=False) as f:
+            order, vocab_size, discount = int(f["order"]), int(f["vocab_size"]), float(f["discount"])
+            tables = tuple(
+                _table(collections.Counter(dict(zip(map(tuple, f[f"grams_{k}"].tolist()), f[f"counts_{k}"].tolist()))))
+                for k in range(1, order + 1)
+            )
+        return cls(order, vocab_size, discount, tables)
+
 
 def _check_ids(name: str, ids: Sequence[int] | np.ndarray, vocab_size: int | None) -> list[int]:
     array = np.asarray(ids)
@@ -132,35 +213,6 @@ def fit(
         grams = collections.Counter(gram[1:] for gram in grams)
         tables.append(_table(grams))
     return KneserNeyLM(order, vocab_size, float(discount), tuple(reversed(tables)))
-
-
-def save(model: KneserNeyLM, path: str | os.PathLike) -> None:
-    """Writes `model` to `path` (.npz): order, vocab_size, discount, and for each order k
-    `grams_k` [M_k, k] int32, the distinct k-grams (context then token), with `counts_k`
-    [M_k] int64, their c_k. The totals and N₁₊ are recomputed by `load`."""
-    arrays: dict[str, Any] = {
-        "order": np.int64(model.order),
-        "vocab_size": np.int64(model.vocab_size),
-        "discount": model.discount,
-    }
-    for k, table in enumerate(model.tables, start=1):
-        entries = [
-            (*context, token, count) for context, (counts, _, _) in table.items() for token, count in counts.items()
-        ]
-        array = np.array(entries, np.int64).reshape(-1, k + 1)
-        arrays[f"grams_{k}"], arrays[f"counts_{k}"] = array[:, :k].astype(np.int32), array[:, k]
-    np.savez_compressed(path, **arrays)
-
-
-def load(path: str | os.PathLike) -> KneserNeyLM:
-    """The model `save` wrote to `path`."""
-    with np.load(path, allow_pickle=False) as f:
-        order, vocab_size, discount = int(f["order"]), int(f["vocab_size"]), float(f["discount"])
-        tables = tuple(
-            _table(collections.Counter(dict(zip(map(tuple, f[f"grams_{k}"].tolist()), f[f"counts_{k}"].tolist()))))
-            for k in range(1, order + 1)
-        )
-    return KneserNeyLM(order, vocab_size, discount, tables)
 
 
 MODELS.register("ngram", KneserNeyLM, families=("context",))

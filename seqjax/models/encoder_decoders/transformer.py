@@ -38,7 +38,13 @@ class TransformerSeq2Seq(EncoderDecoder):
     "positions": [B] int32}.
     """
 
-    takes_pretrained_encoder: ClassVar[bool] = True  # its encoder's blocks are an encoder-only run's
+    # Its encoder's parts (`seqjax.contracts.Model`), which an encoder-only run's may start.
+    encoder_parts: ClassVar[dict[str, str]] = {
+        "blocks": "encoder_blocks",
+        "norm": "encoder_norm",
+        "inputs": "source_inputs",
+        "embedding": "src_embed/embedding",
+    }
     kernel_choice: KernelChoice = dataclasses.field(kw_only=True)  # self-attention's kernel (`build_model`)
 
     @classmethod

@@ -77,6 +77,11 @@ class ElectraEncoder(TransformerEncoder):
 
     objective: ClassVar[str] = "electra"
 
+    @staticmethod
+    def check_config(cfg: Any) -> None:
+        """Raises ValueError for generator options that give no generator (`generator_config`)."""
+        generator_config(cfg)
+
     def setup(self) -> None:
         super().setup()
         generator = generator_config(self.cfg)

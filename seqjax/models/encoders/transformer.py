@@ -60,6 +60,13 @@ class TransformerEncoder(PackedTokenModel):
 
     objective: ClassVar[str] = "masked_lm"  # the objective that trains it
     generates: ClassVar[bool] = False  # no autoregressive decode step
+    # Its encoder's parts (`seqjax.contracts.Model`), which start an encoder-decoder's.
+    encoder_parts: ClassVar[dict[str, str]] = {
+        "blocks": "encoder/blocks",
+        "norm": "encoder/final_norm",
+        "inputs": "encoder/inputs",
+        "embedding": "embed/embedding",
+    }
     dtype: Any = jnp.float32
     kernel_choice: KernelChoice = dataclasses.field(kw_only=True)  # self-attention's kernel (`build_model`)
 

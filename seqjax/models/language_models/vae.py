@@ -31,18 +31,6 @@ from seqjax.models.recurrent.cells import CARRY_SIZE, Carry
 from seqjax.models.recurrent.layers import Recurrent, step_stack
 
 
-def interpolate_latents(first: ArrayLike, second: ArrayLike, num: int) -> Array:
-    """Evenly spaced points from `first` to `second` (both ends included).
-
-    first, second: [Z] float32; num >= 2. Returns [num, Z] float32, row i at
-    (1 − i/(num−1)) · first + i/(num−1) · second.
-    """
-    if isinstance(num, bool) or not isinstance(num, int) or num < 2:
-        raise ValueError(f"num must be an int >= 2 (both ends are included), got {num!r}")
-    fractions = jnp.linspace(0.0, 1.0, num, dtype=jnp.float32)[:, None]
-    return (1.0 - fractions) * jnp.asarray(first, jnp.float32) + fractions * jnp.asarray(second, jnp.float32)
-
-
 @dataclasses.dataclass(frozen=True)
 class RNNVAEOptions:
     """The VAE LM's latent: its size and where the decoder reads it."""

@@ -7,7 +7,6 @@ run's layout (the vocabulary-parallel one when train.vocab_parallel) and the obj
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
@@ -17,8 +16,8 @@ from jax.sharding import Mesh
 
 from seqjax import optimizers as optim
 from seqjax.config import OBJECTIVES, Config, check_choices
-from seqjax.contracts import Batch, Head, Model, Objective
-from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data, load_tokenizer
+from seqjax.contracts import Batch, Head, Model, Objective, missing_methods
+from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data
 from seqjax.data.batching import pair_positions
 from seqjax.data.batching.line_rows import check_lines_fit
 from seqjax.data.batching.loader import IndexedBatches
@@ -27,8 +26,8 @@ from seqjax.data.corpora.sources import to_stderr
 from seqjax.data.datasets import Tokenizers
 from seqjax.heads import build_head
 from seqjax.models import (
+    ENCODER_PARTS,
     MODEL_OBJECTIVES,
-    PRETRAINED_ENCODER_KINDS,
     SEQ2SEQ_KINDS,
     TRANSFORMER_KINDS,
     SelfAttentionRows,
@@ -36,13 +35,14 @@ from seqjax.models import (
     generates,
     is_latent,
     is_seq2seq,
+    model_class,
     readable_length,
+    takes_pretrained_encoder,
 )
 from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-TOKENIZER_DIRS = ("tokenizer", "tokenizer_src")  # target (or LM) side, source side
 
 
 def validate_train(cfg: Config) -> None:
@@ -65,9 +65,10 @@ def validate_train(cfg: Config) -> None:
         raise ValueError(
             f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
         )
-    if t.init_encoder_from and cfg.model.kind not in PRETRAINED_ENCODER_KINDS:
+    if t.init_encoder_from and not takes_pretrained_encoder(cfg.model):
+        takers = [kind for kind in ENCODER_PARTS if kind in SEQ2SEQ_KINDS]
         raise ValueError(
-            f"train.init_encoder_from starts the encoder of a {' or '.join(PRETRAINED_ENCODER_KINDS)} run, "
+            f"train.init_encoder_from starts the encoder of a {' or '.join(takers)} run, "
             f"got model.kind={cfg.model.kind!r}"
         )
     if cfg.data.max_tokens and (cfg.data.packing or not is_seq2seq(cfg.model)):
@@ -90,6 +91,13 @@ def validate_model_objective(cfg: Config) -> None:
         raise ValueError(
             f"model.kind={model} and objective.kind={objective} go together, got model.kind={cfg.model.kind!r} "
             f"with objective.kind={cfg.objective.kind!r}"
+        )
+    contract = OBJECTIVES[cfg.objective.kind].build.model_contract
+    missing = [] if contract is None else missing_methods(model_class(cfg.model), contract)
+    if missing:
+        raise ValueError(
+            f"objective.kind={cfg.objective.kind!r} calls the model's {', '.join(missing)} (a {contract.__name__}), "
+            f"which model.kind={cfg.model.kind!r} does not have"
         )
 
 
@@ -152,11 +160,6 @@ class Experiment:
         initialize its parameters, which depend on neither B nor T (restoring a run needs no data)."""
         return {key: jnp.asarray(value) for key, value in batch_plan(self.cfg).example().items()}
 
-    def save_tokenizers(self, workdir: str) -> None:
-        self.tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[0]))
-        if self.is_seq2seq:
-            self.pairs.src_tokenizer.save(os.path.join(workdir, TOKENIZER_DIRS[1]))
-
 
 def batch_plan(cfg: Config) -> BatchPlan:
     """How the run `cfg` cuts its data into batches, for training, evaluation and compiling: its
@@ -164,15 +167,6 @@ def batch_plan(cfg: Config) -> BatchPlan:
     longest sequence it reads."""
     rows: Rows = "pairs" if is_seq2seq(cfg.model) else "lines" if is_latent(cfg.model) else "stream"
     return BatchPlan.of(cfg, rows, readable_length(cfg.model))
-
-
-def saved_tokenizers(workdir: str) -> Tokenizers:
-    """The tokenizers saved in a run directory, as `load_data` takes them, or None."""
-    paths = [os.path.join(workdir, name) for name in TOKENIZER_DIRS]
-    if not os.path.isdir(paths[0]):
-        return None
-    target = load_tokenizer(paths[0])
-    return (load_tokenizer(paths[1]), target) if os.path.isdir(paths[1]) else target
 
 
 def check_evaluated_pairs_fit(cfg: Config, data: ParallelData) -> None:
@@ -215,7 +209,7 @@ def build_experiment(
     """Validates `cfg` (and its layout on `mesh`, when given), reads the data and builds
     model, head and objective. Writes nothing but the corpus's token store, when it has none.
 
-    tokenizers: a saved run's, as `saved_tokenizers` returns them (None: built from the data).
+    tokenizers: a saved run's, as `RunDir.tokenizers` returns them (None: built from the data).
     fingerprint: a resumed run's token store fingerprint (`load_data`).
     echo: where the message that the token store is being prepared goes.
     splits: only these splits of the data, under the saved run's `tokenizers` (`load_data`):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from tensorboardX import SummaryWriter
 
 from seqjax.config import DataConfig
 from seqjax.data import LMData, ParallelData
+from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import dump_json
 
 
@@ -18,8 +18,8 @@ class RunLogger:
 
     def __init__(self, workdir: str):
         self.workdir = workdir
-        self.jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a")
-        self.writer = SummaryWriter(os.path.join(workdir, "tensorboard"))
+        self.jsonl = open(RunDir(workdir).file(RunDir.METRICS), "a")
+        self.writer = SummaryWriter(RunDir(workdir).file(RunDir.TENSORBOARD))
 
     def write(self, step: int, split: str, metrics: dict[str, Any]) -> None:
         record = {"step": step, "split": split, **{k: float(v) for k, v in metrics.items()}}
@@ -29,7 +29,7 @@ class RunLogger:
             self.writer.add_scalar(f"{split}/{name}", float(value), step)
 
     def summary(self, values: dict[str, Any]) -> None:
-        dump_json(os.path.join(self.workdir, "summary.json"), values)
+        dump_json(RunDir(self.workdir).file(RunDir.SUMMARY), values)
 
     def close(self) -> None:
         self.jsonl.close()
@@ -60,4 +60,4 @@ def describe_data(record: dict[str, dict[str, int]], cfg: DataConfig) -> str:
 
 
 def save_data_record(workdir: str, record: dict[str, dict[str, int]]) -> None:
-    dump_json(os.path.join(workdir, "data.json"), record)
+    dump_json(RunDir(workdir).file(RunDir.DATA), record)

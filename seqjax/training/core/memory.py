@@ -27,15 +27,17 @@ def per_device_bytes(tree: Any) -> int:
 
 
 def memory_report(train_step: Any, state: TrainState, batch: dict[str, jax.ShapeDtypeStruct]) -> dict[str, int]:
-    """Compiles `train_step` for (state, batch) and returns per-device bytes.
+    """Compiles `train_step` for (state, batch) and returns per-device bytes (`compiled_memory`)."""
+    return compiled_memory(train_step.lower(state, batch).compile(), state, batch)
 
-    The compiled program lands in jit's cache, so the first real step does not compile again.
+
+def compiled_memory(compiled: Any, state: TrainState, batch: dict[str, jax.ShapeDtypeStruct]) -> dict[str, int]:
+    """Per-device bytes of a train step compiled for (state, batch).
 
     Returns:
       {"parameters", "optimizer_state", "batch", "step_temporaries", "peak_estimate"}:
       peak_estimate = arguments + outputs not aliased to donated arguments + temporaries.
     """
-    compiled = train_step.lower(state, batch).compile()
     stats = compiled.memory_analysis()
     temporaries = int(getattr(stats, "temp_size_in_bytes", 0) or 0)
     arguments = int(getattr(stats, "argument_size_in_bytes", 0) or 0)

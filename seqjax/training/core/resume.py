@@ -8,8 +8,7 @@ from typing import Any
 
 from seqjax import config as config_lib
 from seqjax.config import Config
-from seqjax.data.tokenizers.trained import tokenizer_fingerprint
-from seqjax.training.core.experiment import TOKENIZER_DIRS, saved_tokenizers
+from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import EVALUATION_CHANGES, SCHEDULE_KEYS, Checkpointer, config_differences
 
 
@@ -39,7 +38,7 @@ def open_run(
             f"trained under: {'; '.join(schedule)}. Run with the checkpoint's values, or pass --extend-schedule "
             "to go on from that step under the new schedule"
         )
-    saved = os.path.join(workdir, TOKENIZER_DIRS[0])
-    if not os.path.isdir(saved) or tokenizer_fingerprint(saved) != meta["tokenizer"]:
-        raise ValueError(f"the vocabulary in {saved} does not match the checkpoint at step {latest}")
-    return latest, saved_tokenizers(workdir), schedule
+    run = RunDir(workdir)
+    if not os.path.isdir(run.tokenizer_dir) or run.tokenizer_fingerprint() != meta["tokenizer"]:
+        raise ValueError(f"the vocabulary in {run.tokenizer_dir} does not match the checkpoint at step {latest}")
+    return latest, run.tokenizers(), schedule

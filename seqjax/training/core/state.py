@@ -148,10 +148,6 @@ class Checkpointer:
         self.keep = keep
         self._manager: ocp.CheckpointManager | None = None
 
-    @classmethod
-    def of_run(cls, workdir: str, keep: int) -> Checkpointer:
-        return cls(os.path.join(workdir, "checkpoints"), keep)
-
     @property
     def manager(self) -> ocp.CheckpointManager:
         if self._manager is None:

@@ -15,6 +15,7 @@ random draws differ from the jit step's, not their distribution.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -220,6 +221,30 @@ def build_train_step(
     t = exp.cfg.train
     parts = (exp.model, exp.head, exp.objective, optimizer, schedule, mesh, state)
     return make_train_step(*parts, accum_steps=exp.cfg.optim.accum_steps, strategy=t.sharding, step_kind=t.step_kind)
+
+
+def compile_train_steps(
+    train_step: TrainStep, state: TrainState, shapes: list[tuple[int, int]], example: dict[str, Any], sharding: Any
+) -> tuple[dict[tuple[int, int], Any], dict[tuple[int, int], dict[str, jax.ShapeDtypeStruct]], float]:
+    """`train_step` compiled for each batch shape [rows, length] the training batches can take
+    (`IndexedBatches.shapes`: a sequence-to-sequence run's buckets), ahead of the first step: a loop
+    that calls these programs compiles nothing, so its progress bar's rate and time left count
+    steps, not compilations.
+
+    Args:
+      example: a training batch, every array [rows, length]: the keys and dtypes of the batches.
+      sharding: the batch arrays' sharding.
+
+    Returns:
+      (programs, abstract batches, seconds spent compiling), each by shape.
+    """
+    began = time.perf_counter()
+    abstract = {
+        shape: {k: jax.ShapeDtypeStruct(shape, v.dtype, sharding=sharding) for k, v in example.items()}
+        for shape in shapes
+    }
+    programs = {shape: train_step.lower(state, batch).compile() for shape, batch in abstract.items()}  # type: ignore[attr-defined]
+    return programs, abstract, time.perf_counter() - began
 
 
 def make_eval_step(model: Model, head: Head, mesh: Mesh) -> EvalStep:

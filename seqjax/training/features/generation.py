@@ -1,6 +1,6 @@
 """Generation glue: chooses a decoder (greedy, sampling, beam search), feeds prompts, and
 translates sources. Models and heads meet the decoders in `seqjax.model_head.make_step_fn`; the
-counted n-gram brings its own step function (`ngram_baseline.ngram_decoder`). A language
+counted n-gram brings its own step function (`counted.counted_decoder`). A language
 model's prompts, continued into text, are `continuation`'s.
 
 Every row of a batch may have its own prompt, of its own length: `decode_prompts` reads each

@@ -1,5 +1,6 @@
-"""Latent interpolation with a VAE language model (Bowman et al. 2016, §5): the posterior
-means of two sentences, points evenly spaced between them, and a sentence decoded from each."""
+"""Latent interpolation with a latent-variable language model (`seqjax.contracts.LatentModel`,
+the VAE LM; Bowman et al. 2016, §5): the posterior means of two sentences, points evenly spaced
+between them, and a sentence decoded from each."""
 
 from __future__ import annotations
 
@@ -12,12 +13,22 @@ import numpy as np
 from seqjax.contracts import SPECIAL_IDS, Params
 from seqjax.data.batching.line_rows import LineBatches
 from seqjax.models import is_latent
-from seqjax.models.language_models.vae import interpolate_latents
-from seqjax.objectives.vae import posterior
 from seqjax.training.features.generation import DecodeOptions, decode_new_lines, one_line
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
+
+
+def interpolate_latents(first: jax.typing.ArrayLike, second: jax.typing.ArrayLike, num: int) -> jax.Array:
+    """Evenly spaced points from `first` to `second` (both ends included).
+
+    first, second: [Z] float32; num >= 2. Returns [num, Z] float32, row i at
+    (1 − i/(num−1)) · first + i/(num−1) · second.
+    """
+    if isinstance(num, bool) or not isinstance(num, int) or num < 2:
+        raise ValueError(f"num must be an int >= 2 (both ends are included), got {num!r}")
+    fractions = jnp.linspace(0.0, 1.0, num, dtype=jnp.float32)[:, None]
+    return (1.0 - fractions) * jnp.asarray(first, jnp.float32) + fractions * jnp.asarray(second, jnp.float32)
 
 
 def posterior_means(exp: Experiment, params: Params, texts: list[str]) -> jax.Array:
@@ -27,7 +38,9 @@ def posterior_means(exp: Experiment, params: Params, texts: list[str]) -> jax.Ar
     stream = np.array([i for text in texts for i in (*exp.tokenizer.encode(text), SPECIAL_IDS.eos)], np.int32)
     lines = LineBatches(stream, 1, exp.cfg.data.seq_len, seed=0, name="the sentences to interpolate")
     batch = lines.rows(np.arange(lines.num_rows))
-    mean, _ = posterior(exp.model, params, {k: jnp.asarray(v) for k, v in batch.items()})
+    model_params = {"params": params["model"]}
+    targets, mask = jnp.asarray(batch["targets"]), jnp.asarray(batch["mask"]) > 0
+    mean, _ = exp.model.apply(model_params, targets, mask, method="encode")  # LatentModel.encode
     return mean
 
 

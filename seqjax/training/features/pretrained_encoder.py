@@ -1,19 +1,18 @@
-"""A Transformer encoder–decoder whose encoder starts from a pre-trained encoder-only run
-(masked LM or ELECTRA, the BERT recipe of pre-training then fine-tuning): train.init_encoder_from.
+"""A Transformer encoder–decoder whose encoder starts from a pre-trained encoder-only run (masked
+LM or ELECTRA, the BERT recipe of pre-training then fine-tuning): train.init_encoder_from.
 
-The encoder-only models (`seqjax.models.encoders`) and `TransformerSeq2Seq` build their
-encoders from the same blocks, so the weights carry over one to one under the names of
-`RENAMES`; ELECTRA's discriminator is its encoder (its generator and classifier are left
-behind). The source embedding is copied word by word: every word of this run's source
-vocabulary that the pre-trained vocabulary also holds gets its pre-trained row, the others
-keep their fresh initialization, so the two runs need not share a tokenizer build. The
-decoder, the target embedding and the head stay as initialized.
+The encoder-only models and the encoder-decoders that take their encoder build it from the same
+blocks and say where each part of it is in their parameters (`encoder_parts`: blocks, norm,
+inputs, embedding), so the weights carry over one to one from part to part; ELECTRA's
+discriminator is its encoder (its generator and classifier are left behind). The source
+embedding is copied word by word: every word of this run's source vocabulary that the
+pre-trained vocabulary also holds gets its pre-trained row, the others keep their fresh
+initialization, so the two runs need not share a tokenizer build. The decoder, the target
+embedding and the head stay as initialized.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 
 import jax
@@ -21,57 +20,60 @@ import numpy as np
 from flax import traverse_util
 from jax.sharding import Mesh
 
-from seqjax import config as config_lib
 from seqjax import optimizers as optim
 from seqjax.data.tokenizers.vocab import Vocabulary
-from seqjax.models import ENCODER_KINDS
-from seqjax.training.core.experiment import Experiment, build_experiment, saved_tokenizers
-from seqjax.training.core.state import Checkpointer, restore_state
+from seqjax.models import ENCODER_KINDS, ENCODER_PARTS
+from seqjax.training.core.experiment import Experiment, build_experiment
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import restore_state
 
-# (encoder-only path prefix, encoder–decoder path prefix) of the same weights.
-RENAMES = (
-    ("encoder/blocks", "encoder_blocks"),
-    ("encoder/final_norm", "encoder_norm"),
-    ("encoder/inputs", "source_inputs"),
-)
+STACK_PARTS = ("blocks", "norm", "inputs")  # the encoder's parts carried over whole; the embedding by word
 
 
-def pretrained_encoder(source: str, mesh: Mesh) -> tuple[dict[str, np.ndarray], Vocabulary]:
+def pretrained_encoder(source: str, mesh: Mesh) -> tuple[dict[str, np.ndarray], Vocabulary, dict[str, str]]:
     """The latest parameters of the encoder-only run in `source`, flattened ("a/b/c" ->
-    float32 array) and on the host, with its vocabulary (the embedding's first V rows)."""
-    path = os.path.join(source, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"train.init_encoder_from={source!r} holds no run (no config.json)")
-    with open(path) as f:
-        saved = config_lib.from_dict(json.load(f))
+    float32 array) and on the host, with its vocabulary (the embedding's first V rows) and
+    where its encoder's parts are (`encoder_parts`)."""
+    run = RunDir(source, f"train.init_encoder_from={source!r}")
+    saved = run.config
     if saved.model.kind not in ENCODER_KINDS:
         raise ValueError(
             f"train.init_encoder_from={source!r} must be an encoder-only run "
             f"(model.kind one of {', '.join(ENCODER_KINDS)}), "
             f"got model.kind={saved.model.kind!r}"
         )
-    checkpointer = Checkpointer.of_run(source, saved.train.keep_checkpoints)
+    checkpointer = run.checkpointer(saved.train.keep_checkpoints)
     try:
         step = checkpointer.latest_step()
         if step is None:
             raise ValueError(f"train.init_encoder_from={source!r} has no checkpoint")
-        exp = build_experiment(saved, tokenizers=saved_tokenizers(source), echo=lambda _: None)
+        exp = build_experiment(saved, tokenizers=run.tokenizers(), echo=lambda _: None)
         optimizer = optim.make_optimizer(saved.optim, saved.train.steps)
         state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.train_batches().batch(0), "data")
     finally:
         checkpointer.close()
     flat = traverse_util.flatten_dict(jax.device_get(state.params["model"]), sep="/")
-    return {name: np.asarray(value) for name, value in flat.items()}, exp.tokenizer.vocab
+    parts = ENCODER_PARTS[saved.model.kind]
+    return {name: np.asarray(value) for name, value in flat.items()}, exp.tokenizer.vocab, parts
 
 
-def encoder_weights(pretrained: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The pre-trained weights under the encoder–decoder's names (`RENAMES`); the embedding
-    and everything outside the encoder stack are not among them."""
+def _in_part(name: str, prefix: str) -> bool:
+    """Whether the parameter `name` belongs to the part at `prefix` (its unscanned layers are
+    `prefix_0`, `prefix_1`, ...)."""
+    return name == prefix or name.startswith(prefix + "/") or name.startswith(prefix + "_")
+
+
+def encoder_weights(
+    pretrained: dict[str, np.ndarray], theirs: dict[str, str], ours: dict[str, str]
+) -> dict[str, np.ndarray]:
+    """The pre-trained weights of the encoder's stack (`STACK_PARTS`) renamed from their parts'
+    paths (`theirs`, part -> path) to this model's (`ours`); the embedding and everything outside
+    the stack are not among them."""
     out = {}
     for name, value in pretrained.items():
-        for old, new in RENAMES:
-            if name == old or name.startswith(old + "/") or name.startswith(old + "_"):
-                out[new + name[len(old) :]] = value
+        for part in STACK_PARTS:
+            if _in_part(name, theirs[part]):
+                out[ours[part] + name[len(theirs[part]) :]] = value
     return out
 
 
@@ -97,10 +99,11 @@ def with_pretrained_encoder(
     encoder of the run in `source`: every encoder weight replaced (same shapes required) and
     the shared words' source embedding rows; each new leaf keeps the sharding of the one it
     replaces."""
-    pretrained, pretrained_vocab = pretrained_encoder(source, mesh)
-    weights = encoder_weights(pretrained)
+    pretrained, pretrained_vocab, theirs = pretrained_encoder(source, mesh)
+    ours = ENCODER_PARTS[exp.cfg.model.kind]
+    weights = encoder_weights(pretrained, theirs, ours)
     model = traverse_util.flatten_dict(params["model"], sep="/")
-    encoder_names = [n for n in model if n.startswith(("encoder_blocks", "encoder_norm", "source_inputs"))]
+    encoder_names = [n for n in model if any(_in_part(n, ours[part]) for part in STACK_PARTS)]
     for name in encoder_names:
         if name not in weights:
             raise ValueError(
@@ -114,12 +117,12 @@ def with_pretrained_encoder(
             )
     source_vocab = exp.pairs.src_tokenizer.vocab
     embedding, found = transplant_embedding(
-        np.asarray(jax.device_get(model["src_embed/embedding"])),
+        np.asarray(jax.device_get(model[ours["embedding"]])),
         source_vocab,
-        pretrained["embed/embedding"],
+        pretrained[theirs["embedding"]],
         pretrained_vocab,
     )
-    updates = {name: weights[name] for name in encoder_names} | {"src_embed/embedding": embedding}
+    updates = {name: weights[name] for name in encoder_names} | {ours["embedding"]: embedding}
     for name, value in updates.items():
         model[name] = jax.device_put(value.astype(model[name].dtype), model[name].sharding)
     echo(

@@ -29,7 +29,9 @@ RENAMED = {"perplexity": "token_perplexity"}  # metric names of runs logged befo
 
 def read_curves(workdir: str) -> Curves:
     """(split, metric) -> (steps, values) in step order, from `workdir`/metrics.jsonl."""
-    path = os.path.join(workdir, "metrics.jsonl")
+    from seqjax.training.core.run_dir import RunDir
+
+    path = RunDir(workdir).file(RunDir.METRICS)
     if not os.path.isfile(path):
         raise ValueError(f"--workdir {workdir} holds no metrics.jsonl (not a run, or one that logged nothing yet)")
     latest: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)

@@ -14,8 +14,6 @@ where they are used, so that reading a run's config stays as quick as the comman
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,28 +27,6 @@ if TYPE_CHECKING:
     from seqjax.training.core.state import TrainState
     from seqjax.training.features.continuation import LMDecoder
     from seqjax.training.features.generation import DecodeOptions
-
-
-def read_config(workdir: str, given: str | None = None) -> config_lib.Config:
-    """The config saved in the run `workdir`; `given` names where the user gave it in errors
-    (default `--workdir WORKDIR`).
-
-    Raises:
-      ValueError: `workdir` holds no run, or it holds a Hugging Face checkpoint (its config.json
-        has `model_type`), which is to be imported as a run first.
-    """
-    given = given or f"--workdir {workdir}"
-    path = os.path.join(workdir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"{given} holds no run (no config.json)")
-    with open(path) as f:
-        values = json.load(f)
-    if isinstance(values, dict) and "model_type" in values:
-        raise ValueError(
-            f"{given} looks like a Hugging Face checkpoint (config.json with model_type={values['model_type']!r}), "
-            f"not a seqjax run: make it one with `seqjax import-hf {workdir} --workdir RUN`, then give RUN"
-        )
-    return config_lib.from_dict(values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +60,9 @@ class Run:
     @classmethod
     def open(cls, workdir: str, overrides: Sequence[str] = ()) -> Run:
         """Raises ValueError when `workdir` holds no run or an override is refused."""
-        return cls(workdir, config_lib.override(read_config(workdir), list(overrides)))
+        from seqjax.training.core.run_dir import RunDir
+
+        return cls(workdir, config_lib.override(RunDir(workdir).config, list(overrides)))
 
     @property
     def counted(self) -> bool:
@@ -95,9 +73,9 @@ class Run:
 
     def tokenizers(self) -> Any:
         """The saved tokenizers, as `seqjax.data.load_data` takes them (a pair for seq2seq), or None."""
-        from seqjax.training.core.experiment import saved_tokenizers
+        from seqjax.training.core.run_dir import RunDir
 
-        return saved_tokenizers(self.workdir)
+        return RunDir(self.workdir).tokenizers()
 
     def data(self, splits: Sequence[str] | None = None) -> LMData | ParallelData:
         """The run's data under its own tokenizers, read from the corpus's token store; only
@@ -116,10 +94,11 @@ class Run:
         from seqjax.training.core.experiment import build_experiment
         from seqjax.training.core.layout import make_mesh
         from seqjax.training.core.resume import open_run
-        from seqjax.training.core.state import Checkpointer, restore_state
+        from seqjax.training.core.run_dir import RunDir
+        from seqjax.training.core.state import restore_state
 
         cfg = self.cfg
-        checkpointer = Checkpointer.of_run(self.workdir, cfg.train.keep_checkpoints)
+        checkpointer = RunDir(self.workdir).checkpointer(cfg.train.keep_checkpoints)
         try:
             # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
             step, tokenizers, _ = open_run(cfg, self.workdir, checkpointer, extend_schedule=True, evaluating=True)
@@ -136,10 +115,10 @@ class Run:
     def lm_decoder(self, options: DecodeOptions) -> LMDecoder:
         """The decoder of the language model's prompts, trained or counted."""
         from seqjax.training.features.continuation import LMDecoder, model_decoder
-        from seqjax.training.features.ngram_baseline import ngram_decoder, saved_counts
+        from seqjax.training.features.counted import counted_decoder, saved_counts
 
         if self.counted:
-            decode = ngram_decoder(saved_counts(self.workdir), options)
+            decode = counted_decoder(saved_counts(self.cfg, self.workdir), options)
             return LMDecoder(self.tokenizers(), decode, self.cfg.train.batch_size, None)
         restored = self.restore([])
         return model_decoder(restored.exp, restored.state.params, options)
@@ -147,9 +126,11 @@ class Run:
     def evaluation(self, split: str, options: DecodeOptions) -> Evaluation:
         """The data, scorer and extra measures of `split`; `options` decode a seq2seq split."""
         if self.counted:
-            from seqjax.training.features.ngram_baseline import ngram_scorer, saved_counts
+            from seqjax.training.features.counted import counted_scorer, saved_counts
 
-            return Evaluation(self.data([split]), ngram_scorer(saved_counts(self.workdir)), lambda split: {})
+            return Evaluation(
+                self.data([split]), counted_scorer(saved_counts(self.cfg, self.workdir)), lambda split: {}
+            )
         from seqjax.training.core.steps import batch_scorer, make_eval_step
         from seqjax.training.features.generation import translate
         from seqjax.training.features.task_reports import task_report
