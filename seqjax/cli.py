@@ -273,7 +273,7 @@ def cmd_export_hf(args: argparse.Namespace) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> None:
     """training loss, validation perplexity and tokens/s against steps"""
-    from seqjax.training.saved.plot import plot_runs
+    from seqjax.training.core.curves import plot_runs
 
     print(f"wrote {plot_runs(args.workdir, args.output)}")
 

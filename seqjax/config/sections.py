@@ -256,6 +256,12 @@ class TrainConfig:
     process_id: int = option(-1, "-1: $JAX_PROCESS_ID or cluster detection")
     heartbeat_timeout: int = option(100, "seconds without heartbeats before a process counts as dead")
     log_every: int = option(20, "steps between logged training metrics")
+    loggers: tuple[str, ...] = option(
+        ("tensorboard",),
+        "where metrics go besides metrics.jsonl: any of tensorboard, wandb (pip install 'seqjax[wandb]'; "
+        "WANDB_MODE=offline logs without a network)",
+    )
+    wandb_project: str = option("seqjax", "the W&B project of a run whose train.loggers include wandb")
     peak_tflops: float = option(
         0.0,
         "per-device peak TFLOP/s that MFU is against (0: a known device's bf16 peak, else a float32 matmul measured)",

@@ -62,6 +62,7 @@ from seqjax.training.core.state import (
     restore_state,
 )
 from seqjax.training.core.steps import batch_scorer, build_train_step, compile_train_steps, make_eval_step
+from seqjax.training.core.trackers import open_trackers
 from seqjax.training.features.counted import train_counted
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
@@ -249,7 +250,7 @@ def train(
             echo(describe_memory(memory))
             tokenizer_print = run.tokenizer_fingerprint()
             if main:
-                logger = RunLogger(workdir)
+                logger = RunLogger(workdir, open_trackers(cfg, run))
                 dump_json(run.file(run.MEMORY), {"batch": batch_layout, "per_device_bytes": memory})
 
             def run_eval(state: TrainState, split: str, step: int) -> dict[str, float]:

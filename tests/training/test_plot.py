@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from seqjax.cli import main
-from seqjax.training.saved.plot import draw_runs, read_curves, run_labels
+from seqjax.training.core.curves import draw_runs, read_curves, run_labels
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,39 +1,43 @@
-"""Run records: metrics.jsonl, TensorBoard event files, summary.json, data.json."""
+"""Run records: metrics.jsonl (and the run's trackers), summary.json, data.json."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
-
-from tensorboardX import SummaryWriter
 
 from seqjax.config import DataConfig
 from seqjax.data import LMData, ParallelData
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import dump_json
+from seqjax.training.core.trackers import Tracker
 
 
 class RunLogger:
-    """Appends one JSON line and one TensorBoard scalar per metric and step."""
+    """Appends one JSON line per step and split to metrics.jsonl and hands the metrics to the
+    run's trackers (`trackers.open_trackers`: TensorBoard, W&B); writes summary.json at the end."""
 
-    def __init__(self, workdir: str):
-        self.workdir = workdir
-        self.jsonl = open(RunDir(workdir).file(RunDir.METRICS), "a")
-        self.writer = SummaryWriter(RunDir(workdir).file(RunDir.TENSORBOARD))
+    def __init__(self, workdir: str, trackers: Sequence[Tracker] = ()):
+        self.run = RunDir(workdir)
+        self.jsonl = open(self.run.file(RunDir.METRICS), "a")
+        self.trackers = list(trackers)
 
     def write(self, step: int, split: str, metrics: dict[str, Any]) -> None:
-        record = {"step": step, "split": split, **{k: float(v) for k, v in metrics.items()}}
-        self.jsonl.write(json.dumps(record) + "\n")
+        values = {k: float(v) for k, v in metrics.items()}
+        self.jsonl.write(json.dumps({"step": step, "split": split, **values}) + "\n")
         self.jsonl.flush()
-        for name, value in metrics.items():
-            self.writer.add_scalar(f"{split}/{name}", float(value), step)
+        for tracker in self.trackers:
+            tracker.scalars(step, split, values)
 
     def summary(self, values: dict[str, Any]) -> None:
-        dump_json(RunDir(self.workdir).file(RunDir.SUMMARY), values)
+        dump_json(self.run.file(RunDir.SUMMARY), values)
+        for tracker in self.trackers:
+            tracker.summary(values)
 
     def close(self) -> None:
         self.jsonl.close()
-        self.writer.close()
+        for tracker in self.trackers:
+            tracker.close()
 
 
 def data_record(data: LMData | ParallelData) -> dict[str, dict[str, int]]:

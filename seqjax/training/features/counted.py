@@ -38,6 +38,7 @@ from seqjax.models import SEQ2SEQ_KINDS, check_own_options, model_class
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import config_differences
+from seqjax.training.core.trackers import open_trackers, validate_trackers
 from seqjax.training.features.continuation import DecodeFn
 from seqjax.training.features.evaluation import Scorer, describe_metrics, evaluate
 from seqjax.training.features.generation import DecodeOptions, run_decoder
@@ -48,6 +49,7 @@ def validate_counted_config(cfg: Config) -> None:
     its own model options were checked with every model's (`validate_model_config`)."""
     kind = f"model.kind={cfg.model.kind}"
     check_own_options(cfg.model)
+    validate_trackers(cfg.train.loggers)
     if holds_pairs(cfg.data):
         raise ValueError(
             f"{kind} is a language model; data.kind={cfg.data.kind!r} data.task={cfg.data.task!r} "
@@ -130,7 +132,7 @@ def train_counted(cfg: Config, workdir: str, *, echo: Callable[[str], None] = pr
         f"in {fit_seconds:.1f} s; vocabulary {vocab_size}"
     )
     summary: dict[str, Any] = {"model": model.title, "parameters": model.size, "fit_seconds": fit_seconds}
-    logger = RunLogger(workdir)
+    logger = RunLogger(workdir, open_trackers(cfg, run))
     try:
         for split in ("valid", "test"):
             if split in data.splits:

@@ -1,4 +1,5 @@
-"""`seqjax plot`: the curves of one or several runs from their `metrics.jsonl`.
+"""The curves of one or several runs from their `metrics.jsonl`: `seqjax plot`, and the figure a
+run's experiment tracker receives at its end.
 
 Three panels against the optimizer step: the training loss (the objective's, per target
 token), the validation per-token perplexity (log scale when it spans a factor > 3), and training throughput in target
@@ -17,6 +18,8 @@ from collections import defaultdict
 from matplotlib import ticker
 from matplotlib.figure import Figure
 
+from seqjax.training.core.run_dir import RunDir
+
 # (split, metric, panel title, y label, log scale)
 PANELS = (
     ("train", "loss", "training loss", "loss (nats/token)", False),
@@ -29,8 +32,6 @@ RENAMED = {"perplexity": "token_perplexity"}  # metric names of runs logged befo
 
 def read_curves(workdir: str) -> Curves:
     """(split, metric) -> (steps, values) in step order, from `workdir`/metrics.jsonl."""
-    from seqjax.training.core.run_dir import RunDir
-
     path = RunDir(workdir).file(RunDir.METRICS)
     if not os.path.isfile(path):
         raise ValueError(f"--workdir {workdir} holds no metrics.jsonl (not a run, or one that logged nothing yet)")
