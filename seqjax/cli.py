@@ -81,15 +81,15 @@ def cmd_eval(args: argparse.Namespace) -> None:
     print(json.dumps(result, indent=2))
 
 
-def read_input(path: str, flag: str, format: str) -> list[str]:
-    """The text records of `path` (`-`: standard input) in the corpus format `format` (a run's
-    data.format), as corpora are read: for `lines`, its lines without line ends or a byte-order
+def read_input(path: str, flag: str, data: config_lib.DataConfig) -> list[str]:
+    """The text records of `path` (`-`: standard input) as a run's corpus is read (`data`: its
+    data.format and data.text_field): for `lines`, its lines without line ends or a byte-order
     mark; a bad path or record refused naming `flag`, the file and the line or row."""
     from seqjax.data.corpora import readers
 
     if path == "-":
-        return readers.read_file_texts(sys.stdin.buffer, "<stdin>", format=format)
-    return readers.read_texts(path, format=format, name=flag)
+        return readers.read_file_texts(sys.stdin.buffer, "<stdin>", format=data.format, field=data.text_field)
+    return readers.read_texts(path, format=data.format, field=data.text_field, name=flag)
 
 
 def with_progress(total: int, run: Callable[[Callable[[int], object]], T]) -> T:
@@ -158,7 +158,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
             f"--workdir {args.workdir} is a sequence-to-sequence run: give the source to translate with "
             "--prompt TEXT, or a file of sources, one a line, with --input FILE (- for standard input)"
         )
-    lines = None if args.input is None else read_input(args.input, "--input", run.cfg.data.format)
+    lines = None if args.input is None else read_input(args.input, "--input", run.cfg.data)
     if seq2seq:
         restored = run.restore([])
         exp, state = restored.exp, restored.state
@@ -192,7 +192,7 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
     real pairs as a parallel corpus, and optionally train the forward run on it"""
     from seqjax.data.corpora.formats import parallel_files
     from seqjax.data.corpora.readers import read_parallel
-    from seqjax.data.corpora.sources import SPLITS, data_path, split_files
+    from seqjax.data.corpora.sources import SPLITS, data_path, side_names, split_files
     from seqjax.models import is_seq2seq
     from seqjax.training.features.back_translation import back_translate, combine_pairs, refuse_overwrites, write_corpus
     from seqjax.training.saved.run import Run
@@ -222,8 +222,9 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
     for path in (f"{args.output}.{src}", f"{args.output}.{tgt}"):
         check_output_file(path, "--output")
     refuse_overwrites([f"{args.output}.{src}", f"{args.output}.{tgt}"], read)
-    real = read_parallel(real_prefix, src, tgt, format=corpus_format, name="--real") if real_prefix else ([], [])
-    lines = read_input(args.monolingual, "--monolingual", corpus_format)
+    real_sides = side_names(backward.data)[::-1]  # for pairs in records, the fields, else the suffixes src, tgt
+    real = read_parallel(real_prefix, *real_sides, format=corpus_format, name="--real") if real_prefix else ([], [])
+    lines = read_input(args.monolingual, "--monolingual", backward.data)
     if not any(line.strip() for line in lines):
         raise ValueError(
             f"--monolingual must hold some non-blank line to back-translate, got {len(lines)} blank line(s) "

@@ -59,11 +59,26 @@ class DataConfig:
         kinds=FILES,
     )
     train: str = option(
-        "", "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT)", kinds=FILES
+        "",
+        "text: a file per split; parallel: a prefix per split (PREFIX.SRC, PREFIX.TGT), or a file of pairs in records "
+        "(jsonl, parquet); a file may be a glob of shards (train-*.parquet), read in sorted order as one",
+        kinds=FILES,
     )
     valid: str = option("", "as train, for the validation split", kinds=FILES)
     test: str = option("", "as train, for the test split", kinds=FILES)
-    format: str = option("lines", "how a corpus file is read", kinds=FILES, choices=DATA_FORMATS)
+    format: str = option(
+        "lines",
+        "how a corpus file is read: lines (one text a line) | jsonl (JSON Lines) | parquet; jsonl and parquet hold "
+        "a parallel split's pairs in one file of records; gzip and zstd files are read as they are",
+        kinds=FILES,
+        choices=DATA_FORMATS,
+    )
+    text_field: str = option(
+        "text",
+        "jsonl, parquet: the field of a record holding its text (a text corpus's, an input to generate from); "
+        "a dot reaches into a nested record",
+        kinds=FILES,
+    )
     store: str = option(
         "",
         "directory of the corpus's token store (seqjax prepare); '': a cache directory under $SEQJAX_CACHE, else "
@@ -72,6 +87,17 @@ class DataConfig:
     )
     src: str = option("en", "parallel: the source language suffix", kinds=("parallel",))
     tgt: str = option("de", "parallel: the target language suffix", kinds=("parallel",))
+    src_field: str = option(
+        "",
+        "parallel jsonl, parquet: the field of a record holding the source text ('': the one named data.src; "
+        "Hugging Face translation datasets: translation.<src>)",
+        kinds=("parallel",),
+    )
+    tgt_field: str = option(
+        "",
+        "parallel jsonl, parquet: the field holding the target text ('': the one named data.tgt)",
+        kinds=("parallel",),
+    )
     tokenizer: TokenizerKind = option(
         "char",
         "char | word | bpe (built from the train split) | pretrained (a run's own, as it is: data.tokenizer_from)",

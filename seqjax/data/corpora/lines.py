@@ -19,7 +19,12 @@ BLOCK_BYTES = 1 << 20  # a block and the arrays encoding it (some 60 bytes per c
 _BOM = b"\xef\xbb\xbf"
 
 
-def _decode(chunk: bytes, path: str, first_line: int) -> str:
+def decode(chunk: bytes, path: str, first_line: int) -> str:
+    """`chunk`, whole lines of the file `path` from line `first_line` on, decoded from UTF-8.
+
+    Raises:
+      ValueError: undecodable bytes, naming the file and the 1-based line.
+    """
     try:
         return chunk.decode("utf-8")
     except UnicodeDecodeError:
@@ -34,17 +39,10 @@ def _decode(chunk: bytes, path: str, first_line: int) -> str:
         raise
 
 
-def line_blocks(
-    file: BinaryIO, label: str, pair: tuple[str, str] | None = None, *, block_bytes: int = BLOCK_BYTES
-) -> Iterator[list[str]]:
-    """The lines of the UTF-8 file `file` (`label` names it), as consecutive non-empty lists of
-    about `block_bytes` each: the reader of the `lines` format (`formats.Reader`; `pair` is never
-    given, its parallel corpora being two files). An empty file gives no blocks.
-
-    Raises:
-      ValueError: undecodable bytes, naming the file and the 1-based line.
-    """
-    line_number = 1
+def byte_blocks(file: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The bytes of `file`, a leading byte-order mark dropped, as consecutive non-empty blocks of
+    whole lines of about `block_bytes` each, every one ending with "\\n" (one is added after a
+    last line without it). An empty file gives no blocks."""
     carry = file.read(len(_BOM)).removeprefix(_BOM)
     while True:
         raw = file.read(block_bytes)
@@ -60,14 +58,30 @@ def line_blocks(
         else:  # the rest of a file: a last line without its line ending, or (a file shorter than the
             # first read) whole lines
             data, carry = data if data.endswith(b"\n") else data + b"\n", b""
-        lines = _decode(data, label, line_number).split("\n")
+        yield data
+        if not raw:
+            return
+
+
+def line_blocks(
+    file: BinaryIO, label: str, fields: tuple[str, ...] = (), *, block_bytes: int = BLOCK_BYTES
+) -> Iterator[list[str]]:
+    """The lines of the UTF-8 file `file` (`label` names it), as consecutive non-empty lists of
+    about `block_bytes` each: the reader of the `lines` format (`formats.Reader`; its records are
+    lines, so `fields` is not read, and it is never given a pair: its parallel corpora are two
+    files). An empty file gives no blocks.
+
+    Raises:
+      ValueError: undecodable bytes, naming the file and the 1-based line.
+    """
+    line_number = 1
+    for data in byte_blocks(file, block_bytes):
+        lines = decode(data, label, line_number).split("\n")
         lines.pop()  # `data` ends with "\n": the piece after it is empty
         if any(line.endswith("\r") for line in lines):
             lines = [line.removesuffix("\r") for line in lines]
         line_number += len(lines)
         yield lines
-        if not raw:
-            return
 
 
 DATA_FORMATS.register("lines", CorpusFormat(line_blocks))

@@ -1,6 +1,6 @@
 """Whole corpus files read at once, each through its format (`formats.py`): the texts of a file
 (a split that evaluation reads without the token store, an input to generate from, standard
-input included) and the pairs of a parallel split."""
+input included) and the pairs of a parallel split. A path may be a glob pattern of shards."""
 
 from __future__ import annotations
 
@@ -8,13 +8,29 @@ import os
 from typing import BinaryIO, cast
 
 from seqjax.config import DataConfig
-from seqjax.data.corpora.formats import DEFAULT_FORMAT, corpus_format, parallel_files, record_blocks, side_blocks
-from seqjax.data.corpora.sources import split_path
+from seqjax.data.corpora.formats import (
+    DEFAULT_FORMAT,
+    DEFAULT_TEXT_FIELD,
+    SideFile,
+    corpus_format,
+    file_records,
+    parallel_files,
+    shard_blocks,
+    side_blocks,
+)
+from seqjax.data.corpora.sources import side_names, split_path
 
 
-def read_texts(path: str | os.PathLike, *, format: str = DEFAULT_FORMAT, name: str = "path") -> list[str]:
-    """The text records of the corpus file `path` in `format` (for `lines`: its lines, without
-    their line endings and a leading byte-order mark, blank ones kept).
+def read_texts(
+    path: str | os.PathLike,
+    *,
+    format: str = DEFAULT_FORMAT,
+    field: str = DEFAULT_TEXT_FIELD,
+    name: str = "path",
+) -> list[str]:
+    """The text records of the corpus file (or shards) `path` in `format` (for `lines`: its
+    lines, without their line endings and a leading byte-order mark, blank ones kept; for a format
+    of records with named fields: their field `field`).
 
     Args:
       name: what the file is (the option that gave it), in the message that refuses it.
@@ -23,13 +39,15 @@ def read_texts(path: str | os.PathLike, *, format: str = DEFAULT_FORMAT, name: s
       ValueError: the path is a directory, does not exist or is empty, or a record is
         unreadable (the message names the file and the 1-based line or row).
     """
-    return [cast(str, text) for block in record_blocks(os.fspath(path), format=format, name=name) for text in block]
+    return [text for block in side_blocks(SideFile(os.fspath(path), (field,)), format, name=name) for text in block]
 
 
-def read_file_texts(file: BinaryIO, label: str, *, format: str = DEFAULT_FORMAT) -> list[str]:
+def read_file_texts(
+    file: BinaryIO, label: str, *, format: str = DEFAULT_FORMAT, field: str = DEFAULT_TEXT_FIELD
+) -> list[str]:
     """`read_texts` of an open binary file, e.g. standard input (`label` names it); an empty
     one has no records."""
-    return [cast(str, text) for block in corpus_format(format).read(file, label, None) for text in block]
+    return [cast(str, text) for block in file_records(file, label, (field,), format=format) for text in block]
 
 
 def read_parallel(
@@ -37,15 +55,18 @@ def read_parallel(
 ) -> tuple[list[str], list[str]]:
     """The (sources, targets) of the parallel split `prefix` in `format`: the aligned records of
     `PREFIX.SRC` and `PREFIX.TGT`, or for pairs in records, the fields `src` and `tgt` of the
-    records of the file `prefix` (`name`: as `read_texts`).
+    records of the file (or shards) `prefix` (`name`: as `read_texts`).
 
     Raises:
       ValueError: a file fails `read_texts`, or the two files' record counts differ (the message
         gives both counts and both paths).
     """
     if corpus_format(format).pairs_in_records:
-        blocks = record_blocks(prefix, format=format, pair=(src, tgt), name=name)
-        pairs = [record for block in blocks for record in block]
+        pairs = [
+            cast(tuple[str, str], r)
+            for block in shard_blocks(SideFile(prefix, (src, tgt)), format, name=name)
+            for r in block
+        ]
         return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
     files = parallel_files(prefix, src, tgt, format)
     sources, targets = ([t for block in side_blocks(files[side], format, name=name) for t in block] for side in files)
@@ -59,9 +80,9 @@ def read_parallel(
 
 def split_texts(cfg: DataConfig, split: str) -> list[str]:
     """The texts of `split` of a text corpus (data.kind=text), in data.format."""
-    return read_texts(split_path(cfg, split), format=cfg.format, name=f"data.{split}")
+    return read_texts(split_path(cfg, split), format=cfg.format, field=cfg.text_field, name=f"data.{split}")
 
 
 def split_pairs(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
     """The (sources, targets) of `split` of a parallel corpus, in data.format."""
-    return read_parallel(split_path(cfg, split), cfg.src, cfg.tgt, format=cfg.format, name=f"data.{split}")
+    return read_parallel(split_path(cfg, split), *side_names(cfg), format=cfg.format, name=f"data.{split}")

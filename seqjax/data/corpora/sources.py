@@ -15,11 +15,13 @@ from collections.abc import Sequence
 from seqjax.checks import check_int, check_one_of
 from seqjax.config import DATA_FORMATS, DataConfig
 from seqjax.config.sections import SyntheticTask, TokenizerKind
-from seqjax.data.corpora.formats import SIDES, SideFile, corpus_format, parallel_files
+from seqjax.data.corpora.formats import DEFAULT_TEXT_FIELD, SIDES, SideFile, corpus_format, parallel_files
+from seqjax.data.corpora.record_fields import field_path
 from seqjax.data.synthetic.tasks import SEQ2SEQ_TASKS
 from seqjax.data.tokenizers.trained import BPE_MIN_VOCAB_SIZE
 
 SPLITS = ("train", "valid", "test")
+FIELD_KEYS = {"text_field": DEFAULT_TEXT_FIELD, "src_field": "", "tgt_field": ""}  # key -> default
 
 
 DATA_ROOT_VARIABLE = "SEQJAX_DATA"
@@ -59,7 +61,9 @@ class Source:
         path = split_path(cfg, split)
         if self.generated or not path:
             return {}
-        return parallel_files(path, cfg.src, cfg.tgt, cfg.format) if self.pairs else {"": SideFile(path)}
+        if self.pairs:
+            return parallel_files(path, *side_names(cfg), cfg.format)
+        return {"": SideFile(path, (cfg.text_field,))}
 
 
 SOURCES = {
@@ -85,6 +89,21 @@ def data_path(cfg: DataConfig, path: str) -> str:
 def split_path(cfg: DataConfig, split: str) -> str:
     """The file or prefix (a parallel corpus in two files) of `split`: data.<split>, as `data_path`."""
     return data_path(cfg, getattr(cfg, split))
+
+
+def side_names(cfg: DataConfig) -> tuple[str, str]:
+    """What names the source and target sides of a parallel corpus in data.format: the fields of
+    its records for a format of pairs in records (data.src_field and data.tgt_field, each '' for
+    the field named data.src, data.tgt), else the suffixes of its two files (data.src, data.tgt)."""
+    if corpus_format(cfg.format).pairs_in_records:
+        return cfg.src_field or cfg.src, cfg.tgt_field or cfg.tgt
+    return cfg.src, cfg.tgt
+
+
+def record_fields(cfg: DataConfig) -> tuple[str, ...]:
+    """The fields a corpus's texts are read from, for a format of records with named fields:
+    data.text_field of a text corpus, the two fields of a parallel one's pairs (`side_names`)."""
+    return side_names(cfg) if source_of(cfg).pairs else (cfg.text_field,)
 
 
 def holds_pairs(cfg: DataConfig) -> bool:
@@ -147,11 +166,30 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
         raise ValueError(f"data.train must name the training {'prefix' if two_files else 'file'}, got ''")
     if source.pairs and (not cfg.src or not cfg.tgt or cfg.src == cfg.tgt):
         raise ValueError(f"data.src and data.tgt must be two different names, got {cfg.src!r}, {cfg.tgt!r}")
+    _check_fields(cfg)
     for split in splits:
         prefix = split_path(cfg, split)
-        paths = list(dict.fromkeys(side.path for side in source.split_files(cfg, split).values()))
+        sides = source.split_files(cfg, split).values()
+        paths = list(dict.fromkeys(side.path for side in sides))
         if not paths:
             continue
+        if two_files and any(side.shards != (side.path,) for side in sides):
+            raise ValueError(
+                f"data.{split} must be a prefix of two files (PREFIX.{cfg.src}, PREFIX.{cfg.tgt}) for a parallel "
+                f"corpus in data.format={cfg.format}, got the pattern {getattr(cfg, split)!r}; shards of pairs are "
+                "files of pairs in records (data.format=jsonl or parquet)"
+            )
+        unmatched = [side.path for side in sides if not side.shards]
+        if unmatched:
+            raise ValueError(
+                f"data.{split} must match existing files, got the pattern {unmatched[0]!r}, which matches none"
+            )
+        paths = list(dict.fromkeys(shard for side in sides for shard in side.shards))
+        folders = [p for side in sides if side.shards != (side.path,) for p in side.shards if os.path.isdir(p)]
+        if folders:
+            raise ValueError(
+                f"data.{split} must match files only, got {getattr(cfg, split)!r}, which matches {folders}"
+            )
         if not two_files and os.path.isdir(prefix):
             raise ValueError(f"data.{split} must name a file, got {prefix!r}, which is a directory")
         missing = [p for p in paths if not os.path.isfile(p)]
@@ -165,6 +203,28 @@ def validate_data_config(cfg: DataConfig, splits: Sequence[str] = SPLITS) -> Non
             if os.path.isabs(getattr(cfg, split)):
                 where = ""
             raise ValueError(f"data.{split} must name existing files, missing {missing}{where}")
+
+
+def _check_fields(cfg: DataConfig) -> None:
+    """data.text_field, data.src_field and data.tgt_field: field names, set only for a format of
+    records with named fields, and a pair's two fields different."""
+    if not corpus_format(cfg.format).fields:
+        set_ = [
+            f"data.{key}={getattr(cfg, key)!r}" for key, default in FIELD_KEYS.items() if getattr(cfg, key) != default
+        ]
+        if set_:
+            named = ", ".join(name for name in DATA_FORMATS if DATA_FORMATS[name].build.fields)
+            raise ValueError(
+                f"{', '.join(set_)} names a field of records, which data.format={cfg.format} does not have ({named} do)"
+            )
+        return
+    for key, name in zip(("text_field", "src_field", "tgt_field"), (cfg.text_field, *side_names(cfg))):
+        try:
+            field_path(name)
+        except ValueError as error:
+            raise ValueError(f"data.{key}: {error}") from None
+    if source_of(cfg).pairs and len(set(side_names(cfg))) == 1:
+        raise ValueError(f"data.src_field and data.tgt_field must be two different fields, got {side_names(cfg)}")
 
 
 def pretrained_tokenizer_dir(cfg: DataConfig) -> str:

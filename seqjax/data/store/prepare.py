@@ -18,7 +18,6 @@ store, once its process is gone (same host) or nothing in it changed for `STALE_
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import os
 import shutil
@@ -74,6 +73,11 @@ def source_files(cfg: DataConfig) -> dict[str, dict[str, SideFile]]:
     return {split: source.split_files(cfg, split) for split in SPLITS if getattr(cfg, split)}
 
 
+def shards_of(files: dict[str, dict[str, SideFile]]) -> list[str]:
+    """Every file `source_files` names (a pattern's shards), each once, in order."""
+    return list(dict.fromkeys(shard for sides in files.values() for side in sides.values() for shard in side.shards))
+
+
 def provisional_ids(cfg: DataConfig, model: Any) -> bool:
     """Whether `model` writes provisional ids that a table maps at the end (word, BPE), not its
     own (char level, a pretrained tokenizer)."""
@@ -83,13 +87,14 @@ def provisional_ids(cfg: DataConfig, model: Any) -> bool:
 def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, SideFile]], bar: tqdm) -> dict[str, Any]:
     """Writes every array and tokenizer of the store into `directory`; returns the manifest's
     `sources` and `splits` records."""
-    paths = list(dict.fromkeys(side.path for sides in files.values() for side in sides.values()))
+    paths = shards_of(files)
     digests: dict[str, str] = {}  # path -> sha256 of its content, from the first pass that read all of it
 
     def blocks(side: SideFile, split: str) -> Iterator[list[str]]:
         # Hashed by a pass that reads the file to its end, whichever comes first: the word tokenizer's
-        # training pass reads nothing (its vocabulary comes from the encoding pass).
-        hashed = None if side.path in digests else functools.partial(digests.__setitem__, side.path)
+        # training pass reads nothing (its vocabulary comes from the encoding pass). A later pass hashes
+        # nothing: a reader that seeks (Parquet) would have its file read again for the hash.
+        hashed = None if all(shard in digests for shard in side.shards) else digests.setdefault
         return side_blocks(side, cfg.format, name=f"data.{split}", hashed=hashed, progress=bar.update)
 
     stats = {path: os.stat(path) for path in paths}
@@ -195,9 +200,9 @@ def prepare_store(cfg: DataConfig, directory: str, *, progress: bool = True) -> 
     os.makedirs(parent, exist_ok=True)
     owner = f"{socket.gethostname()}-{os.getpid()}-"
     temporary = tempfile.mkdtemp(prefix=f"{_temporary_prefix(directory)}{owner}", dir=parent)
-    total = sum(os.path.getsize(side.path) for sides in files.values() for side in sides.values())
+    total = sum(os.path.getsize(shard) for sides in files.values() for side in sides.values() for shard in side.shards)
     if cfg.tokenizer in ("char", "bpe"):  # char counts, BPE trains in a first pass over the train files
-        total += sum(os.path.getsize(side.path) for side in files["train"].values())
+        total += sum(os.path.getsize(shard) for side in files["train"].values() for shard in side.shards)
     try:
         with tqdm(
             total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="prepare", disable=not progress
@@ -323,14 +328,14 @@ def ensure_store(
       ValueError: data.store holds something else (no manifest, another data config), or
         `expected` is given and a source file changed (named) or the store holds other ids.
     """
-    source_files(cfg)
+    files = source_files(cfg)
     directory, config = store_location(cfg)
     for path in remove_abandoned(directory):
         echo(f"removed {path}, left by a prepare that was killed")
     why = f"no token store at {directory}"
     if os.path.exists(directory):
         manifest = read_manifest(directory)
-        changed = changed_sources(manifest) if manifest["format"] == FORMAT_VERSION else []
+        changed = changed_sources(manifest, shards_of(files)) if manifest["format"] == FORMAT_VERSION else []
         if manifest["format"] != FORMAT_VERSION:
             why = f"the token store at {directory} has format {manifest['format']}, not {FORMAT_VERSION}"
         elif manifest["data"] != config:

@@ -20,8 +20,9 @@ with `np.load(mmap_mode="r")`: opening a store costs the same whatever the corpu
 a process touches only the pages it reads. `prepare.ensure_store` writes stores.
 
 The fingerprint hashes the format, the data config keys that decide the ids
-(`TOKENIZATION_KEYS`) and each source's size and content: it names what the ids mean, so a
-run records it and refuses to resume on a store with another.
+(`TOKENIZATION_KEYS`) and each source's size and content (every shard of a split given as a
+glob pattern): it names what the ids mean, so a run records it and refuses to resume on a store
+with another, or on sources that changed, naming the file (a shard changed, gone or added).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from typing import Any, Self
 import numpy as np
 
 from seqjax.config import DataConfig
-from seqjax.data.corpora.formats import DEFAULT_FORMAT
+from seqjax.data.corpora.formats import DEFAULT_FORMAT, corpus_format
+from seqjax.data.corpora.sources import record_fields
 from seqjax.data.tokenizers.trained import Tokenizer, load_tokenizer, tokenizer_fingerprint
 
 FORMAT_VERSION = 1
@@ -55,13 +57,15 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def tokenization_config(cfg: DataConfig, paths: dict[str, str]) -> dict[str, Any]:
-    """The keys of `cfg` that decide the ids, with each split's resolved absolute path (and a
-    pretrained tokenizer's fingerprint and framing: a store its lines were framed otherwise in
-    is not this one's)."""
+    """The keys of `cfg` that decide the ids, with each split's resolved absolute path or pattern
+    (and a format other than `lines`, the fields of records read; a pretrained tokenizer's
+    fingerprint and framing: a store its lines were framed otherwise in is not this one's)."""
     record: dict[str, Any] = {key: getattr(cfg, key) for key in TOKENIZATION_KEYS}
     record.update({split: os.path.abspath(path) for split, path in paths.items()})
     if cfg.format != DEFAULT_FORMAT:  # a store of the one format there was records none: it keeps its place
         record["format"] = cfg.format
+        if corpus_format(cfg.format).fields:
+            record["fields"] = list(record_fields(cfg))
     if cfg.tokenizer == "pretrained":  # the tokenizer itself, wherever its run lies, and how it frames a line
         directory = os.path.join(os.path.expanduser(cfg.tokenizer_from), "tokenizer")
         record["tokenizer_fingerprint"] = tokenizer_fingerprint(directory)
@@ -88,10 +92,12 @@ def content_hash(path: str) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def changed_sources(manifest: dict[str, Any]) -> list[str]:
+def changed_sources(manifest: dict[str, Any], paths: Sequence[str] = ()) -> list[str]:
     """`path (why)` for each source file that is missing, or whose size or mtime differs from
     the manifest's record, or whose content does (a stat each; a file is read only when its
-    inode changed since, which rewriting it does even when its mtime is set back)."""
+    inode changed since, which rewriting it does even when its mtime is set back), then for each
+    of `paths` (the files the config's splits name now: a pattern's shards) that is not a source."""
+    recorded = {source["path"] for source in manifest["sources"]}
     changed = []
     for source in manifest["sources"]:
         path = source["path"]
@@ -105,6 +111,12 @@ def changed_sources(manifest: dict[str, Any]) -> list[str]:
             changed.append(f"{path} (modified since the store was prepared)")
         elif stat.st_ctime_ns != source.get("ctime_ns", stat.st_ctime_ns) and content_hash(path) != source["sha256"]:
             changed.append(f"{path} (its content changed since the store was prepared, its mtime kept)")
+    new = (os.path.abspath(path) for path in paths)
+    changed += [
+        f"{path} (a new shard, matched by its split's pattern since the store was prepared)"
+        for path in new
+        if path not in recorded
+    ]
     return changed
 
 
