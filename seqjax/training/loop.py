@@ -62,7 +62,7 @@ from seqjax.training.core.state import (
     restore_state,
 )
 from seqjax.training.core.steps import batch_scorer, build_train_step, compile_train_steps, make_eval_step
-from seqjax.training.core.trackers import open_trackers
+from seqjax.training.core.trackers import open_trackers, validate_trackers
 from seqjax.training.features.counted import train_counted
 from seqjax.training.features.evaluation import describe_metrics, evaluate, generation_report
 from seqjax.training.features.pretrained_encoder import with_pretrained_encoder
@@ -185,6 +185,7 @@ def train(
         checkpointed it (`signals`).
     """
     config_lib.check_choices(cfg)  # before any registry is looked up by a kind
+    validate_trackers(cfg.train.loggers)
     if not is_trained(cfg.model):
         return train_counted(cfg, workdir, echo=echo)
     distributed.initialize(cfg.train)

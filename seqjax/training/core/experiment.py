@@ -41,7 +41,6 @@ from seqjax.models import (
 )
 from seqjax.objectives import build_objective, feeds_gold_only
 from seqjax.training.core.layout import validate_layout
-from seqjax.training.core.trackers import validate_trackers
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -62,7 +61,6 @@ def validate_train(cfg: Config) -> None:
             f"train.batch_size must be divisible by optim.accum_steps={cfg.optim.accum_steps}, got {t.batch_size}"
         )
     optim.validate(cfg.optim)
-    validate_trackers(t.loggers)
     if t.peak_tflops < 0:
         raise ValueError(
             f"train.peak_tflops must be >= 0 (0: a known device's peak, else measured), got {t.peak_tflops}"
