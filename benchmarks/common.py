@@ -2,39 +2,47 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from seqjax.config import HeadConfig, ModelConfig, OptimConfig
+from seqjax.contracts import Batch
 from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.objectives import TeacherForcing
 from seqjax.optimizers import learning_rate_schedule, make_optimizer
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.mfu import matmul_tflops
-from seqjax.training.core.state import init_state
-from seqjax.training.core.steps import make_train_step
+from seqjax.training.core.state import TrainState, init_state
+from seqjax.training.core.steps import TrainStep, make_train_step
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # The blocks of Llama as ModelConfig fields: rotary positions, RMSNorm, SwiGLU, no biases (kv_heads is each model's).
-LLAMA_BLOCKS = dict(positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
+LLAMA_BLOCKS: dict[str, Any] = dict(positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
 
 
-def torch_or_none():
+def torch_or_none() -> ModuleType | None:
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(os.cpu_count() or 1)
-    return torch
+    module: ModuleType = torch  # untyped here (no stubs): the module as a module
+    return module
 
 
 def machine() -> dict[str, str]:
@@ -73,7 +81,7 @@ class LMShapes:
     model: ModelConfig
 
 
-def transformer_config(d_model: int, layers: int, heads: int, d_ff: int, max_len: int, **changes) -> ModelConfig:
+def transformer_config(d_model: int, layers: int, heads: int, d_ff: int, max_len: int, **changes: Any) -> ModelConfig:
     """A Transformer LM's config without dropout (benchmarks time the model, they do not train it well), then
     `changes` (ModelConfig fields)."""
     return ModelConfig(
@@ -93,7 +101,7 @@ def transformer_lm(batch: int, time: int, vocab: int, d_model: int, layers: int,
     return LMShapes(batch, time, vocab, transformer_config(d_model, layers, heads, 4 * d_model, time))
 
 
-def step_runner(step, state, batch) -> Callable[[int], None]:
+def step_runner(step: TrainStep, state: TrainState, batch: Batch) -> Callable[[int], None]:
     """`run(n)`: n calls of the train step `step(state, batch) -> (state, metrics)` from `state`,
     carrying the state across calls, blocking on the last loss."""
     holder = {"state": state}
@@ -113,7 +121,7 @@ def random_lm_batch(rows: int, time_steps: int, vocab: int, seed: int = 0) -> di
     return {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "mask": np.ones((rows, time_steps), np.float32)}
 
 
-def lm_train_step(shapes: LMShapes, dtype=jnp.float32) -> tuple[Callable[[int], None], int]:
+def lm_train_step(shapes: LMShapes, dtype: Any = jnp.float32) -> tuple[Callable[[int], None], int]:
     """(`step_runner` of the library's LM train step, parameter count) on one device and one
     fixed random batch: teacher forcing, full softmax, AdamW at a constant rate, matmuls in `dtype`."""
     model = build_model(shapes.model, shapes.vocab, dtype=dtype)
@@ -130,18 +138,21 @@ def lm_train_step(shapes: LMShapes, dtype=jnp.float32) -> tuple[Callable[[int], 
     return step_runner(step, state, jax.device_put(batch)), count
 
 
-def matmul_peak(n: int = 2048, repeats: int = 7, dtype=jnp.float32) -> float:
+def matmul_peak(n: int = 2048, repeats: int = 7, dtype: Any = jnp.float32) -> float:
     """Measured [n, n] x [n, n] matmul throughput of JAX in `dtype` on the default device, GFLOP/s (median)."""
     return 1000 * matmul_tflops(n, repeats, dtype)
 
 
+Name = TypeVar("Name", bound=Hashable)  # how a caller names its candidates: a string, a (framework, part) pair
+
+
 def interleaved(
-    candidates: dict[str, Callable[[], None]],
+    candidates: Mapping[Name, Callable[[], object]],
     repeats: int,
-    before: dict[str, Callable[[], None]] | None = None,
+    before: Mapping[Name, Callable[[], object]] | None = None,
     *,
     warm_up: bool = False,
-) -> dict[str, float]:
+) -> dict[Name, float]:
     """Median seconds per call of each candidate, timed round-robin so that load hits all alike.
 
     before: optional untimed calls, run right before a candidate's timed call on each of its
@@ -153,7 +164,7 @@ def interleaved(
     if warm_up:
         for fn in candidates.values():
             fn()
-    times: dict[str, list[float]] = {name: [] for name in candidates}
+    times: dict[Name, list[float]] = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
             if before is not None:
@@ -193,7 +204,7 @@ def fresh_memory_ms(megabytes: int = 768, idle_seconds: float = 3.0, repeats: in
     return 1000 * statistics.median(just_freed), 1000 * statistics.median(after_idle)
 
 
-def add_timing_arguments(parser, default_steps: int) -> None:
+def add_timing_arguments(parser: argparse.ArgumentParser, default_steps: int) -> None:
     """--quick, --repeats and --steps, as every train-step benchmark takes them."""
     parser.add_argument("--quick", action="store_true", help="tiny shapes, for a smoke run")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; 2 with --quick)")
@@ -202,7 +213,7 @@ def add_timing_arguments(parser, default_steps: int) -> None:
     )
 
 
-def timing(args, default_steps: int) -> tuple[int, int]:
+def timing(args: argparse.Namespace, default_steps: int) -> tuple[int, int]:
     """(repeats, steps) from `add_timing_arguments`' flags, checked on the host."""
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
     steps = args.steps if args.steps is not None else (1 if args.quick else default_steps)
@@ -211,7 +222,7 @@ def timing(args, default_steps: int) -> tuple[int, int]:
     return repeats, steps
 
 
-def parse_names(text: str, known, flag: str) -> list[str]:
+def parse_names(text: str, known: Collection[str], flag: str) -> list[str]:
     """The comma-separated names of `text`, each one of `known`; a clear error otherwise."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names or any(n not in known for n in names):
@@ -219,13 +230,13 @@ def parse_names(text: str, known, flag: str) -> list[str]:
     return names
 
 
-def markdown_table(header: list[str], rows: list[list[object]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def save_figure(figure, path: str) -> None:
+def save_figure(figure: Figure, path: str) -> None:
     """Writes a matplotlib figure to `path` (120 dpi, laid out tight) and closes it."""
     import matplotlib.pyplot as plt
 

@@ -31,6 +31,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,7 @@ from common import (  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
+from seqjax.contracts import Head, Model, Params, StepFn  # noqa: E402
 from seqjax.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.model_head import init_decode_state, init_params, make_step_fn, tied_embedding  # noqa: E402
@@ -102,7 +104,7 @@ QUICK = Shapes(
 )
 
 
-def build_lm(shapes: Shapes, seed: int = 0):
+def build_lm(shapes: Shapes, seed: int = 0) -> tuple[Model, Head, Params]:
     """The model, the full-softmax head and random parameters, EOS made unreachable.
 
     Returns (model, head, params) with params = {"model": ..., "head": ...} float32.
@@ -123,7 +125,9 @@ def empty_prefix(batch_size: int, length: int) -> dict[str, jax.Array]:
     return {"prefix": jnp.zeros((batch_size, length), jnp.int32), "positions": jnp.zeros((batch_size,), jnp.int32)}
 
 
-def recomputing_decode_step(model, model_params, state, tokens):
+def recomputing_decode_step(
+    model: Model, model_params: Params, state: dict[str, jax.Array], tokens: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The decode-step contract without a cache: (state, tokens [B] int32) -> (hidden [B, D] float32, state).
 
     Writes each row's token at its position and re-runs the causal model on the whole prefix
@@ -132,36 +136,44 @@ def recomputing_decode_step(model, model_params, state, tokens):
     rows = jnp.arange(tokens.shape[0])
     positions = state["positions"]
     prefix = state["prefix"].at[rows, positions].set(tokens)
-    hidden = model.apply({"params": model_params}, prefix)[rows, positions]
+    hidden: jax.Array = model.apply({"params": model_params}, prefix)[rows, positions]
     return hidden, {"prefix": prefix, "positions": positions + 1}
 
 
-def cached_decode_step(model, model_params, state, tokens):
+def cached_decode_step(model: Model, model_params: Params, state: Any, tokens: jax.Array) -> tuple[jax.Array, Any]:
     """The model's own KV-cache step: (state, tokens [B] int32) -> (hidden [B, D] float32, state)."""
-    return model.apply({"params": model_params}, state, tokens, method="decode_step")
+    step: tuple[jax.Array, Any] = model.apply({"params": model_params}, state, tokens, method="decode_step")
+    return step
 
 
-def recomputing_step_fn(model, head, params):
+def recomputing_step_fn(model: Model, head: Head, params: Params) -> StepFn:
     """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state), state from `empty_prefix`."""
     embedding = tied_embedding(model, head, params)
 
-    def step_fn(state, tokens):
+    def step_fn(state: dict[str, jax.Array], tokens: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
         hidden, state = recomputing_decode_step(model, params["model"], state, tokens)
-        log_probs = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
+        log_probs: jax.Array = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
         return log_probs, state
 
     return step_fn
 
 
-def decoding_setup(model, head, params, batch_size: int, cache_len: int, recompute: bool):
+def decoding_setup(
+    model: Model, head: Head, params: Params, batch_size: int, cache_len: int, recompute: bool
+) -> tuple[StepFn, Any]:
     """The step function and the empty state of one variant, for batch_size rows."""
     if recompute:
         return recomputing_step_fn(model, head, params), empty_prefix(batch_size, cache_len)
     return make_step_fn(model, head, params), init_decode_state(model, params, batch_size, cache_len)
 
 
+def blocking(call: Callable[[], object]) -> None:
+    """Calls `call` and waits for its arrays: a timed call."""
+    jax.block_until_ready(call())
+
+
 @functools.partial(jax.jit, static_argnames=("model", "head", "shapes", "recompute"))
-def compiled_greedy(model, head, params, *, shapes: Shapes, recompute: bool):
+def compiled_greedy(model: Model, head: Head, params: Params, *, shapes: Shapes, recompute: bool) -> jax.Array:
     """`decoding.greedy` from BOS: tokens [B, max_len] int32."""
     step_fn, state = decoding_setup(model, head, params, shapes.batch, shapes.cache_len, recompute)
     tokens, _ = decoding.greedy(step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, max_len=shapes.max_len)
@@ -169,7 +181,9 @@ def compiled_greedy(model, head, params, *, shapes: Shapes, recompute: bool):
 
 
 @functools.partial(jax.jit, static_argnames=("model", "head", "shapes", "recompute"))
-def compiled_beam(model, head, params, *, shapes: Shapes, recompute: bool):
+def compiled_beam(
+    model: Model, head: Head, params: Params, *, shapes: Shapes, recompute: bool
+) -> tuple[jax.Array, jax.Array]:
     """`decoding.beam_search` from BOS: sequences [B, K, max_len] int32, scores [B, K] float32."""
     step_fn, state = decoding_setup(model, head, params, shapes.batch, shapes.cache_len, recompute)
     return decoding.beam_search(
@@ -182,17 +196,17 @@ empty_cache = jax.jit(init_decode_state, static_argnames=("model", "batch_size",
 
 
 @functools.partial(jax.jit, static_argnames=("model", "head"), donate_argnames=("state",))
-def greedy_step(model, head, params, state, tokens):
+def greedy_step(model: Model, head: Head, params: Params, state: Any, tokens: jax.Array) -> tuple[jax.Array, Any]:
     """One greedy step: tokens [B] int32 -> (next tokens [B] int32, state)."""
     log_probs, state = make_step_fn(model, head, params)(state, tokens)
     return jnp.argmax(log_probs, axis=-1).astype(jnp.int32), state
 
 
-def python_loop_greedy(model, head, params, shapes: Shapes):
+def python_loop_greedy(model: Model, head: Head, params: Params, shapes: Shapes) -> jax.Array:
     """Greedy decoding by a Python loop over `greedy_step`: tokens [B, max_len] int32."""
     state = empty_cache(model, params, batch_size=shapes.batch, max_len=shapes.cache_len)
     tokens = jnp.full((shapes.batch,), BOS_ID, jnp.int32)
-    generated = []
+    generated: list[jax.Array] = []
     for _ in range(shapes.max_len):
         tokens, state = greedy_step(model, head, params, state, tokens)
         generated.append(tokens)
@@ -200,7 +214,16 @@ def python_loop_greedy(model, head, params, shapes: Shapes):
 
 
 @functools.partial(jax.jit, static_argnames=("model", "head"), donate_argnames=("beams", "sequences"))
-def beam_step(model, head, params, beams, totals, sequences, last, t):
+def beam_step(
+    model: Model,
+    head: Head,
+    params: Params,
+    beams: Any,
+    totals: jax.Array,
+    sequences: jax.Array,
+    last: jax.Array,
+    t: jax.Array | np.integer,
+) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
     """One step of the live beams, ranked by total log-prob.
 
     Args:
@@ -222,7 +245,7 @@ def beam_step(model, head, params, beams, totals, sequences, last, t):
     return beams, totals, sequences, tokens.reshape(-1)
 
 
-def python_loop_beam(model, head, params, shapes: Shapes):
+def python_loop_beam(model: Model, head: Head, params: Params, shapes: Shapes) -> tuple[jax.Array, jax.Array]:
     """Beam search by a Python loop over `beam_step`: sequences [B, K, max_len] int32, scores [B, K].
 
     With EOS unreachable and no length penalty no hypothesis finishes before the last step, so
@@ -239,7 +262,9 @@ def python_loop_beam(model, head, params, shapes: Shapes):
 
 
 @functools.partial(jax.jit, static_argnames=("model", "recompute", "steps"))
-def model_steps_at_position(model, model_params, state, tokens, *, recompute: bool, steps: int):
+def model_steps_at_position(
+    model: Model, model_params: Params, state: Any, tokens: jax.Array, *, recompute: bool, steps: int
+) -> jax.Array:
     """`steps` model steps that all write the position `state["positions"]` holds: summed hidden [B, D].
 
     The positions are reset before every step so that each one costs what a step at that
@@ -248,20 +273,22 @@ def model_steps_at_position(model, model_params, state, tokens, *, recompute: bo
     decode_step = recomputing_decode_step if recompute else cached_decode_step
     positions = state["positions"]
 
-    def step(_, carry):
+    def step(_: jax.Array, carry: tuple[jax.Array, Any]) -> tuple[jax.Array, Any]:
         total, state = carry
         hidden, state = decode_step(model, model_params, dict(state, positions=positions), tokens)
         return total + hidden, state
 
-    total = jnp.zeros((tokens.shape[0], model.cfg.d_model), jnp.float32)
-    return jax.lax.fori_loop(0, steps, step, (total, state))[0]
+    hidden = jax.eval_shape(functools.partial(decode_step, model, model_params), state, tokens)[0]  # [B, D]
+    summed: jax.Array = jax.lax.fori_loop(0, steps, step, (jnp.zeros(hidden.shape, jnp.float32), state))[0]
+    return summed
 
 
-def step_times(model, params, shapes: Shapes, repeats: int) -> dict[str, dict[int, float]]:
+def step_times(model: Model, params: Params, shapes: Shapes, repeats: int) -> dict[str, dict[int, float]]:
     """Seconds per model step at each of `shapes.positions()`: {"KV cache" | "recompute": {p: s}}."""
     tokens = jnp.full((shapes.batch,), BOS_ID, jnp.int32)
     cache = empty_cache(model, params, batch_size=shapes.batch, max_len=shapes.cache_len)
-    candidates, steps = {}, {"KV cache": shapes.cached_steps_per_call, "recompute": 1}
+    candidates: dict[tuple[str, int], Callable[[], object]] = {}
+    steps = {"KV cache": shapes.cached_steps_per_call, "recompute": 1}
     for p in shapes.positions():
         at_p = jnp.full((shapes.batch,), p, jnp.int32)
         states = {
@@ -279,12 +306,14 @@ def step_times(model, params, shapes: Shapes, repeats: int) -> dict[str, dict[in
                 steps=steps[name],
             )
             jax.block_until_ready(run())  # compile
-            candidates[(name, p)] = lambda run=run: jax.block_until_ready(run())
+            candidates[(name, p)] = functools.partial(blocking, run)
     seconds = interleaved(candidates, repeats)
     return {name: {p: seconds[(name, p)] / steps[name] for p in shapes.positions()} for name in steps}
 
 
-def decode_variants(model, head, params, shapes: Shapes, quick: bool) -> dict[str, dict[str, Callable[[], jax.Array]]]:
+def decode_variants(
+    model: Model, head: Head, params: Params, shapes: Shapes, quick: bool
+) -> dict[str, dict[str, Callable[[], jax.Array]]]:
     """{"greedy" | "beam K": {variant: a call returning that variant's output tokens}}.
 
     Beam search recomputing the prefix runs only with `quick`: at full size its cost per step
@@ -304,20 +333,22 @@ def decode_variants(model, head, params, shapes: Shapes, quick: bool) -> dict[st
     return {"greedy": greedy, f"beam {shapes.beam_size}": beam}
 
 
-def time_decoders(variants, repeats: int):
+def time_decoders(
+    variants: dict[str, dict[str, Callable[[], jax.Array]]], repeats: int
+) -> dict[str, dict[str, tuple[float, float]]]:
     """{decoder: {variant: (median seconds, fraction of output tokens equal to REFERENCE's)}}.
 
     Raises RuntimeError when an output holds EOS: then some row stopped early and the variants
     did unequal work.
     """
-    results = {}
+    results: dict[str, dict[str, tuple[float, float]]] = {}
     for decoder, calls in variants.items():
         # The first calls compile; their outputs are what the variants are compared on.
         outputs = {name: np.asarray(call()) for name, call in calls.items()}
         for name, tokens in outputs.items():
             if (tokens == EOS_ID).any():
                 raise RuntimeError(f"{decoder}, {name}: an output reached EOS, so not every row ran every step")
-        timed = {name: (lambda call=call: jax.block_until_ready(call())) for name, call in calls.items()}
+        timed = {name: functools.partial(blocking, call) for name, call in calls.items()}
         slow = {name: timed.pop(name) for name in list(timed) if name == RECOMPUTE}
         seconds = interleaved(timed, repeats) | interleaved(slow, 1)
         results[decoder] = {
@@ -328,7 +359,7 @@ def time_decoders(variants, repeats: int):
     return results
 
 
-def decoder_table(timings, shapes: Shapes) -> str:
+def decoder_table(timings: dict[str, tuple[float, float]], shapes: Shapes) -> str:
     output_tokens = shapes.batch * shapes.max_len
     reference = timings[REFERENCE][0]
     rows = [
@@ -346,7 +377,7 @@ def decoder_table(timings, shapes: Shapes) -> str:
     return markdown_table(header, rows)
 
 
-def step_table(times, shapes: Shapes) -> str:
+def step_table(times: dict[str, dict[int, float]], shapes: Shapes) -> str:
     rows = [
         [
             p,
@@ -360,9 +391,11 @@ def step_table(times, shapes: Shapes) -> str:
     return markdown_table(header, rows)
 
 
-def summary(decoders, times, shapes: Shapes) -> list[str]:
+def summary(
+    decoders: dict[str, dict[str, tuple[float, float]]], times: dict[str, dict[int, float]], shapes: Shapes
+) -> list[str]:
     """The claims about decoding speed, each with its measurement."""
-    lines = []
+    lines: list[str] = []
     for decoder, timings in decoders.items():
         for name, (seconds, _) in timings.items():
             if name != REFERENCE:
@@ -376,7 +409,14 @@ def summary(decoders, times, shapes: Shapes) -> list[str]:
     return lines
 
 
-def report(decoders, times, shapes: Shapes, repeats: int, step_repeats: int, plot_name: str) -> str:
+def report(
+    decoders: dict[str, dict[str, tuple[float, float]]],
+    times: dict[str, dict[int, float]],
+    shapes: Shapes,
+    repeats: int,
+    step_repeats: int,
+    plot_name: str,
+) -> str:
     """The markdown body of the result file."""
     setup = (
         f"Transformer LM: D = {shapes.d_model}, {shapes.layers} layers, {shapes.num_heads} heads, "
@@ -401,7 +441,7 @@ def report(decoders, times, shapes: Shapes, repeats: int, step_repeats: int, plo
     return "\n\n".join([setup, *tables, steps, "\n".join(summary(decoders, times, shapes))]) + "\n"
 
 
-def plot(times, shapes: Shapes, path: str) -> None:
+def plot(times: dict[str, dict[int, float]], shapes: Shapes, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

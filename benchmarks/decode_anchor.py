@@ -28,6 +28,8 @@ import dataclasses
 import functools
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +48,7 @@ from common import (  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
+from seqjax.contracts import Params  # noqa: E402
 from seqjax.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
 from seqjax.model_head import init_decode_state, init_params, make_step_fn  # noqa: E402
@@ -95,8 +98,9 @@ def shapes_of(quick: bool, modern: bool) -> Shapes:
     return Shapes(32, 128, 4, 10_000, 512, 4, 8, 2 if modern else 8, 1365 if modern else 2048, modern)
 
 
-def torch_model(shapes: Shapes):
-    """The Hugging Face model of `shapes` (random weights, eval mode), or None without torch."""
+def torch_model(shapes: Shapes) -> Any:
+    """The Hugging Face model of `shapes` (random weights, eval mode), or None without torch
+    (transformers has no types here: Any)."""
     try:
         import torch
         import transformers
@@ -128,7 +132,7 @@ def torch_model(shapes: Shapes):
     return transformers.GPT2LMHeadModel(config).eval()
 
 
-def seqjax_model(shapes: Shapes, torch_twin):
+def seqjax_model(shapes: Shapes, torch_twin: Any) -> tuple[ModelConfig, HeadConfig, Params]:
     """(config, parameters) of seqjax's model: `torch_twin`'s weights imported by `seqjax.pretrained`
     (seqjax's ids are the HF rows), or seqjax's own random ones when there is no twin."""
     if torch_twin is None:
@@ -144,7 +148,7 @@ def seqjax_model(shapes: Shapes, torch_twin):
     return checkpoint.model, HeadConfig(kind="full", tied=checkpoint.tied, learn_bias=False), params
 
 
-def seqjax_calls(shapes: Shapes, torch_twin):
+def seqjax_calls(shapes: Shapes, torch_twin: Any) -> dict[str, Callable[[], object]]:
     """{"greedy" | "beam K": blocking call} of seqjax's compiled KV-cache decoders."""
     cfg, head_cfg, params = seqjax_model(shapes, torch_twin)
     model = build_model(cfg, shapes.vocab)
@@ -158,12 +162,12 @@ def seqjax_calls(shapes: Shapes, torch_twin):
     ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, max_len=shapes.steps)
 
     @jax.jit
-    def greedy(params):
+    def greedy(params: Params) -> jax.Array:
         state = init_decode_state(model, params, shapes.batch, shapes.steps + 1)
         return decoding.greedy(make_step_fn(model, head, params), state, **ids)[0]
 
     @jax.jit
-    def beam(params):
+    def beam(params: Params) -> jax.Array:
         state = init_decode_state(model, params, shapes.batch, shapes.steps + 1)
         return decoding.beam_search(make_step_fn(model, head, params), state, beam_size=shapes.beam, **ids)[0]
 
@@ -173,14 +177,14 @@ def seqjax_calls(shapes: Shapes, torch_twin):
     }
 
 
-def torch_calls(shapes: Shapes, model):
+def torch_calls(shapes: Shapes, model: Any) -> dict[str, Callable[[], object]] | None:
     """{"greedy" | "beam K": call} of `generate` on `model`, or None without one."""
     if model is None:
         return None
     import torch
 
     start = torch.full((shapes.batch, 1), BOS_ID, dtype=torch.long)
-    options = dict(
+    options: dict[str, Any] = dict(
         max_new_tokens=shapes.steps,
         min_new_tokens=shapes.steps,
         do_sample=False,
@@ -190,7 +194,7 @@ def torch_calls(shapes: Shapes, model):
         attention_mask=torch.ones_like(start),
     )
 
-    def run(beams):
+    def run(beams: int) -> Any:  # the generated ids [B, 1 + steps], a torch tensor
         with torch.inference_mode():
             out = model.generate(start, num_beams=beams, early_stopping=False, length_penalty=0.0, **options)
         if out.shape[1] != shapes.steps + 1:
@@ -218,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     print("machine:", "; ".join(f"{k} {v}" for k, v in info.items()))
     peak, bandwidth = matmul_peak(), memory_bandwidth(0.125 if args.quick else 1.0)
     print(f"fp32 matmul peak {peak:.0f} GFLOP/s, read bandwidth {bandwidth:.1f} GB/s")
-    rows, verdicts = [], []
+    rows: list[list[str]] = []
+    verdicts: list[str] = []
     for modern in (False, True):
         shapes = shapes_of(args.quick, modern)
         anchor = "Llama (transformers)" if modern else "GPT-2 (transformers)"

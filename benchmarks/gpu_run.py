@@ -30,10 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import RESULTS, machine, markdown_table, write_result  # noqa: E402
 from llama_shapes import LLAMA, MODELS  # noqa: E402
+
+if TYPE_CHECKING:  # seqjax (and jax) load inside the commands, after the compiler's target is chosen
+    from seqjax.config import Config
 
 ROWS = [f"{model}/{kernel}" for model in ("125M", "1B") for kernel in ("xla", "cudnn")]
 ROWS_PER_DEVICE = 8
@@ -43,7 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(RESULTS))
 CALIBRATION = os.path.join(ROOT, "seqjax", "accelerators", "calibration.json")
 
 
-def row_config(row: str):
+def row_config(row: str) -> tuple[Config, int]:
     from seqjax import config as config_lib
     from seqjax.config import Config
 
@@ -126,7 +130,7 @@ def measure(steps: int) -> None:
 
     from seqjax.training.core.mfu import matmul_tflops
 
-    found = {"machine": machine(), "commit": commit(), "rows": {}}
+    found: dict[str, Any] = {"machine": machine(), "commit": commit(), "rows": {}}
     found["bf16_matmul_tflops"] = matmul_tflops(8192, 10, jax.numpy.bfloat16)
     for row in ROWS:
         print("measuring", row, flush=True)
@@ -273,7 +277,7 @@ def render() -> None:
         kinds = ("matmul", "attention", "memory", "launch")
         parts.append([*row.split("/"), *(f"{1000 * seconds[f'{k}_seconds']:.1f}" for k in kinds)])
         parts[-1] += [f"{1000 * p['roofline']['step']:.0f}"]
-    drift = []
+    drift: list[list[object]] = []
     for model in ("125M", "1B"):
         xla, cudnn = measured["rows"][f"{model}/xla"], measured["rows"][f"{model}/cudnn"]
         if "losses" in xla and "losses" in cudnn:

@@ -35,8 +35,12 @@ import json
 import os
 import shutil
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 LINES = [
     "the cat sat on the mat.",
@@ -62,7 +66,7 @@ PROMPT = "the cat sat on the"  # the text prompt each fixture records transforme
 FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
 
 
-def train_tokenizer(specials: list[str], bos: str | None = None):
+def train_tokenizer(specials: list[str], bos: str | None = None) -> Tokenizer:
     """A byte-level BPE `tokenizers.Tokenizer` of about 300 pieces with `specials` first; with
     `bos`, a post-processor that puts it before every text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -85,8 +89,9 @@ def train_tokenizer(specials: list[str], bos: str | None = None):
     return tokenizer
 
 
-def build(name: str):
-    """(model, fast tokenizer, weight dtype, save options) of fixture `name`."""
+def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
+    """(model, fast tokenizer, weight dtype, save options) of fixture `name` (torch and transformers
+    objects: no types here)."""
     import torch
     import transformers
 

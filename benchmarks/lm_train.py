@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypedDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
@@ -45,7 +49,17 @@ V = 10_000
 QUICK_V = 1_000
 TRANSFORMER = ModelConfig(kind="transformer", d_model=512, layers=4, num_heads=8, d_ff=2048, dropout=0.0, max_len=128)
 MODERN = dataclasses.replace(TRANSFORMER, kv_heads=2, **LLAMA_BLOCKS)
-SHAPES = {
+
+
+class Shape(TypedDict):
+    """A row's batch: `batch` rows of `time` tokens through the model `cfg`."""
+
+    batch: int
+    time: int
+    cfg: ModelConfig
+
+
+SHAPES: dict[str, Shape] = {
     "lstm": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="lstm", d_model=512, layers=1, dropout=0.0)),
     "gru": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="gru", d_model=512, layers=1, dropout=0.0)),
     "elman": dict(batch=32, time=64, cfg=ModelConfig(kind="rnn", cell="elman", d_model=512, layers=1, dropout=0.0)),
@@ -54,25 +68,28 @@ SHAPES = {
 }
 
 
-def quick_shape(name: str) -> dict:
+def quick_shape(name: str) -> Shape:
     """The row's model at tiny sizes (a smoke run): B=4, T=32, D=64, 2 layers."""
     shape = SHAPES[name]
-    small = dict(d_model=64, layers=min(shape["cfg"].layers, 2))
+    small: dict[str, Any] = dict(d_model=64, layers=min(shape["cfg"].layers, 2))
     if shape["cfg"].kind == "transformer":
         small.update(num_heads=4, d_ff=256, max_len=32, kv_heads=min(shape["cfg"].kv_heads, 2))
-    return dict(batch=4, time=32, cfg=dataclasses.replace(shape["cfg"], **small))
+    return Shape(batch=4, time=32, cfg=dataclasses.replace(shape["cfg"], **small))
 
 
 def train_flops_per_token(name: str, cfg: ModelConfig, t: int, vocab: int = V) -> float:
     """Matmul FLOPs per token of forward + backward (3x the forward's 2 per multiply-add); the
     Transformers' is PaLM's count (`seqjax.training.core.mfu`), attention scores and values included."""
     if cfg.kind == "transformer":
-        return transformer_flops_per_token(Config(model=cfg), cfg.d_model * vocab, t)
+        flops = transformer_flops_per_token(Config(model=cfg), cfg.d_model * vocab, t)
+        if flops is None:
+            raise ValueError(f"the {cfg.kind} model {name!r} does not count its matmul weights")
+        return flops
     gates = {"lstm": 4, "gru": 3, "elman": 1}[name]
     return 6.0 * (cfg.layers * gates * (2 * cfg.d_model**2) + cfg.d_model * vocab)
 
 
-def torch_modern_body(torch, cfg: ModelConfig, time: int):
+def torch_modern_body(torch: ModuleType, cfg: ModelConfig, time: int) -> Any:
     """Llama's decoder blocks in torch, as seqjax builds them for `cfg`: pre-RMSNorm, rotary
     positions (pairs i, i + Dh/2), grouped-query SDPA, SwiGLU, no biases, a final RMSNorm."""
     nn, functional = torch.nn, torch.nn.functional
@@ -81,12 +98,14 @@ def torch_modern_body(torch, cfg: ModelConfig, time: int):
     angles = torch.arange(time)[:, None] * cfg.rope_base ** (-torch.arange(half) / half)
     cos, sin = torch.cos(angles), torch.sin(angles)  # [T, Dh/2]
 
-    def rotary(x):  # [B, heads, T, Dh]
+    def rotary(x: Any) -> Any:  # [B, heads, T, Dh] torch tensor
         first, second = x[..., :half], x[..., half:]
         return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
 
-    class Layer(nn.Module):
-        def __init__(self):
+    module: Any = nn.Module  # a dynamic base: torch has no types here
+
+    class Layer(module):
+        def __init__(self) -> None:
             super().__init__()
             self.attention_norm, self.ff_norm = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
             self.query = nn.Linear(d, d, bias=False)
@@ -95,7 +114,7 @@ def torch_modern_body(torch, cfg: ModelConfig, time: int):
             self.gate_up = nn.Linear(d, 2 * cfg.d_ff, bias=False)
             self.down = nn.Linear(cfg.d_ff, d, bias=False)
 
-        def forward(self, x):
+        def forward(self, x: Any) -> Any:  # [B, T, D] torch tensor
             b, t, _ = x.shape
             h = self.attention_norm(x)
             q = rotary(self.query(h).view(b, t, heads, head_dim).transpose(1, 2))
@@ -108,13 +127,17 @@ def torch_modern_body(torch, cfg: ModelConfig, time: int):
     return nn.Sequential(*[Layer() for _ in range(cfg.layers)], nn.RMSNorm(d, eps=1e-6))
 
 
-def torch_step(name: str, batch: int, time: int, cfg: ModelConfig, vocab: int = V):
-    torch = torch_or_none()
+def torch_step(
+    torch: ModuleType, name: str, batch: int, time: int, cfg: ModelConfig, vocab: int = V
+) -> Callable[[int], None]:
+    """`run(n)`: n train steps (AdamW) of the row's model written in `torch`."""
     nn = torch.nn
     d = cfg.d_model
 
-    class LM(nn.Module):
-        def __init__(self):
+    module: Any = nn.Module  # a dynamic base: torch has no types here
+
+    class LM(module):
+        def __init__(self) -> None:
             super().__init__()
             self.embed = nn.Embedding(vocab, d)
             if name == "modern":
@@ -130,7 +153,7 @@ def torch_step(name: str, batch: int, time: int, cfg: ModelConfig, vocab: int = 
                 self.body = rnn(d, d, cfg.layers, batch_first=True)
             self.out = nn.Linear(d, vocab)
 
-        def forward(self, x):
+        def forward(self, x: Any) -> Any:  # ids [B, T] -> logits [B, T, V] torch tensors
             h = self.embed(x)
             if name == "modern":
                 h = self.body(h * d**0.5)
@@ -145,7 +168,7 @@ def torch_step(name: str, batch: int, time: int, cfg: ModelConfig, vocab: int = 
     x = torch.randint(4, vocab, (batch, time))
     y = torch.randint(4, vocab, (batch, time))
 
-    def run(steps: int):
+    def run(steps: int) -> None:
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
             loss = nn.functional.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
@@ -180,11 +203,11 @@ def main(argv: list[str] | None = None) -> None:
         b, t, cfg = shape["batch"], shape["time"], shape["cfg"]
         candidates = {"seqjax": lm_train_step(LMShapes(b, t, vocab, cfg))[0]}
         if torch is not None:
-            candidates["torch"] = torch_step(name, b, t, cfg, vocab)
+            candidates["torch"] = torch_step(torch, name, b, t, cfg, vocab)
         for run in candidates.values():
             run(2)  # compile / warm up
-        timed = {k: (lambda r=r: r(steps)) for k, r in candidates.items()}
-        seconds = interleaved(timed, repeats, before={k: (lambda r=r: r(1)) for k, r in candidates.items()})
+        timed = {k: functools.partial(r, steps) for k, r in candidates.items()}
+        seconds = interleaved(timed, repeats, before={k: functools.partial(r, 1) for k, r in candidates.items()})
         tokens = b * t * steps
         flops = train_flops_per_token(name, cfg, t, vocab)
         tps = {k: tokens / s for k, s in seconds.items()}

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 from collections.abc import Callable
 
 import jax
+import numpy as np
+from jax.sharding import Mesh
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
@@ -125,7 +128,7 @@ def describe_objective(exp: Experiment) -> str:
     return "-"
 
 
-def timed_train_step(exp: Experiment, batch: dict, mesh) -> Callable[[int], None]:
+def timed_train_step(exp: Experiment, batch: dict[str, np.ndarray], mesh: Mesh) -> Callable[[int], None]:
     """Runs n train steps of `exp`'s objective on `batch`, as the loop builds them; blocks at the end."""
     cfg = exp.cfg
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
@@ -159,14 +162,15 @@ def bench_setup(setup: str, objectives: list[str], *, quick: bool, repeats: int,
     batch = exp.train_batches().batch(0)
     tokens = int(batch["mask"].sum())
     mesh = make_mesh("data:1", jax.devices()[:1])
-    runs, options = {}, {}
+    runs: dict[str, Callable[[int], None]] = {}
+    options: dict[str, str] = {}
     for name in objectives:
         variant = with_objective(exp, name)
         runs[name] = timed_train_step(variant, batch, mesh)
         options[name] = describe_objective(variant)
         runs[name](2)  # compile, warm up
         print(f"{setup}: {name} compiled", flush=True)
-    seconds = interleaved({name: (lambda r=run: r(steps)) for name, run in runs.items()}, repeats)
+    seconds = interleaved({name: functools.partial(run, steps) for name, run in runs.items()}, repeats)
     shape = " × ".join(str(n) for n in batch["targets"].shape)
     print(f"{setup}: batch {shape} targets, {tokens:,} target tokens per step")
     rows = relative_rows(setup, seconds, tokens, steps, options)

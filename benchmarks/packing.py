@@ -26,7 +26,7 @@ from seqjax.data import Seq2SeqBatches, load_data  # noqa: E402
 from seqjax.data.batching.packing import PackedSeq2SeqBatches  # noqa: E402
 
 
-def epoch_counts(batches) -> dict[str, float]:
+def epoch_counts(batches: Seq2SeqBatches | PackedSeq2SeqBatches) -> dict[str, float]:
     """Real tokens and slots of each side over one epoch of `batches`."""
     counts = dict(batches=0, src_real=0.0, src_slots=0, tgt_real=0.0, tgt_slots=0)
     for index in range(batches.batches_per_epoch):
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg = override(load_config(args.config)[0], args.set)
     src, tgt = load_data(cfg.data).splits["train"]
-    ways = {
+    ways: dict[str, Seq2SeqBatches | PackedSeq2SeqBatches] = {
         f"bucketed by length {tuple(cfg.data.buckets)}": Seq2SeqBatches(
             src, tgt, cfg.train.batch_size, cfg.data.buckets, cfg.train.seed
         ),

@@ -33,6 +33,8 @@ import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -57,8 +59,8 @@ from seqjax.objectives import TeacherForcing  # noqa: E402
 from seqjax.optimizers import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.layout import batch_sharding, check_batch_size, make_mesh, validate_strategy  # noqa: E402
 from seqjax.training.core.memory import format_bytes, memory_report  # noqa: E402
-from seqjax.training.core.state import init_state, state_shardings  # noqa: E402
-from seqjax.training.core.steps import make_train_step  # noqa: E402
+from seqjax.training.core.state import TrainState, init_state, state_shardings  # noqa: E402
+from seqjax.training.core.steps import TrainStep, make_train_step  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +88,9 @@ FULL = transformer_lm(32, 128, 16_384, d_model=512, layers=4, heads=8)
 QUICK = transformer_lm(16, 32, 1_024, d_model=64, layers=2, heads=4)
 
 
-def prepare(layout: Layout, shapes: LMShapes, initial):
+def prepare(
+    layout: Layout, shapes: LMShapes, initial: TrainState
+) -> tuple[TrainStep, TrainState, dict[str, jax.Array], float, dict[str, int]]:
     """(step function, its state, its batch on the mesh, compile seconds, memory report)."""
     mesh = make_mesh(layout.mesh)
     validate_strategy(layout.sharding, mesh)
@@ -111,25 +115,28 @@ def prepare(layout: Layout, shapes: LMShapes, initial):
     return step, state, batch, time.perf_counter() - start, memory
 
 
-def initial_state(shapes: LMShapes):
+def initial_state(shapes: LMShapes) -> TrainState:
     """The shared starting point, built once on one device and copied to the host."""
     model = build_model(shapes.model, shapes.vocab)
     head = build_head(HeadConfig(kind="full"), shapes.vocab, np.ones(shapes.vocab, np.int64))
     optimizer = make_optimizer(OptimConfig(warmup_steps=0, schedule="constant"), 1000)
     example = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
-    return jax.device_get(init_state(model, head, optimizer, 0, example, make_mesh("data:1", jax.devices()[:1])))
+    state: TrainState = jax.device_get(
+        init_state(model, head, optimizer, 0, example, make_mesh("data:1", jax.devices()[:1]))
+    )
+    return state
 
 
-def run(shapes: LMShapes, repeats: int) -> list[dict]:
+def run(shapes: LMShapes, repeats: int) -> list[dict[str, Any]]:
     initial = initial_state(shapes)
     prepared = {layout.name: (layout, *prepare(layout, shapes, initial)) for layout in LAYOUTS}
     states = {name: entry[2] for name, entry in prepared.items()}
     losses: dict[str, float] = {}
 
-    def stepper(name):
+    def stepper(name: str) -> Callable[[], None]:
         step, batch = prepared[name][1], prepared[name][3]
 
-        def once():
+        def once() -> None:
             states[name], metrics = step(states[name], batch)
             losses[name] = float(metrics["loss"])  # blocks until the step is done
 
@@ -153,7 +160,7 @@ def run(shapes: LMShapes, repeats: int) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict], tokens_per_step: int) -> str:
+def table(rows: list[dict[str, Any]], tokens_per_step: int) -> str:
     base = next(r for r in rows if r["layout"].name == "data")
     header = [
         "layout",
@@ -229,7 +236,7 @@ def main() -> None:
     rows = run(shapes, args.repeats)
     m = shapes.model
     body = (
-        f"Transformer LM: d_model {m.d_model}, {m.layers} layers, {m.heads} heads, d_ff {m.d_ff}, vocabulary "
+        f"Transformer LM: d_model {m.d_model}, {m.layers} layers, {m.num_heads} heads, d_ff {m.d_ff}, vocabulary "
         f"{shapes.vocab:,}, batch {shapes.batch} x {shapes.time} tokens, full softmax, AdamW, float32; "
         f"baseline: data parallel (jit) in the same process; median of {args.repeats} interleaved steps.\n\n"
         f"{note}\n\n{table(rows, shapes.batch * shapes.time)}\n\n"

@@ -23,8 +23,11 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,6 +58,11 @@ from seqjax.training.core.steps import make_train_step  # noqa: E402
 # Both sides take these; constant rate so that no step of the timed window differs.
 OPTIM = OptimConfig(warmup_steps=0, schedule="constant")
 TOTAL_STEPS = 1000  # the schedule's horizon, which a constant rate ignores
+
+
+# A torch model: (its nn.Module, forward(src [B, S], inputs [B, T] int64) -> logits [B, T, V]
+# float32); torch has no types here, so its modules and tensors are Any.
+TorchModel = tuple[Any, Callable[[Any, Any], Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,20 +169,20 @@ def seqjax_step(setup: Setup) -> tuple[Callable[[int], None], int]:
     return step_runner(step, state, jax.device_put(batch)), count
 
 
-def _decoder_start(final, layers: int):
+def _decoder_start(final: Any, layers: int) -> Any:
     """nn.LSTM's final h or c [L·dirs, B, W] -> [L, B, dirs·W], directions concatenated
     [forward; backward] per layer as seqjax's RNNEncoder does."""
     per_layer = final.view(layers, -1, *final.shape[1:])
     return per_layer.permute(0, 2, 1, 3).reshape(layers, final.shape[1], -1)
 
 
-def _torch_encoder(nn, setup: Setup):
+def _torch_encoder(nn: ModuleType, setup: Setup) -> Any:
     c = setup.cfg
     width = c.d_model // 2 if c.bidirectional else c.d_model
     return nn.LSTM(c.d_model, width, c.layers, batch_first=True, bidirectional=c.bidirectional)
 
 
-def torch_rnn_seq2seq(torch, setup: Setup):
+def torch_rnn_seq2seq(torch: ModuleType, setup: Setup) -> TorchModel:
     """Sutskever et al.: encoder nn.LSTM, decoder nn.LSTM from its final (h, c), nn.Linear head."""
     nn, c, v = torch.nn, setup.cfg, setup.vocab
     m = nn.ModuleDict(
@@ -187,7 +195,7 @@ def torch_rnn_seq2seq(torch, setup: Setup):
         }
     )
 
-    def forward(src, inputs):
+    def forward(src: Any, inputs: Any) -> Any:
         """src: [B, S], inputs: [B, T] int64 -> logits [B, T, V] float32."""
         _, (h, cell) = m["encoder"](m["src_embed"](src))
         start = (_decoder_start(h, c.layers), _decoder_start(cell, c.layers))
@@ -197,7 +205,7 @@ def torch_rnn_seq2seq(torch, setup: Setup):
     return m, forward
 
 
-def torch_attention_seq2seq(torch, setup: Setup):
+def torch_attention_seq2seq(torch: ModuleType, setup: Setup) -> TorchModel:
     """Bahdanau-scored, Luong input-fed decoder written the usual way: nn.LSTMCell per layer
     stepped in a Python loop over target positions, attention over the encoder outputs."""
     nn, c, v, d = torch.nn, setup.cfg, setup.vocab, setup.cfg.d_model
@@ -215,7 +223,7 @@ def torch_attention_seq2seq(torch, setup: Setup):
         }
     )
 
-    def forward(src, inputs):
+    def forward(src: Any, inputs: Any) -> Any:
         """src: [B, S], inputs: [B, T] int64 -> logits [B, T, V] float32."""
         memory, (h, cell) = m["encoder"](m["src_embed"](src))
         h, cell = _decoder_start(h, c.layers), _decoder_start(cell, c.layers)
@@ -238,7 +246,7 @@ def torch_attention_seq2seq(torch, setup: Setup):
     return m, forward
 
 
-def torch_transformer_seq2seq(torch, setup: Setup):
+def torch_transformer_seq2seq(torch: ModuleType, setup: Setup) -> TorchModel:
     """nn.Transformer with seqjax's choices: GELU (tanh form, flax's default), LayerNorm ε 1e-6,
     √D-scaled embeddings plus the same sinusoidal positions, causal target mask."""
     nn, c, v, d = torch.nn, setup.cfg, setup.vocab, setup.cfg.d_model
@@ -268,10 +276,10 @@ def torch_transformer_seq2seq(torch, setup: Setup):
         }
     )
     length = max(setup.src_len, setup.tgt_len)
-    positions = torch.from_numpy(np.array(sinusoidal_positions(np.arange(length), d)))
+    positions = torch.from_numpy(np.array(sinusoidal_positions(jnp.arange(length), d)))
     causal = nn.Transformer.generate_square_subsequent_mask(setup.tgt_len)
 
-    def forward(src, inputs):
+    def forward(src: Any, inputs: Any) -> Any:
         """src: [B, S], inputs: [B, T] int64 -> logits [B, T, V] float32."""
         x = m["src_embed"](src) * math.sqrt(d) + positions[: src.shape[1]]
         y = m["embed"](inputs) * math.sqrt(d) + positions[: inputs.shape[1]]
@@ -280,17 +288,16 @@ def torch_transformer_seq2seq(torch, setup: Setup):
     return m, forward
 
 
-TORCH_MODELS = {
+TORCH_MODELS: dict[str, Callable[[ModuleType, Setup], TorchModel]] = {
     "rnn_seq2seq": torch_rnn_seq2seq,
     "attention_seq2seq": torch_attention_seq2seq,
     "transformer_seq2seq": torch_transformer_seq2seq,
 }
 
 
-def torch_step(setup: Setup) -> tuple[Callable[[int], None], int]:
+def torch_step(torch: ModuleType, setup: Setup) -> tuple[Callable[[int], None], int]:
     """The torch train step (cross-entropy, global-norm clipping, AdamW from OPTIM) on the
-    batch seqjax trains on; returns (run n steps, parameter count). Needs torch."""
-    torch = torch_or_none()
+    batch seqjax trains on; returns (run n steps, parameter count)."""
     module, forward = TORCH_MODELS[setup.cfg.kind](torch, setup)
     opt = torch.optim.AdamW(
         module.parameters(),
@@ -347,13 +354,13 @@ def main(argv: list[str] | None = None) -> None:
         setup = setups[name]
         built = {"seqjax": seqjax_step(setup)}
         if torch is not None:
-            built["torch"] = torch_step(setup)
+            built["torch"] = torch_step(torch, setup)
         runs = {k: run for k, (run, _) in built.items()}
         counts = {k: count for k, (_, count) in built.items()}
         print(f"{name}: parameters " + ", ".join(f"{k} {n:,}" for k, n in counts.items()), flush=True)
         for run in runs.values():
             run(2)  # compile / warm up
-        seconds = interleaved({k: (lambda r=r: r(steps)) for k, r in runs.items()}, repeats)
+        seconds = interleaved({k: functools.partial(r, steps) for k, r in runs.items()}, repeats)
         rows.append(result_row(name, setup, seconds, counts, steps, peak))
         print(" | ".join(rows[-1]), flush=True)
     table = markdown_table(

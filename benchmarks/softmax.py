@@ -41,6 +41,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -62,6 +63,7 @@ from softmax_cases import (  # noqa: E402
     ROW_GRADIENT_LOSSES,
     TOP_LEVELS,
     TREE_ROW_GRADIENTS,
+    CaseBuilder,
     Shapes,
     adaptive_capacity_case,
     adaptive_floor_case,
@@ -98,12 +100,26 @@ SAMPLED_FLOOR = "sampled / NCE rows: 3 [N, D] x [D, K] products alone (floor)"
 HUFFMAN_FLOOR = "tree, Huffman, row gradients: top products + deep gathers alone (floor)"
 ADAPTIVE_FLOOR = "adaptive, tail capacities: its products and an exponential per score (floor)"
 
+# One case at one V: (median seconds or None, total bytes or None, temp bytes or None, note).
+Result = tuple[float | None, int | None, int | None, str]
+Results = dict[int, dict[str, Result]]  # {V: {name: result}}
+PerRun = dict[int, dict[str, list[float]]]  # {V: {name: [seconds of each run]}}
+# Cases compiled together: {name: (blocking call, total bytes or None, temp bytes or None)}.
+Group = dict[str, tuple[Callable[[], object], int | None, int | None]]
 
-def target_vocab(vocab_sizes) -> int:
+
+def target_vocab(vocab_sizes: Collection[int]) -> int:
     return 100_000 if 100_000 in vocab_sizes else max(vocab_sizes)
 
 
-def run(vocab_sizes, shapes: Shapes, runs: int, repeats: int, memory_limit: float, only=None):
+def run(
+    vocab_sizes: Sequence[int],
+    shapes: Shapes,
+    runs: int,
+    repeats: int,
+    memory_limit: float,
+    only: list[str] | None = None,
+) -> tuple[Results, PerRun, list[float]]:
     """Returns ({V: {name: (median seconds or None, total bytes or None, temp bytes or None, note)}},
     {V: {name: [seconds of each run]}}, [1-minute load averages sampled while timing]).
 
@@ -112,11 +128,13 @@ def run(vocab_sizes, shapes: Shapes, runs: int, repeats: int, memory_limit: floa
     `only`: substrings of the names to run (None: all); "full" always runs, as the baseline.
     """
     torch = torch_or_none()
-    results, per_run, loads = {}, {}, []
+    results: Results = {}
+    per_run: PerRun = {}
+    loads: list[float] = []
     for vocab_size in vocab_sizes:
         counts, hidden, targets = make_inputs(vocab_size, shapes)
         row, row_runs = results.setdefault(vocab_size, {}), per_run.setdefault(vocab_size, {})
-        builders = {}
+        builders: dict[str, CaseBuilder] = {}
         for name, cfg in head_configs(vocab_size, shapes).items():
             if cfg.kind in ("sampled", "nce", "negative") and cfg.num_samples >= vocab_size:
                 row[name] = (None, None, None, f"K={cfg.num_samples} >= V")
@@ -144,11 +162,12 @@ def run(vocab_sizes, shapes: Shapes, runs: int, repeats: int, memory_limit: floa
         if torch is not None:
             builders.update(torch_cases(torch, vocab_size, hidden, targets, memory_limit))
         builders = {n: b for n, b in builders.items() if not only or n == "full" or any(w in n for w in only)}
-        group, group_bytes = {}, 0
+        group: Group = {}
+        group_bytes = 0
         for index, (name, build) in enumerate(builders.items()):
             fn, total, temp = build()
             if fn is None or (total and total > memory_limit):
-                row[name] = (None, total, temp, f"skipped: needs {total / 2**30:.1f} GiB")
+                row[name] = (None, total, temp, f"skipped: needs {(total or 0) / 2**30:.1f} GiB")
                 _print_row(vocab_size, name, row[name])
             else:
                 group[name], group_bytes = (fn, total, temp), group_bytes + (total or 0)
@@ -159,10 +178,19 @@ def run(vocab_sizes, shapes: Shapes, runs: int, repeats: int, memory_limit: floa
     return results, per_run, loads
 
 
-def _time_group(vocab_size: int, group: dict, runs: int, repeats: int, row: dict, row_runs: dict, loads: list):
+def _time_group(
+    vocab_size: int,
+    group: Group,
+    runs: int,
+    repeats: int,
+    row: dict[str, Result],
+    row_runs: dict[str, list[float]],
+    loads: list[float],
+) -> None:
     """Times the group's calls round-robin, `runs` times; records each run's median per case
     (over its `repeats` turns, or one for a slow case, of a burst of calls each)."""
-    turns, bursts = {}, {}
+    turns: dict[str, int] = {}
+    bursts: dict[str, int] = {}
     for name, (fn, _, _) in group.items():
         start = time.perf_counter()
         fn()  # warm-up: caches, allocator, torch's first-call work
@@ -187,23 +215,24 @@ def _time_group(vocab_size: int, group: dict, runs: int, repeats: int, row: dict
         _print_row(vocab_size, name, row[name])
 
 
-def _print_row(vocab_size: int, name: str, result) -> None:
+def _print_row(vocab_size: int, name: str, result: Result) -> None:
     seconds, total, _, note = result
     memory = f"{total / 2**20:>8.0f} MiB" if total else ""
     print(f"V={vocab_size:>9,} {name:<40} {_fmt_seconds(seconds):>12} {memory} {note}", flush=True)
 
 
-def _fmt_seconds(seconds) -> str:
+def _fmt_seconds(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:,.1f} ms"
 
 
-def tables(results, shapes: Shapes, peak: float) -> str:
+def tables(results: Results, shapes: Shapes, peak: float) -> str:
     parts = []
     for vocab_size, row in results.items():
         full_seconds = row["full"][0]
         flops = 6.0 * shapes.rows * shapes.features * vocab_size  # three [N,D]x[D,V] matmuls
-        if row.get(PEAK, (None,))[0]:  # the peak timed round-robin with these cases
-            peak = 2.0 * PEAK_SIZE**3 / row[PEAK][0] / 1e9
+        peak_seconds = row.get(PEAK, (None,))[0]
+        if peak_seconds:  # the peak timed round-robin with these cases
+            peak = 2.0 * PEAK_SIZE**3 / peak_seconds / 1e9
         lines = []
         for name, (seconds, total, temp, note) in row.items():
             speedup = f"{full_seconds / seconds:,.1f}x" if seconds and full_seconds else "-"
@@ -229,33 +258,33 @@ SLOPE_CASES = (
 )
 
 
-def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
+def target_checks(results: Results, per_run: PerRun, peak: float, shapes: Shapes) -> list[str]:
     """The targets at V = 100k (or the largest V measured), each with its measurement (the median
     over the runs, and each run's value), whether it holds, and the floor measured for it; the
     log-log slope of time against V of the row-gradient cases."""
     vocab_size = target_vocab(results)
     row, runs = results[vocab_size], per_run[vocab_size]
 
-    def seconds(name):
+    def seconds(name: str) -> float | None:
         return row.get(name, (None,))[0]
 
-    def ratio(over, name):
+    def ratio(over: str, name: str) -> tuple[float, list[float]] | None:
         """(median, per-run values) of runs[over] / runs[name]; None when either is missing."""
         if over not in runs or name not in runs:
             return None
         values = [a / b for a, b in zip(runs[over], runs[name])]
         return statistics.median(values), values
 
-    def verdict(value, wanted):
+    def verdict(value: float, wanted: float) -> str:
         return "met" if value >= wanted else "**missed**"
 
-    def each(values, fmt):
+    def each(values: list[float], fmt: str) -> str:
         return ", ".join(fmt.format(v) for v in values)
 
     flops = 6.0 * shapes.rows * shapes.features * vocab_size
     lines = [f"Targets at V = {vocab_size:,} (median over the runs; each run's value in brackets):"]
 
-    def peak_shares(name):
+    def peak_shares(name: str) -> list[float]:
         """Each run's share of the peak timed in that same run (the one at the start where it was not)."""
         peaks = [2.0 * PEAK_SIZE**3 / t / 1e9 for t in runs[PEAK]] if PEAK in runs else [peak] * len(runs[name])
         return [flops / t / 1e9 / p for t, p in zip(runs[name], peaks)]
@@ -283,12 +312,13 @@ def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
             f"- full softmax >= 1.3x optax: {optax[0]:.2f}x [{each(optax[1], '{:.2f}x')}] ({verdict(optax[0], 1.3)})"
         )
     materialized, lean = row.get("full, materialized", (None,) * 3), row.get(RECOMPUTING, row["full"])
-    if materialized[2] and lean[2]:
+    full_total = row["full"][1]
+    if materialized[2] and lean[2] and materialized[1] and lean[1] and full_total:  # both compiled: all known
         fewer = materialized[2] / lean[2]
         lines.append(
             f"- full softmax (recomputing blocks) with >= 10x fewer temporaries than materialized logits: {fewer:.1f}x "
             f"({verdict(fewer, 10)}; total memory {materialized[1] / lean[1]:.1f}x less; the default, keeping "
-            f"each block's float32 exponentials: {row['full'][1] / 2**20:,.0f} MiB in all)"
+            f"each block's float32 exponentials: {full_total / 2**20:,.0f} MiB in all)"
         )
     floors = {HUFFMAN_ROWS: HUFFMAN_FLOOR, SAMPLED_ROWS: SAMPLED_FLOOR, NCE_ROWS: SAMPLED_FLOOR}
     for name, wanted in (("class (sqrt V classes)", 10), (HUFFMAN_ROWS, 200), (SAMPLED_ROWS, 100), (NCE_ROWS, 100)):
@@ -298,9 +328,9 @@ def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
                 f"- {name} >= {wanted}x faster than full: {speedup[0]:.1f}x [{each(speedup[1], '{:.1f}x')}] "
                 f"({verdict(speedup[0], wanted)})"
             )
-            floor = ratio("full", floors.get(name, ""))
-            if floor:
-                line += f"; full / its floor alone: {floor[0]:.1f}x"
+            floor_ratio = ratio("full", floors.get(name, ""))
+            if floor_ratio:
+                line += f"; full / its floor alone: {floor_ratio[0]:.1f}x"
             if floors.get(name) == SAMPLED_FLOOR:  # both do three products, over V and over K words
                 line += f" (FLOPs: V / K = {vocab_size / shapes.samples:.1f}x fewer than the full's)"
             if name == HUFFMAN_ROWS:
@@ -315,16 +345,17 @@ def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
                 f"- {name} >= 1.5x faster than torch's AdaptiveLogSoftmaxWithLoss: {adaptive[0]:.2f}x "
                 f"[{each(adaptive[1], '{:.2f}x')}] ({verdict(adaptive[0], 1.5)})"
             )
-            floor = ratio("torch AdaptiveLogSoftmaxWithLoss", ADAPTIVE_FLOOR)
-            if floor and name == ADAPTIVE_CAPACITIES:
-                line += f"; torch / the floor alone: {floor[0]:.2f}x"
+            floor_ratio = ratio("torch AdaptiveLogSoftmaxWithLoss", ADAPTIVE_FLOOR)
+            if floor_ratio and name == ADAPTIVE_CAPACITIES:
+                line += f"; torch / the floor alone: {floor_ratio[0]:.2f}x"
             lines.append(line)
     vocab_sizes = sorted(results)
     if len(vocab_sizes) > 1:
         low, high = vocab_sizes[0], vocab_sizes[-1]
         for name in SLOPE_CASES:
-            if results[low].get(name, (None,))[0] and results[high].get(name, (None,))[0]:
-                slope = np.log(results[high][name][0] / results[low][name][0]) / np.log(high / low)
+            low_seconds, high_seconds = results[low].get(name, (None,))[0], results[high].get(name, (None,))[0]
+            if low_seconds and high_seconds:
+                slope = np.log(high_seconds / low_seconds) / np.log(high / low)
                 lines.append(
                     f"- {name}: log-log slope of time against V = {low:,} -> {high:,} <= 0.2: "
                     f"{slope:.2f} ({'met' if slope <= 0.2 else '**missed**'})"
@@ -332,7 +363,7 @@ def target_checks(results, per_run, peak: float, shapes: Shapes) -> list[str]:
     return lines
 
 
-def plot(results, path: str) -> None:
+def plot(results: Results, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -367,6 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.repeats < 1:
         raise SystemExit(f"--runs and --repeats must be >= 1, got {args.runs} and {args.repeats}")
+    vocab_sizes: tuple[int, ...]
     if args.quick:
         shapes, vocab_sizes, name = Shapes(256, 64, 64), (1_000, 10_000), "softmax_quick"
     else:

@@ -5,11 +5,15 @@ with the memory XLA reports for it."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.stages import Wrapped
 
 from seqjax.config import HeadConfig
 from seqjax.heads import (
@@ -30,7 +34,8 @@ from seqjax.heads import (
 from seqjax.heads.adaptive_tails import TAIL_CHUNK
 from seqjax.heads.full import DEFAULT_CHUNK, default_block_residuals, default_chunk_size, dividing_block
 from seqjax.heads.rows import read_rows
-from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_path_loss, split_paths, top_size
+from seqjax.heads.tree import Tree
+from seqjax.heads.tree_rows import SplitPaths, deep_capacity, deep_steps, split_path_loss, split_paths, top_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,13 +45,19 @@ class Shapes:
     samples: int  # K
 
 
+# A compiled case: (blocking call, temporaries + arguments + outputs bytes, temporaries bytes).
+Compiled = tuple[Callable[[], object], int, int]
+# Any case: a compiled one, a torch one (call, None, None), or a torch one too big for the memory
+# limit (None, estimated bytes, None).
+Case = tuple[Callable[[], object] | None, int | None, int | None]
+CaseBuilder = Callable[[], Case]
+
 RECOMPUTING = "full, recomputing blocks"
 BFLOAT16_BLOCKS = "full, bfloat16 blocks"
 
 
 def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
     """The heads benchmarked at one V; adaptive cutoffs at 2% and 20% of V (2k/20k at 100k)."""
-    sampling = dict(num_samples=shapes.samples)
     blocks = min(DEFAULT_CHUNK, vocab_size)
     kept = default_block_residuals(shapes.rows, vocab_size)
     return {
@@ -72,9 +83,11 @@ def head_configs(vocab_size: int, shapes: Shapes) -> dict[str, HeadConfig]:
             if kept == "float32"
             else {}
         ),
-        "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", **sampling),
-        "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", **sampling),
-        "negative (unigram^0.75)": HeadConfig(kind="negative", proposal="unigram", power=0.75, **sampling),
+        "sampled (log-uniform)": HeadConfig(kind="sampled", proposal="log_uniform", num_samples=shapes.samples),
+        "NCE (log-uniform)": HeadConfig(kind="nce", proposal="log_uniform", num_samples=shapes.samples),
+        "negative (unigram^0.75)": HeadConfig(
+            kind="negative", proposal="unigram", power=0.75, num_samples=shapes.samples
+        ),
         "class (sqrt V classes)": HeadConfig(kind="class"),
         "tree, balanced": HeadConfig(kind="tree", groups=(TreeOptions(tree="balanced"),)),
         "tree, Huffman": HeadConfig(kind="tree", groups=(TreeOptions(tree="huffman"),)),
@@ -93,7 +106,7 @@ def zipf_counts(vocab_size: int) -> np.ndarray:
     return np.maximum(1, np.round(1e9 / np.arange(1, vocab_size + 1))).astype(np.int64)
 
 
-def make_inputs(vocab_size: int, shapes: Shapes, seed: int = 0):
+def make_inputs(vocab_size: int, shapes: Shapes, seed: int = 0) -> tuple[np.ndarray, jax.Array, jax.Array]:
     rng = np.random.default_rng(seed)
     counts = zipf_counts(vocab_size)
     targets = rng.choice(vocab_size, size=shapes.rows, p=counts / counts.sum()).astype(np.int32)
@@ -101,7 +114,7 @@ def make_inputs(vocab_size: int, shapes: Shapes, seed: int = 0):
     return counts, jnp.asarray(hidden), jnp.asarray(targets)
 
 
-def jax_case(cfg: HeadConfig, vocab_size: int, counts, hidden, targets):
+def jax_case(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, hidden: jax.Array, targets: jax.Array) -> Compiled:
     """A compiled value_and_grad of the head's loss, its arguments, and its memory in bytes."""
     head = build_head(cfg, vocab_size, counts)
     key = jax.random.key(0)
@@ -115,8 +128,11 @@ def jax_case(cfg: HeadConfig, vocab_size: int, counts, hidden, targets):
         [0.05 * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)],
     )
 
-    def loss(params, hidden, targets, key):  # targets traced, as in a train step
-        return head.apply({"params": params}, hidden, targets, key, None, None, method="loss")[0]
+    def loss(
+        params: Any, hidden: jax.Array, targets: jax.Array, key: jax.Array
+    ) -> jax.Array:  # targets traced, as in a train step
+        value: jax.Array = head.apply({"params": params}, hidden, targets, key, None, None, method="loss")[0]
+        return value
 
     return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), params, hidden, targets, key)
 
@@ -128,7 +144,9 @@ ROW_GRADIENT_LOSSES = {
 }
 
 
-def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets):
+def row_gradient_case(
+    name: str, vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
+) -> Compiled:
     """A sampling loss differentiated with respect to the rows it reads (`seqjax.heads.rows`):
     draw K samples, gather the targets' and the samples' rows (`read_rows`), and return the loss
     with the gradients of the hidden states and of the [N, D] and [K, D] rows, repeats included —
@@ -139,12 +157,14 @@ def row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32)
 
-    def step(weights, biases, hidden, key):
+    def step(
+        weights: jax.Array, biases: jax.Array, hidden: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array], jax.Array]:
         drawn = sampler.sample(key, shapes.samples, unique=unique)
         target_log_counts = sampler.log_expected_count(targets, shapes.samples, unique=unique)
         rows, row_biases = read_rows(weights, biases, targets, drawn.ids)
 
-        def loss(hidden, rows, row_biases):
+        def loss(hidden: jax.Array, rows: jax.Array, row_biases: jax.Array) -> jax.Array:
             args = (hidden, rows, row_biases, targets, drawn.ids)
             if kind == "negative":
                 return negative_sampling_loss(*args, gathered=True).mean()
@@ -164,7 +184,7 @@ TREE_ROW_GRADIENTS = {"tree, Huffman, row gradients": "huffman", "tree, balanced
 TOP_LEVELS = 7
 
 
-def _tree_problem(name: str, vocab_size: int, shapes: Shapes, counts):
+def _tree_problem(name: str, vocab_size: int, shapes: Shapes, counts: np.ndarray) -> tuple[Tree, jax.Array, jax.Array]:
     tree = huffman_tree(counts) if TREE_ROW_GRADIENTS[name] == "huffman" else balanced_tree(vocab_size)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
@@ -172,7 +192,15 @@ def _tree_problem(name: str, vocab_size: int, shapes: Shapes, counts):
     return tree, weights, biases
 
 
-def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets, top_levels=TOP_LEVELS):
+def tree_row_gradient_case(
+    name: str,
+    vocab_size: int,
+    shapes: Shapes,
+    counts: np.ndarray,
+    hidden: jax.Array,
+    targets: jax.Array,
+    top_levels: int = TOP_LEVELS,
+) -> Compiled:
     """A tree loss with row gradients (`seqjax.heads.tree_rows`): the top `top_levels` levels
     scored by one dense product (their [T, D] gradient dense), the deeper steps on gathered node
     rows (one gradient row per step); the step capacity is chosen on the host from the targets,
@@ -180,11 +208,15 @@ def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, h
     tree, weights, biases = _tree_problem(name, vocab_size, shapes, counts)
     size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
 
-    def step(weights, biases, hidden, targets):
+    def step(
+        weights: jax.Array, biases: jax.Array, hidden: jax.Array, targets: jax.Array
+    ) -> tuple[jax.Array, tuple[jax.Array, ...], jax.Array]:
         paths = split_paths(tree, targets, top_levels, capacity)
 
-        def loss(*args):
-            return split_path_loss(*args, paths).mean()
+        def loss(
+            hidden: jax.Array, top: jax.Array, top_biases: jax.Array, deep: jax.Array, deep_biases: jax.Array
+        ) -> jax.Array:
+            return split_path_loss(hidden, top, top_biases, deep, deep_biases, paths).mean()
 
         deep = paths.step_nodes
         args = (hidden, weights[:size], biases[:size], weights[deep], biases[deep])
@@ -194,7 +226,15 @@ def tree_row_gradient_case(name: str, vocab_size: int, shapes: Shapes, counts, h
     return compiled(jax.jit(step), weights, biases, hidden, targets)
 
 
-def tree_row_floor_case(name: str, vocab_size: int, shapes: Shapes, counts, hidden, targets, top_levels=TOP_LEVELS):
+def tree_row_floor_case(
+    name: str,
+    vocab_size: int,
+    shapes: Shapes,
+    counts: np.ndarray,
+    hidden: jax.Array,
+    targets: jax.Array,
+    top_levels: int = TOP_LEVELS,
+) -> Compiled:
     """What `tree_row_gradient_case` cannot do without: the dense top's three [N, D] x [D, T]
     products, and gathering the deep steps' node rows and hidden rows (no loss, no gradient)."""
     tree, weights, _ = _tree_problem(name, vocab_size, shapes, counts)
@@ -202,34 +242,40 @@ def tree_row_floor_case(name: str, vocab_size: int, shapes: Shapes, counts, hidd
     paths = jax.jit(lambda t: split_paths(tree, t, top_levels, capacity))(targets)
     cotangent = jnp.asarray(np.random.default_rng(4).normal(size=(shapes.rows, size)), jnp.float32)
 
-    def floor(weights, hidden, paths, cotangent):
+    def floor(
+        weights: jax.Array, hidden: jax.Array, paths: SplitPaths, cotangent: jax.Array
+    ) -> tuple[tuple[jax.Array, tuple[jax.Array, jax.Array]], jax.Array, jax.Array]:
         products = _product_and_vjp(hidden, weights[:size], cotangent)
         return products, weights[paths.step_nodes], hidden[paths.step_rows]
 
     return compiled(jax.jit(floor), weights, hidden, paths, cotangent)
 
 
-def deep_path_lengths(name: str, vocab_size: int, counts, targets, top_levels=TOP_LEVELS) -> tuple[float, int]:
+def deep_path_lengths(
+    name: str, vocab_size: int, counts: np.ndarray, targets: jax.Array, top_levels: int = TOP_LEVELS
+) -> tuple[float, int]:
     """Mean and max number of path steps below depth `top_levels` over the targets."""
     tree, _, _ = _tree_problem(name, vocab_size, Shapes(1, 1, 1), counts)
     steps = deep_steps(tree, np.asarray(targets), top_levels)
     return float(steps.mean()), int(steps.max())
 
 
-def peak_case(size: int):
+def peak_case(size: int) -> Compiled:
     """The [size, size] x [size, size] float32 matmul that measures the peak, as a case: timed
     round-robin with the full softmax, so that its share of the peak reads both in the same load."""
     square = jnp.asarray(np.random.default_rng(5).normal(size=(size, size)), jnp.float32)
     return compiled(jax.jit(lambda a: a @ a), square)
 
 
-def _product_and_vjp(x, table, cotangent):
+def _product_and_vjp(
+    x: jax.Array, table: jax.Array, cotangent: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """x · tableᵀ and both its input gradients, laid out as autodiff lays out a loss's products."""
     out, vjp = jax.vjp(lambda x, table: x @ table.T, x, table)
     return out, vjp(cotangent)
 
 
-def sampled_floor_case(shapes: Shapes, hidden):
+def sampled_floor_case(shapes: Shapes, hidden: jax.Array) -> Compiled:
     """The sampling losses' irreducible work at any V: the three [N, D] x [D, K] products
     (scores, hidden gradient, sample rows' gradient) alone."""
     rng = np.random.default_rng(4)
@@ -238,7 +284,7 @@ def sampled_floor_case(shapes: Shapes, hidden):
     return compiled(jax.jit(_product_and_vjp), hidden, rows, cotangent)
 
 
-def full_floor_case(vocab_size: int, shapes: Shapes, hidden, exponentials: bool):
+def full_floor_case(vocab_size: int, shapes: Shapes, hidden: jax.Array, exponentials: bool) -> Compiled:
     """The full softmax's irreducible work: its three products, [N, D] x [D, V] and the two of the
     backward pass, in the head's blocks (`dividing_block` of `default_chunk_size`); with `exponentials`, also
     the one elementwise pass any exact softmax makes over its logits (an exponential and a row
@@ -251,7 +297,7 @@ def full_floor_case(vocab_size: int, shapes: Shapes, hidden, exponentials: bool)
 ADAPTIVE_CAPACITIES = "adaptive (div 4), tail capacities"
 
 
-def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
+def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden: jax.Array, targets: jax.Array) -> Compiled:
     """`adaptive_softmax_loss` with `tail_capacities` chosen on the host from the targets (as a
     training loop would per batch): each tail gathers its rows and keeps their activations."""
     cutoffs, features = adaptive_cutoffs(vocab_size), shapes.features
@@ -259,7 +305,7 @@ def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
     widths = tail_dimensions(features, len(cutoffs), 4.0)
     rng = np.random.default_rng(2)
 
-    def normal(*shape):
+    def normal(*shape: int) -> jax.Array:
         return jnp.asarray(0.05 * rng.normal(size=shape), jnp.float32)
 
     params = (
@@ -269,7 +315,7 @@ def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
     )
     capacities = tail_capacities(np.asarray(targets), cutoffs)
 
-    def loss(hidden, params):
+    def loss(hidden: jax.Array, params: tuple[jax.Array, list[jax.Array], list[jax.Array]]) -> jax.Array:
         head, projections, tails = params
         return adaptive_softmax_loss(
             hidden, head, projections, tails, targets, cutoffs, tail_capacities=capacities
@@ -278,7 +324,9 @@ def adaptive_capacity_case(vocab_size: int, shapes: Shapes, hidden, targets):
     return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), hidden, params)
 
 
-def _blocked_products(x, table, block: int, exponentials: bool = False):
+def _blocked_products(
+    x: jax.Array, table: jax.Array, block: int, exponentials: bool = False
+) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
     """x [R, d] against table [W, d] in blocks of `block` rows of the table (W padded to whole
     blocks): each block's scores x · tableᵀ and the two products of its backward pass, reading
     the scores themselves, or with `exponentials` their exponentials (and their row sums, so
@@ -286,7 +334,7 @@ def _blocked_products(x, table, block: int, exponentials: bool = False):
     starts = jnp.arange(-(-table.shape[0] // block), dtype=jnp.int32) * block
     table = jnp.pad(table, ((0, len(starts) * block - table.shape[0]), (0, 0)))
 
-    def step(carry, start):
+    def step(carry: tuple[jax.Array, jax.Array], start: jax.Array) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
         x_grad, sums = carry
         block_table = lax.dynamic_slice_in_dim(table, start, block)
         scores = x @ block_table.T
@@ -298,7 +346,7 @@ def _blocked_products(x, table, block: int, exponentials: bool = False):
     return lax.scan(step, (jnp.zeros_like(x), jnp.zeros(x.shape[0], x.dtype)), starts)
 
 
-def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
+def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden: jax.Array, targets: jax.Array) -> Compiled:
     """What `adaptive_capacity_case` cannot do without: the head's three [N, D] x [D, c_1 + n]
     products, and for each tail its gathered rows' three projection products and its three
     products with the tail's words, in the loss's blocks of TAIL_CHUNK words, with an
@@ -316,7 +364,9 @@ def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
     capacities = tail_capacities(np.asarray(targets), cutoffs)
     rows = [jnp.asarray(np.resize(np.nonzero(cluster == i + 1)[0], c)) for i, c in enumerate(capacities)]
 
-    def floor(hidden, head, projections, tails):
+    def floor(
+        hidden: jax.Array, head: jax.Array, projections: list[jax.Array], tails: list[jax.Array]
+    ) -> list[jax.Array]:
         scores = jnp.exp(hidden @ head.T)
         parts = [scores.sum(axis=1), scores @ head, scores.T @ hidden]
         for picked, projection, tail in zip(rows, projections, tails):
@@ -329,24 +379,27 @@ def adaptive_floor_case(vocab_size: int, shapes: Shapes, hidden, targets):
     return compiled(jax.jit(floor), hidden, head, projections, tails)
 
 
-def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
+def baseline_cases(
+    vocab_size: int, shapes: Shapes, hidden: jax.Array, targets: jax.Array
+) -> dict[str, Callable[[], Compiled]]:
     """JAX references beside the heads, as {name: builder}: optax's plain cross-entropy on
     materialized logits, and the floor every table gradient pays: one dense [V, D] gradient
     built from K + N rows."""
     import optax
 
-    def optax_case():
+    def optax_case() -> Compiled:
         rng = np.random.default_rng(2)
         weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
         biases = jnp.zeros((vocab_size,), jnp.float32)
 
-        def loss(weights, biases, hidden):
+        def loss(weights: jax.Array, biases: jax.Array, hidden: jax.Array) -> jax.Array:
             logits = hidden @ weights.T + biases
-            return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+            losses: jax.Array = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+            return losses.mean()
 
         return compiled(jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))), weights, biases, hidden)
 
-    def floor_case():
+    def floor_case() -> Compiled:
         ids = jnp.asarray(np.random.default_rng(3).integers(0, vocab_size, shapes.samples + shapes.rows), jnp.int32)
         rows = jnp.ones((ids.shape[0], shapes.features), jnp.float32)
         table = jax.ShapeDtypeStruct((vocab_size, shapes.features), jnp.float32)
@@ -355,15 +408,19 @@ def baseline_cases(vocab_size: int, shapes: Shapes, hidden, targets):
     return {"optax cross-entropy": optax_case, "dense [V, D] gradient floor": floor_case}
 
 
-def compiled(jitted, *args):
+def compiled(jitted: Wrapped, *args: Any) -> Compiled:
     """(blocking call, temporaries + arguments + outputs bytes, temporaries bytes)."""
     executable = jitted.lower(*args).compile()
     memory = executable.memory_analysis()
+    if memory is None:
+        raise ValueError(f"the {jax.default_backend()} backend reports no memory analysis; the cases need one")
     total = memory.temp_size_in_bytes + memory.argument_size_in_bytes + memory.output_size_in_bytes
     return (lambda: jax.block_until_ready(executable(*args))), total, memory.temp_size_in_bytes
 
 
-def torch_cases(torch, vocab_size: int, hidden, targets, memory_limit: float):
+def torch_cases(
+    torch: ModuleType, vocab_size: int, hidden: jax.Array, targets: jax.Array, memory_limit: float
+) -> dict[str, CaseBuilder]:
     """`F.cross_entropy` of h W^T + b and `AdaptiveLogSoftmaxWithLoss`, forward + backward, as
     {name: builder}; a builder returns (None, estimated bytes, None) when the estimate of its
     float32 tensors (parameters, gradients, logits and their gradients) exceeds the limit."""
@@ -378,30 +435,30 @@ def torch_cases(torch, vocab_size: int, hidden, targets, memory_limit: float):
         "adaptive": 4 * (3 * vocab_size * features + 3 * rows * (cutoffs[0] + len(cutoffs)) + 3 * tail_logits),
     }
 
-    def inputs():
+    def inputs() -> tuple[Any, Any]:  # (hidden, targets) torch tensors
         h = torch.tensor(np.asarray(hidden), requires_grad=True)
         return h, torch.tensor(np.asarray(targets), dtype=torch.long)
 
-    def full_case():
+    def full_case() -> Case:
         if estimates["full"] > memory_limit:
             return None, estimates["full"], None
         h, t = inputs()
         weights = (0.05 * torch.randn(vocab_size, features)).requires_grad_()
         biases = torch.zeros(vocab_size, requires_grad=True)
 
-        def step():
+        def step() -> None:
             h.grad = weights.grad = biases.grad = None
             nn.functional.cross_entropy(h @ weights.T + biases, t).backward()
 
         return step, None, None
 
-    def adaptive_case():
+    def adaptive_case() -> Case:
         if estimates["adaptive"] > memory_limit:
             return None, estimates["adaptive"], None
         h, t = inputs()
         adaptive = nn.AdaptiveLogSoftmaxWithLoss(features, vocab_size, list(cutoffs), div_value=4.0)
 
-        def step():
+        def step() -> None:
             h.grad = None
             adaptive.zero_grad(set_to_none=True)
             adaptive(h, t).loss.backward()

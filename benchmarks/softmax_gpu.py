@@ -26,20 +26,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import RESULTS, interleaved, machine, markdown_table, torch_or_none  # noqa: E402
 from softmax_cases import (  # noqa: E402
     ROW_GRADIENT_LOSSES,
     TREE_ROW_GRADIENTS,
+    Compiled,
     Shapes,
     adaptive_cutoffs,
     baseline_cases,
@@ -51,18 +57,22 @@ from softmax_cases import (  # noqa: E402
 )
 
 MATERIALIZING = ("full, materialized", "optax cross-entropy", "torch F.cross_entropy")
+# A built case: (blocking call, total bytes, temporary bytes); torch's have no bytes (None).
+Built = tuple[Callable[[], object], int | None, int | None]
 
 
-def builders(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> dict:
+def builders(
+    vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
+) -> dict[str, Callable[[], Compiled]]:
     """{case: () -> (blocking call, total bytes, temporary bytes)} of the JAX cases at one V."""
-    cases = {
-        name: lambda cfg=cfg: jax_case(cfg, vocab_size, counts, hidden, targets)
+    cases: dict[str, Callable[[], Compiled]] = {
+        name: functools.partial(jax_case, cfg, vocab_size, counts, hidden, targets)
         for name, cfg in head_configs(vocab_size, shapes).items()
     }
     for name in ROW_GRADIENT_LOSSES:
-        cases[name] = lambda name=name: row_gradient_case(name, vocab_size, shapes, counts, hidden, targets)
+        cases[name] = functools.partial(row_gradient_case, name, vocab_size, shapes, counts, hidden, targets)
     for name in TREE_ROW_GRADIENTS:
-        cases[name] = lambda name=name: tree_row_gradient_case(name, vocab_size, shapes, counts, hidden, targets)
+        cases[name] = functools.partial(tree_row_gradient_case, name, vocab_size, shapes, counts, hidden, targets)
     cases["optax cross-entropy"] = baseline_cases(vocab_size, shapes, hidden, targets)["optax cross-entropy"]
     return cases
 
@@ -70,7 +80,7 @@ def builders(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> dict:
 def agreement(vocab_size: int, shapes: Shapes) -> dict[str, float]:
     """{case: largest relative difference of the GPU's loss and gradients from the CPU's}."""
     cpu = jax.devices("cpu")[0]
-    found = {}
+    found: dict[str, float] = {}
     with jax.default_matmul_precision("highest"):
         counts, hidden, targets = make_inputs(vocab_size, shapes)
         on_gpu = builders(vocab_size, shapes, counts, hidden, targets)
@@ -90,34 +100,36 @@ def agreement(vocab_size: int, shapes: Shapes) -> dict[str, float]:
     return found
 
 
-def _relative(got, want) -> float:
+def _relative(got: ArrayLike, want: ArrayLike) -> float:
     want = np.asarray(want, np.float64)
-    return float(np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), 1e-30))
+    return float(np.linalg.norm(np.asarray(got, np.float64) - want) / max(float(np.linalg.norm(want)), 1e-30))
 
 
-def torch_builders(torch, vocab_size: int, hidden, targets) -> dict:
+def torch_builders(
+    torch: ModuleType, vocab_size: int, hidden: jax.Array, targets: jax.Array
+) -> dict[str, Callable[[], Built]]:
     """torch's full and adaptive softmax on the GPU, forward + backward, synchronized."""
     nn, device = torch.nn, torch.device("cuda")
     features = hidden.shape[1]
     h = torch.tensor(np.asarray(hidden), device=device, requires_grad=True)
     t = torch.tensor(np.asarray(targets), dtype=torch.long, device=device)
 
-    def full():
+    def full() -> Built:
         weights = (0.05 * torch.randn(vocab_size, features, device=device)).requires_grad_()
         biases = torch.zeros(vocab_size, device=device, requires_grad=True)
 
-        def step():
+        def step() -> None:
             h.grad = weights.grad = biases.grad = None
             nn.functional.cross_entropy(h @ weights.T + biases, t).backward()
             torch.cuda.synchronize()
 
         return step, None, None
 
-    def adaptive():
+    def adaptive() -> Built:
         module = nn.AdaptiveLogSoftmaxWithLoss(features, vocab_size, list(adaptive_cutoffs(vocab_size)), div_value=4.0)
         module = module.to(device)
 
-        def step():
+        def step() -> None:
             h.grad = None
             module.zero_grad(set_to_none=True)
             module(h, t).loss.backward()
@@ -128,13 +140,16 @@ def torch_builders(torch, vocab_size: int, hidden, targets) -> dict:
     return {"torch F.cross_entropy": full, "torch AdaptiveLogSoftmaxWithLoss": adaptive}
 
 
-def speed(vocab_size: int, shapes: Shapes, repeats: int, memory_limit: float, torch) -> dict[str, dict]:
+def speed(
+    vocab_size: int, shapes: Shapes, repeats: int, memory_limit: float, torch: ModuleType | None
+) -> dict[str, dict[str, Any]]:
     counts, hidden, targets = make_inputs(vocab_size, shapes)
-    cases = builders(vocab_size, shapes, counts, hidden, targets)
+    cases: dict[str, Callable[[], Built]] = dict(builders(vocab_size, shapes, counts, hidden, targets))
     if torch is not None:
         cases.update(torch_builders(torch, vocab_size, hidden, targets))
     logits_bytes = 4 * 3 * shapes.rows * vocab_size  # logits, their gradient, a softmax temporary
-    calls, found = {}, {}
+    calls: dict[str, Callable[[], object]] = {}
+    found: dict[str, dict[str, Any]] = {}
     for name, build in cases.items():
         if name in MATERIALIZING and logits_bytes > memory_limit:
             found[name] = {"skipped": f"[N, V] float32 logits: {logits_bytes / 2**30:.0f} GiB with gradients"}
@@ -167,7 +182,7 @@ def matmul_rate(precision: str | None, size: int = 8192, repeats: int = 10) -> f
     return 2 * size**3 / float(np.median(times)) / 1e12
 
 
-def render(report: dict) -> str:
+def render(report: dict[str, Any]) -> str:
     shapes = report["shapes"]
     lines = [
         "# Softmax heads on a GPU",
@@ -220,16 +235,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.render:
         with open(args.render) as f:
-            report = json.load(f)
+            saved: dict[str, Any] = json.load(f)
         with open(os.path.join(args.out, "softmax_gpu.md"), "w") as f:
-            f.write(render(report))
+            f.write(render(saved))
         return
     if jax.default_backend() != "gpu":
         raise SystemExit(f"softmax_gpu.py needs a GPU as JAX's default backend, got {jax.default_backend()}")
     began = time.perf_counter()
     torch = torch_or_none()
     shapes = Shapes(args.rows, args.features, args.samples)
-    report = {
+    report: dict[str, Any] = {
         "machine": machine(),
         "shapes": {"rows": shapes.rows, "features": shapes.features, "samples": shapes.samples},
         "repeats": args.repeats,
@@ -245,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "softmax_gpu.json")
 
-    def save():
+    def save() -> None:
         report["minutes"] = (time.perf_counter() - began) / 60
         with open(path, "w") as f:
             json.dump(report, f, indent=1, default=str)

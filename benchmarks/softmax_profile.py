@@ -26,8 +26,12 @@ Writes benchmarks/results/softmax_profile.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -63,26 +67,32 @@ from seqjax.heads.rows import read_rows  # noqa: E402
 from seqjax.heads.tree_rows import deep_capacity, deep_steps, split_paths, top_size  # noqa: E402
 
 
-def blocking(fn, *args):
+def blocking(fn: Callable[..., object], *args: Any) -> Callable[[], object]:
     compiled = jax.jit(fn).lower(*args).compile()
     return lambda: jax.block_until_ready(compiled(*args))
 
 
-def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict:
+def full_softmax_parts(
+    vocab_size: int, shapes: Shapes, hidden: jax.Array, targets: jax.Array
+) -> dict[str, tuple[Callable[[], object], float]]:
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size,), jnp.float32)
     block = default_chunk_size(shapes.rows, vocab_size)
     starts = jnp.arange(vocab_size // block, dtype=jnp.int32) * block  # whole blocks only: V·block/V of the work
 
-    def head(hidden, weights, biases, residuals=None):
-        def loss(*args):
-            return full_softmax_loss(*args, targets, chunk_size=block, block_residuals=residuals).mean()
+    def head(
+        hidden: jax.Array, weights: jax.Array, biases: jax.Array, residuals: str | None = None
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+        def loss(hidden: jax.Array, weights: jax.Array, biases: jax.Array) -> jax.Array:
+            return full_softmax_loss(
+                hidden, weights, biases, targets, chunk_size=block, block_residuals=residuals
+            ).mean()
 
         return jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights, biases)
 
-    def matmuls(hidden, weights, recompute):
-        def step(hidden_grad, start):
+    def matmuls(hidden: jax.Array, weights: jax.Array, recompute: bool) -> tuple[jax.Array, jax.Array]:
+        def step(hidden_grad: jax.Array, start: jax.Array) -> tuple[jax.Array, jax.Array]:
             block_weights = lax.dynamic_slice_in_dim(weights, start, block)
             logits = hidden @ block_weights.T
             if recompute:  # the backward pass's second product of the same block
@@ -91,22 +101,22 @@ def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict
 
         return lax.scan(step, jnp.zeros_like(hidden), starts)
 
-    def exponentials(hidden, weights, count):
-        def step(total, start):
+    def exponentials(hidden: jax.Array, weights: jax.Array, count: int) -> jax.Array:
+        def step(total: jax.Array, start: jax.Array) -> tuple[jax.Array, None]:
             logits = hidden @ lax.dynamic_slice_in_dim(weights, start, block).T
             return total + sum(jnp.exp(logits - float(k)).sum() for k in range(count)) + logits.sum(), None
 
-        return lax.scan(step, 0.0, starts)[0]
+        return lax.scan(step, jnp.zeros((), jnp.float32), starts)[0]
 
     covered = starts.size * block / vocab_size
     parts = {
         "loss + gradients (the head, as the default picks)": (blocking(head, hidden, weights, biases), 1.0),
         "loss + gradients, bfloat16 exponentials kept (a bfloat16 run's default)": (
-            blocking(lambda *a: head(*a, "bfloat16"), hidden, weights, biases),
+            blocking(functools.partial(head, residuals="bfloat16"), hidden, weights, biases),
             1.0,
         ),
         "loss + gradients, recomputing each block (4 matmuls)": (
-            blocking(lambda *a: head(*a, "recompute"), hidden, weights, biases),
+            blocking(functools.partial(head, residuals="recompute"), hidden, weights, biases),
             1.0,
         ),
         "the 3 block matmuls alone (fwd logits, P @ W, P^T @ h)": (
@@ -129,14 +139,16 @@ def full_softmax_parts(vocab_size: int, shapes: Shapes, hidden, targets) -> dict
     return {name: (fn, scale) for name, (fn, scale) in parts.items()}
 
 
-def adaptive_parts(torch, vocab_size: int, shapes: Shapes, counts, hidden, targets) -> dict:
+def adaptive_parts(
+    torch: ModuleType, vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
+) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
     """{part: (seqjax call, torch call)} for the head, each tail on its own rows, and the whole."""
     cutoffs = adaptive_cutoffs(vocab_size)
     bounds = (0,) + cutoffs + (vocab_size,)
     targets_np = np.asarray(targets)
     cluster = np.searchsorted(np.array(cutoffs), targets_np, side="right")
     rng = np.random.default_rng(3)
-    parts = {}
+    parts: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {}
     widths = [shapes.features] + [int(shapes.features // 4 ** (i + 1)) for i in range(len(cutoffs))]
     for index in range(len(bounds) - 1):
         if index == 0:
@@ -150,7 +162,9 @@ def adaptive_parts(torch, vocab_size: int, shapes: Shapes, counts, hidden, targe
         weights = jnp.asarray(0.05 * rng.normal(size=(size, width)), jnp.float32)
         part_hidden, part_targets = hidden[rows], jnp.asarray(local, jnp.int32)
 
-        def loss(h, p, w, part_targets=part_targets, index=index):
+        def loss(
+            h: jax.Array, p: jax.Array, w: jax.Array, part_targets: jax.Array = part_targets, index: int = index
+        ) -> jax.Array:
             projected = h if index == 0 else h @ p
             return full_softmax_loss(projected, w, None, part_targets).sum()
 
@@ -160,17 +174,20 @@ def adaptive_parts(torch, vocab_size: int, shapes: Shapes, counts, hidden, targe
         parts[f"{name}, d = {width}"] = (jax_call, torch_call)
     whole_jax = jax_case(head_configs(vocab_size, shapes)["adaptive (div 4)"], vocab_size, counts, hidden, targets)[0]
     whole_torch = torch_cases(torch, vocab_size, hidden, targets, float("inf"))["torch AdaptiveLogSoftmaxWithLoss"]()[0]
+    assert whole_torch is not None  # no memory limit: the case is always built
     parts["whole head (AdaptiveLogSoftmaxWithLoss / adaptive head)"] = (whole_jax, whole_torch)
     return parts
 
 
-def _torch_part(torch, hidden, projection, weights, targets, is_head):
+def _torch_part(
+    torch: ModuleType, hidden: jax.Array, projection: jax.Array, weights: jax.Array, targets: np.ndarray, is_head: bool
+) -> Callable[[], None]:
     h = torch.tensor(np.asarray(hidden), requires_grad=True)
     p = torch.tensor(np.asarray(projection), requires_grad=True)
     w = torch.tensor(np.asarray(weights), requires_grad=True)
     t = torch.tensor(targets, dtype=torch.long)
 
-    def step():
+    def step() -> None:
         h.grad = p.grad = w.grad = None
         projected = h if is_head else h @ p
         torch.nn.functional.cross_entropy(projected @ w.T, t, reduction="sum").backward()
@@ -178,7 +195,9 @@ def _torch_part(torch, hidden, projection, weights, targets, is_head):
     return step
 
 
-def huffman_parts(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> dict:
+def huffman_parts(
+    vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
+) -> dict[str, Callable[[], object] | None]:
     tree = huffman_tree(counts)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
@@ -188,13 +207,15 @@ def huffman_parts(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> d
     paths = jax.jit(lambda t: split_paths(tree, t, TOP_LEVELS, capacity))(targets)
     nodes, codes, mask = tree_paths(tree, targets)
 
-    def all_path_rows(weights, biases, hidden):  # the formulation before the dense top
-        def loss(*args):
-            return tree_path_loss(*args, codes, mask).mean()
+    def all_path_rows(
+        weights: jax.Array, biases: jax.Array, hidden: jax.Array
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:  # the formulation before the dense top
+        def loss(hidden: jax.Array, path_weights: jax.Array, path_biases: jax.Array) -> jax.Array:
+            return tree_path_loss(hidden, path_weights, path_biases, codes, mask).mean()
 
         return jax.value_and_grad(loss, argnums=(0, 1, 2))(hidden, weights[nodes], biases[nodes])
 
-    def top_products(weights, hidden):
+    def top_products(weights: jax.Array, hidden: jax.Array) -> tuple[jax.Array, jax.Array]:
         scores = hidden @ weights[:size].T
         return scores @ weights[:size], scores.T @ hidden
 
@@ -215,7 +236,7 @@ def huffman_parts(vocab_size: int, shapes: Shapes, counts, hidden, targets) -> d
     }
 
 
-def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict:
+def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict[str, Callable[[], object]]:
     """{part: call} of the log-uniform sampled softmax step with row gradients at V."""
     counts, hidden, targets = make_inputs(vocab_size, shapes)
     sampler = samplers.log_uniform(vocab_size)
@@ -224,18 +245,18 @@ def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict:
     biases = jnp.zeros((vocab_size,), jnp.float32)
     key = jax.random.key(0)
 
-    def draw(key):
+    def draw(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         drawn = sampler.sample(key, shapes.samples, unique=True)
         return drawn.ids, drawn.log_expected_counts, sampler.log_expected_count(targets, shapes.samples, unique=True)
 
     ids, sample_counts, target_counts = jax.jit(draw)(key)
     rows, row_biases = read_rows(weights, biases, targets, ids)
 
-    def loss(h, w, b):
-        rest = (targets, ids, sample_counts, target_counts)
-        return jax.value_and_grad(lambda *a: sampled_softmax_loss(*a, *rest, gathered=True).mean(), argnums=(0, 1, 2))(
-            h, w, b
-        )
+    def loss(h: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+        def mean_loss(h: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+            return sampled_softmax_loss(h, w, b, targets, ids, sample_counts, target_counts, gathered=True).mean()
+
+        return jax.value_and_grad(mean_loss, argnums=(0, 1, 2))(h, w, b)
 
     whole = row_gradient_case("sampled (log-uniform), row gradients", vocab_size, shapes, counts, hidden, targets)[0]
     return {
@@ -277,35 +298,35 @@ def main(argv: list[str] | None = None) -> None:
     torch = torch_or_none()
     if torch is not None:
         pairs = adaptive_parts(torch, vocab_size, shapes, counts, hidden, targets)
-        calls = {}
+        calls: dict[tuple[str, str], Callable[[], object]] = {}
         for name, (jax_call, torch_call) in pairs.items():
             calls[("seqjax", name)], calls[("torch", name)] = jax_call, torch_call
-        seconds = interleaved(calls, args.repeats, warm_up=True)
+        pair_seconds = interleaved(calls, args.repeats, warm_up=True)
         rows = []
         for name in pairs:
-            ours, theirs = seconds[("seqjax", name)], seconds[("torch", name)]
+            ours, theirs = pair_seconds[("seqjax", name)], pair_seconds[("torch", name)]
             rows.append([name, f"{ours * 1e3:,.1f} ms", f"{theirs * 1e3:,.1f} ms", f"{theirs / ours:.2f}x"])
         sections.append(
             f"### Adaptive softmax (cutoffs {adaptive_cutoffs(vocab_size)}, div 4)\n\n"
             + markdown_table(["part (fwd + bwd)", "seqjax", "torch", "torch time / seqjax time"], rows)
         )
 
-    parts = huffman_parts(vocab_size, shapes, counts, hidden, targets)
-    timed = {name: fn for name, fn in parts.items() if fn is not None}
+    huffman = huffman_parts(vocab_size, shapes, counts, hidden, targets)
+    timed = {name: fn for name, fn in huffman.items() if fn is not None}
     seconds = interleaved(timed, args.repeats, warm_up=True)
-    rows = [[name, f"{seconds[name] * 1e3:,.1f} ms" if name in seconds else ""] for name in parts]
+    rows = [[name, f"{seconds[name] * 1e3:,.1f} ms" if name in seconds else ""] for name in huffman]
     sections.append("### Huffman tree, row gradients\n\n" + markdown_table(["part", "time"], rows))
 
     low, high = (int(v) for v in args.sweep.split(","))
     per_v = {v: sampled_row_parts(v, shapes) for v in (low, high)}
-    calls = {(v, name): fn for v, parts in per_v.items() for name, fn in parts.items()}
-    seconds = interleaved(calls, args.repeats, warm_up=True)
+    sweep = {(v, name): fn for v, parts in per_v.items() for name, fn in parts.items()}
+    sweep_seconds = interleaved(sweep, args.repeats, warm_up=True)
     rows = [
         [
             name,
-            f"{seconds[(low, name)] * 1e3:,.2f} ms",
-            f"{seconds[(high, name)] * 1e3:,.2f} ms",
-            f"{np.log(seconds[(high, name)] / seconds[(low, name)]) / np.log(high / low):.2f}",
+            f"{sweep_seconds[(low, name)] * 1e3:,.2f} ms",
+            f"{sweep_seconds[(high, name)] * 1e3:,.2f} ms",
+            f"{np.log(sweep_seconds[(high, name)] / sweep_seconds[(low, name)]) / np.log(high / low):.2f}",
         ]
         for name in per_v[low]
     ]

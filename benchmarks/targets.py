@@ -77,8 +77,8 @@ def rows() -> list[Row]:
                 found.append(Row(model, target, strategy, (*LLAMA, *overrides, *layout), vocab))
         if target != "2 x v5p:4x4x4":
             for head, choice in HEADS.items():
-                layout = ("train.sharding=fsdp", f"train.batch_size={32 * count}", "train.precision=bfloat16")
-                found.append(Row(f"LSTM 800k, {head}", target, "fsdp", (*LSTM, *choice, *layout), LSTM_VOCAB))
+                head_layout = ("train.sharding=fsdp", f"train.batch_size={32 * count}", "train.precision=bfloat16")
+                found.append(Row(f"LSTM 800k, {head}", target, "fsdp", (*LSTM, *choice, *head_layout), LSTM_VOCAB))
     return found
 
 

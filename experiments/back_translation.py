@@ -41,6 +41,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
@@ -158,7 +159,7 @@ def forward_train(workdir: str, variant: str) -> str:
     return synthetic_prefix(workdir, variant)
 
 
-def scores(run_dir: str) -> dict:
+def scores(run_dir: str) -> dict[str, Any]:
     """Greedy test BLEU / ROUGE-L with copy-the-source, and test per-word and per-token
     perplexity, of a finished run, computed once into scores.json."""
     from seqjax.training.features.generation import translate
@@ -174,7 +175,8 @@ def scores(run_dir: str) -> dict:
         with open(path, "w") as f:
             json.dump(kept | {k: test[k] for k in ("word_perplexity", "token_perplexity")}, f, indent=2)
     with open(path) as f:
-        return json.load(f)
+        saved: dict[str, Any] = json.load(f)
+    return saved
 
 
 def forward_dir(workdir: str, variant: str, seed: int) -> str:

@@ -1,8 +1,19 @@
 """Where the experiments' corpora lie under the data root (data.root, else $SEQJAX_DATA)."""
 
+from typing import TypedDict
 
-def split_paths(directory: str, suffix: str = "", valid: str = "valid") -> dict[str, str]:
+
+class SplitPaths(TypedDict):
+    """DataConfig's train, valid and test paths."""
+
+    train: str
+    valid: str
+    test: str
+
+
+def split_paths(directory: str, suffix: str = "", valid: str = "valid") -> SplitPaths:
     """DataConfig's train, valid and test: DIRECTORY/train, DIRECTORY/VALID and DIRECTORY/test,
     each followed by `suffix` (a file's extension, or '' for a parallel corpus's prefixes)."""
-    names = {"train": "train", "valid": valid, "test": "test"}
-    return {split: f"{directory}/{name}{suffix}" for split, name in names.items()}
+    return SplitPaths(
+        train=f"{directory}/train{suffix}", valid=f"{directory}/{valid}{suffix}", test=f"{directory}/test{suffix}"
+    )

@@ -16,6 +16,7 @@ Sized for about 25 CPU-minutes on 2 cores. The other encoder–decoders run on t
 
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from corpora import split_paths  # noqa: E402
@@ -23,7 +24,7 @@ from corpora import split_paths  # noqa: E402
 from seqjax.config import Config, DataConfig, HeadConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 
 
-def gettext_data(**changes) -> DataConfig:
+def gettext_data(**changes: Any) -> DataConfig:
     """The gettext en→de splits (prefixes), relative to the data root (data.root, else $SEQJAX_DATA)."""
     return DataConfig(
         kind="parallel",

@@ -18,6 +18,7 @@ before it.
 import dataclasses
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shakespeare_transformer  # noqa: E402
@@ -25,7 +26,7 @@ from shakespeare_lstm import shakespeare_data  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
 
-LLAMA_BLOCKS = dict(positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
+LLAMA_BLOCKS: dict[str, Any] = dict(positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
 
 
 def get_config() -> Config:

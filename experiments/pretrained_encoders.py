@@ -37,7 +37,6 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
@@ -55,7 +54,7 @@ VARIANTS = ("random", *PRETRAINING)
 
 def pretraining_config(kind: str, steps: int, generator_width: float = 0.25) -> Config:
     """The encoder-only run of `kind` (masked_lm | electra) on the English side of gettext."""
-    english: dict[str, Any] = split_paths("mt/gettext-en-de", ".en", valid="dev")
+    english = split_paths("mt/gettext-en-de", ".en", valid="dev")
     data = DataConfig(kind="text", **english, tokenizer="bpe", vocab_size=8000, seq_len=64)
     encoder = dataclasses.replace(gettext_transformer.get_config().model, positions="rope")
     if kind == "masked_lm":
@@ -88,7 +87,7 @@ def finetuning_config(steps: int, encoder: str) -> Config:
     return dataclasses.replace(base, optim=optim, train=train)
 
 
-def test_scores(run_dir: str) -> dict:
+def test_scores(run_dir: str) -> dict[str, float]:
     """Greedy test BLEU / ROUGE-L with copy-the-source, and test perplexity, cached in scores.json."""
     from seqjax.training.features.generation import DecodeOptions, translate
     from seqjax.training.saved.run import Run
@@ -104,12 +103,14 @@ def test_scores(run_dir: str) -> dict:
         with open(path, "w") as f:
             json.dump(scores, f, indent=2)
     with open(path) as f:
-        return json.load(f)
+        saved: dict[str, float] = json.load(f)
+    return saved
 
 
 def seconds(run_dir: str) -> float:
     with open(os.path.join(run_dir, "train_seconds.json")) as f:
-        return json.load(f)["seconds"]
+        elapsed: float = json.load(f)["seconds"]
+    return elapsed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ on 2 CPU cores; valid = Hamlet, test = Macbeth + The Tempest.
 
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from corpora import split_paths  # noqa: E402
@@ -19,7 +20,7 @@ from corpora import split_paths  # noqa: E402
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 
 
-def shakespeare_data(tokenizer: str = "char", **changes) -> DataConfig:
+def shakespeare_data(tokenizer: str = "char", **changes: Any) -> DataConfig:
     """The Shakespeare splits, relative to the data root (data.root, else $SEQJAX_DATA)."""
     return DataConfig(
         kind="text", **split_paths("lm/shakespeare", ".txt"), **{"tokenizer": tokenizer, "seq_len": 128, **changes}

@@ -204,7 +204,8 @@ def run_figures(record: dict[str, Any]) -> dict[str, Any]:
 def wall_seconds(record: dict[str, Any]) -> float | None:
     """The run's train_seconds, else its config-to-summary time plus the counting time of a counted run."""
     if "train_seconds" in record:
-        return record["train_seconds"]["seconds"]
+        seconds: float = record["train_seconds"]["seconds"]
+        return seconds
     elapsed = record.get("elapsed_seconds_config_to_summary")
     return None if elapsed is None else elapsed + record["summary"].get("fit_seconds", 0.0)
 

@@ -20,7 +20,7 @@ from seqjax.config import Config  # noqa: E402
 from seqjax.training.core.run_dir import RunDir  # noqa: E402
 
 
-def finished_summary(run_dir: str, cfg: Config) -> dict | None:
+def finished_summary(run_dir: str, cfg: Config) -> dict[str, Any] | None:
     """The summary of a finished run of `cfg` in `run_dir`, or None if it has not finished.
 
     Raises:
@@ -36,10 +36,11 @@ def finished_summary(run_dir: str, cfg: Config) -> dict | None:
     if not os.path.isfile(summary_path):
         return None
     with open(summary_path) as f:
-        return json.load(f)
+        summary: dict[str, Any] = json.load(f)
+    return summary
 
 
-def trained_summary(cfg: Config, run_dir: str, label: str) -> dict:
+def trained_summary(cfg: Config, run_dir: str, label: str) -> dict[str, Any]:
     """The summary of the run of `cfg` in `run_dir`, training it first (or resuming it from its
     last checkpoint) unless it has finished; a newly trained run's wall time and the machine that
     trained it (with its load average at the end) go to its train_seconds.json."""

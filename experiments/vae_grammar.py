@@ -31,6 +31,7 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def run_config(variant: str, seed: int, steps: int, quick: bool) -> Config:
     return cfg
 
 
-def homotopies(run_dir: str) -> list[dict]:
+def homotopies(run_dir: str) -> list[dict[str, Any]]:
     """Greedy decodes at POINTS points between the posterior means of each pair of PAIRS' test
     sentences, with their distinct count and grammatical share; computed once into homotopies.json."""
     from seqjax.data import is_grammatical
@@ -146,7 +147,8 @@ def homotopies(run_dir: str) -> list[dict]:
         with open(path, "w") as f:
             json.dump(found, f, indent=2)
     with open(path) as f:
-        return json.load(f)
+        saved: list[dict[str, Any]] = json.load(f)
+    return saved
 
 
 def train_kl(run_dir: str) -> list[float]:

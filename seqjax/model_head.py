@@ -37,7 +37,8 @@ def tied_embedding(model: Model, head: Head, params: Params) -> jax.Array | None
     """The model's target embedding table [V, D] float32 when the head ties to it, else None."""
     if not head.tied:
         return None
-    return model.apply({"params": params["model"]}, method="target_embedding")
+    result: jax.Array | None = model.apply({"params": params["model"]}, method="target_embedding")
+    return result
 
 
 def init_params(model: Model, head: Head, key: jax.Array, batch: Batch) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def hidden_states(
     embedded: jax.Array | None = None,
 ) -> jax.Array:
     """Teacher-forced hidden states [B, T, D] float32 for `inputs` (default: the batch's)."""
-    return model.apply(
+    result: jax.Array = model.apply(
         {"params": params["model"]},
         batch["inputs"] if inputs is None else inputs,
         embedded=embedded,
@@ -79,6 +80,7 @@ def hidden_states(
         **encoder_kwargs(batch),
         **packing_kwargs(batch),
     )
+    return result
 
 
 def head_loss(
@@ -86,7 +88,7 @@ def head_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The head's training loss (masked mean over tokens) for hidden [B, T, D]."""
     d = hidden.shape[-1]
-    return head.apply(
+    result: tuple[jax.Array, dict[str, jax.Array]] = head.apply(
         {"params": params["head"]},
         hidden.reshape(-1, d),
         batch["targets"].reshape(-1),
@@ -95,6 +97,7 @@ def head_loss(
         embedding=tied_embedding(model, head, params),
         method="loss",
     )
+    return result
 
 
 def token_log_probs(model: Model, head: Head, params: Params, hidden: jax.Array) -> jax.Array:
@@ -106,7 +109,8 @@ def token_log_probs(model: Model, head: Head, params: Params, hidden: jax.Array)
         embedding=tied_embedding(model, head, params),
         method="log_probs",
     )
-    return log_probs.reshape(*hidden.shape[:-1], -1)
+    result: jax.Array = log_probs.reshape(*hidden.shape[:-1], -1)
+    return result
 
 
 def token_nll(model: Model, head: Head, params: Params, hidden: jax.Array, targets: jax.Array) -> jax.Array:
@@ -121,13 +125,15 @@ def token_nll(model: Model, head: Head, params: Params, hidden: jax.Array, targe
         embedding=tied_embedding(model, head, params),
         method="target_log_probs",
     )
-    return -log_probs.reshape(targets.shape)
+    result: jax.Array = -log_probs.reshape(targets.shape)
+    return result
 
 
 def embed_tokens(model: Model, params: Params, tokens: jax.Array) -> jax.Array:
     """The model's (target) embedding lookup [B, T, D] float32 of tokens [B, T] int32: what
     `hidden_states(..., embedded=...)` replaces."""
-    return model.apply({"params": params["model"]}, tokens, method="embed")
+    result: jax.Array = model.apply({"params": params["model"]}, tokens, method="embed")
+    return result
 
 
 def init_decode_state(model: Model, params: Params, batch_size: int, max_len: int, batch: Batch | None = None) -> Any:
@@ -142,7 +148,8 @@ def init_decode_state(model: Model, params: Params, batch_size: int, max_len: in
 
 def decode_step(model: Model, params: Params, state: Any, token: jax.Array) -> tuple[jax.Array, Any]:
     """One step of the decode-step contract: token [B] int32 -> (hidden [B, D] float32, state)."""
-    return model.apply({"params": params["model"]}, state, token, method="decode_step")
+    result: tuple[jax.Array, Any] = model.apply({"params": params["model"]}, state, token, method="decode_step")
+    return result
 
 
 def prefill(model: Model, params: Params, state: Any, prefix: jax.Array, lengths: jax.Array | None = None) -> Any:

@@ -80,7 +80,8 @@ def rows_placement(x: jax.Array) -> jax.Array:
         parts *= mesh.shape[axis]
     if not batch or x.shape[0] % parts:
         return x
-    return jax.lax.with_sharding_constraint(x, P(batch))
+    result: jax.Array = jax.lax.with_sharding_constraint(x, P(batch))
+    return result
 
 
 def gathered(x: Weight) -> Weight:

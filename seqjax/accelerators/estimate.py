@@ -43,7 +43,10 @@ class Calibration:
 @functools.cache
 def calibration_data() -> dict[str, Any]:
     """calibration.json: {"families": {...}, "steps": [measured steps with their kernels]}."""
-    return json.loads(importlib.resources.files("seqjax.accelerators").joinpath("calibration.json").read_text())
+    result: dict[str, Any] = json.loads(
+        importlib.resources.files("seqjax.accelerators").joinpath("calibration.json").read_text()
+    )
+    return result
 
 
 def calibration(kind: str) -> Calibration | None:

@@ -72,7 +72,8 @@ class KindSection:
         """This section with the groups `groups` (options instances) in place of their kinds'."""
         kinds = {self.KINDS.owner(type(g)) for g in groups}
         kept = tuple(g for g in self.groups if self.KINDS.owner(type(g)) not in kinds)
-        return dataclasses.replace(typing.cast(Any, self), groups=(*kept, *groups))
+        result: Self = dataclasses.replace(typing.cast(Any, self), groups=(*kept, *groups))
+        return result
 
 
 def _section(section: KindSection) -> str:

@@ -48,7 +48,7 @@ def from_dict(values: dict[str, Any]) -> Config:
     Unknown or renamed keys and values outside their choices raise ValueError, so that a
     config from an incompatible version is refused rather than silently half-read.
     """
-    config = _from_dict(Config, moved_into_groups(values), "")
+    config: Config = _from_dict(Config, moved_into_groups(values), "")
     check_choices(config)
     return config
 

@@ -89,7 +89,7 @@ def beam_search(
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)
-    return _beam_program(
+    result: tuple[jax.Array, jax.Array] = _beam_program(
         step_fn,
         state,
         jnp.float32(length_penalty),
@@ -100,6 +100,7 @@ def beam_search(
         max_len=max_len,
         min_len=int(min_len),
     )
+    return result
 
 
 def _extend(seqs: jax.Array, flat_index: jax.Array, vocab_size: int, t: jax.Array) -> jax.Array:

@@ -49,7 +49,10 @@ def greedy(
     bos_id = check_token_id("bos_id", bos_id, vocab_size)
     eos_id = check_token_id("eos_id", eos_id, vocab_size)
     pad_id = check_token_id("pad_id", pad_id, vocab_size)
-    return _greedy_program(step_fn, state, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
+    result: tuple[jax.Array, jax.Array] = _greedy_program(
+        step_fn, state, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_len=max_len
+    )
+    return result
 
 
 def most_probable(log_probs: jax.Array) -> jax.Array:

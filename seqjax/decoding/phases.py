@@ -106,7 +106,8 @@ def phased_while_loop(
         held = reach
 
         def within_phase(carry: tuple, end: int = end) -> jax.Array:
-            return keep_going(carry) & (carry[0] < end)
+            result: jax.Array = keep_going(carry) & (carry[0] < end)
+            return result
 
         carry = lax.while_loop(within_phase, step, carry)
     return carry

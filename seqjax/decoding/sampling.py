@@ -144,7 +144,7 @@ def sample(
     pad_id = check_token_id("pad_id", pad_id, vocab_size)
     if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab_size):
         raise ValueError(f"top_k must be None or an int in [1, vocab_size={vocab_size}], got {top_k!r}")
-    return _sample_program(
+    result: tuple[jax.Array, jax.Array] = _sample_program(
         step_fn,
         state,
         keys,
@@ -157,6 +157,7 @@ def sample(
         top_k=None if top_k is None else int(top_k),
         use_top_p=top_p is not None,
     )
+    return result
 
 
 @functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "pad_id", "max_len", "top_k", "use_top_p"))

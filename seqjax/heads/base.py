@@ -96,7 +96,8 @@ def smoothed_counts(counts: ArrayLike) -> np.ndarray:
 def smoothed_shares(frequencies: ArrayLike) -> np.ndarray:
     """[V] float64 shares of `smoothed_counts(frequencies)`: a head's expected target mix."""
     frequencies = smoothed_counts(frequencies)
-    return frequencies / frequencies.sum()
+    result: np.ndarray = frequencies / frequencies.sum()
+    return result
 
 
 class LinenHead(nn.Module):

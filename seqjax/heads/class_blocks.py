@@ -177,7 +177,8 @@ def _walk(tiers: tuple[Tier, ...], class_of: Array, add_step: Callable[[Carry, S
                 picked = lax.dynamic_slice_in_dim(order, offset + start, ROWS_PER_STEP)
                 return add_step(carry, Step(picked, start + step_rows < count, window, width, first, size))
 
-            return lax.fori_loop(0, (count + ROWS_PER_STEP - 1) // ROWS_PER_STEP, one_step, carry)
+            result: Carry = lax.fori_loop(0, (count + ROWS_PER_STEP - 1) // ROWS_PER_STEP, one_step, carry)
+            return result
 
         carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)
     return carry

@@ -195,7 +195,8 @@ def _keep(exponentials: Array, kept: str) -> Array:
         return exponentials
     bits = lax.bitcast_convert_type(exponentials, jnp.uint32)
     bits = bits + jnp.uint32(0x7FFF) + ((bits >> 16) & 1)  # exponentials lie in [0, 1]: no overflow
-    return (bits >> 16).astype(jnp.uint16)
+    result: Array = (bits >> 16).astype(jnp.uint16)
+    return result
 
 
 def _unkeep(kept_values: Array) -> Array:

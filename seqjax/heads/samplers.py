@@ -108,7 +108,8 @@ class Sampler:
         _require_num_samples(num_samples, unique, self.vocab_size)
         if num_rows is not None:
             check_int("num_rows", num_rows)
-        return _draw(self.log_probs, self.accept, self.alias, key, num_samples, unique, num_rows)
+        result: Samples = _draw(self.log_probs, self.accept, self.alias, key, num_samples, unique, num_rows)
+        return result
 
 
 def _require_num_samples(num_samples: int, unique: bool, vocab_size: int) -> None:
@@ -247,7 +248,8 @@ def _draw(
 ) -> Samples:
     if num_rows is not None:
         keys = jax.random.split(key, num_rows)
-        return jax.vmap(lambda k: _draw(log_probs, accept, alias, k, num_samples, unique, None))(keys)
+        result: Samples = jax.vmap(lambda k: _draw(log_probs, accept, alias, k, num_samples, unique, None))(keys)
+        return result
     bucket_key, accept_key = jax.random.split(key)
     ids = jax.random.randint(bucket_key, (num_samples,), 0, log_probs.shape[0], jnp.int32)
     if accept is not None and alias is not None:

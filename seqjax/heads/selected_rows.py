@@ -41,7 +41,7 @@ def capacity_bucket(count: int) -> int:
     """
     count = max(int(count), 1)
     exponent = max(count.bit_length() - 3, 0)
-    return -(-count // 2**exponent) * 2**exponent
+    return int(-(-count // 2**exponent) * 2**exponent)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
@@ -114,4 +114,5 @@ def _walk(block_rows: int, row_data: Any, selected: Array, add_block: AddBlock[C
         picked = lax.dynamic_slice_in_dim(order, index * block, block)
         return add_block(carry, picked, positions < count, jax.tree.map(lambda leaf: leaf[picked], row_data))
 
-    return lax.fori_loop(0, (count + block - 1) // block, visit, init)
+    result: Carry = lax.fori_loop(0, (count + block - 1) // block, visit, init)
+    return result

@@ -53,12 +53,13 @@ class Tree:
 
     @property
     def vocab_size(self) -> int:
-        return self.nodes.shape[0]
+        return int(self.nodes.shape[0])
 
     @property
     def depths(self) -> np.ndarray:
         """[V] int path length (code length) of every word."""
-        return self.mask.sum(axis=1)
+        result: np.ndarray = self.mask.sum(axis=1)
+        return result
 
 
 def balanced_tree(vocab_size: int) -> Tree:

@@ -75,7 +75,8 @@ def deep_steps(tree: Tree, targets: ArrayLike, top_levels: int) -> np.ndarray:
     """[N] int (host): each target's number of path steps below depth `top_levels`."""
     top_levels = check_int("top_levels", top_levels, 0)
     checks.require_ids("targets", targets, tree.vocab_size)
-    return np.maximum(tree.depths[np.asarray(targets)] - top_levels, 0)
+    result: np.ndarray = np.maximum(tree.depths[np.asarray(targets)] - top_levels, 0)
+    return result
 
 
 def deep_capacity(tree: Tree, targets: ArrayLike, top_levels: int) -> int:

@@ -36,7 +36,8 @@ def _local_loss(hidden: Array, weights: Array, biases: Array, targets: Array, vo
     held = (local_targets >= 0) & (local_targets < shard_size)
     picked = jnp.take_along_axis(scores, jnp.clip(local_targets, 0, shard_size - 1)[:, None], axis=1)[:, 0]
     target_score = lax.psum(jnp.where(held, picked, 0.0), vocab_axis)
-    return row_max + jnp.log(sum_exp) - target_score
+    result: Array = row_max + jnp.log(sum_exp) - target_score
+    return result
 
 
 def vocab_parallel_softmax_loss(

@@ -182,9 +182,10 @@ def _bleu_ids(
     max_order, smooth = options.get("max_order", 4), options.get("smooth", "exp")
     smooth_value = _check_options(max_order, smooth, options.get("smooth_value"))
     check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _bleu_program(
+    result: jax.Array = _bleu_program(
         hyp, hyp_len, ref, ref_len, max_order=max_order, smooth=smooth, smooth_value=smooth_value, corpus=corpus
     )
+    return result
 
 
 @functools.partial(jax.jit, static_argnames=("max_order", "smooth", "smooth_value", "corpus"))

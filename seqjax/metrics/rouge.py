@@ -126,7 +126,8 @@ def rouge_n_ids(hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: Arr
     """
     _check_order(n)
     check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _rouge_n_program(hyp, hyp_len, ref, ref_len, n=n)
+    result: jax.Array = _rouge_n_program(hyp, hyp_len, ref, ref_len, n=n)
+    return result
 
 
 def rouge_l_ids(hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: ArrayLike) -> jax.Array:
@@ -141,7 +142,8 @@ def rouge_l_ids(hyp: ArrayLike, hyp_len: ArrayLike, ref: ArrayLike, ref_len: Arr
       [1.     0.8571]
     """
     check_id_batch(hyp, hyp_len, ref, ref_len)
-    return _rouge_l_program(hyp, hyp_len, ref, ref_len)
+    result: jax.Array = _rouge_l_program(hyp, hyp_len, ref, ref_len)
+    return result
 
 
 @functools.partial(jax.jit, static_argnames=("n",))

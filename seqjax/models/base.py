@@ -45,11 +45,13 @@ class TokenModel(nn.Module):
 
     def embed(self, tokens: Array) -> Array:
         """tokens: [B, T] int32 -> [B, T, D] float32, the (target) lookup `embedded` may replace."""
-        return self.token_embed(tokens)
+        result: Array = self.token_embed(tokens)
+        return result
 
     def target_embedding(self) -> Array:
         """The target embedding table [V, D] float32 (what a tied head scores with)."""
-        return self.token_embed.embedding
+        result: Array = self.token_embed.embedding
+        return result
 
     def __call__(
         self, tokens: Array, *, mask: Array | None = None, embedded: Array | None = None, train: bool = False

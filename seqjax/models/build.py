@@ -42,8 +42,10 @@ def build_model(
         extra["kernel_choice"] = choose_kernel(cfg, dtype, where, rows or SelfAttentionRows())
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
-        return model_class(cfg)(cfg, vocab_size, source, dtype=dtype, **extra)
-    return model_class(cfg)(cfg, vocab_size, dtype=dtype, **extra)
+        result: Model = model_class(cfg)(cfg, vocab_size, source, dtype=dtype, **extra)
+        return result
+    result = model_class(cfg)(cfg, vocab_size, dtype=dtype, **extra)
+    return result
 
 
 def kernel_choice(model: Model) -> KernelChoice | None:

@@ -62,8 +62,10 @@ def build_objective(cfg: ObjectiveConfig) -> Objective:
     objective = OBJECTIVES[cfg.kind].build
     options = cfg.options
     if options is None:
-        return objective()
-    return objective(**{field.name: getattr(options, field.name) for field in dataclasses.fields(options)})
+        result: Objective = objective()
+        return result
+    result = objective(**{field.name: getattr(options, field.name) for field in dataclasses.fields(options)})
+    return result
 
 
 __all__ = [

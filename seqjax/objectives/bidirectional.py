@@ -38,7 +38,7 @@ def backward_batch(batch: Batch) -> Batch:
 def backward_hidden(model: Model, params: Params, batch: Batch, key: jax.Array, *, train: bool) -> jax.Array:
     """The backward LM's hidden states [B, T, D] float32: row t has read targets[t:] (masked
     steps at a row's end skipped) and predicts inputs[t]."""
-    return model.apply(
+    result: jax.Array = model.apply(
         {"params": params["model"]},
         batch["targets"],
         mask=batch["mask"] > 0,
@@ -46,6 +46,7 @@ def backward_hidden(model: Model, params: Params, batch: Batch, key: jax.Array, 
         rngs={"dropout": key},
         method="backward",
     )
+    return result
 
 
 def direction_nlls(model: Model, head: Head, params: Params, batch: Batch) -> dict[str, jax.Array]:

@@ -69,9 +69,10 @@ def discriminator_logits(
     model: Model, params: Params, corrupted: jax.Array, valid: jax.Array, key: jax.Array, *, train: bool
 ) -> jax.Array:
     """Replaced-token logits [B, T] float32 for corrupted [B, T] int32 with valid [B, T] bool keys."""
-    return model.apply(
+    result: jax.Array = model.apply(
         {"params": params["model"]}, corrupted, mask=valid, train=train, rngs={"dropout": key}, method="discriminate"
     )
+    return result
 
 
 @dataclasses.dataclass(frozen=True)

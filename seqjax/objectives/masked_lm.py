@@ -68,9 +68,10 @@ def encoded(
 ) -> jax.Array:
     """The encoder's (or, method="generator", ELECTRA's generator's) hidden states [B, T, D]
     float32 for tokens [B, T] int32 with valid [B, T] bool keys."""
-    return model.apply(
+    result: jax.Array = model.apply(
         {"params": params["model"]}, tokens, mask=valid, train=train, rngs={"dropout": key}, method=method
     )
+    return result
 
 
 def masked_nll(

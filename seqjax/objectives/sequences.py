@@ -20,7 +20,8 @@ from seqjax.model_head import hidden_states, token_log_probs
 
 def repeat_rows(batch: Batch, times: int) -> Batch:
     """Each row `times` times in a row: row b·times + k of the result is row b. [B, ...] -> [B·times, ...]."""
-    return jax.tree.map(lambda x: jnp.repeat(x, times, axis=0), batch)
+    result: Batch = jax.tree.map(lambda x: jnp.repeat(x, times, axis=0), batch)
+    return result
 
 
 def valid_rows(batch: Batch) -> jax.Array:

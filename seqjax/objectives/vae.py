@@ -55,7 +55,8 @@ def kl_weight(schedule: str, step: jax.Array, *, beta: float, anneal_steps: int,
     """
     check_one_of("schedule", schedule, KL_SCHEDULES)
     if schedule == "constant":
-        return jnp.float32(beta)
+        result: jax.Array = jnp.float32(beta)
+        return result
     progress = jnp.minimum(jnp.asarray(step, jnp.float32) / anneal_steps, 1.0)
     if schedule == "linear":
         return beta * progress
@@ -88,14 +89,20 @@ def free_bits_kl(kl: jax.Array, rows: jax.Array, free_bits: float) -> jax.Array:
 def posterior(model: Model, params: Params, batch: Batch) -> tuple[jax.Array, jax.Array]:
     """q(z | x) of each row's targets (the sentence the decoder reconstructs), padding
     masked: (mean, log_variance), each [B, Z] float32."""
-    return model.apply({"params": params["model"]}, batch["targets"], batch["mask"] > 0, method="encode")
+    result: tuple[jax.Array, jax.Array] = model.apply(
+        {"params": params["model"]}, batch["targets"], batch["mask"] > 0, method="encode"
+    )
+    return result
 
 
 def decoder_hidden(
     model: Model, params: Params, inputs: jax.Array, latent: jax.Array, key: jax.Array, *, train: bool
 ) -> jax.Array:
     """The decoder's teacher-forced hidden states [B, T, D] float32 given z = latent [B, Z]."""
-    return model.apply({"params": params["model"]}, inputs, latent, train=train, rngs={"dropout": key}, method="decode")
+    result: jax.Array = model.apply(
+        {"params": params["model"]}, inputs, latent, train=train, rngs={"dropout": key}, method="decode"
+    )
+    return result
 
 
 def _row_kl(mean: jax.Array, log_variance: jax.Array, batch: Batch) -> tuple[jax.Array, jax.Array]:

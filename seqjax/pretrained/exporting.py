@@ -118,4 +118,4 @@ def export_run(workdir: str, output: str, *, dtype: str = "float32", echo: Calla
             file.write(content)
     note = "" if files else f"; no tokenizer file: a {tokenizer.kind} tokenizer has no Hugging Face form"
     echo(f"exported {workdir} (step {step}) as {family.NAME} to {output}: {len(tensors)} tensors in {dtype}{note}")
-    return family.NAME
+    return str(family.NAME)

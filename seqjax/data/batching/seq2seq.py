@@ -38,7 +38,8 @@ def check_pairs(
 def pair_positions(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> np.ndarray:
     """[n] int64: positions each example needs, source + `</s>` and `<s>` + target (or target + `</s>`)."""
     if isinstance(src, Ragged) and isinstance(tgt, Ragged):
-        return np.maximum(src.lengths, tgt.lengths) + 1
+        result: np.ndarray = np.maximum(src.lengths, tgt.lengths) + 1
+        return result
     return np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], dtype=np.int64)
 
 

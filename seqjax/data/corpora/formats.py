@@ -98,7 +98,8 @@ class SideFile:
 
 def corpus_format(name: str) -> CorpusFormat:
     """The format registered as `name`. Raises ValueError naming the registered ones."""
-    return DATA_FORMATS[name].build
+    result: CorpusFormat = DATA_FORMATS[name].build
+    return result
 
 
 def parallel_files(prefix: str, src: str, tgt: str, format: str) -> dict[str, SideFile]:

@@ -201,14 +201,15 @@ class TokenStore:
 
     @property
     def fingerprint(self) -> str:
-        return self.manifest["fingerprint"]
+        return str(self.manifest["fingerprint"])
 
     @property
     def splits(self) -> list[str]:
         return list(self.manifest["splits"])
 
     def array(self, name: str) -> np.ndarray:
-        return np.load(os.path.join(self.path, f"{name}.npy"), mmap_mode="r")
+        result: np.ndarray = np.load(os.path.join(self.path, f"{name}.npy"), mmap_mode="r")
+        return result
 
     def tokenizer(self, side: str = "tgt") -> Tokenizer:
         """The LM's tokenizer, or the `side` ('src' | 'tgt') one of a parallel corpus."""

@@ -49,7 +49,7 @@ class Oracle:
 
     @property
     def vocab_size(self) -> int:
-        return self.output.shape[1]
+        return int(self.output.shape[1])
 
 
 def _check_size(name: str, value: object, minimum: int = 1) -> None:
@@ -119,7 +119,8 @@ def _inverse_cdf(probs: np.ndarray, mass: np.ndarray) -> np.ndarray:
     inside = np.where(columns < vocab, np.take_along_axis(probs, np.minimum(columns, vocab - 1), axis=1), 0.0)
     offset = (np.cumsum(inside, axis=1) <= (mass - before)[:, None]).sum(axis=1)
     # Rounding can put the mass past the block's own sum: stay on its last token.
-    return np.minimum(starts[block] + np.minimum(offset, size - 1), vocab - 1)
+    result: np.ndarray = np.minimum(starts[block] + np.minimum(offset, size - 1), vocab - 1)
+    return result
 
 
 def _sample_rows(oracle: Oracle, uniforms: np.ndarray) -> np.ndarray:
@@ -173,7 +174,8 @@ def oracle_nll(oracle: Oracle, tokens: ArrayLike, lengths: ArrayLike | None = No
         token_nll = log_norm - logits[np.arange(rows), tokens[:, t]]
         total += np.where(t < lengths, token_nll, 0.0)
         previous = tokens[:, t]
-    return total / lengths
+    result: np.ndarray = total / lengths
+    return result
 
 
 def oracle_lines(tokens: np.ndarray) -> list[str]:

@@ -97,7 +97,8 @@ class VocabMap:
 
     def to_hf_rows(self, table: np.ndarray) -> np.ndarray:
         """[V, ...] rows in seqjax order -> [R, ...] in HF's: each HF row from its home id."""
-        return table[self.seqjax_of]
+        result: np.ndarray = table[self.seqjax_of]
+        return result
 
 
 class PretrainedTokenizer:

@@ -280,7 +280,8 @@ def build_tokenizer(kind: str, texts: Sequence[str], *, vocab_size: int = 0, min
         raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
     if min_count < 1:
         raise ValueError(f"min_count must be >= 1, got {min_count}")
-    return _CLASSES[kind].train(texts, vocab_size=vocab_size, min_count=min_count)
+    result: Tokenizer = _CLASSES[kind].train(texts, vocab_size=vocab_size, min_count=min_count)
+    return result
 
 
 def _save(directory: str | os.PathLike, settings: dict, vocab: Vocabulary) -> None:
@@ -318,4 +319,5 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
         if "bpe" not in settings:
             raise ValueError(f"a bpe tokenizer file must hold the 'bpe' model, missing in {paths[0]}")
         return BpeTokenizer(vocab, HfTokenizer.from_str(json.dumps(settings["bpe"])))
-    return _CLASSES[kind](vocab)
+    result: Tokenizer = _CLASSES[kind](vocab)
+    return result

@@ -77,7 +77,8 @@ class _Hash:
         up, down = self.powers.get(len(points) + 1)
         prefix = np.zeros(len(points) + 1, np.uint64)
         np.cumsum((points + 1).astype(np.uint64) * up[:-1], out=prefix[1:])
-        return (prefix[ends] - prefix[starts]) * down[starts]
+        result: np.ndarray = (prefix[ends] - prefix[starts]) * down[starts]
+        return result
 
 
 @dataclasses.dataclass(frozen=True)

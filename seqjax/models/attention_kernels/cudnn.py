@@ -35,7 +35,8 @@ def cudnn_attention(q: Array, k: Array, v: Array, mask: SelfMask) -> Array:
     """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] under `mask` by cuDNN's kernel.
     Returns [B, T, H, Dh] in q's dtype."""
     q, k, v = same_placement(q, k, v)
-    return jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **cudnn_arguments(mask))
+    result: Array = jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **cudnn_arguments(mask))
+    return result
 
 
 ATTENTION_KERNELS.register(

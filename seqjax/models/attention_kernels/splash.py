@@ -82,7 +82,8 @@ def _attend_rows(q: Array, k: Array, v: Array, ids: Array, *, mask: SelfMask, in
 
     def one_group(q_group: Array, k_head: Array, v_head: Array, row_ids: Array) -> Array:
         """[G, T, Dh] queries, [T, Dh] keys and values, [T] segment ids -> [G, T, Dh]."""
-        return kernel(q_group, k_head, v_head, segment_ids=splash.SegmentIds(q=row_ids, kv=row_ids))
+        result: Array = kernel(q_group, k_head, v_head, segment_ids=splash.SegmentIds(q=row_ids, kv=row_ids))
+        return result
 
     grouped = q.reshape(batch, length, kv_heads, group, head_dim).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, Dh]
     keys, values = (jnp.swapaxes(x, 1, 2) for x in (k, v))  # [B, K, T, Dh]

@@ -48,7 +48,8 @@ class NNLM(TokenModel):
         hidden = jnp.tanh(self.hidden(windows).astype(jnp.float32))
         if self.cfg.options_of(NNLMOptions).direct:
             hidden = hidden + self.direct(windows).astype(jnp.float32)
-        return self.dropout(hidden, deterministic=not train)
+        result: Array = self.dropout(hidden, deterministic=not train)
+        return result
 
     def hidden_states(self, tokens: Array, x: Array, mask: Array | None, train: bool) -> Array:
         """x: [B, T, D] float32; mask: [B, T] bool or None. Returns hidden: [B, T, D] float32."""

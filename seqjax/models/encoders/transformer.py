@@ -77,7 +77,8 @@ class TransformerEncoder(PackedTokenModel):
 
     def target_embedding(self) -> Array:
         """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""
-        return self.token_embed.embedding[: self.vocab_size]
+        result: Array = self.token_embed.embedding[: self.vocab_size]
+        return result
 
     def packed_hidden_states(
         self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool

@@ -54,7 +54,8 @@ def step_dense(dense: nn.Dense | nn.DenseGeneral, x: Array) -> Array:
     # which would bring back the slow form: the kernel's is hoisted out of the loop instead.
     transposed = lax.optimization_barrier(kernel.reshape(math.prod(contracted), -1).T)
     y = lax.optimization_barrier(transposed @ x.reshape(rows, -1).T).T.reshape(*leading, *features)
-    return y if bias is None else y + bias
+    result: Array = y if bias is None else y + bias
+    return result
 
 
 def apply_dense(dense: nn.Dense | nn.DenseGeneral, x: Array, step: bool) -> Array:

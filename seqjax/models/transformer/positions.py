@@ -82,4 +82,5 @@ class PositionalInputs(nn.Module):
             x = x + self.position_embed(positions)
         elif self.cfg.positions == "sinusoidal":
             x = x + sinusoidal_positions(positions, self.cfg.d_model)
-        return self.dropout(x, deterministic=not train)
+        result: Array = self.dropout(x, deterministic=not train)
+        return result

@@ -102,7 +102,8 @@ def run_blocks(
         # prevented, or XLA folds the recomputed forward back into the saved one.
         layer = nn.remat(layer, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
     if isinstance(blocks, Block):
-        return _scanned(layer, cfg)(blocks, x, None)[0]
+        result: Array = _scanned(layer, cfg)(blocks, x, None)[0]
+        return result
     for block in blocks:
         x, _ = layer(block, x, None)
     return x
@@ -112,7 +113,8 @@ def block_memories(blocks: Blocks, cfg: ModelConfig, encoded: Array) -> Memories
     """Every decoder block's cross-attention memory of encoded [B, S, D]: a tuple of
     {"k", "v"} [B, K, S, Dh] (unrolled) or {"k", "v"} [B, L, K, S, Dh] (scanned)."""
     if isinstance(blocks, Block):
-        return _scanned(lambda block, carry, _: (carry, block.memory(carry)), cfg)(blocks, encoded, None)[1]
+        result: Memories = _scanned(lambda block, carry, _: (carry, block.memory(carry)), cfg)(blocks, encoded, None)[1]
+        return result
     return tuple(block.memory(encoded) for block in blocks)
 
 

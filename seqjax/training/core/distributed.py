@@ -114,7 +114,8 @@ def to_global(local: Mapping[str, np.ndarray], batch_size: int, sharding: NamedS
     """This process's rows of a batch (`local_rows`; all B rows in a single process) as the
     global [B, ...] arrays split over devices by `sharding`."""
     if jax.process_count() == 1:
-        return jax.device_put(dict(local), sharding)
+        result: dict[str, jax.Array] = jax.device_put(dict(local), sharding)
+        return result
     return {
         name: jax.make_array_from_process_local_data(sharding, value, (batch_size, *value.shape[1:]))
         for name, value in local.items()

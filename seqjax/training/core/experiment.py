@@ -193,7 +193,8 @@ def output_head(cfg: Config, vocab_size: int, counts: np.ndarray, mesh: Mesh | N
     move between the two). Without a mesh (decoding a restored run) it is the plain head."""
     head = build_head(cfg.head, vocab_size, counts, cfg.train.precision)
     if mesh is not None and cfg.train.vocab_parallel:
-        return head.vocab_parallel(mesh)  # a head of the vocab_parallel family (validate_layout)
+        result: nn.Module = head.vocab_parallel(mesh)  # a head of the vocab_parallel family (validate_layout)
+        return result
     return head
 
 

@@ -55,7 +55,8 @@ def train_flops_per_token(cfg: Config, head_weights: float, seq_len: int) -> flo
     weights = model.matmul_weights(cfg.model)
     if weights is None:
         return None
-    return 6.0 * (weights + head_weights) + model.attention_flops(cfg.model, seq_len)
+    result: float | None = 6.0 * (weights + head_weights) + model.attention_flops(cfg.model, seq_len)
+    return result
 
 
 def known_peak_tflops(device_kind: str) -> float | None:

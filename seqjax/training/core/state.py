@@ -86,7 +86,8 @@ class TrainState:
 
 def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data") -> TrainState:
     """The NamedSharding of every leaf under `strategy` (data | fsdp | tensor | fsdp_tensor)."""
-    return tree_shardings(state_shape, mesh, strategy)
+    result: TrainState = tree_shardings(state_shape, mesh, strategy)
+    return result
 
 
 def _initializer(
@@ -116,7 +117,10 @@ def abstract_state(
     ShapeDtypeStructs too)."""
     shape = jax.eval_shape(_initializer(model, head, optimizer, batch), jax.random.PRNGKey(0))
     shardings = state_shardings(shape, mesh, strategy)
-    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
+    result: TrainState = jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings
+    )
+    return result
 
 
 def init_state(
@@ -133,7 +137,8 @@ def init_state(
     init = _initializer(model, head, optimizer, batch)
     key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
     shardings = jax.tree.map(lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy))
-    return jax.jit(init, out_shardings=shardings)(key)
+    result: TrainState = jax.jit(init, out_shardings=shardings)(key)
+    return result
 
 
 class Checkpointer:
@@ -158,7 +163,8 @@ class Checkpointer:
     def latest_step(self) -> int | None:
         if self._manager is None and not os.path.isdir(self.directory):
             return None
-        return self.manager.latest_step()
+        result: int | None = self.manager.latest_step()
+        return result
 
     def save(self, state: TrainState, meta: dict[str, Any]) -> None:
         step = int(jax.device_get(state.step))
@@ -167,7 +173,10 @@ class Checkpointer:
         )
 
     def restore_meta(self, step: int) -> dict[str, Any]:
-        return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        result: dict[str, Any] = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
+            "meta"
+        ]
+        return result
 
     def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict[str, Any]]:
         """Restores onto the shardings carried by `abstract_state` (jax.ShapeDtypeStruct leaves)."""

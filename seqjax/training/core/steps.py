@@ -53,7 +53,8 @@ def _microbatches(batch: Batch, accum_steps: int) -> Batch:
         x = x.reshape(x.shape[0] // accum_steps, accum_steps, *x.shape[1:])
         return jnp.swapaxes(x, 0, 1)
 
-    return jax.tree.map(split, batch)
+    result: Batch = jax.tree.map(split, batch)
+    return result
 
 
 def weighted_loss_and_grads(
@@ -83,7 +84,10 @@ def weighted_loss_and_grads(
 
         (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         share = micro_batch["mask"].sum() / total_tokens
-        return jax.tree.map(lambda x: share * x, (loss, metrics, grads))
+        result: tuple[jax.Array, dict[str, jax.Array], Params] = jax.tree.map(
+            lambda x: share * x, (loss, metrics, grads)
+        )
+        return result
 
     if accum_steps == 1:
         return part(batch, key)
@@ -99,6 +103,7 @@ def weighted_loss_and_grads(
 
     first = jax.tree.map(lambda x: x[0], micro)
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(part, first, key))
+    totals: tuple[jax.Array, dict[str, jax.Array], Params]
     totals, _ = jax.lax.scan(accumulate, zeros, (jnp.arange(accum_steps), micro))
     return totals
 

@@ -68,7 +68,8 @@ def model_decoder(exp: Experiment, params: Params, options: DecodeOptions) -> LM
             max_len=max_len,
             options=options,
         )
-        return jax.device_get(tokens)
+        result: tuple[np.ndarray, np.ndarray] = jax.device_get(tokens)
+        return result
 
     return LMDecoder(exp.tokenizer, decode_fn, exp.cfg.train.batch_size, readable_length(exp.cfg.model))
 

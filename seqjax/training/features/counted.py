@@ -177,6 +177,9 @@ def counted_decoder(model: CountedModel, options: DecodeOptions) -> DecodeFn:
             before = prompt[max(length - 1 - width, 0) : length - 1]
             history[row, width - len(before) :] = before
         last = prompts[np.arange(len(prompts)), np.asarray(lengths) - 1]
-        return jax.device_get(program(history, keys, last, max_len=max_len, options=options))
+        result: tuple[np.ndarray, np.ndarray] = jax.device_get(
+            program(history, keys, last, max_len=max_len, options=options)
+        )
+        return result
 
     return decode_fn

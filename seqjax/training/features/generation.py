@@ -166,7 +166,10 @@ def decode(
     """
     prompts = jnp.broadcast_to(jnp.asarray(prompt, jnp.int32), (num, len(prompt)))
     lengths = jnp.full((num,), len(prompt), jnp.int32)
-    return decode_prompts(model, head, params, keys, prompts, lengths, batch, max_len=max_len, options=options)
+    result: tuple[jax.Array, jax.Array] = decode_prompts(
+        model, head, params, keys, prompts, lengths, batch, max_len=max_len, options=options
+    )
+    return result
 
 
 def decode_new_lines(
@@ -194,7 +197,8 @@ def decode_new_lines(
         max_len=max_len,
         options=options,
     )
-    return jax.device_get(tokens)
+    result: tuple[np.ndarray, np.ndarray] = jax.device_get(tokens)
+    return result
 
 
 def one_line(text: str) -> str:

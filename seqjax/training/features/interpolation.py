@@ -40,6 +40,7 @@ def posterior_means(exp: Experiment, params: Params, texts: list[str]) -> jax.Ar
     batch = lines.rows(np.arange(lines.num_rows))
     model_params = {"params": params["model"]}
     targets, mask = jnp.asarray(batch["targets"]), jnp.asarray(batch["mask"]) > 0
+    mean: jax.Array
     mean, _ = exp.model.apply(model_params, targets, mask, method="encode")  # LatentModel.encode
     return mean
 
