@@ -77,7 +77,8 @@ def _texts(array: Any, name: str, label: str, first_row: int) -> list[str]:
         row = first_row + int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
         raise ValueError(f"field {name!r} must hold a string, got null in {label!r} at row {row}")
     try:
-        return array.to_pylist()
+        texts: list[str] = array.to_pylist()
+        return texts
     except UnicodeDecodeError:
         for row, value in enumerate(array.cast(pa.large_binary()).to_pylist(), start=first_row):
             try:
