@@ -49,6 +49,7 @@ from seqjax.training.core.experiment import (
 from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.core.memory import compiled_memory, describe_memory
+from seqjax.training.core.remat import run_remat
 from seqjax.training.core.resume import open_run
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.signals import StopRequest, TrainingStopped
@@ -206,6 +207,7 @@ def train(
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
             batches = exp.train_batches(row_multiple=batch_shards(mesh) * cfg.optim.accum_steps)
             example = batches.batch(0)
+            exp, remat = run_remat(exp, optimizer, schedule, mesh, batches.shapes, example)
             state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
             if schedule_changes:
                 echo(
@@ -225,6 +227,8 @@ def train(
             attention = kernel_choice(exp.model)
             if attention is not None and attention.fallback:
                 echo(f"notice: {attention.fallback}")
+            if remat is not None and remat.requested == "auto":
+                echo(remat.describe())
             echo(describe_data(data, cfg.data))
             num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
             echo(
