@@ -4,7 +4,8 @@ checkpoint and summarize.
 `train(cfg, workdir)` reads top to bottom: initialize the processes; open the run (a
 resumed run's config and vocabulary checked against its checkpoint); make the mesh; build
 the experiment, whose output head is already the one for the layout; build the optimizer
-and its schedule once; get the state (fresh, restored, or fresh with train.init_from's
+and its schedule once; build the model under the remat policy `model.remat` resolves to for
+the run's devices (`remat.run_remat`); get the state (fresh, restored, or fresh with train.init_from's
 parameters); build the steps; loop; evaluate and report. One `Checkpointer` serves the
 whole run. Everything is built and validated before the run directory is touched, so a bad
 config, file or vocabulary never damages an existing run. A counted model (the n-gram,
