@@ -22,6 +22,7 @@ from jax.sharding import Mesh
 
 from seqjax import decoding
 from seqjax import optimizers as optim
+from seqjax.accelerators import program
 from seqjax.config import Config
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.model_head import init_decode_state, make_step_fn
@@ -29,6 +30,8 @@ from seqjax.models import generates, is_seq2seq
 from seqjax.placement import under_mesh
 from seqjax.training.core.experiment import batch_plan, build_experiment, build_parts
 from seqjax.training.core.layout import batch_sharding, batch_shards, make_mesh
+from seqjax.training.core.memory import per_device_bytes
+from seqjax.training.core.remat import RematChoice, resolve_remat, with_remat
 from seqjax.training.core.state import abstract_state
 from seqjax.training.core.steps import build_train_step, make_eval_step
 
@@ -128,29 +131,69 @@ def compile_decode(parts: Parts, mesh: Mesh, params: Any, batch: dict[str, jax.S
     return jax.jit(under_mesh(decode, mesh), out_shardings=(sharding, sharding)).lower(params, source).compile()
 
 
+def compile_train_under_remat(
+    parts: Parts,
+    mesh: Mesh,
+    batch: dict[str, jax.ShapeDtypeStruct],
+    memory_limit: int | None,
+    echo: Callable[[str], None],
+) -> tuple[Parts, Any, Any, RematChoice | None]:
+    """The run's train step compiled under the remat policy `model.remat` resolves to for devices
+    that may use `memory_limit` bytes each (`seqjax.training.core.remat`): each policy tried is
+    compiled once, and the one chosen is not compiled again.
+
+    Returns:
+      (the parts, their model built under the policy; the train step as `compile_train` returns
+      it; the abstract state; the choice, None for a model without Transformer blocks).
+    """
+    tried: dict[str, tuple[Parts, Any, Any]] = {}
+
+    def peak_of(policy: str) -> int | None:
+        echo(f"compiling the train step with model.remat={policy}")
+        policy_parts = dataclasses.replace(parts, model=with_remat(parts.model, policy))
+        train, state = compile_train(policy_parts, mesh, batch)
+        tried[policy] = (policy_parts, train, state)
+        if isinstance(train, OutOfMemory):
+            temporaries = train.temporaries()
+            held = per_device_bytes(state.params) + per_device_bytes(state.opt_state)
+            return None if temporaries is None else held + temporaries
+        return program.memory(train)["peak"]
+
+    platform = mesh.devices.flat[0].platform
+    remat = resolve_remat(parts.cfg.model, platform, memory_limit, peak_of)
+    if remat is not None and remat.policy in tried:
+        return *tried[remat.policy], remat
+    if remat is not None:
+        parts = dataclasses.replace(parts, model=with_remat(parts.model, remat.policy))
+    echo("compiling the train step")
+    return parts, *compile_train(parts, mesh, batch), remat
+
+
 def compiled_programs(
     cfg: Config,
     devices: Sequence[jax.Device],
     vocab_size: int | None = None,
     *,
+    memory_limit: int | None = None,
     echo: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Builds and compiles the run's train, eval and decode steps for `devices`. Devices of
-    several slices get a `slice` axis of that size unless train.mesh names one.
+    """Builds and compiles the run's train, eval and decode steps for `devices`, whose usable
+    bytes each, `memory_limit`, `model.remat=auto` is resolved for (None: unknown, `none`).
+    Devices of several slices get a `slice` axis of that size unless train.mesh names one.
 
     Returns:
       {"mesh", "parts", "state" (abstract), "batch" (abstract), "train", "eval", "decode"
       (compiled programs; decode None for an encoder; train an `OutOfMemory`, and the others None,
-      where the compiler refused the train step for the device's memory)}.
+      where the compiler refused the train step for the device's memory), "remat" (the
+      `RematChoice`, None for a model without Transformer blocks)}.
     """
     slices = len({getattr(device, "slice_index", 0) for device in devices})
     if slices > 1 and "slice" not in cfg.train.mesh:  # the batch over the slices, the rest within each
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, mesh=f"slice:{slices},{cfg.train.mesh}"))
     mesh = make_mesh(cfg.train.mesh, devices)
-    parts = build(cfg, mesh, vocab_size)
     batch = abstract_batch(cfg, mesh)
-    echo("compiling the train step")
-    train, state = compile_train(parts, mesh, batch)
+    built = build(cfg, mesh, vocab_size)
+    parts, train, state, remat = compile_train_under_remat(built, mesh, batch, memory_limit, echo)
     compiled: dict[str, Any] = {
         "mesh": mesh,
         "parts": parts,
@@ -159,6 +202,7 @@ def compiled_programs(
         "train": train,
         "eval": None,
         "decode": None,
+        "remat": remat,
     }
     if isinstance(train, OutOfMemory):
         return compiled

@@ -1,9 +1,10 @@
-"""`seqjax compile`'s answer: does the run fit on the target, which attention kernel did it get,
-what does a step communicate, and how fast should it be.
+"""`seqjax compile`'s answer: does the run fit on the target, which remat policy and attention
+kernel did it get, what does a step communicate, and how fast should it be.
 
 Memory per device is the compiled train step's (arguments + outputs not aliased to donated
 arguments + temporaries) against the device's memory; on a GPU against the share JAX's
 allocator takes by default (`XLA_PYTHON_CLIENT_MEM_FRACTION`, 0.75), on a TPU the whole HBM.
+`model.remat=auto` takes the lightest policy whose train step fits that memory.
 
 The compiler's FLOPs (a TPU's; the GPU compiler counts none) are one device's program, in which
 XLA counts a loop's body once: times the devices and the microbatches of gradient accumulation
@@ -39,6 +40,7 @@ from seqjax.config import Config
 from seqjax.models import kernel_choice
 from seqjax.training.core.memory import format_bytes, per_device_bytes
 from seqjax.training.core.mfu import train_flops_per_token
+from seqjax.training.core.remat import RematChoice
 
 GPU_MEMORY_FRACTION = 0.75  # JAX's default share of a GPU's memory
 
@@ -79,12 +81,21 @@ def attention_report(model: Any, calls: dict[str, dict[str, int]]) -> dict[str, 
     }
 
 
+def remat_report(choice: RematChoice | None) -> dict[str, Any] | None:
+    """The policy asked for (`model.remat`), the one compiled and, for auto, the train step's
+    peak bytes per device under each policy tried (None: refused by the compiler); None for a
+    model without Transformer blocks."""
+    if choice is None:
+        return None
+    return {"requested": choice.requested, "policy": choice.policy, "peaks": dict(choice.peaks)}
+
+
 def compile_report(
     cfg: Config, target: Target, vocab_size: int | None = None, *, echo: Callable[[str], None] = lambda _: None
 ) -> dict[str, Any]:
     """Compiles the run's train, eval and decode steps for `target` and reports on them (the
     JSON of `seqjax compile --json`)."""
-    built = compiled_programs(cfg, target_devices(target), vocab_size, echo=echo)
+    built = compiled_programs(cfg, target_devices(target), vocab_size, memory_limit=usable_memory(target), echo=echo)
     parts, state, batch = built["parts"], built["state"], built["batch"]
     if isinstance(built["train"], OutOfMemory):
         return out_of_memory_report(target, built, built["train"])
@@ -123,6 +134,7 @@ def compile_report(
             "peak": peak,
         },
         "per_step_program_bytes": memory,
+        "remat": remat_report(built["remat"]),
         "attention": attention_report(parts.model, calls),
         "collectives": collectives,
         "dcn_collectives": dcn,
@@ -209,6 +221,10 @@ def describe(report: dict[str, Any]) -> str:
         f"{format_bytes(b['peak'])} of {format_bytes(report['usable_memory_bytes'])} usable: {verdict} "
         f"(margin {format_bytes(abs(report['margin_bytes']))}{'' if report['fits'] else ' short'})",
     ]
+    remat = report["remat"]
+    if remat is not None and remat["requested"] == "auto":
+        choice = RematChoice("auto", remat["policy"], remat["peaks"], report["usable_memory_bytes"])
+        lines.append(choice.describe())
     attention = report["attention"]
     if attention["requested"] is not None:
         steps = ", ".join(f"{k} {v}" for k, v in attention["fused_calls_by_step"].items())

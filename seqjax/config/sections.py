@@ -25,7 +25,7 @@ Positions = Literal["sinusoidal", "learned", "rope"]
 Norm = Literal["pre", "post"]
 NormType = Literal["layernorm", "rmsnorm"]
 Mlp = Literal["gelu", "gelu_exact", "relu", "swiglu"]
-Remat = Literal["none", "dots", "full"]
+Remat = Literal["auto", "none", "dots", "full"]  # auto, then the policies from lightest to heaviest
 Proposal = Literal["uniform", "unigram", "log_uniform"]
 Schedule = Literal["cosine", "linear", "constant"]
 Decay = Literal["all", "matrices"]
@@ -187,8 +187,9 @@ class ModelConfig(KindSection):
         False, "the layer stack as one nn.scan over stacked parameters (compile time flat in depth)", kinds=ATTENTION
     )
     remat: Remat = option(
-        "none",
-        "recompute activations in the backward pass: none | dots (keep matmul outputs without batch dims) | full",
+        "auto",
+        "recompute activations in the backward pass: auto (the lightest policy whose compiled train step fits the "
+        "run's devices; the run says which) | none | dots (keep matmul outputs without batch dims) | full",
         kinds=ATTENTION,
     )
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)

@@ -4,7 +4,8 @@ checkpoint and summarize.
 `train(cfg, workdir)` reads top to bottom: initialize the processes; open the run (a
 resumed run's config and vocabulary checked against its checkpoint); make the mesh; build
 the experiment, whose output head is already the one for the layout; build the optimizer
-and its schedule once; get the state (fresh, restored, or fresh with train.init_from's
+and its schedule once; build the model under the remat policy `model.remat` resolves to for
+the run's devices (`remat.run_remat`); get the state (fresh, restored, or fresh with train.init_from's
 parameters); build the steps; loop; evaluate and report. One `Checkpointer` serves the
 whole run. Everything is built and validated before the run directory is touched, so a bad
 config, file or vocabulary never damages an existing run. A counted model (the n-gram,
@@ -49,6 +50,7 @@ from seqjax.training.core.experiment import (
 from seqjax.training.core.layout import batch_sharding, batch_shards, batch_split, describe_batch, make_mesh
 from seqjax.training.core.logging import RunLogger, data_record, describe_data, save_data_record
 from seqjax.training.core.memory import compiled_memory, describe_memory
+from seqjax.training.core.remat import run_remat
 from seqjax.training.core.resume import open_run
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.signals import StopRequest, TrainingStopped
@@ -207,6 +209,7 @@ def train(
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
             batches = exp.train_batches(row_multiple=batch_shards(mesh) * cfg.optim.accum_steps)
             example = batches.batch(0)
+            exp, remat = run_remat(exp, optimizer, schedule, mesh, batches.shapes, example)
             state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
             if schedule_changes:
                 echo(
@@ -226,6 +229,8 @@ def train(
             attention = kernel_choice(exp.model)
             if attention is not None and attention.fallback:
                 echo(f"notice: {attention.fallback}")
+            if remat is not None and remat.requested == "auto":
+                echo(remat.describe())
             echo(describe_data(data, cfg.data))
             num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
             echo(

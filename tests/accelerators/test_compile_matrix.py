@@ -143,3 +143,37 @@ def test_each_targets_devices_name_a_kind_whose_mfu_peak_is_the_targets(target):
     use_target_compiler()
     chip = parse_target(target).chip
     assert known_peak_tflops(target_devices(parse_target(target))[0].device_kind) == chip.peak_tflops
+
+
+# A Llama of about 1B parameters (docs/scaling.md's), layers scanned: compile time flat in depth.
+LLAMA_1B = (
+    "model.d_model=2048",
+    "model.layers=24",
+    "model.num_heads=16",
+    "model.kv_heads=8",
+    "model.d_ff=5632",
+    "model.positions=rope",
+    "model.norm_type=rmsnorm",
+    "model.mlp=swiglu",
+    "model.bias=false",
+    "model.max_len=2048",
+    "model.scan_layers=true",
+    "data.seq_len=2048",
+    "train.precision=bfloat16",
+    "train.sharding=fsdp",
+)
+
+
+@pytest.mark.slow
+def test_auto_remat_takes_dots_where_the_step_without_remat_does_not_fit_an_h100():
+    from seqjax.accelerators.report import compile_report, describe
+    from seqjax.accelerators.targets import parse_target, use_target_compiler
+
+    use_target_compiler()
+    # 16 rows of 2,048 tokens per device: without remat the activations alone exceed 60 GiB.
+    cfg = config_lib.override(Config(), [*LLAMA_1B, "train.batch_size=128"])
+    report = compile_report(cfg, parse_target("h100:8"), 32000)
+    remat, usable = report["remat"], report["usable_memory_bytes"]
+    assert (remat["requested"], remat["policy"], list(remat["peaks"])) == ("auto", "dots", ["none", "dots"])
+    assert remat["peaks"]["none"] > usable >= remat["peaks"]["dots"] == report["per_device_bytes"]["peak"]
+    assert "remat: auto chose dots (none needs " in describe(report)

@@ -48,6 +48,7 @@ def compile_report(monkeypatch, target, train, *settings, eval_program=None):
         "train": train,
         "eval": eval_program or stand_in(100, 10, 50),
         "decode": None,
+        "remat": None,
     }
     monkeypatch.setattr(report, "target_devices", lambda target: [])
     monkeypatch.setattr(report, "compiled_programs", lambda *args, **kwargs: built)

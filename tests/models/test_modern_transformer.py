@@ -323,7 +323,7 @@ def test_bfloat16_modern_model_gives_the_float32_models_hidden_to_bfloat16_preci
         ({"kv_heads": -1}, "model.kv_heads must be an int >= 0"),
         ({"kv_heads": 3}, "model.num_heads=4 must be divisible by model.kv_heads .*got 3"),
         ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, cudnn, splash, xla, got 'flash'"),
-        ({"remat": "some"}, "model.remat must be one of none, dots, full, got 'some'"),
+        ({"remat": "some"}, "model.remat must be one of auto, none, dots, full, got 'some'"),
     ],
 )
 def test_invalid_new_model_values_are_refused_naming_the_value_and_rule(changes, message):

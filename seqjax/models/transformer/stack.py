@@ -12,6 +12,9 @@
   scanned, the step's temporaries fall from 905 MiB to 227 (dots) and 124 MiB (full);
   unrolled they stay at 782 MiB, as for a plain `jax.checkpoint` loop there: XLA's CPU
   scheduler runs the recomputation early, so on CPU remat pays off with scan_layers only.
+  "auto" is resolved to one of those where the train step is compiled for the run's devices
+  (`seqjax.training.core.remat`); a module built with it unresolved (evaluation, decoding:
+  nothing is differentiated) recomputes nothing.
 
 Decode state leaves keep the batch as their leading axis in both layouts: a scanned stack's
 KV cache is {"k", "v"} [B, L, K, M, Dh], carried through the layer scan and written in place
@@ -97,7 +100,7 @@ def run_blocks(
         memory = None if encoded is None else block.memory(encoded)
         return block(x, positions, mask, memory, encoded_mask, train), None
 
-    if cfg.remat != "none":
+    if cfg.remat in REMAT_POLICIES:
         # Inside a scan, CSE cannot merge recomputation across iterations; outside it must be
         # prevented, or XLA folds the recomputed forward back into the saved one.
         layer = nn.remat(layer, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)

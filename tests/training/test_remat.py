@@ -1,0 +1,99 @@
+"""`model.remat=auto`: the lightest policy whose compiled train step fits a device, chosen from
+the policies' peaks; on a CPU, which reports no memory limit, `none` without compiling any."""
+
+import jax
+import pytest
+from helpers import tiny_config
+
+from seqjax import optimizers as optim
+from seqjax.training import loop
+from seqjax.training.core import remat as remat_lib
+from seqjax.training.core.experiment import build_experiment
+from seqjax.training.core.layout import make_mesh
+from seqjax.training.core.remat import RematChoice, choose_remat, resolve_remat
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    "peaks, limit, chosen, asked",
+    [
+        ({"none": 10 * GIB, "dots": 6 * GIB, "full": 4 * GIB}, 12 * GIB, "none", ["none"]),
+        ({"none": 12 * GIB, "dots": 6 * GIB, "full": 4 * GIB}, 12 * GIB, "none", ["none"]),  # at the limit fits
+        ({"none": 20 * GIB, "dots": 6 * GIB, "full": 4 * GIB}, 12 * GIB, "dots", ["none", "dots"]),
+        ({"none": 20 * GIB, "dots": 14 * GIB, "full": 4 * GIB}, 12 * GIB, "full", ["none", "dots", "full"]),
+        ({"none": None, "dots": 6 * GIB, "full": 4 * GIB}, 12 * GIB, "dots", ["none", "dots"]),  # refused
+    ],
+)
+def test_auto_chooses_the_lightest_policy_whose_peak_fits_and_compiles_none_past_it(peaks, limit, chosen, asked):
+    calls = []
+
+    def peak_of(policy):
+        calls.append(policy)
+        return peaks[policy]
+
+    choice = choose_remat(peak_of, limit)
+    assert (choice.policy, calls) == (chosen, asked)
+    assert choice.peaks == {policy: peaks[policy] for policy in asked}
+
+
+def test_when_no_policy_fits_the_error_lists_each_policys_peak_per_device():
+    peaks = {"none": 90 * GIB, "dots": None, "full": 61 * GIB}
+    with pytest.raises(ValueError) as raised:
+        choose_remat(peaks.__getitem__, 60 * GIB)
+    assert str(raised.value) == (
+        "model.remat=auto: no policy's train step fits the 60.00 GiB a device may use, peaks per device: "
+        "none 90.00 GiB, dots (refused by the compiler), full 61.00 GiB (lower train.batch_size, raise "
+        "optim.accum_steps or shard the state: train.sharding=fsdp)"
+    )
+
+
+def test_the_printed_line_names_the_choice_and_the_peaks_of_the_policies_tried_against_the_limit():
+    choice = RematChoice("auto", "full", {"none": 90 * GIB, "dots": 70 * GIB, "full": 30 * GIB}, 60 * GIB)
+    line = "remat: auto chose full (none needs 90.00 GiB of 60.00 GiB, dots 70.00 GiB, full 30.00 GiB)"
+    assert choice.describe() == line
+
+
+def test_on_devices_that_report_no_memory_limit_auto_is_none_and_nothing_is_compiled():
+    def peak_of(policy):
+        raise AssertionError(f"compiled {policy}")
+
+    choice = resolve_remat(tiny_config().model, "cpu", None, peak_of)
+    assert choice.policy == "none"
+    assert choice.describe() == "remat: auto chose none (cpu devices report no memory limit: no other policy compiled)"
+    assert remat_lib.device_memory_limit(jax.devices("cpu")[0]) is None
+
+
+def test_a_policy_set_by_name_is_kept_and_a_model_without_transformer_blocks_has_none():
+    never = lambda policy: pytest.fail(f"compiled {policy}")  # noqa: E731
+    assert resolve_remat(tiny_config("model.remat=dots").model, "gpu", GIB, never) == RematChoice("dots", "dots")
+    assert resolve_remat(tiny_config("model.kind=rnn").model, "gpu", GIB, never) is None
+
+
+@pytest.mark.slow
+def test_a_run_whose_devices_hold_less_than_the_none_step_builds_its_model_with_dots(monkeypatch):
+    # Scanned layers: on the CPU backend remat lowers the step's peak with scan_layers only (stack.py).
+    cfg = tiny_config("model.scan_layers=true", "model.layers=2", "data.seq_len=32")
+    mesh = make_mesh(cfg.train.mesh)
+    exp = build_experiment(cfg, mesh)
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
+    batches = exp.train_batches()
+
+    def run_remat_under(limit):
+        monkeypatch.setattr(remat_lib, "device_memory_limit", lambda device: limit)
+        return remat_lib.run_remat(exp, optimizer, schedule, mesh, batches.shapes, batches.batch(0))
+
+    _, roomy = run_remat_under(2**40)
+    built, tight = run_remat_under(roomy.peaks["none"] - 1)
+    assert (roomy.policy, tight.policy) == ("none", "dots")
+    assert tight.peaks["none"] == roomy.peaks["none"] > tight.peaks["dots"]
+    assert (built.model.cfg.remat, built.cfg.model.remat) == ("dots", "auto")  # the config keeps auto
+
+
+@pytest.mark.slow
+def test_the_cpu_train_command_prints_that_auto_chose_none(tmp_path):
+    lines = []
+    cfg = tiny_config("train.steps=1", "train.num_printed_samples=0")
+    loop.train(cfg, str(tmp_path), echo=lines.append)
+    assert "remat: auto chose none (cpu devices report no memory limit: no other policy compiled)" in lines
