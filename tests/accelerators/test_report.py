@@ -11,6 +11,7 @@ import pytest
 
 from seqjax.accelerators import report, targets
 from seqjax.config import Config, override
+from seqjax.models import build_model
 from seqjax.training.core.mfu import train_flops_per_token
 
 ROWS, LENGTH, VOCAB = 8, 16, 64
@@ -41,7 +42,10 @@ def compile_report(monkeypatch, target, train, *settings, eval_program=None):
     built = {
         "mesh": types.SimpleNamespace(shape={"data": target.count, "model": 1}),
         "parts": types.SimpleNamespace(
-            cfg=cfg, counts=None, head=types.SimpleNamespace(matmul_weights=lambda width, counts: width * VOCAB)
+            cfg=cfg,
+            counts=None,
+            head=types.SimpleNamespace(matmul_weights=lambda width, counts: width * VOCAB),
+            model=build_model(cfg.model, VOCAB, platform=target.chip.platform),
         ),
         "state": types.SimpleNamespace(params={"w": held(PARAMETERS)}, opt_state={"m": held(OPTIMIZER)}),
         "batch": {"mask": jax.ShapeDtypeStruct((ROWS, LENGTH), jnp.float32)},

@@ -322,7 +322,7 @@ def test_bfloat16_modern_model_gives_the_float32_models_hidden_to_bfloat16_preci
         ({"mlp": "geglu"}, "model.mlp must be one of gelu, gelu_exact, relu, swiglu, got 'geglu'"),
         ({"kv_heads": -1}, "model.kv_heads must be an int >= 0"),
         ({"kv_heads": 3}, "model.num_heads=4 must be divisible by model.kv_heads .*got 3"),
-        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, cudnn, splash, xla, got 'flash'"),
+        ({"attention_kernel": "flash"}, "model.attention_kernel must be one of auto, xla, cudnn, splash, got 'flash'"),
         ({"remat": "some"}, "model.remat must be one of auto, none, dots, full, got 'some'"),
     ],
 )
