@@ -45,16 +45,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gettext_transformer  # noqa: E402
-from sweeps import (  # noqa: E402
-    add_results_argument,
-    finished_summary,
-    format_cell,
-    parse_names,
-    parse_seeds,
-    publish,
-    results_dir,
-    trained_summary,
-)
+import sweeps  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
 from seqjax.data.corpora.readers import read_parallel, read_texts, split_pairs  # noqa: E402
@@ -190,17 +181,17 @@ def run_stage(args: argparse.Namespace) -> None:
         parallel, mono = corpus_paths(args.workdir)
         require(mono, "corpus")
         cfg = model_config(args.steps, parallel, "de", "en")
-        trained_summary(cfg, os.path.join(args.workdir, "backward"), "backward de->en on the parallel half")
+        sweeps.trained_summary(cfg, os.path.join(args.workdir, "backward"), "backward de->en on the parallel half")
         scores(os.path.join(args.workdir, "backward"))
     elif args.stage == "synthetic":
-        for decoding in parse_names(args.variants, tuple(DECODINGS), "--variants"):
+        for decoding in sweeps.parse_names(args.variants, tuple(DECODINGS), "--variants"):
             synthetic_corpus(args.workdir, decoding)
     else:
-        for variant in parse_names(args.variants, FORWARD, "--variants"):
-            for seed in parse_seeds(args.seeds):
+        for variant in sweeps.parse_names(args.variants, FORWARD, "--variants"):
+            for seed in sweeps.parse_seeds(args.seeds):
                 run_dir = forward_dir(args.workdir, variant, seed)
                 cfg = model_config(args.steps, forward_train(args.workdir, variant), seed=seed)
-                trained_summary(cfg, run_dir, f"forward en->de: {LABELS[variant]}, seed {seed}")
+                sweeps.trained_summary(cfg, run_dir, f"forward en->de: {LABELS[variant]}, seed {seed}")
                 scores(run_dir)
 
 
@@ -213,7 +204,7 @@ def finished_scores(workdir: str, steps: int, variant: str) -> dict[int, dict]:
         if name.startswith(prefix) and os.path.isfile(os.path.join(run_dir, "scores.json")):
             seed = int(name[len(prefix) :])
             cfg = model_config(steps, forward_train(workdir, variant), seed=seed)
-            if finished_summary(run_dir, cfg) is not None:
+            if sweeps.finished_summary(run_dir, cfg) is not None:
                 found[seed] = scores(run_dir)
     return found
 
@@ -257,9 +248,11 @@ def report(workdir: str, steps: int) -> tuple[str, list[str], dict]:
             lines.append(f"| {LABELS[variant]} | none finished | | | | | |")
             continue
         paired = [found[s]["bleu"] - half[s]["bleu"] for s in found if s in half]
-        gain = format_cell(paired, 2) if paired and variant != "half" else "-"
-        cells = [format_cell([s[k] for s in found.values()], d) for k, d in (("bleu", 2), ("copy_bleu", 2))]
-        rest = [format_cell([s[k] for s in found.values()], d) for k, d in (("rougeL", 3), ("word_perplexity", 1))]
+        gain = sweeps.format_cell(paired, 2) if paired and variant != "half" else "-"
+        cells = [sweeps.format_cell([s[k] for s in found.values()], d) for k, d in (("bleu", 2), ("copy_bleu", 2))]
+        rest = [
+            sweeps.format_cell([s[k] for s in found.values()], d) for k, d in (("rougeL", 3), ("word_perplexity", 1))
+        ]
         seeds = ", ".join(str(s) for s in sorted(found))
         lines.append(f"| {LABELS[variant]} | {seeds} | {cells[0]} | {cells[1]} | {gain} | {rest[0]} | {rest[1]} |")
     run_dirs += [forward_dir(workdir, variant, seed) for variant, found in rows.items() for seed in sorted(found)]
@@ -275,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0", help="forward: train.seed of each run, comma-separated")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--mono-lines", type=int, default=0, help="corpus: monolingual lines (0: the whole half)")
-    add_results_argument(parser)
+    sweeps.add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.steps < 10 or args.mono_lines < 0:
         raise ValueError(f"need --steps >= 10 and --mono-lines >= 0, got {args.steps} and {args.mono_lines}")
@@ -286,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         text, run_dirs, figures = report(args.workdir, args.steps)
         name = "back_translation" if args.steps == DEFAULT_STEPS else f"back_translation_{args.steps}_steps"
-        publish(name, text, args.workdir, run_dirs, figures, results_dir(args.results_dir, args.workdir))
+        sweeps.publish(name, text, args.workdir, run_dirs, figures, sweeps.results_dir(args.results_dir, args.workdir))
     else:
         run_stage(args)
 

@@ -28,15 +28,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import (  # noqa: E402
-    add_results_argument,
-    format_cell,
-    parse_names,
-    parse_seeds,
-    publish,
-    results_dir,
-    trained_summary,
-)
+import sweeps  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, ObjectiveConfig, OptimConfig, TrainConfig
 from seqjax.data.synthetic.oracle import make_oracle, oracle_nll, oracle_sample
@@ -161,7 +153,7 @@ def results_table(results: dict[str, list[dict[str, float]]], settings: dict[str
         cells = []
         for column, _ in MEASURES:
             percent = column == "well-formed samples"
-            cells.append(format_cell([run[column] for run in runs], digits=1 if percent else 3, percent=percent))
+            cells.append(sweeps.format_cell([run[column] for run in runs], digits=1 if percent else 3, percent=percent))
         lines.append("| " + " | ".join([name, settings[name], str(len(runs)), *cells]) + " |")
     return "\n".join(lines)
 
@@ -183,7 +175,7 @@ def sweep(base: Config, names: list[str], seeds: list[int], workdir: str) -> dic
     for name in names:
         for seed in seeds:
             directory = run_dir(workdir, name, seed)
-            summary = trained_summary(run_config(base, name, seed), directory, f"{name} seed {seed}")
+            summary = sweeps.trained_summary(run_config(base, name, seed), directory, f"{name} seed {seed}")
             results.setdefault(name, []).append(measures(summary))
     return results
 
@@ -195,9 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=None, help=f"train steps per run (default {DEFAULT_STEPS})")
     parser.add_argument("--objectives", default=",".join(OBJECTIVES))
     parser.add_argument("--quick", action="store_true", help="tiny model and data: a smoke test")
-    add_results_argument(parser)
+    sweeps.add_results_argument(parser)
     args = parser.parse_args(argv)
-    seeds, names = parse_seeds(args.seeds), parse_names(args.objectives, OBJECTIVES, "--objectives")
+    seeds, names = sweeps.parse_seeds(args.seeds), sweeps.parse_names(args.objectives, OBJECTIVES, "--objectives")
     steps = args.steps if args.steps is not None else QUICK_STEPS if args.quick else DEFAULT_STEPS
     if steps < 2:
         raise ValueError(f"--steps must be >= 2, got {steps}")
@@ -217,13 +209,13 @@ def main(argv: list[str] | None = None) -> None:
     figures = {"per_seed": {name: dict(zip(seeds, runs)) for name, runs in results.items()}, "settings": settings}
     figures["oracle_nll_of_its_own_samples"] = entropy
     run_dirs = [run_dir(args.workdir, name, seed) for name in names for seed in seeds]
-    publish(
+    sweeps.publish(
         "oracle_objectives",
         text,
         args.workdir,
         run_dirs,
         figures,
-        results_dir(args.results_dir, args.workdir, args.quick),
+        sweeps.results_dir(args.results_dir, args.workdir, args.quick),
     )
 
 

@@ -27,15 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import (  # noqa: E402
-    add_results_argument,
-    format_cell,
-    parse_names,
-    parse_seeds,
-    publish,
-    results_dir,
-    trained_summary,
-)
+import sweeps  # noqa: E402
 
 from seqjax.config import Config, ObjectiveConfig  # noqa: E402
 from seqjax.objectives import Mixer, Reinforce, ScheduledSampling  # noqa: E402
@@ -134,7 +126,7 @@ def sweep(models: list[str], names: list[str], seeds: list[int], steps: int, wor
             for name in names:
                 directory = fine_tuning_dir(workdir, model, name, seed)
                 cfg = run_config(base, checkpoint, name, seed, steps)
-                trained_summary(cfg, directory, f"{model} {name} seed {seed}")
+                sweeps.trained_summary(cfg, directory, f"{model} {name} seed {seed}")
                 rows.setdefault(name, []).append(with_perplexity(decoded(directory, BEAMS), directory))
     return results
 
@@ -167,7 +159,7 @@ def results_table(results: dict, measure: str, key: str, digits: int, beams: tup
         for m in models:
             runs = results[m].get(name, [])
             seeds.add(len(runs))
-            cells += [format_cell([run[str(b)][key] for run in runs], digits) if runs else "-" for b in beams]
+            cells += [sweeps.format_cell([run[str(b)][key] for run in runs], digits) if runs else "-" for b in beams]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {'/'.join(map(str, sorted(seeds)))} |")
     return "\n".join(lines)
 
@@ -179,18 +171,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objectives", default=",".join(OBJECTIVES))
     parser.add_argument("--seeds", default="0,1", help="train.seed values of the fine-tuning, comma-separated")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="fine-tuning steps per run")
-    add_results_argument(parser)
+    sweeps.add_results_argument(parser)
     args = parser.parse_args(argv)
-    models = parse_names(args.models, CHECKPOINTS, "--models")
-    names = parse_names(args.objectives, OBJECTIVES, "--objectives")
+    models = sweeps.parse_names(args.models, CHECKPOINTS, "--models")
+    names = sweeps.parse_names(args.objectives, OBJECTIVES, "--objectives")
     if args.steps < 4:
         raise ValueError(f"--steps must be >= 4, got {args.steps}")
-    seeds = parse_seeds(args.seeds)
+    seeds = sweeps.parse_seeds(args.seeds)
     results = sweep(models, names, seeds, args.steps, args.workdir)
     text = "\n\n".join(results_table(results, *measure) for measure in MEASURES) + "\n"
     tuned = [fine_tuning_dir(args.workdir, m, n, s) for m in models for s in seeds for n in names]
     runs = [CHECKPOINTS[m] for m in models] + tuned
-    publish("translation_objectives", text, args.workdir, runs, results, results_dir(args.results_dir, args.workdir))
+    sweeps.publish(
+        "translation_objectives", text, args.workdir, runs, results, sweeps.results_dir(args.results_dir, args.workdir)
+    )
 
 
 if __name__ == "__main__":

@@ -36,16 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweeps import (  # noqa: E402
-    add_results_argument,
-    finished_summary,
-    format_cell,
-    parse_names,
-    parse_seeds,
-    publish,
-    results_dir,
-    trained_summary,
-)
+import sweeps  # noqa: E402
 
 from seqjax.config import Config, DataConfig, ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 from seqjax.models.language_models.vae import RNNVAEOptions  # noqa: E402
@@ -174,7 +165,7 @@ def measures(run_dir: str, summary: dict) -> dict[str, float]:
 
 
 def cell(values: list[dict[str, float]], key: str, digits: int, percent: bool = False) -> str:
-    return format_cell([v[key] for v in values], digits, percent)
+    return sweeps.format_cell([v[key] for v in values], digits, percent)
 
 
 def report(workdir: str, steps: int, quick: bool) -> tuple[str, list[str], dict]:
@@ -195,7 +186,7 @@ def report(workdir: str, steps: int, quick: bool) -> tuple[str, list[str], dict]
             if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
                 continue
             seed, run_dir = int(name[len(prefix) :]), os.path.join(workdir, name)
-            summary = finished_summary(run_dir, run_config(variant, seed, steps, quick))
+            summary = sweeps.finished_summary(run_dir, run_config(variant, seed, steps, quick))
             if summary is not None:
                 found[seed] = measures(run_dir, summary)
                 run_dirs.append(run_dir)
@@ -232,25 +223,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs; train nothing")
     parser.add_argument("--quick", action="store_true", help="tiny runs: a smoke test of every path")
-    add_results_argument(parser)
+    sweeps.add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.steps < 4:
         raise ValueError(f"--steps must be >= 4, got {args.steps}")
     if args.report:
         text, run_dirs, figures = report(args.workdir, args.steps, args.quick)
-        publish(
+        sweeps.publish(
             "vae_grammar",
             text,
             args.workdir,
             run_dirs,
             figures,
-            results_dir(args.results_dir, args.workdir, args.quick),
+            sweeps.results_dir(args.results_dir, args.workdir, args.quick),
         )
         return
-    for variant in parse_names(args.variants, tuple(VARIANTS), "--variants"):
-        for seed in parse_seeds(args.seeds):
+    for variant in sweeps.parse_names(args.variants, tuple(VARIANTS), "--variants"):
+        for seed in sweeps.parse_seeds(args.seeds):
             run_dir = os.path.join(args.workdir, f"{variant}-seed{seed}")
-            trained_summary(run_config(variant, seed, args.steps, args.quick), run_dir, f"{variant}, seed {seed}")
+            sweeps.trained_summary(
+                run_config(variant, seed, args.steps, args.quick), run_dir, f"{variant}, seed {seed}"
+            )
             homotopies(run_dir)
 
 

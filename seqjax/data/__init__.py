@@ -7,6 +7,7 @@ Everything here runs on the host (numpy); it validates what users supply before 
 reaches a jitted function.
 """
 
+from seqjax.data import tokenizers
 from seqjax.data.batching import LMBatches, Seq2SeqBatches, lm_eval_batches, seq2seq_eval_batches
 from seqjax.data.corpora.readers import read_parallel, read_texts
 from seqjax.data.corpora.sources import holds_pairs, validate_data_config
@@ -20,41 +21,23 @@ from seqjax.data.synthetic import (
     reverse_task,
     sort_task,
 )
-from seqjax.data.tokenizers.trained import (
-    BpeTokenizer,
-    CharTokenizer,
-    Tokenizer,
-    WordTokenizer,
-    build_tokenizer,
-    load_tokenizer,
-)
-from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Vocabulary
+
+# the tokenizer names, listed once: in tokenizers.__all__
+from seqjax.data.tokenizers import *  # noqa: F403
 
 __all__ = [
-    "BOS_ID",
-    "EOS_ID",
-    "PAD_ID",
-    "SPECIAL_TOKENS",
-    "UNK_ID",
     "SEQ2SEQ_TASKS",
-    "BpeTokenizer",
-    "CharTokenizer",
     "LMBatches",
     "LMData",
     "ParallelData",
     "Seq2SeqBatches",
-    "Tokenizer",
-    "Vocabulary",
-    "WordTokenizer",
     "addition_task",
-    "build_tokenizer",
     "copy_task",
     "grammar_sentences",
     "holds_pairs",
     "is_grammatical",
     "lm_eval_batches",
     "load_data",
-    "load_tokenizer",
     "read_parallel",
     "read_texts",
     "reverse_task",
@@ -62,3 +45,4 @@ __all__ = [
     "sort_task",
     "validate_data_config",
 ]
+__all__ += tokenizers.__all__

@@ -22,7 +22,7 @@ def test_a_relative_workdir_names_its_corpus_even_with_seqjax_data_set(stage, tm
     for name in ("parallel.en", "parallel.de", "mono.de"):
         (corpus / name).write_text("a b\n")
     trained = []
-    monkeypatch.setattr(experiment, "trained_summary", lambda cfg, run_dir, label: trained.append(cfg))
+    monkeypatch.setattr(experiment.sweeps, "trained_summary", lambda cfg, run_dir, label: trained.append(cfg))
     monkeypatch.setattr(experiment, "scores", lambda run_dir: {})
     experiment.main(["--stage", stage, "--variants", "half", "--workdir", "runs/bt"])
     (cfg,) = trained

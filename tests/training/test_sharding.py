@@ -6,22 +6,16 @@ import numpy as np
 import pytest
 from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 from jax.sharding import PartitionSpec as P
+from layout_runs import mesh_of, one_device_run, train_steps
 
 from seqjax import optimizers as optim
 from seqjax.heads.full_head import VocabParallelSoftmax
 from seqjax.model_head import init_params
 from seqjax.training.core.experiment import build_experiment
-from seqjax.training.core.layout import batch_sharding, make_mesh, partition_spec, tree_shardings, validate_strategy
+from seqjax.training.core.layout import partition_spec, tree_shardings, validate_strategy
 from seqjax.training.core.memory import per_device_bytes
-from seqjax.training.core.state import init_state, state_shardings
-from seqjax.training.core.steps import build_train_step
 
 F32 = np.dtype(np.float32)
-
-
-def mesh_of(spec):
-    sizes = [int(part.split(":")[1]) for part in spec.split(",")]
-    return make_mesh(spec, jax.devices()[: int(np.prod(sizes))])
 
 
 def spec(name, shape, strategy, mesh):
@@ -125,32 +119,10 @@ STEPS = 4
 SETTINGS = (*EXACT_UPDATES, f"optim.learning_rate={LR}", "train.batch_size=16", f"train.steps={STEPS}")
 
 
-def train_steps(initial, mesh_spec, *overrides):
-    """(params, [(loss, grad_norm) of each step]) after STEPS updates from the host state
-    `initial`, under the layout the overrides describe."""
-    mesh = mesh_of(mesh_spec)
-    exp = build_experiment(tiny_config(*SETTINGS, *overrides), mesh)
-    cfg = exp.cfg
-    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
-    schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
-    batches = exp.train_batches()
-    state = jax.device_put(initial, state_shardings(initial, mesh, cfg.train.sharding))
-    step = build_train_step(exp, optimizer, schedule, mesh, state)
-    records = []
-    for i in range(STEPS):
-        state, metrics = step(state, jax.device_put(batches.batch(i), batch_sharding(mesh)))
-        records.append((float(metrics["loss"]), float(metrics["grad_norm"])))
-    return jax.device_get(state.params), records
-
-
 @pytest.fixture(scope="module")
 def one_device():
     """(initial state on the host, (params, records) of STEPS updates on one device)."""
-    exp = build_experiment(tiny_config(*SETTINGS))
-    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
-    batch = exp.train_batches().batch(0)
-    initial = jax.device_get(init_state(exp.model, exp.head, optimizer, 0, batch, mesh_of("data:1")))
-    return initial, train_steps(initial, "data:1")
+    return one_device_run(SETTINGS)
 
 
 def test_the_reference_run_updates_from_its_first_step(one_device):
@@ -178,4 +150,4 @@ def test_every_strategy_trains_like_one_device(one_device, mesh_spec, overrides)
     """Losses and gradient norms of 4 updates, and the parameters after them, equal one
     device's to float32 summation noise."""
     initial, reference = one_device
-    assert_trains_alike(train_steps(initial, mesh_spec, *overrides), reference, learning_rate=LR, steps=STEPS)
+    assert_trains_alike(train_steps(SETTINGS, initial, mesh_spec, *overrides), reference, learning_rate=LR, steps=STEPS)

@@ -4,17 +4,12 @@ import jax
 import numpy as np
 import pytest
 from helpers import tiny_config
+from layout_runs import mesh_of
 
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment
-from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import init_state, restore_state, state_shardings
-
-
-def mesh_of(spec):
-    sizes = [int(part.split(":")[1]) for part in spec.split(",")]
-    return make_mesh(spec, jax.devices()[: int(np.prod(sizes))])
 
 
 @pytest.fixture(scope="module")

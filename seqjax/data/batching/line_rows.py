@@ -16,16 +16,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from seqjax.data.batching.rows import (
-    Batch,
-    RowRanges,
-    check_index,
-    check_positive,
-    check_seed,
-    check_stream,
-    epoch_rows,
-    selected_rows,
-)
+from seqjax.data.batching.rows import Batch, RowRanges, ShuffledRows, check_positive, check_seed, check_stream
 from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
 
 
@@ -53,7 +44,7 @@ def check_lines_fit(stream: np.ndarray, seq_len: int, name: str) -> None:
         )
 
 
-class LineBatches:
+class LineBatches(ShuffledRows):
     """Training rows of one line each, [B, seq_len].
 
     Attributes:
@@ -73,20 +64,13 @@ class LineBatches:
             raise ValueError(f"stream must hold at least batch_size={batch_size} lines, got {self.num_rows}")
 
     @property
-    def batches_per_epoch(self) -> int:
-        return self.num_rows // self.batch_size
-
-    @property
     def shapes(self) -> list[tuple[int, int]]:
         """The [rows, length] of every batch: [B, seq_len]."""
         return [(self.batch_size, self.seq_len)]
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` (as `LMBatches.batch`): `rows`."""
-        check_index(index)
-        selected = selected_rows(rows, self.batch_size)
-        epoch, position = divmod(int(index), self.batches_per_epoch)
-        return self.rows(epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
+        return self.rows(self.chosen(index, rows))
 
     def rows(self, chosen: np.ndarray) -> Batch:
         """The lines `chosen` [N] (indices in [0, L), -1 for an all-padding row) as a batch.

@@ -8,19 +8,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from seqjax.data.batching.rows import (
-    Batch,
-    RowRanges,
-    check_index,
-    check_positive,
-    check_seed,
-    check_stream,
-    selected_rows,
-)
+from seqjax.data.batching.rows import Batch, RowRanges, ShuffledRows, check_positive, check_seed, check_stream
 from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
 
 
-class LMBatches:
+class LMBatches(ShuffledRows):
     """Concatenate-and-chunk language-model batches over a token stream.
 
     The stream [n] is cut into rows of seq_len + 1 tokens that overlap by one token (row r
@@ -42,25 +34,11 @@ class LMBatches:
                 f"tokens ({batch_size * seq_len + 1} tokens), got {len(self.stream)} tokens "
                 f"({self.num_rows} rows)"
             )
-        self._cached_epoch: tuple[int, np.ndarray] | None = None
-
-    @property
-    def batches_per_epoch(self) -> int:
-        return self.num_rows // self.batch_size
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
         """The [rows, length] of every batch: [B, T]."""
         return [(self.batch_size, self.seq_len)]
-
-    def _permutation(self, epoch: int) -> np.ndarray:
-        # One read and one write of the cache: loader threads building batches of two epochs
-        # at once each keep their own epoch's order.
-        cached = self._cached_epoch
-        if cached is None or cached[0] != epoch:
-            cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_rows))
-            self._cached_epoch = cached
-        return cached[1]
 
     def batch(self, index: int, rows: RowRanges | None = None) -> Batch:
         """The index-th batch, or only its row ranges `rows` ([start, stop) pairs, N rows in
@@ -70,15 +48,12 @@ class LMBatches:
           inputs, targets [N, T] int32 (targets = inputs shifted by one), mask [N, T] float32
           (all ones).
         """
-        check_index(index)
-        selected = selected_rows(rows, self.batch_size)
-        epoch, position = divmod(int(index), self.batches_per_epoch)
-        order = self._permutation(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
-        windows = self.stream[order[selected, None] * self.seq_len + np.arange(self.seq_len + 1)].astype(np.int32)
+        chosen = self.chosen(index, rows)
+        windows = self.stream[chosen[:, None] * self.seq_len + np.arange(self.seq_len + 1)].astype(np.int32)
         return {
             "inputs": windows[:, :-1],
             "targets": windows[:, 1:],
-            "mask": np.ones((len(selected), self.seq_len), np.float32),
+            "mask": np.ones((len(chosen), self.seq_len), np.float32),
         }
 
 

@@ -20,16 +20,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from seqjax.data.batching.rows import (
-    Batch,
-    RowRanges,
-    check_index,
-    check_positive,
-    check_seed,
-    check_stream,
-    epoch_rows,
-    selected_rows,
-)
+from seqjax.data.batching.rows import Batch, RowRanges, ShuffledRows, check_positive, check_seed, check_stream
 from seqjax.data.batching.seq2seq import check_pairs
 from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -71,7 +62,7 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray,
     return row, offset, segment
 
 
-class PackedLMBatches:
+class PackedLMBatches(ShuffledRows):
     """Language-model rows of whole lines.
 
     Each line of the stream (its tokens and the `</s>` that ends it) is a segment of
@@ -125,10 +116,6 @@ class PackedLMBatches:
         self.fill = len(slots) / (self.num_rows * seq_len)
 
     @property
-    def batches_per_epoch(self) -> int:
-        return self.num_rows // self.batch_size
-
-    @property
     def shapes(self) -> list[tuple[int, int]]:
         """The [rows, length] of every batch: [B, T]."""
         return [(self.batch_size, self.seq_len)]
@@ -140,10 +127,7 @@ class PackedLMBatches:
           inputs, targets [N, T] int32 (`<pad>` in padding slots), mask [N, T] float32 (1 at
           targets), segment_ids [N, T] int32 (0: padding), positions [N, T] int32.
         """
-        check_index(index)
-        selected = selected_rows(rows, self.batch_size)
-        epoch, position = divmod(int(index), self.batches_per_epoch)
-        return self.rows(epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected])
+        return self.rows(self.chosen(index, rows))
 
     def rows(self, chosen: np.ndarray) -> Batch:
         """The packed rows `chosen` [N] (indices in [0, R), -1 for an all-padding row) as a batch."""
@@ -174,7 +158,7 @@ def packed_lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) ->
         yield packed.rows(np.where(chosen < packed.num_rows, chosen, -1))
 
 
-class PackedSeq2SeqBatches:
+class PackedSeq2SeqBatches(ShuffledRows):
     """Encoder-decoder rows of whole pairs, all of one length L (`data.buckets[-1]`).
 
     Example k of a row takes the same slots [o, o + n) on both sides, n = max(|src|, |tgt|) + 1:
@@ -203,10 +187,6 @@ class PackedSeq2SeqBatches:
             self.members[r].append((int(example), int(o), int(k)))
 
     @property
-    def batches_per_epoch(self) -> int:
-        return self.num_rows // self.batch_size
-
-    @property
     def shapes(self) -> list[tuple[int, int]]:
         """The [rows, length] of every batch: [B, L]."""
         return [(self.batch_size, self.length)]
@@ -219,10 +199,7 @@ class PackedSeq2SeqBatches:
           [N, L] int32, inputs, targets [N, L] int32, mask [N, L] float32, segment_ids,
           positions [N, L] int32; padding `<pad>` in segment 0.
         """
-        check_index(index)
-        selected = selected_rows(rows, self.batch_size)
-        epoch, position = divmod(int(index), self.batches_per_epoch)
-        chosen = epoch_rows(self.seed, epoch, self.num_rows, self.batch_size, position)[selected]
+        chosen = self.chosen(index, rows)
         shape = (len(chosen), self.length)
         batch = {name: np.full(shape, PAD_ID, np.int32) for name in ("src", "inputs", "targets")}
         for name in ("src_segment_ids", "src_positions", "segment_ids", "positions"):

@@ -67,8 +67,38 @@ def selected_rows(rows: RowRanges | None, batch_size: int) -> np.ndarray:
     return np.concatenate([np.arange(start, stop) for start, stop in rows])
 
 
-def epoch_rows(seed: int, epoch: int, num_rows: int, batch_size: int, position: int) -> np.ndarray:
-    """Rows [B] int64 of the position-th batch of epoch `epoch`: a permutation of `num_rows`
-    rows drawn from (seed, epoch), cut into batches of `batch_size`."""
-    order = np.random.default_rng([seed, epoch]).permutation(num_rows)
-    return order[position * batch_size : (position + 1) * batch_size]
+class ShuffledRows:
+    """The order of a batcher of `num_rows` rows of one length: epoch e visits them in a
+    permutation drawn from (seed, e), `batch_size` at a time (the rows left over by the division
+    into batches differ from epoch to epoch). A subclass sets `batch_size`, `num_rows` and `seed`
+    and builds a batch from the rows `chosen` picks.
+    """
+
+    batch_size: int
+    num_rows: int
+    seed: int
+    _cached_epoch: tuple[int, np.ndarray] | None = None
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.num_rows // self.batch_size
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The rows [num_rows] int64 in epoch `epoch`'s order."""
+        # One read and one write of the cache: loader threads building batches of two epochs
+        # at once each keep their own epoch's order.
+        cached = self._cached_epoch
+        if cached is None or cached[0] != epoch:
+            cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_rows))
+            self._cached_epoch = cached
+        return cached[1]
+
+    def chosen(self, index: int, rows: RowRanges | None) -> np.ndarray:
+        """The rows [N] int64 of the index-th batch, or of its row ranges `rows` only ([start,
+        stop) pairs, N rows in all, in the order given; all B rows when None)."""
+        check_index(index)
+        selected = selected_rows(rows, self.batch_size)
+        epoch, position = divmod(int(index), self.batches_per_epoch)
+        batch_rows = self.epoch_order(epoch)[position * self.batch_size : (position + 1) * self.batch_size]
+        chosen: np.ndarray = batch_rows[selected]
+        return chosen

@@ -75,7 +75,7 @@ class TokenBudgetBatches:
 
     def _schedule(self, epoch: int) -> list[tuple[int, np.ndarray]]:
         """The epoch's batches as (bucket index, example indices [B_L], -1 for an empty row)."""
-        cached = self._cached_epoch  # read once, as in LMBatches._permutation
+        cached = self._cached_epoch  # read once, as in ShuffledRows.epoch_order
         if cached is None or cached[0] != epoch:
             rng = np.random.default_rng([self.seed, epoch])
             batches = []
