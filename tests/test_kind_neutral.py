@@ -1,5 +1,5 @@
 """The generic code names no kind: under seqjax/training/, objectives/, decoding/, accelerators/
-and in cli.py, no module compares with, lists or looks up a model, head or objective kind by its
+and in cli/, no module compares with, lists or looks up a model, head or objective kind by its
 name, none reads a model's config (`model.cfg.`), and none imports a kind's own module (one that
 registers a kind) but an objective its fellow objectives'; each asks the kind, through the
 registries and the contracts, for what it needs instead.
@@ -16,7 +16,7 @@ import seqjax
 from seqjax.config import HEADS, MODELS, OBJECTIVES
 
 ROOT = pathlib.Path(seqjax.__file__).parent
-GENERIC = ("training", "objectives", "decoding", "accelerators", "cli.py")
+GENERIC = ("training", "objectives", "decoding", "accelerators", "cli")
 REGISTRIES = {"MODELS", "HEADS", "OBJECTIVES", "ATTENTION_KERNELS", "OPTIMIZERS", "DATA_FORMATS"}
 
 

@@ -4,8 +4,8 @@ model's: perplexity only), naming the flag, before any work; an encoder-decoder 
 import pytest
 
 from seqjax.cli import main, parser
+from seqjax.cli.decoding_flags import decoding_flags
 from seqjax.config import Config, dumps, override
-from seqjax.decoding_flags import decoding_flags
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import shutil
 import numpy as np
 import pytest
 
-from seqjax.cli import main, read_input
+from seqjax.cli import main
 from seqjax.config import DATA_FORMATS, DataConfig
 from seqjax.data import load_data
 from seqjax.data.corpora.formats import CorpusFormat, record_blocks
 from seqjax.data.corpora.lines import line_blocks
-from seqjax.data.corpora.readers import read_parallel
+from seqjax.data.corpora.readers import read_input, read_parallel
 from seqjax.data.store.token_store import default_location, fingerprint, tokenization_config
 
 WORDS = ["the cat", "a dog", "sees", "runs far", "and", "the bird sings"]

@@ -14,10 +14,11 @@ import shutil
 import numpy as np
 import pytest
 
-from seqjax.cli import main, read_input
+from seqjax.cli import main
 from seqjax.config import DataConfig
 from seqjax.data import load_data, read_parallel, read_texts
 from seqjax.data.corpora.jsonl import jsonl_blocks
+from seqjax.data.corpora.readers import read_input
 
 TEXTS = ["the cat sat", "a dög runs", "", "é — naïve", "the cat", "  spaced  ", "sat on a mat"]
 

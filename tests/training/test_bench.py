@@ -6,7 +6,8 @@ import sys
 import pytest
 from project_scripts import ROOT
 
-from seqjax.cli import benchmarks_folder, main
+from seqjax.cli import main
+from seqjax.cli.tools import benchmarks_folder
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ input included) and the pairs of a parallel split. A path may be a glob pattern 
 from __future__ import annotations
 
 import os
+import sys
 from typing import BinaryIO, cast
 
 from seqjax.config import DataConfig
@@ -40,6 +41,16 @@ def read_texts(
         unreadable (the message names the file and the 1-based line or row).
     """
     return [text for block in side_blocks(SideFile(os.fspath(path), (field,)), format, name=name) for text in block]
+
+
+def read_input(path: str, flag: str, cfg: DataConfig) -> list[str]:
+    """The text records of `path` (`-`: standard input) read as a run's corpus is (`cfg`: its
+    data.format and data.text_field): for `lines`, its lines without line ends or a byte-order
+    mark; a bad path or record refused naming `flag` (the option that gave it), the file and the
+    line or row."""
+    if path == "-":
+        return read_file_texts(sys.stdin.buffer, "<stdin>", format=cfg.format, field=cfg.text_field)
+    return read_texts(path, format=cfg.format, field=cfg.text_field, name=flag)
 
 
 def read_file_texts(

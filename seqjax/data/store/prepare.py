@@ -367,3 +367,16 @@ def _checked(store: TokenStore, expected: str | None) -> TokenStore:
             "them, or start a new run in another workdir"
         )
     return store
+
+
+def describe_store(store: TokenStore, cfg: DataConfig) -> str:
+    """`token store DIR: train 1,000 lines (52,000 tokens), ...; vocabulary 260; fingerprint ...`:
+    what `seqjax prepare` prints of the store of `cfg`."""
+    counts = ", ".join(
+        f"{split} {sum(side['lines'] for side in sides.values()) // len(sides):,} lines "
+        f"({sum(side['tokens'] for side in sides.values()):,} tokens)"
+        for split, sides in store.manifest["splits"].items()
+    )
+    sizes = {side: store.tokenizer(side).vocab.size for side in source_of(cfg).sides}
+    vocabulary = ", ".join(f"{side} {size:,}".strip() for side, size in sizes.items())
+    return f"token store {store.path}: {counts}; vocabulary {vocabulary}; fingerprint {store.fingerprint[:12]}"

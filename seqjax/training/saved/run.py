@@ -3,9 +3,9 @@
 `Run.open(workdir, overrides)` reads the run's `config.json` (with `--set` style overrides on
 top); from it come the run's tokenizers, its data under those tokenizers (the corpus's token
 store), its latest parameters (`restore`), a decoder of a language model (`lm_decoder`) and its
-evaluation (`evaluation`). A trained run is restored from its latest checkpoint; a counted run
-(the n-gram baseline) from its counts. The command line, the experiments and anything else that
-loads a run go through here.
+evaluation (`evaluation`; `evaluate`: the numbers `seqjax eval` prints). A trained run is
+restored from its latest checkpoint; a counted run (the n-gram baseline) from its counts. The
+command line, the experiments and anything else that loads a run go through here.
 
 The modules that build and restore a run import JAX and the data pipeline; they are imported
 where they are used, so that reading a run's config stays as quick as the command line's start.
@@ -149,3 +149,20 @@ class Run:
 
         scorer = batch_scorer(make_eval_step(exp.model, exp.head, restored.mesh), params, restored.mesh)
         return Evaluation(exp.data, scorer, extra)
+
+    def evaluate(self, split: str, options: DecodeOptions, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+        """{split: exact perplexity and the rest of `evaluate`'s numbers, then the further measures
+        (`Evaluation.extra`)}, as `seqjax eval` prints them; the numbers are echoed on one line
+        (`describe_metrics`) before the further measures are decoded.
+
+        Raises ValueError when `split` is not one of the run's splits."""
+        from seqjax.data.corpora.sources import splits_of
+        from seqjax.training.features.evaluation import describe_metrics, evaluate
+
+        splits = splits_of(self.cfg.data)
+        if split not in splits:
+            raise ValueError(f"--split must be one of {', '.join(splits)}, got {split!r}")
+        evaluation = self.evaluation(split, options)
+        result = {split: evaluate(self.cfg, evaluation.data, split, evaluation.scorer)}
+        echo(f"{split}: {describe_metrics(self.cfg, result[split])}")
+        return {**result, **evaluation.extra(split)}
