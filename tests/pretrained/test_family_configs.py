@@ -12,7 +12,7 @@ import pytest
 from tokenizers import Tokenizer, models
 
 from seqjax.config import ModelConfig
-from seqjax.models.blocks import ACTIVATIONS
+from seqjax.models.transformer.blocks import ACTIVATIONS
 from seqjax.pretrained import gpt2, llama
 from seqjax.pretrained.specials import special_roles
 
