@@ -50,6 +50,10 @@ def tpu_device_files() -> list[str]:
 
 
 def cuda_plugin_installed() -> bool:
+    """Whether JAX's CUDA plugin is installed (without the `jax_plugins` namespace at all, as on a
+    machine without the gpu extra, `find_spec` of a module in it raises instead of saying None)."""
+    if importlib.util.find_spec("jax_plugins") is None:
+        return False
     return any(importlib.util.find_spec(name) is not None for name in CUDA_PLUGINS)
 
 

@@ -12,7 +12,8 @@ from seqjax import optimizers as optim
 from seqjax.config import OPTIMIZERS
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
-from seqjax.training.core.state import Checkpointer, init_state, restore_state
+from seqjax.training.core.run_dir import RunDir
+from seqjax.training.core.state import init_state, restore_state
 from seqjax.training.core.steps import build_train_step
 
 STEPS = 4
@@ -35,10 +36,10 @@ def run(kind, tmp_path):
         state, metrics = step(state, batches.batch(i))
         losses.append(float(metrics["loss"]))
         if i + 1 == STEPS // 2:
-            checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+            checkpointer = RunDir(str(tmp_path)).checkpointer(1)
             checkpointer.save(state, {"data_position": i + 1})
             checkpointer.close()
-    checkpointer = Checkpointer.of_run(str(tmp_path), keep=1)
+    checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     resumed, _ = restore_state(exp, checkpointer, STEPS // 2, optimizer, mesh, example)
     checkpointer.close()
     for i in range(STEPS // 2, STEPS):
