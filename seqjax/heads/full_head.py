@@ -72,7 +72,10 @@ class FullSoftmax(WordScores):
         (train.vocab_parallel): the same parameters, so checkpoints move between the two."""
         if self.z_loss:
             raise ValueError(f"head.full.z_loss is not computed by train.vocab_parallel's loss, got {self.z_loss}")
-        return VocabParallelSoftmax(vocab_size=self.vocab_size, tied=self.tied, learn_bias=self.learn_bias, mesh=mesh)
+        # parent=None: made inside a method of this module, it would otherwise be bound as its child.
+        return VocabParallelSoftmax(
+            vocab_size=self.vocab_size, tied=self.tied, learn_bias=self.learn_bias, mesh=mesh, parent=None
+        )
 
 
 class VocabParallelSoftmax(WordScores):
