@@ -33,7 +33,7 @@ from seqjax.models import build_model  # noqa: E402
 from seqjax.objectives import TeacherForcing  # noqa: E402
 from seqjax.optimizers import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.layout import make_mesh  # noqa: E402
-from seqjax.training.core.state import init_state  # noqa: E402
+from seqjax.training.core.state import abstract_state  # noqa: E402
 from seqjax.training.core.steps import make_train_step  # noqa: E402
 
 BATCH, TIME, VOCAB = 8, 64, 1000
@@ -51,7 +51,7 @@ def compile_seconds(cfg: ModelConfig, batch: dict[str, np.ndarray]) -> float:
     optim_cfg = OptimConfig(warmup_steps=0, schedule="constant")
     optimizer = make_optimizer(optim_cfg, 100)
     mesh = make_mesh("data:1", jax.devices()[:1])
-    state = jax.eval_shape(lambda: init_state(model, head, optimizer, 0, batch, mesh))
+    state = abstract_state(model, head, optimizer, batch, mesh)
     # make_train_step's step is a jitted function: it lowers.
     step = cast(
         Wrapped,

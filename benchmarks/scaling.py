@@ -102,7 +102,8 @@ def prepare(
         head = VocabParallelSoftmax(vocab_size=shapes.vocab, mesh=mesh)
     optim_cfg = OptimConfig(warmup_steps=0, schedule="constant", learning_rate=1e-3)
     optimizer, schedule = make_optimizer(optim_cfg, 1000), learning_rate_schedule(optim_cfg, 1000)
-    state = jax.device_put(initial, state_shardings(initial, mesh, layout.sharding))
+    example = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
+    state = jax.device_put(initial, state_shardings(model, head, optimizer, example, mesh, layout.sharding))
     args = (model, head, TeacherForcing(), optimizer, schedule, mesh, state)
     step = make_train_step(*args, accum_steps=layout.accum_steps, strategy=layout.sharding, step_kind=layout.step_kind)
     # The 4x batch repeats the base batch, so its gradient (a token-weighted mean) is the same.

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -118,9 +119,8 @@ def jax_case(cfg: HeadConfig, vocab_size: int, counts: np.ndarray, hidden: jax.A
     """A compiled value_and_grad of the head's loss, its arguments, and its memory in bytes."""
     head = build_head(cfg, vocab_size, counts)
     key = jax.random.key(0)
-    shapes = jax.eval_shape(lambda k: head.init({"params": k}, hidden, targets, k, None, None, method="loss"), key)[
-        "params"
-    ]
+    init = jax.eval_shape(lambda k: head.init({"params": k}, hidden, targets, k, None, None, method="loss"), key)
+    shapes = nn.meta.unbox(init)["params"]
     leaves, treedef = jax.tree.flatten(shapes)
     keys = jax.random.split(jax.random.key(1), len(leaves))
     params = jax.tree.unflatten(

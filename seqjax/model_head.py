@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -42,7 +43,13 @@ def tied_embedding(model: Model, head: Head, params: Params) -> jax.Array | None
 
 
 def init_params(model: Model, head: Head, key: jax.Array, batch: Batch) -> dict[str, Any]:
-    """Initializes `{"model": ..., "head": ...}` from one example batch's shapes."""
+    """Initializes `{"model": ..., "head": ...}` from one example batch's shapes: plain arrays."""
+    return nn.meta.unbox(init_boxed_params(model, head, key, batch))
+
+
+def init_boxed_params(model: Model, head: Head, key: jax.Array, batch: Batch) -> dict[str, Any]:
+    """`init_params`'s parameters as `init` returns them: each an `nn.LogicallyPartitioned` box
+    holding the array and its logical axes (what the train state is placed by)."""
     model_key, head_key, dropout_key = jax.random.split(key, 3)
     model_vars = model.init({"params": model_key, "dropout": dropout_key}, batch["inputs"], **encoder_kwargs(batch))
     hidden = model.apply(model_vars, batch["inputs"], **encoder_kwargs(batch))

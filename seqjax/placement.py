@@ -4,6 +4,10 @@ or a kernel insists.
 A step traced inside `under_mesh` sees its mesh as JAX's abstract mesh context; model code
 reads it here and is a no-op without one (a module applied outside a step, or inside a
 `shard_map`, whose arrays are already per device).
+
+Where a parameter lies is decided by the logical axes it is created with (`logical_param`, or
+`nn.with_logical_partitioning` on a layer's initializer), which the run's strategy maps onto the
+mesh (`seqjax.training.core.layout`).
 """
 
 from __future__ import annotations
@@ -12,13 +16,23 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 from jax.sharding import AbstractMesh, AxisType, Mesh
 from jax.sharding import PartitionSpec as P
 
 Weight = TypeVar("Weight", jax.Array, None)
 BATCH_AXES = ("slice", "data")  # the mesh axes a batch is split over, outermost first
 HEAD_AXIS = "model"
+
+
+def logical_param(
+    module: nn.Module, name: str, init: Callable[..., jax.Array], axes: tuple[str | None, ...], shape: tuple[int, ...]
+) -> jax.Array:
+    """The float32 parameter `name` [shape] of `module`, created by `init` with one logical axis
+    per dimension (`axes`): `init` returns it boxed with them, the module reads the array."""
+    return cast(jax.Array, module.param(name, nn.with_logical_partitioning(init, axes), shape, jnp.float32))
 
 
 def under_mesh(fn: Callable[..., Any], mesh: Mesh) -> Callable[..., Any]:

@@ -34,6 +34,7 @@ from seqjax.heads.adaptive_tails import (
 )
 from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares, word_table
 from seqjax.heads.full import full_softmax_loss
+from seqjax.placement import logical_param
 
 
 def tail_dimensions(features: int, num_clusters: int, div_value: float) -> tuple[int, ...]:
@@ -253,20 +254,23 @@ class AdaptiveSoftmax(LinenHead):
     @nn.compact
     def parameters(self, features: int, embedding: Array | None = None) -> dict:
         shortlist, clusters = self.cutoffs[0], len(self.cutoffs)
-        cluster_weights = self.param("cluster_weights", normal_init(features), (clusters, features), jnp.float32)
-        shortlist_weights = word_table(self, "shortlist_weights", shortlist, features, embedding)
+        cluster_weights = logical_param(
+            self, "cluster_weights", normal_init(features), ("classes", "embed"), (clusters, features)
+        )
+        shortlist_weights = word_table(self, "shortlist_weights", shortlist, features, embedding, axis="words")
         head_biases = None
         if self.head_bias:
-            head_biases = self.param("head_biases", nn.initializers.zeros, (shortlist + clusters,), jnp.float32)
+            head_biases = logical_param(self, "head_biases", nn.initializers.zeros, ("words",), (shortlist + clusters,))
         bounds = self.cutoffs + (self.vocab_size,)
         widths = tail_dimensions(features, clusters, self.div_value)
         projections, tails = [], []
         for index, width in enumerate(widths):
-            projections.append(
-                self.param(f"tail_projection_{index}", normal_init(features), (features, width), jnp.float32)
-            )
+            projection = (features, width)  # [D, width]: embed, features
+            init = normal_init(features)
+            projections.append(logical_param(self, f"tail_projection_{index}", init, ("embed", "features"), projection))
             size = bounds[index + 1] - bounds[index]
-            tails.append(self.param(f"tail_weights_{index}", normal_init(width), (size, width), jnp.float32))
+            init = normal_init(width)
+            tails.append(logical_param(self, f"tail_weights_{index}", init, ("words", "features"), (size, width)))
         return {
             "head_weights": jnp.concatenate([shortlist_weights, cluster_weights], axis=0),
             "head_biases": head_biases,

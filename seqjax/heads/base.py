@@ -22,6 +22,12 @@ the [N, V] matrix (what exact evaluation needs): the softmax heads' log-normaliz
 `full_softmax_loss` in blocks of `full.DEFAULT_CHUNK` words (memory O(N × block));
 the class, tree and adaptive heads score the target's class, path or cluster only.
 
+Every parameter names its logical axes where it is created (`nn.with_logical_partitioning`): a
+word table [V, D] is (vocab, embed), the biases [V] (vocab); the rows of a head's own structure
+are `classes`, `nodes` or `words` (the adaptive head's shortlist and tails), which only FSDP
+splits. `init` returns them boxed; the run's strategy maps them onto the mesh
+(`seqjax.training.core.layout`).
+
 Tying (`tied=True`) replaces the head's [V, D] word vectors by the caller's `embedding`:
 the word table of the full, sampled, NCE and negative-sampling heads, the word level of the
 class-based head, the shortlist rows of the adaptive head. Tree nodes are not words, so the
@@ -38,6 +44,7 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from seqjax.heads import full
+from seqjax.placement import logical_param
 
 
 def masked_mean(per_row: ArrayLike, mask: ArrayLike | None) -> tuple[Array, dict[str, Array]]:
@@ -66,10 +73,13 @@ def normal_init(features: int) -> jax.nn.initializers.Initializer:
     return nn.initializers.normal(stddev=features**-0.5)
 
 
-def word_table(module: nn.Module, name: str, rows: int, features: int, embedding: Array | None) -> Array:
-    """The module's own [rows, D] table, or the first `rows` rows of a tied embedding."""
+def word_table(
+    module: nn.Module, name: str, rows: int, features: int, embedding: Array | None, axis: str = "vocab"
+) -> Array:
+    """The module's own [rows, D] table (logical axes: `axis`, embed), or the first `rows` rows of
+    a tied embedding."""
     if not module.tied:
-        return module.param(name, normal_init(features), (rows, features), jnp.float32)
+        return logical_param(module, name, normal_init(features), (axis, "embed"), (rows, features))
     if embedding is None:
         raise ValueError(f"{type(module).__name__} is tied: pass the input embedding [V, D], got None")
     if embedding.ndim != 2 or embedding.shape != (module.vocab_size, features):
@@ -83,7 +93,8 @@ def word_parameters(
     """[V, D] word vectors (own or tied) and [V] biases starting at `initial_bias`, which get no
     gradient unless `learn_bias`; call from a compact method."""
     weights = word_table(module, "weights", module.vocab_size, features, embedding)  # drawn first, as ever
-    biases = module.param("biases", nn.initializers.constant(initial_bias), (module.vocab_size,), jnp.float32)
+    init = nn.initializers.constant(initial_bias)
+    biases = logical_param(module, "biases", init, ("vocab",), (module.vocab_size,))
     return {"weights": weights, "biases": biases if learn_bias else jax.lax.stop_gradient(biases)}
 
 

@@ -31,6 +31,7 @@ from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import checks
 from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares, word_parameters
 from seqjax.heads.class_blocks import tiers_of, within_class_losses
+from seqjax.placement import logical_param
 
 FIRST_TIER = 4  # classes of up to this many words share the first tier
 TIER_GROWTH = 1.5  # each further tier holds classes up to this many times wider
@@ -237,8 +238,8 @@ class ClassSoftmax(LinenHead):
     def parameters(self, features: int, embedding: Array | None = None) -> dict:
         shape = (self.classes.num_classes, features)
         return {
-            "class_weights": self.param("class_weights", normal_init(features), shape, jnp.float32),
-            "class_biases": self.param("class_biases", nn.initializers.zeros, shape[:1], jnp.float32),
+            "class_weights": logical_param(self, "class_weights", normal_init(features), ("classes", "embed"), shape),
+            "class_biases": logical_param(self, "class_biases", nn.initializers.zeros, ("classes",), shape[:1]),
             **word_parameters(self, features, embedding),
         }
 

@@ -28,6 +28,7 @@ from seqjax.heads.sampled import (
     validate_log_counts,
     validate_sampled,
 )
+from seqjax.placement import logical_param
 
 
 def nce_loss(
@@ -172,7 +173,7 @@ class NCE(SamplingHead):
         params = word_parameters(self, features, embedding, self.initial_bias(), self.learn_bias)
         if self.learn_normalizer:
             init = nn.initializers.constant(self.log_normalizer)
-            params["log_normalizer"] = self.param("log_normalizer", init, (), jnp.float32)
+            params["log_normalizer"] = logical_param(self, "log_normalizer", init, (), ())
         else:
             params["log_normalizer"] = jnp.float32(self.log_normalizer)
         return params

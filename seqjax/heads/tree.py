@@ -28,6 +28,7 @@ from seqjax.checks import check_int, check_one_of
 from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import checks
 from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares
+from seqjax.placement import logical_param
 
 TreeShape = Literal["huffman", "balanced"]
 
@@ -343,8 +344,10 @@ class HierarchicalSoftmax(LinenHead):
     def parameters(self, features: int) -> dict:
         nodes = self.vocab_size - 1
         return {
-            "node_weights": self.param("node_weights", normal_init(features), (nodes, features), jnp.float32),
-            "node_biases": self.param("node_biases", nn.initializers.zeros, (nodes,), jnp.float32),
+            "node_weights": logical_param(
+                self, "node_weights", normal_init(features), ("nodes", "embed"), (nodes, features)
+            ),
+            "node_biases": logical_param(self, "node_biases", nn.initializers.zeros, ("nodes",), (nodes,)),
         }
 
     def log_probs(self, hidden: Array, embedding: Array | None = None) -> Array:

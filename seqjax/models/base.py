@@ -1,6 +1,11 @@
-"""What every neural model shares: the token embedding and the base classes of the contract
-(`seqjax.contracts.Model`) — `TokenModel` (language models), `EncoderDecoder` (those that also
-read a source) and `PackedTokenModel` (those over positions, whose rows may be packed)."""
+"""What every neural model shares: the token embedding, the initializers of a dense layer with
+its parameters' logical axes, and the base classes of the contract (`seqjax.contracts.Model`) —
+`TokenModel` (language models), `EncoderDecoder` (those that also read a source) and
+`PackedTokenModel` (those over positions, whose rows may be packed).
+
+Every parameter names its logical axes where it is created (`nn.with_logical_partitioning`):
+`init` returns them boxed, and the run's sharding strategy maps them onto the mesh
+(`seqjax.training.core.layout`)."""
 
 from __future__ import annotations
 
@@ -15,9 +20,20 @@ from seqjax.models.input_checks import check_embedded, check_mask, check_packing
 
 
 def token_embedding(vocab_size: int, width: int, name: str) -> nn.Embed:
-    """[V, D] table with N(0, 1/D) entries: rows of about unit norm, so an output head tied
-    to it starts with O(1) logits; the Transformer rescales lookups by √D."""
-    return nn.Embed(vocab_size, width, embedding_init=nn.initializers.normal(width**-0.5), name=name)
+    """[V, D] table (vocab, embed) with N(0, 1/D) entries: rows of about unit norm, so an output
+    head tied to it starts with O(1) logits; the Transformer rescales lookups by √D."""
+    init = nn.with_logical_partitioning(nn.initializers.normal(width**-0.5), ("vocab", "embed"))
+    return nn.Embed(vocab_size, width, embedding_init=init, name=name)
+
+
+def dense_axes(kernel: tuple[str | None, ...], inputs: int = 1) -> dict[str, Any]:
+    """`kernel_init` and `bias_init` (Flax's defaults) of an `nn.Dense` or `nn.DenseGeneral` whose
+    kernel has the logical axes `kernel`, its first `inputs` contracted with the input; the bias
+    has the others, the output's."""
+    return {
+        "kernel_init": nn.with_logical_partitioning(nn.linear.default_kernel_init, kernel),
+        "bias_init": nn.with_logical_partitioning(nn.initializers.zeros_init(), kernel[inputs:]),
+    }
 
 
 class TokenModel(nn.Module):

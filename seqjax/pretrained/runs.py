@@ -25,7 +25,7 @@ from seqjax.heads import build_head
 from seqjax.models import build_model
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.run_dir import RunDir
-from seqjax.training.core.state import init_state, state_shardings
+from seqjax.training.core.state import abstract_state, init_state, placement
 
 
 def _parts(cfg: Config, vocab_size: int) -> tuple[Model, Head, optax.GradientTransformation, Batch]:
@@ -62,8 +62,7 @@ def write_run(workdir: str, cfg: Config, tokenizer: Any, params: dict[str, Any])
     mesh = make_mesh(cfg.train.mesh)
     state = init_state(model, head, optimizer, cfg.train.seed, example, mesh, cfg.train.sharding)
     _check_tree(params, state.params)
-    shardings = state_shardings(jax.eval_shape(lambda: state), mesh, cfg.train.sharding)
-    placed = jax.device_put(params, shardings.params)
+    placed = jax.device_put(params, placement(state).params)
     state = dataclasses.replace(state, params=placed, opt_state=jax.jit(optimizer.init)(placed))
     os.makedirs(workdir, exist_ok=True)
     run = RunDir(workdir)
@@ -98,11 +97,7 @@ def read_run(workdir: str) -> tuple[Config, Any, dict[str, Any], int]:
             raise ValueError(f"--workdir {workdir} has no checkpoint yet")
         model, head, optimizer, example = _parts(cfg, tokenizer.vocab.size)
         mesh = make_mesh(cfg.train.mesh)
-        shape = jax.eval_shape(
-            lambda: init_state(model, head, optimizer, cfg.train.seed, example, mesh, cfg.train.sharding)
-        )
-        shardings = state_shardings(shape, mesh, cfg.train.sharding)
-        abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
+        abstract = abstract_state(model, head, optimizer, example, mesh, cfg.train.sharding)
         state, _ = checkpointer.restore(step, abstract)
     finally:
         checkpointer.close()

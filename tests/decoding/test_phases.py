@@ -4,6 +4,7 @@ That decoding in phases finds what re-running the full model finds is tested wit
 (test_transformer_kv_cache.py) and with beams sharing it (tests/models/test_shared_beam_cache.py).
 """
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,7 +41,7 @@ def test_resizing_cuts_or_pads_every_block_at_its_end():
 def lm_decoder(kind, capacity):
     cfg = ModelConfig(kind=kind, d_model=8, layers=1, num_heads=2, d_ff=16, dropout=0.0, max_len=capacity)
     model = build_model(cfg, V)
-    variables = model.init(jax.random.key(0), jnp.zeros((1, 4), jnp.int32))
+    variables = nn.meta.unbox(model.init(jax.random.key(0), jnp.zeros((1, 4), jnp.int32)))
 
     def step_fn(state, tokens):
         hidden, state = model.apply(variables, state, tokens, method="decode_step")

@@ -4,6 +4,7 @@ hold it cut to 21 slots for the first 20 steps, then grow it; EOS is masked ther
 runs through both phases), with as many key/value heads as query heads, or fewer (grouped-query and
 multi-query attention)."""
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,7 +40,7 @@ def transformer(request):
         max_len=cache_len,
     )
     model = build_model(cfg, VOCAB)
-    variables = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, cache_len), jnp.int32))
+    variables = nn.meta.unbox(jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, cache_len), jnp.int32)))
     # A random output layer, scaled so that the next-token distributions are far from uniform.
     output = 3.0 * jax.random.normal(jax.random.key(1), (VOCAB, cfg.d_model))
     eos_bias = jnp.zeros(VOCAB).at[EOS].set(-1e9 if loop == "phases" else 0.0)

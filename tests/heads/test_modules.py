@@ -4,6 +4,7 @@ import dataclasses
 import functools
 
 import chex
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,7 +43,7 @@ def init_and_apply(cfg, tied=False, pass_embedding=True):
     head = build_head(cfg, VOCAB, COUNTS)
     hidden, targets, key, mask, embedding = inputs()
     embedding = embedding if tied and pass_embedding else None
-    init = jax.jit(lambda k, *a: head.init({"params": k}, *a, method="loss"))
+    init = jax.jit(lambda k, *a: nn.meta.unbox(head.init({"params": k}, *a, method="loss")))
     variables = init(jax.random.key(1), hidden, targets, key, mask, embedding)
     loss, aux = jax.jit(lambda v, *a: head.apply(v, *a, method="loss"))(
         variables, hidden, targets, key, mask, embedding
@@ -140,7 +141,8 @@ def test_tied_head_without_embedding_raises_at_init():
 def test_sampling_heads_use_the_key_and_have_gradients_for_every_parameter():
     head = build_head(configured({"kind": "nce", "nce": {"learn_normalizer": True}}), VOCAB, COUNTS)
     hidden, targets, key, mask, _ = inputs()
-    variables = jax.jit(lambda k: head.init({"params": k}, hidden, targets, k, mask, None, method="loss"))(key)
+    init = jax.jit(lambda k: head.init({"params": k}, hidden, targets, k, mask, None, method="loss"))
+    variables = nn.meta.unbox(init(key))
     loss = jax.jit(lambda v, k: head.apply(v, hidden, targets, k, mask, method="loss")[0])
     assert float(loss(variables, jax.random.key(5))) != float(loss(variables, jax.random.key(6)))
     grads = jax.jit(jax.grad(loss))(variables, key)["params"]
@@ -162,7 +164,7 @@ def test_sampling_head_loss_without_a_key_raises_naming_the_head(kind):
 def test_biases_that_are_not_learned_get_no_gradient_while_the_word_vectors_do(kind):
     head = build_head(dataclasses.replace(BASE, kind=kind, learn_bias=False), VOCAB, COUNTS)
     hidden, targets, key, mask, _ = inputs()
-    variables = head.init({"params": key}, hidden, targets, key, mask, None, method="loss")
+    variables = nn.meta.unbox(head.init({"params": key}, hidden, targets, key, mask, None, method="loss"))
     grads = jax.grad(lambda v: head.apply(v, hidden, targets, key, mask, method="loss")[0])(variables)["params"]
     assert float(jnp.abs(grads["biases"]).max()) == 0.0 and float(jnp.abs(grads["weights"]).max()) > 0.0
 
@@ -308,7 +310,7 @@ def test_adaptive_head_bias_is_a_trained_head_parameter_only_when_asked():
     head = build_head(config.head, VOCAB, COUNTS)
     assert head.head_bias
     hidden, targets, key, mask, _ = inputs()
-    params = head.init({"params": key}, hidden, targets, key, mask, method="loss")["params"]
+    params = nn.meta.unbox(head.init({"params": key}, hidden, targets, key, mask, method="loss"))["params"]
     assert params["head_biases"].shape == (BASE.group("adaptive").cutoffs[0] + len(BASE.group("adaptive").cutoffs),)
     params = dict(params, head_biases=jax.random.normal(jax.random.key(9), params["head_biases"].shape))
     loss = jax.jit(lambda p: head.apply({"params": p}, hidden, targets, key, mask, method="loss")[0])

@@ -3,6 +3,7 @@ input row, and ELECTRA's generator and discriminator in one init."""
 
 import dataclasses
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,7 +55,7 @@ def test_electra_initializes_generator_discriminator_and_classifier():
         dataclasses.replace(TINY, kind="electra").with_options(ElectraModelOptions(generator_layers=1)), V
     )
     tokens = jnp.zeros((B, T), jnp.int32)
-    shapes = jax.eval_shape(lambda key: model.init(key, tokens), jax.random.key(0))["params"]
+    shapes = nn.meta.unbox(jax.eval_shape(lambda key: model.init(key, tokens), jax.random.key(0)))["params"]
     assert {"embed", "encoder", "generator_stack", "classifier"} == set(shapes)
     assert len([name for name in shapes["generator_stack"] if name.startswith("blocks")]) == 1
     assert len([name for name in shapes["encoder"] if name.startswith("blocks")]) == 2

@@ -4,6 +4,7 @@ import dataclasses
 import functools
 import json
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,8 +48,8 @@ class Prepared:
 
     @functools.cached_property
     def initialized(self):
-        """The variables of the model's own `init` (key 0)."""
-        return jax.jit(self.model.init)(jax.random.key(0), self.tokens)
+        """The variables of the model's own `init` (key 0), unboxed."""
+        return nn.meta.unbox(jax.jit(self.model.init)(jax.random.key(0), self.tokens))
 
     def hidden(self, tokens, mask=ALL_VALID):
         return self.forward(self.variables, tokens, mask)

@@ -4,6 +4,7 @@ no biases, packed rows, the kernel choice, scanned layers and remat."""
 import dataclasses
 import functools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -255,7 +256,7 @@ def test_scanned_lm_equals_the_unrolled_stack_on_the_same_parameters(random_vari
     scanned = build_model(dataclasses.replace(MODERN, scan_layers=True), V)
     params = stack_layers(variables["params"], "blocks", MODERN.layers)
     assert jax.tree.map(jnp.shape, params) == jax.tree.map(
-        jnp.shape, jax.eval_shape(scanned.init, jax.random.key(0), TOKENS)["params"]
+        jnp.shape, nn.meta.unbox(jax.eval_shape(scanned.init, jax.random.key(0), TOKENS))["params"]
     )
     np.testing.assert_allclose(
         jitted(scanned)({"params": params}, TOKENS), jitted(model)(variables, TOKENS), rtol=1e-5, atol=1e-5

@@ -27,7 +27,8 @@ def train_steps(settings, initial, mesh_spec, *overrides):
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
     batches = exp.train_batches()
-    state = jax.device_put(initial, state_shardings(initial, mesh, cfg.train.sharding))
+    shardings = state_shardings(exp.model, exp.head, optimizer, batches.batch(0), mesh, cfg.train.sharding)
+    state = jax.device_put(initial, shardings)
     step = build_train_step(exp, optimizer, schedule, mesh, state)
     records = []
     for i in range(cfg.train.steps):

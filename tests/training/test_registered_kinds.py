@@ -22,7 +22,7 @@ from helpers import tiny
 from seqjax.checks import check_number
 from seqjax.cli import main
 from seqjax.config import MODELS, OBJECTIVES, OPTIMIZERS, option
-from seqjax.models.base import TokenModel, token_embedding
+from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.objectives.teacher_forcing import TeacherForcing
 
 pytestmark = pytest.mark.slow  # a training run through the command line
@@ -47,8 +47,8 @@ class BigramLM(TokenModel):
         USED["model"].append(type(self).__name__)
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         widen = self.cfg.options_of(BigramOptions).widen
-        self.up = nn.Dense(widen * d, use_bias=False)
-        self.down = nn.Dense(d, use_bias=False)
+        self.up = nn.Dense(widen * d, use_bias=False, **dense_axes(("embed", "mlp")))
+        self.down = nn.Dense(d, use_bias=False, **dense_axes(("mlp", "embed")))
 
     def hidden_states(self, tokens: jax.Array, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
         return self.down(nn.relu(self.up(x)))

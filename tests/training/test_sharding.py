@@ -1,63 +1,108 @@
 """Sharding strategies: where each parameter goes, what a device holds, and that every
 strategy (and the shard_map step) trains exactly like one device."""
 
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
 from jax.sharding import PartitionSpec as P
 from layout_runs import mesh_of, one_device_run, train_steps
 
 from seqjax import optimizers as optim
-from seqjax.heads.full_head import VocabParallelSoftmax
-from seqjax.model_head import init_params
+from seqjax.heads.full_head import FullSoftmax, VocabParallelSoftmax
+from seqjax.model_head import init_boxed_params
 from seqjax.training.core.experiment import build_experiment
-from seqjax.training.core.layout import partition_spec, tree_shardings, validate_strategy
+from seqjax.training.core.layout import (
+    partition_spec,
+    path_name,
+    tree_shardings,
+    validate_strategy,
+)
 from seqjax.training.core.memory import per_device_bytes
+from seqjax.training.core.state import abstract_state
 
-F32 = np.dtype(np.float32)
-
-
-def spec(name, shape, strategy, mesh):
-    return partition_spec(name, shape, F32, strategy, mesh)
+QKV = ("embed", None, "heads", "head_dim")  # [D, 3, H, Dh]
 
 
 def test_fsdp_splits_each_parameter_on_its_first_dimension_that_divides():
     mesh = mesh_of("data:8")
-    assert spec("params/model/blocks_0/ff_in/kernel", (32, 64), "fsdp", mesh) == P("data")
-    assert spec("params/model/embed/embedding", (36, 32), "fsdp", mesh) == P(None, "data")
-    assert spec("params/model/blocks_0/self_attention/qkv/bias", (3, 2, 16), "fsdp", mesh) == P(None, None, "data")
-    assert spec("params/head/biases", (36,), "fsdp", mesh) == P()  # 36 rows do not split 8 ways
+    assert partition_spec(("embed", "mlp"), (32, 64), "fsdp", mesh) == P("data")
+    assert partition_spec(("vocab", "embed"), (36, 32), "fsdp", mesh) == P(None, "data")
+    assert partition_spec((None, "heads", "head_dim"), (3, 2, 16), "fsdp", mesh) == P(None, None, "data")
+    assert partition_spec(("vocab",), (36,), "fsdp", mesh) == P()  # 36 rows do not split 8 ways
 
 
 def test_tensor_parallel_splits_heads_mlp_and_vocabulary_over_model():
     mesh = mesh_of("data:4,model:2")
-    block = "params/model/blocks_0/"
-    assert spec(block + "self_attention/qkv/kernel", (32, 3, 2, 16), "tensor", mesh) == P(None, None, "model")
-    assert spec(block + "self_attention/out/kernel", (2, 16, 32), "tensor", mesh) == P("model")
-    assert spec(block + "ff_in/kernel", (32, 64), "tensor", mesh) == P(None, "model")
-    assert spec(block + "ff_out/kernel", (64, 32), "tensor", mesh) == P("model")
-    assert spec("params/head/weights", (36, 32), "tensor", mesh) == P("model")
-    assert spec(block + "ff_norm/scale", (32,), "tensor", mesh) == P()
+    assert partition_spec(QKV, (32, 3, 2, 16), "tensor", mesh) == P(None, None, "model")
+    assert partition_spec(("heads", "head_dim", "embed"), (2, 16, 32), "tensor", mesh) == P("model")
+    assert partition_spec(("embed", "mlp"), (32, 64), "tensor", mesh) == P(None, "model")
+    assert partition_spec(("mlp", "embed"), (64, 32), "tensor", mesh) == P("model")
+    assert partition_spec(("vocab", "embed"), (36, 32), "tensor", mesh) == P("model")
+    assert partition_spec(("embed",), (32,), "tensor", mesh) == P()
 
 
 def test_fsdp_tensor_splits_over_model_first_then_over_data():
     mesh = mesh_of("data:4,model:2")
-    assert spec("params/model/blocks_0/ff_in/kernel", (32, 64), "fsdp_tensor", mesh) == P("data", "model")
-    assert spec("params/model/embed/embedding", (36, 32), "fsdp_tensor", mesh) == P("model", "data")
+    assert partition_spec(("embed", "mlp"), (32, 64), "fsdp_tensor", mesh) == P("data", "model")
+    assert partition_spec(("vocab", "embed"), (36, 32), "fsdp_tensor", mesh) == P("model", "data")
 
 
-def test_optimizer_state_follows_its_parameter_and_integers_stay_replicated():
-    mesh = mesh_of("data:8")
-    moment = "opt_state/1/0/mu/model/blocks_0/ff_in/kernel"
-    assert spec(moment, (32, 64), "fsdp", mesh) == spec("params/model/blocks_0/ff_in/kernel", (32, 64), "fsdp", mesh)
-    assert partition_spec("opt_state/1/0/count", (), np.dtype(np.int32), "fsdp", mesh) == P()
-    assert partition_spec("key", (2,), np.dtype(np.uint32), "fsdp", mesh) == P()
+def test_a_scanned_stacks_layer_axis_is_never_split():
+    mesh = mesh_of("data:4,model:2")
+    assert partition_spec(("layers", "embed", "mlp"), (4, 32, 64), "fsdp_tensor", mesh) == P(None, "data", "model")
+
+
+@pytest.mark.parametrize(
+    "logical, shape, message",
+    [
+        (("embed",), (32, 64), r"names 1 logical axes \('embed',\) for its shape \(32, 64\)"),
+        (("embed", "hidden"), (32, 64), r"logical axes \['hidden'\] outside vocab, embed"),
+    ],
+)
+def test_logical_axes_that_do_not_fit_the_array_are_refused(logical, shape, message):
+    with pytest.raises(ValueError, match=message):
+        partition_spec(logical, shape, "fsdp", mesh_of("data:8"), "params/model/ff_in/kernel")
+
+
+def test_optimizer_state_is_placed_as_its_parameter_and_integers_stay_replicated():
+    exp = build_experiment(tiny_config())
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    state = abstract_state(exp.model, exp.head, optimizer, exp.train_batches().batch(0), mesh_of("data:8"), "fsdp")
+    params = {path_name(p): x.sharding.spec for p, x in jax.tree_util.tree_leaves_with_path(state.params)}
+    moments = 0
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state.opt_state):
+        name = path_name(path)
+        if jnp.issubdtype(leaf.dtype, jnp.floating):
+            moment = next(m for m in ("/mu/", "/nu/") if m in name)  # Adam's moments: .../mu/<parameter path>
+            assert leaf.sharding.spec == params[name.split(moment, 1)[1]], name
+            moments += 1
+        else:
+            assert leaf.sharding.spec == P(), name
+    assert moments == 2 * len(params) and any(spec != P() for spec in params.values())
+    assert state.step.sharding.spec == P() and state.key.sharding.spec == P()
+
+
+class Unannotated(nn.Module):
+    """A model whose token table is created without logical axes."""
+
+    @nn.compact
+    def __call__(self, tokens, **_):
+        return self.param("table", nn.initializers.normal(), (36, 8), jnp.float32)[tokens]
+
+
+def test_a_float_parameter_without_logical_axes_is_refused_naming_its_path():
+    batch = {"inputs": np.zeros((8, 4), np.int32), "targets": np.zeros((8, 4), np.int32)}
+    with pytest.raises(ValueError, match="params/model/table has no logical axes: create it with"):
+        abstract_state(Unannotated(), FullSoftmax(vocab_size=36), optax.adam(1e-3), batch, mesh_of("data:8"), "fsdp")
 
 
 def test_tensor_parallel_refuses_heads_that_do_not_split_evenly():
-    with pytest.raises(ValueError, match="splits heads over the model axis.*has 2 along it.*model:4"):
-        spec("params/model/blocks_0/self_attention/qkv/kernel", (32, 3, 2, 16), "tensor", mesh_of("data:2,model:4"))
+    with pytest.raises(ValueError, match="splits heads over the model axis: .*qkv/kernel has 2 along it.*model:4"):
+        partition_spec(QKV, (32, 3, 2, 16), "tensor", mesh_of("data:2,model:4"), "params/model/qkv/kernel")
 
 
 @pytest.mark.parametrize(
@@ -96,16 +141,17 @@ def test_the_experiment_for_a_vocab_parallel_layout_trains_the_vocab_parallel_he
 
 def test_fsdp_per_device_parameter_bytes_are_an_eighth_of_data_parallel():
     exp = build_experiment(tiny_config())
-    shapes = jax.eval_shape(
-        lambda: init_params(exp.model, exp.head, jax.random.PRNGKey(0), exp.train_batches().batch(0))
+    boxed = jax.eval_shape(
+        lambda: init_boxed_params(exp.model, exp.head, jax.random.PRNGKey(0), exp.train_batches().batch(0))
     )
+    shapes = nn.meta.unbox(boxed)
     mesh = mesh_of("data:8")
 
     def held(strategy):
         placed = jax.tree.map(
             lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
             shapes,
-            tree_shardings(shapes, mesh, strategy),
+            tree_shardings(boxed, mesh, strategy),
         )
         return per_device_bytes(placed)
 

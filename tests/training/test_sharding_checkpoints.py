@@ -38,19 +38,19 @@ def test_checkpoint_restores_onto_another_mesh_and_strategy_bit_identically(
     exp, state = experiment_and_state
     (source_mesh, source_strategy), (target_mesh, target_strategy) = source, target
     mesh = mesh_of(source_mesh)
-    written = jax.device_put(state, state_shardings(state, mesh, source_strategy))
+    example = exp.train_batches().batch(0)
+    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
+    written = jax.device_put(state, state_shardings(exp.model, exp.head, optimizer, example, mesh, source_strategy))
     checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     checkpointer.save(written, {"data_position": 0})
     checkpointer.close()
 
     mesh = mesh_of(target_mesh)
-    example = exp.train_batches().batch(0)
-    optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
     checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     restored, _ = restore_state(exp, checkpointer, 0, optimizer, mesh, example, target_strategy)
     checkpointer.close()
 
-    expected = state_shardings(state, mesh, target_strategy)
+    expected = state_shardings(exp.model, exp.head, optimizer, example, mesh, target_strategy)
     for got, sharding in zip(jax.tree.leaves(restored), jax.tree.leaves(expected)):
         assert got.sharding.is_equivalent_to(sharding, got.ndim)
     for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(state)):

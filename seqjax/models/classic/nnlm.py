@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import MODELS, option
-from seqjax.models.base import TokenModel, token_embedding
+from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.models.input_checks import check_decode_size
 
 
@@ -37,9 +37,9 @@ class NNLM(TokenModel):
     def setup(self) -> None:
         d = self.cfg.d_model
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
-        self.hidden = nn.Dense(d, dtype=self.dtype)
+        self.hidden = nn.Dense(d, dtype=self.dtype, **dense_axes(("embed", "features")))
         if self.cfg.options_of(NNLMOptions).direct:
-            self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype)
+            self.direct = nn.Dense(d, use_bias=False, dtype=self.dtype, **dense_axes(("embed", "features")))
         self.dropout = nn.Dropout(self.cfg.dropout)
 
     def _hidden(self, windows: Array, train: bool) -> Array:

@@ -22,9 +22,10 @@ from jax import Array
 
 from seqjax.checks import check_one_of
 from seqjax.config import MODELS, ModelConfig, option
-from seqjax.models.base import EncoderDecoder
+from seqjax.models.base import EncoderDecoder, dense_axes
 from seqjax.models.input_checks import check_decode_size, check_source
 from seqjax.models.recurrent.layers import Recurrent, RNNEncoder
+from seqjax.placement import logical_param
 
 AttentionScore = Literal["additive", "dot", "general"]
 
@@ -38,10 +39,13 @@ class SourceAttention(nn.Module):
 
     def setup(self) -> None:
         if self.kind in ("additive", "general"):
-            self.key_projection = nn.Dense(self.width, use_bias=False, dtype=self.dtype)
+            self.key_projection = nn.Dense(
+                self.width, use_bias=False, dtype=self.dtype, **dense_axes(("embed", "features"))
+            )
         if self.kind == "additive":
-            self.query_projection = nn.Dense(self.width, dtype=self.dtype)
-            self.score_vector = self.param("score_vector", nn.initializers.normal(self.width**-0.5), (self.width,))
+            self.query_projection = nn.Dense(self.width, dtype=self.dtype, **dense_axes(("embed", "features")))
+            init = nn.initializers.normal(self.width**-0.5)
+            self.score_vector = logical_param(self, "score_vector", init, ("features",), (self.width,))
 
     def keys(self, memory: Array) -> Array:
         """memory: [B, S, D] -> keys [B, S, D] float32, the query-independent part."""
@@ -74,7 +78,7 @@ class InputFeedingDecoder(nn.Module):
             for index in range(self.cfg.layers)
         ]
         self.attention = SourceAttention(self.cfg.options_of(AttentionSeq2SeqOptions).attention, d, self.dtype)
-        self.combine = nn.Dense(d, dtype=self.dtype)
+        self.combine = nn.Dense(d, dtype=self.dtype, **dense_axes(("embed", "features")))
         self.dropout = nn.Dropout(self.cfg.dropout)
 
     def keys(self, memory: Array) -> Array:

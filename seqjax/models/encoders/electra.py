@@ -17,6 +17,7 @@ from jax import Array
 
 from seqjax.checks import check_int, check_number
 from seqjax.config import MODELS, option
+from seqjax.models.base import dense_axes
 from seqjax.models.encoders.transformer import EncoderStack, TransformerEncoder
 
 
@@ -87,9 +88,10 @@ class ElectraEncoder(TransformerEncoder):
         generator = generator_config(self.cfg)
         self.generator_stack = EncoderStack(generator, self.dtype, kernel=self.kernel_choice.kernel)
         if generator.d_model != self.cfg.d_model:
-            self.generator_in = nn.Dense(generator.d_model, dtype=self.dtype, name="generator_in")
-            self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out")
-        self.classifier = nn.Dense(1, dtype=self.dtype, name="classifier")
+            axes = dense_axes(("embed", "features"))
+            self.generator_in = nn.Dense(generator.d_model, dtype=self.dtype, name="generator_in", **axes)
+            self.generator_out = nn.Dense(self.cfg.d_model, dtype=self.dtype, name="generator_out", **axes)
+        self.classifier = nn.Dense(1, dtype=self.dtype, name="classifier", **dense_axes(("embed", "features")))
 
     def packed_hidden_states(
         self, x: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool

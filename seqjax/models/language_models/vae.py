@@ -25,7 +25,7 @@ from jax.typing import ArrayLike
 
 from seqjax.checks import check_int
 from seqjax.config import MODELS, option
-from seqjax.models.base import TokenModel, token_embedding
+from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.models.input_checks import check_decode_size, check_mask, check_tokens
 from seqjax.models.recurrent.cells import CARRY_SIZE, Carry
 from seqjax.models.recurrent.layers import Recurrent, step_stack
@@ -68,8 +68,9 @@ class RNNVAE(TokenModel):
         d, z, cell = self.cfg.d_model, self.cfg.options_of(RNNVAEOptions).latent_size, self.cfg.cell
         self.token_embed = token_embedding(self.vocab_size, d, "embed")
         self.encoder_layers = [Recurrent(cell, d, d, dtype=self.dtype) for _ in range(self.cfg.layers)]
-        self.posterior = nn.Dense(2 * z, dtype=self.dtype, name="posterior")
-        self.latent_to_carries = nn.Dense(self.cfg.layers * CARRY_SIZE[cell] * d, dtype=self.dtype)
+        axes = dense_axes(("embed", "features"))
+        self.posterior = nn.Dense(2 * z, dtype=self.dtype, name="posterior", **axes)
+        self.latent_to_carries = nn.Dense(self.cfg.layers * CARRY_SIZE[cell] * d, dtype=self.dtype, **axes)
         first = d + z if self.cfg.options_of(RNNVAEOptions).feed_latent else d
         self.decoder_layers = [
             Recurrent(cell, first if index == 0 else d, d, dtype=self.dtype) for index in range(self.cfg.layers)

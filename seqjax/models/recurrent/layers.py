@@ -19,6 +19,7 @@ from jax import Array
 from seqjax.config import ModelConfig
 from seqjax.models.recurrent.cells import GATES, Bias, Carry, cell_step, matmul, zero_carry
 from seqjax.models.recurrent.recurrence import RecurrenceInputs, recurrence
+from seqjax.placement import logical_param
 
 
 class Recurrent(nn.Module):
@@ -36,15 +37,18 @@ class Recurrent(nn.Module):
 
     def setup(self) -> None:
         gates = GATES[self.cell] * self.features
-        self.input_kernel = self.param(
-            "input_kernel", nn.initializers.lecun_normal(), (self.in_features, gates), jnp.float32
+        kernel = ("embed", "gates")  # [in, G·H]; the hidden width H is the model's D
+        self.input_kernel = logical_param(
+            self, "input_kernel", nn.initializers.lecun_normal(), kernel, (self.in_features, gates)
         )
-        self.input_bias = self.param("input_bias", self._bias_init, (gates,), jnp.float32)
-        self.recurrent_kernel = self.param(
-            "recurrent_kernel", nn.initializers.orthogonal(), (self.features, gates), jnp.float32
+        self.input_bias = logical_param(self, "input_bias", self._bias_init, ("gates",), (gates,))
+        self.recurrent_kernel = logical_param(
+            self, "recurrent_kernel", nn.initializers.orthogonal(), kernel, (self.features, gates)
         )
         if self.cell == "gru":
-            self.recurrent_bias = self.param("recurrent_bias", nn.initializers.zeros, (self.features,), jnp.float32)
+            self.recurrent_bias = logical_param(
+                self, "recurrent_bias", nn.initializers.zeros, ("embed",), (self.features,)
+            )
 
     def _bias_init(self, key: Array, shape: tuple[int, ...], dtype: Any) -> Array:
         del key

@@ -31,6 +31,7 @@ from jax import Array, lax
 
 from seqjax.config import ModelConfig
 from seqjax.models.attention_kernels.dispatch import attend
+from seqjax.models.base import dense_axes
 from seqjax.models.matmul.step_dense import apply_dense
 from seqjax.models.transformer.masks import SelfMask
 from seqjax.models.transformer.positions import rotary
@@ -113,9 +114,21 @@ def stored_attention(q: Array, keys: Array, values: Array, mask: Array) -> Array
 
 
 def _dense(
-    cfg: ModelConfig, features: int | tuple[int, ...], dtype: Any, axis: int | tuple[int, ...] = -1
+    cfg: ModelConfig,
+    features: int | tuple[int, ...],
+    dtype: Any,
+    kernel_axes: tuple[str | None, ...],
+    axis: int | tuple[int, ...] = -1,
 ) -> nn.DenseGeneral:
-    return nn.DenseGeneral(features, axis=axis, use_bias=cfg.bias, dtype=dtype)
+    inputs = len(axis) if isinstance(axis, tuple) else 1
+    return nn.DenseGeneral(features, axis=axis, use_bias=cfg.bias, dtype=dtype, **dense_axes(kernel_axes, inputs))
+
+
+# Kernels' logical axes. The fused projections' 3 (query, key, value) or 2 (key, value) axis is
+# never split: each device computes all three for its heads.
+QKV_AXES = ("embed", None, "heads", "head_dim")  # [D, 3 | 2, H | K, Dh]
+QUERY_AXES = ("embed", "heads", "head_dim")  # [D, H, Dh]
+OUT_AXES = ("heads", "head_dim", "embed")  # [H, Dh, D]
 
 
 class SelfAttention(nn.Module):
@@ -129,11 +142,11 @@ class SelfAttention(nn.Module):
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
         if kv_heads == heads:
-            self.qkv = _dense(self.cfg, (3, heads, head_dim), self.dtype)
+            self.qkv = _dense(self.cfg, (3, heads, head_dim), self.dtype, QKV_AXES)
         else:
-            self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
-            self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
-        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
+            self.query = _dense(self.cfg, (heads, head_dim), self.dtype, QUERY_AXES)
+            self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype, QKV_AXES)
+        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, OUT_AXES, axis=(-2, -1))
 
     def _project(self, x: Array, positions: Array, step: bool = False) -> tuple[Array, Array, Array]:
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
@@ -193,9 +206,9 @@ class CrossAttention(nn.Module):
 
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
-        self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
-        self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
-        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
+        self.query = _dense(self.cfg, (heads, head_dim), self.dtype, QUERY_AXES)
+        self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype, QKV_AXES)
+        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, OUT_AXES, axis=(-2, -1))
 
     def memory(self, encoded: Array) -> dict[str, Array]:
         """encoded: [B, S, D] -> {"k", "v"}: [B, K, S, Dh], computed once per source."""

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from seqjax.config import ModelConfig
+from seqjax.models.base import dense_axes
 from seqjax.models.matmul.rows_matmul import rows_dot_general
 from seqjax.models.matmul.step_dense import apply_dense
 from seqjax.models.transformer.attention import CrossAttention, SelfAttention
@@ -75,8 +76,11 @@ gated_silu.defvjp(_gated_silu_forward, _gated_silu_backward)
 def make_norm(cfg: ModelConfig, dtype: Any) -> nn.Module:
     """A LayerNorm or an RMSNorm (`cfg.norm_type`) with epsilon `cfg.norm_eps`, computing in
     `dtype` with float32 parameters."""
-    kind = nn.RMSNorm if cfg.norm_type == "rmsnorm" else nn.LayerNorm
-    return kind(epsilon=cfg.norm_eps, dtype=dtype)
+    scale = nn.with_logical_partitioning(nn.initializers.ones, ("embed",))
+    if cfg.norm_type == "rmsnorm":
+        return nn.RMSNorm(epsilon=cfg.norm_eps, dtype=dtype, scale_init=scale)
+    bias = nn.with_logical_partitioning(nn.initializers.zeros, ("embed",))
+    return nn.LayerNorm(epsilon=cfg.norm_eps, dtype=dtype, scale_init=scale, bias_init=bias)
 
 
 class Block(nn.Module):
@@ -99,10 +103,11 @@ class Block(nn.Module):
             self.cross_attention = CrossAttention(cfg, self.dtype)
             self.cross_norm = make_norm(cfg, self.dtype)
         dense = dict(use_bias=cfg.bias, dtype=self.dtype, dot_general=rows_dot_general)
-        self.ff_in = nn.Dense(cfg.d_ff, **dense)
+        # SwiGLU's gate is split over the MLP units as its up projection.
+        self.ff_in = nn.Dense(cfg.d_ff, **dense, **dense_axes(("embed", "mlp")))
         if cfg.mlp == "swiglu":
-            self.ff_gate = nn.Dense(cfg.d_ff, **dense)
-        self.ff_out = nn.Dense(cfg.d_model, **dense)
+            self.ff_gate = nn.Dense(cfg.d_ff, **dense, **dense_axes(("embed", "mlp")))
+        self.ff_out = nn.Dense(cfg.d_model, **dense, **dense_axes(("mlp", "embed")))
         self.ff_norm = make_norm(cfg, self.dtype)
         self.dropout = nn.Dropout(cfg.dropout)
 

@@ -68,9 +68,8 @@ class PositionalInputs(nn.Module):
 
     def setup(self) -> None:
         if self.cfg.positions == "learned":
-            self.position_embed = nn.Embed(
-                self.cfg.max_len, self.cfg.d_model, embedding_init=nn.initializers.normal(1.0)
-            )
+            init = nn.with_logical_partitioning(nn.initializers.normal(1.0), ("positions", "embed"))
+            self.position_embed = nn.Embed(self.cfg.max_len, self.cfg.d_model, embedding_init=init)
         self.dropout = nn.Dropout(self.cfg.dropout)
 
     def __call__(self, embedded: Array, positions: Array, train: bool = False) -> Array:

@@ -73,6 +73,9 @@ def _scanned(layer: Callable[..., Any], cfg: ModelConfig) -> Callable[..., Any]:
         layer,
         variable_axes={"params": 0},
         split_rngs={"params": True, "dropout": True},
+        # The stacked parameters' new leading axis is named `layers`, which no strategy splits:
+        # each step of the scan reads one layer whole.
+        metadata_params={nn.PARTITION_NAME: "layers"},
         in_axes=1,
         out_axes=1,
         length=cfg.layers,

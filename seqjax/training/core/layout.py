@@ -10,9 +10,11 @@ positions, so the only traffic between slices is what the batch axis needs — t
 all-reduce. The batch is split along `slice` and `data` together (`BATCH_AXES`); parameters and
 optimizer state are placed by the run's sharding strategy within a slice.
 
-Sharding strategies: each float leaf of the train state gets one logical name per
-dimension from its path (`PARAMETER_AXES`, first match whose rank fits); a strategy then
-maps logical names onto the mesh axes:
+Sharding strategies. Every parameter names its logical axes where its module creates it
+(`nn.with_logical_partitioning(init, ("embed", "mlp"))`), so `init` returns each one boxed
+(`nn.LogicallyPartitioned`) with a name per dimension (`LOGICAL_AXES`); the state builder
+(`seqjax.training.core.state`) places every leaf by those names and unboxes the values. One
+table per strategy (`RULES`) maps logical names onto the mesh axes they may be split over:
 
 * `data`        every parameter replicated; the batch split over `data` (data parallel).
 * `fsdp`        parameters and optimizer state split over `data` along their first
@@ -25,26 +27,27 @@ maps logical names onto the mesh axes:
 A mesh axis is used at most once per leaf and only where it divides the dimension; the
 vocabulary falls back to replication when it does not divide (its size comes from the
 data), while heads and MLP width that do not divide under a tensor strategy are an error.
-The optimizer state mirrors the parameter paths (`.../mu/model/...`), so it is placed by
-the same rules where it has its parameter's shape (a leaf of another shape, as Adafactor's
-factored moments, is placed as an unknown parameter); integer leaves (step, counts, PRNG key)
-are always replicated.
+The optimizer state is made from the boxed parameters, so its moments carry their
+parameter's boxes and are placed as the parameter is; a moment of another rank than its box
+(a factored second moment, as Adafactor's row and column means) or of one element (its
+placeholder) is replicated: it holds the sum of its parameter's dimensions, not their
+product. Integer leaves (step, counts, PRNG key) are replicated, and a float leaf without
+logical axes is an error naming its path.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
-from jax.typing import DTypeLike
 
 from seqjax.config import HEADS, Config
 
@@ -53,27 +56,32 @@ BATCH_AXES = ("slice", "data")  # the batch's rows are split over both
 STRATEGIES = ("data", "fsdp", "tensor", "fsdp_tensor")
 STEP_KINDS = ("jit", "shard_map")
 
-# (path suffix pattern, logical axis per dimension); the first pattern whose rank fits wins.
-PARAMETER_AXES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    (r"(^|/)embedding$", ("vocab", "embed")),  # token tables [V, D]
-    (r"(^|/)head/weights$", ("vocab", "embed")),  # output word vectors [V, D]
-    (r"(^|/)head/biases$", ("vocab",)),
-    (r"(^|/)(qkv|kv)/kernel$", ("embed", None, "heads", "head_dim")),  # [D, 3|2, H, Dh]
-    (r"(^|/)(qkv|kv)/bias$", (None, "heads", "head_dim")),
-    (r"(^|/)query/kernel$", ("embed", "heads", "head_dim")),
-    (r"(^|/)query/bias$", ("heads", "head_dim")),
-    (r"(^|/)out/kernel$", ("heads", "head_dim", "embed")),  # attention output [H, Dh, D]
-    (r"(^|/)ff_(in|gate)/kernel$", ("embed", "mlp")),  # SwiGLU's gate is split as its up projection
-    (r"(^|/)ff_(in|gate)/bias$", ("mlp",)),
-    (r"(^|/)ff_out/kernel$", ("mlp", "embed")),
-    (r"(^|/)(input|recurrent)_kernel$", ("embed", "gates")),  # RNN [D, gates·D]
-    (r"(^|/)input_bias$", ("gates",)),
-    (r"(^|/)kernel$", ("embed", "features")),  # any other Dense [in, out]
-    (r"(^|/)(scale|bias)$", ("embed",)),  # LayerNorm, output biases [D]
+# The logical axes a parameter's dimension may be named (None: never split).
+LOGICAL_AXES = (
+    "vocab",  # rows of the full vocabulary tables: embeddings and output word vectors [V, D]
+    "embed",  # the model width D
+    "heads",  # attention heads (query heads, or key/value heads under grouped-query attention)
+    "head_dim",  # the width of one head
+    "mlp",  # the feed-forward hidden units
+    "gates",  # a recurrent layer's gate units (G·D)
+    "features",  # the outputs of any other dense layer
+    "positions",  # rows of a learned position table
+    "classes",  # a head's classes or clusters
+    "nodes",  # a tree head's inner nodes
+    "words",  # rows of a head's word subsets (the adaptive head's shortlist and tails)
+    "layers",  # a scanned stack's layers (model.scan_layers): read one whole layer per step
 )
-
 # Logical axes a tensor strategy splits over `model`; True: an error when they do not divide.
 TENSOR_AXES = {"heads": True, "mlp": True, "vocab": False}
+_DATA_SPLIT = tuple(axis for axis in LOGICAL_AXES if axis not in (*TENSOR_AXES, "layers"))
+# One table per strategy: logical axis -> the mesh axes it may be split over, in order of
+# preference; an axis it does not name stays whole.
+RULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "data": {},
+    "fsdp": {axis: ("data",) for axis in (*TENSOR_AXES, *_DATA_SPLIT)},
+    "tensor": {axis: ("model",) for axis in TENSOR_AXES},
+    "fsdp_tensor": {**{axis: ("model", "data") for axis in TENSOR_AXES}, **{axis: ("data",) for axis in _DATA_SPLIT}},
+}
 
 
 # --- the mesh ---------------------------------------------------------------------------
@@ -164,51 +172,34 @@ def path_name(path: Sequence[Any]) -> str:
     return "/".join(parts)
 
 
-def logical_axes(name: str, ndim: int) -> tuple[str | None, ...]:
-    """The logical axis of each dimension of the parameter at path `name`.
-
-    A layer stack scanned with `nn.scan` (model.scan_layers) holds each parameter with one more,
-    leading, axis: its layers. That axis is never split — each step of the scan reads one layer
-    whole, so a stack split along it would be gathered entire — and the rest is named as the
-    layer's own parameter is."""
-    for pattern, axes in PARAMETER_AXES:
-        if len(axes) == ndim and re.search(pattern, name):
-            return axes
-    for pattern, axes in PARAMETER_AXES:
-        if len(axes) == ndim - 1 and re.search(pattern, name):
-            return (None, *axes)
-    return ("other",) * ndim  # unknown parameters: only FSDP splits them, on any axis that divides
-
-
-def _candidates(strategy: str, logical: str | None) -> list[str]:
-    axes = []
-    if strategy in ("tensor", "fsdp_tensor") and logical in TENSOR_AXES:
-        axes.append("model")
-    if strategy in ("fsdp", "fsdp_tensor") and logical is not None:
-        axes.append("data")
-    return axes
-
-
-def partition_spec(name: str, shape: tuple[int, ...], dtype: DTypeLike, strategy: str, mesh: Mesh) -> P:
-    """The PartitionSpec of one state leaf under `strategy` on `mesh`.
+def partition_spec(
+    logical: Sequence[str | None], shape: tuple[int, ...], strategy: str, mesh: Mesh, name: str = "a parameter"
+) -> P:
+    """The PartitionSpec under `strategy` on `mesh` of an array of `shape` whose dimensions have
+    the logical axes `logical` (`name`, its path, is for the messages).
 
     Raises:
-      ValueError: a tensor strategy would split heads or MLP units unevenly over `model`.
+      ValueError: not one known logical axis (or None) per dimension, or a tensor strategy that
+        would split heads or MLP units unevenly over `model`.
     """
-    if not jnp.issubdtype(dtype, jnp.floating):
-        return P()
+    if len(logical) != len(shape):
+        raise ValueError(f"{name} names {len(logical)} logical axes {tuple(logical)} for its shape {shape}")
+    unknown = [axis for axis in logical if axis is not None and axis not in LOGICAL_AXES]
+    if unknown:
+        raise ValueError(f"{name} has logical axes {unknown} outside {', '.join(LOGICAL_AXES)}")
+    rules = RULES[strategy]
     used: set[str] = set()
     spec: list[str | None] = []
-    for size, logical in zip(shape, logical_axes(name, len(shape))):
+    for size, axis_name in zip(shape, logical):
         choice = None
-        for axis in _candidates(strategy, logical):
+        for axis in rules.get(axis_name or "", ()):
             parts = mesh.shape[axis]
             if axis in used or parts == 1:
                 continue
             if size % parts:
-                if axis == "model" and logical is not None and TENSOR_AXES.get(logical, False):
+                if axis == "model" and TENSOR_AXES.get(axis_name or "", False):
                     raise ValueError(
-                        f"train.sharding={strategy} splits {logical} over the model axis: {name} has "
+                        f"train.sharding={strategy} splits {axis_name} over the model axis: {name} has "
                         f"{size} along it, which must be divisible by model:{parts}"
                     )
                 continue
@@ -221,27 +212,37 @@ def partition_spec(name: str, shape: tuple[int, ...], dtype: DTypeLike, strategy
     return P(*spec)
 
 
-def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
-    """A NamedSharding for every leaf (arrays or jax.ShapeDtypeStruct) of `tree`.
+def _boxed(leaf: Any) -> bool:
+    return isinstance(leaf, nn.LogicallyPartitioned)
 
-    A leaf of a train state that ends in a parameter's path but has another shape (Adafactor's
-    row and column means of a matrix, the placeholders of the parameters it does not factor) is
-    not that parameter's: its dimensions are not the parameter's, so it is placed as an unknown
-    parameter."""
+
+def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
+    """A NamedSharding for every leaf of `tree` as `init` makes it (arrays or ShapeDtypeStructs,
+    the parameters and their optimizer state boxed in `nn.LogicallyPartitioned`): a boxed leaf
+    placed by its logical axes under `strategy`; a factored moment (a box whose leaf has
+    other dimensions than axes, or a one-element placeholder) and an integer leaf replicated.
+    The result has the structure of the unboxed tree (`nn.meta.unbox(tree)`).
+
+    Raises:
+      ValueError: a float leaf without logical axes (its path named), or a box whose axes do
+        not fit (`partition_spec`).
+    """
     validate_strategy(strategy, mesh)
-    names = [(path_name(p), leaf) for p, leaf in jax.tree_util.tree_leaves_with_path(tree)]
-    parameters = {name.removeprefix("params/"): leaf.shape for name, leaf in names if name.startswith("params/")}
 
     def place(path: Sequence[Any], leaf: Any) -> NamedSharding:
         name = path_name(path)
-        parts = name.split("/")
-        suffixes = ("/".join(parts[i:]) for i in range(1, len(parts)))
-        parameter = next((parameters[s] for s in suffixes if s in parameters), leaf.shape)
-        return NamedSharding(
-            mesh, partition_spec(name if parameter == leaf.shape else "", leaf.shape, leaf.dtype, strategy, mesh)
-        )
+        if _boxed(leaf):
+            if len(leaf.value.shape) != len(leaf.names) or leaf.value.size == 1:
+                return NamedSharding(mesh, P())
+            return NamedSharding(mesh, partition_spec(leaf.names, leaf.value.shape, strategy, mesh, name))
+        if jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise ValueError(
+                f"{name} has no logical axes: create it with nn.with_logical_partitioning(init, axes), "
+                f"one of {', '.join(LOGICAL_AXES)} (or None) per dimension"
+            )
+        return NamedSharding(mesh, P())
 
-    return jax.tree_util.tree_map_with_path(place, tree)
+    return jax.tree_util.tree_map_with_path(place, tree, is_leaf=_boxed)
 
 
 # --- layout checks --------------------------------------------------------------------------

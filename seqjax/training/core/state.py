@@ -1,5 +1,10 @@
 """The train state: its creation directly onto the mesh, its checkpoints, and its restore.
 
+The state is built from the parameters as `init` returns them, boxed with their logical axes
+(`nn.LogicallyPartitioned`); the optimizer state made from them carries the same boxes. Each
+leaf is placed by its axes under the run's strategy (`layout.tree_shardings`) and the values
+are unboxed: the state itself, and everything that reads it, holds plain arrays.
+
 A checkpoint holds the state (parameters, optimizer state, step, PRNG key) and a JSON
 record of the data position, the resolved config, the tokenizer fingerprint and the token
 store's fingerprint (None for generated data). Orbax
@@ -16,17 +21,18 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
 import orbax.checkpoint as ocp
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 
 from seqjax import config as config_lib
 from seqjax.contracts import Batch, Head, Model
-from seqjax.model_head import init_params
-from seqjax.training.core.layout import tree_shardings
+from seqjax.model_head import init_boxed_params
+from seqjax.training.core.layout import path_name, tree_shardings
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
@@ -84,21 +90,16 @@ class TrainState:
     key: jax.Array
 
 
-def state_shardings(state_shape: TrainState, mesh: Mesh, strategy: str = "data") -> TrainState:
-    """The NamedSharding of every leaf under `strategy` (data | fsdp | tensor | fsdp_tensor)."""
-    result: TrainState = tree_shardings(state_shape, mesh, strategy)
-    return result
-
-
 def _initializer(
     model: Model, head: Head, optimizer: optax.GradientTransformation, batch: Batch
 ) -> Callable[[jax.Array], TrainState]:
-    """init(key) -> the fresh TrainState, for one example batch's shapes."""
+    """init(key) -> the fresh TrainState for one example batch's shapes, its parameters and
+    their optimizer state boxed with their logical axes."""
     batch = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), batch)
 
     def init(key: jax.Array) -> TrainState:
         init_key, run_key = jax.random.split(key)
-        params = init_params(model, head, init_key, batch)
+        params = init_boxed_params(model, head, init_key, batch)
         return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), run_key)
 
     return init
@@ -115,12 +116,47 @@ def abstract_state(
     """The initial state's shapes and dtypes as ShapeDtypeStructs carrying their shardings under
     `strategy`: what a step is compiled for without a parameter being made (`batch` may be
     ShapeDtypeStructs too)."""
-    shape = jax.eval_shape(_initializer(model, head, optimizer, batch), jax.random.PRNGKey(0))
-    shardings = state_shardings(shape, mesh, strategy)
+    boxed = jax.eval_shape(_initializer(model, head, optimizer, batch), jax.random.PRNGKey(0))
+    shardings = tree_shardings(boxed, mesh, strategy)
+    shape = nn.meta.unbox(boxed)
     result: TrainState = jax.tree.map(
         lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings
     )
     return result
+
+
+def state_shardings(
+    model: Model,
+    head: Head,
+    optimizer: optax.GradientTransformation,
+    batch: ExampleBatch,
+    mesh: Mesh,
+    strategy: str = "data",
+) -> TrainState:
+    """The NamedSharding of every leaf of the state under `strategy` (data | fsdp | tensor |
+    fsdp_tensor): where `jax.device_put` puts a state made elsewhere (a host copy, imported
+    parameters)."""
+    return jax.tree.map(lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy))
+
+
+def placement(state: TrainState) -> TrainState:
+    """The NamedSharding each leaf of a placed state carries: the arrays of `init_state` or
+    `restore_state`, a state put by `state_shardings`, or `abstract_state`'s ShapeDtypeStructs.
+
+    Raises:
+      ValueError: a leaf on no mesh (a host copy: put it by `state_shardings` first).
+    """
+
+    def of(path: Any, leaf: Any) -> NamedSharding:
+        sharding = getattr(leaf, "sharding", None)
+        if not isinstance(sharding, NamedSharding):
+            raise ValueError(
+                f"state leaf {path_name(path)} lies on no mesh ({type(leaf).__name__}): "
+                "put the state by state_shardings"
+            )
+        return sharding
+
+    return jax.tree_util.tree_map_with_path(of, state)
 
 
 def init_state(
@@ -136,8 +172,8 @@ def init_state(
     a sharded parameter is never materialized whole on one device."""
     init = _initializer(model, head, optimizer, batch)
     key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
-    shardings = jax.tree.map(lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy))
-    result: TrainState = jax.jit(init, out_shardings=shardings)(key)
+    shardings = state_shardings(model, head, optimizer, batch, mesh, strategy)
+    result: TrainState = jax.jit(lambda k: nn.meta.unbox(init(k)), out_shardings=shardings)(key)
     return result
 
 
@@ -211,14 +247,8 @@ def restore_state(
     `optimizer` must be the one that wrote the checkpoint: it gives the optimizer state's
     structure; `example_batch` gives the parameters' shapes.
     """
-    cfg = exp.cfg
-    strategy = cfg.train.sharding if strategy is None else strategy
-    shape = jax.eval_shape(
-        lambda: init_state(exp.model, exp.head, optimizer, cfg.train.seed, example_batch, mesh, strategy)
-    )
-    shardings = state_shardings(shape, mesh, strategy)
-    abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shape, shardings)
-    return checkpointer.restore(step, abstract)
+    strategy = exp.cfg.train.sharding if strategy is None else strategy
+    return checkpointer.restore(step, abstract_state(exp.model, exp.head, optimizer, example_batch, mesh, strategy))
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], *, keys: set[str] | None = None) -> list[str]:

@@ -39,7 +39,7 @@ from seqjax.training.core.layout import (
     check_shard_map_mesh,
     replicated,
 )
-from seqjax.training.core.state import TrainState, state_shardings
+from seqjax.training.core.state import TrainState, placement
 
 TrainStep = Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]
 EvalStep = Callable[..., tuple[Any, ...]]
@@ -123,10 +123,10 @@ def apply_update(
     return TrainState(state.step + 1, params, opt_state, state.key), metrics
 
 
-def _placed(step: TrainStep, state_shape: TrainState, mesh: Mesh, strategy: str) -> TrainStep:
-    """`step` jitted with the state kept under `strategy`, the batch split over `data`, the
-    metrics replicated, and the incoming state donated."""
-    shardings = state_shardings(state_shape, mesh, strategy)
+def _placed(step: TrainStep, state_shape: TrainState, mesh: Mesh) -> TrainStep:
+    """`step` jitted with the state kept where `state_shape` lies (its strategy's placement), the
+    batch split over `data`, the metrics replicated, and the incoming state donated."""
+    shardings = placement(state_shape)
     return jax.jit(
         under_mesh(step, mesh),
         in_shardings=(shardings, batch_sharding(mesh)),
@@ -151,8 +151,9 @@ def make_train_step(
     """One optimizer update: gradients of the objective over `accum_steps` microbatches.
 
     Microbatch gradients are weighted by their share of the batch's target tokens, so the
-    update equals the one from the whole batch at once. The state keeps the placement of
-    `strategy` (see `seqjax.training.core.layout`); the batch is split over `data`.
+    update equals the one from the whole batch at once. The state keeps the placement that
+    `state_shape` (placed by `strategy`: `init_state`, `restore_state`, `abstract_state`)
+    carries; the batch is split over `data`.
 
     step_kind: "jit", the collectives left to the compiler, or "shard_map", the data-parallel
     step (strategy "data", a mesh of model:1) with a replicated state and an explicit gradient
@@ -196,12 +197,12 @@ def make_train_step(
         return apply_update(optimizer, schedule, state, loss, dict(metrics, tokens=tokens), grads)
 
     if not per_device:
-        return _placed(train_step, state_shape, mesh, strategy)
+        return _placed(train_step, state_shape, mesh)
     # Without replication typing (check_vma=False) the gradient taken inside `train_step` is the
     # device's own, so its psum is the one all-reduce; it also lets model and head code
     # written for global arrays (scans with freshly built carries) run unchanged per device.
     step = jax.shard_map(train_step, mesh=mesh, in_specs=(P(), P(BATCH_AXES)), out_specs=(P(), P()), check_vma=False)
-    return _placed(step, state_shape, mesh, strategy)
+    return _placed(step, state_shape, mesh)
 
 
 class StepParts(Protocol):
