@@ -12,6 +12,7 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
   several shards, by a tiny max_shard_size); `<unk>`, `<s>`, `</s>` at ids 0, 1, 2, and a
   post-processor that puts `<s>` before every text, as Llama's tokenizers do.
 - llama_bf16: Llama, as many key/value heads as query heads, tied, weights in bfloat16.
+- llama3_rope: llama_gqa's shapes with Llama 3.1's rope scaling ("llama3").
 
 Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
 logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
@@ -63,7 +64,25 @@ CONFIG_NAMES = {
 }
 NEW_TOKENS = 16
 PROMPT = "the cat sat on the"  # the text prompt each fixture records transformers' continuation of
-FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
+FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16", "llama3_rope")
+# Each Llama fixture's config settings besides SHAPES. llama3_rope's scaling puts the four
+# frequency pairs of its 8-wide heads (wavelengths 6, 30, 140 and 664 positions at θ 500) in all
+# three of Llama 3.1's bands: kept (under 64 / 4), interpolated, divided by the factor (over 64).
+LLAMA_SETTINGS: dict[str, dict[str, Any]] = {
+    "llama_gqa": dict(num_key_value_heads=2),
+    "llama_bf16": dict(tie_word_embeddings=True),
+    "llama3_rope": dict(
+        num_key_value_heads=2,
+        rope_parameters=dict(
+            rope_type="llama3",
+            rope_theta=500.0,
+            factor=8.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=64,
+        ),
+    ),
+}
 
 
 def train_tokenizer(specials: list[str], bos: str | None = None) -> Tokenizer:
@@ -113,15 +132,14 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
     else:
         tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"], bos="<s>")
         special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+        settings = dict(num_key_value_heads=SHAPES["heads"], rope_theta=500.0, tie_word_embeddings=False)
         config = transformers.LlamaConfig(
             vocab_size=tokenizer.get_vocab_size(),
-            num_key_value_heads=2 if name == "llama_gqa" else SHAPES["heads"],
             rms_norm_eps=1e-5,
-            rope_theta=500.0,
             bos_token_id=1,
             eos_token_id=2,
-            tie_word_embeddings=name == "llama_bf16",
             **shapes,
+            **(settings | LLAMA_SETTINGS[name]),
         )
         model = transformers.LlamaForCausalLM(config)
     with torch.no_grad():  # random weights of a useful size: transformers' init makes near-uniform outputs

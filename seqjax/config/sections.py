@@ -22,6 +22,7 @@ SyntheticTask = Literal["grammar", "oracle", "copy", "reverse", "sort", "additio
 TokenizerKind = Literal["char", "word", "bpe", "pretrained"]
 Cell = Literal["lstm", "gru", "elman"]
 Positions = Literal["sinusoidal", "learned", "rope"]
+RopeScaling = Literal["none", "llama3"]
 Norm = Literal["pre", "post"]
 NormType = Literal["layernorm", "rmsnorm"]
 Mlp = Literal["gelu", "gelu_exact", "relu", "swiglu"]
@@ -153,6 +154,19 @@ class ModelConfig(KindSection):
         kinds=ATTENTION,
     )
     rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=ATTENTION)
+    rope_scaling: RopeScaling = option(
+        "none",
+        "rope: none | llama3 (Llama 3.1's frequencies: those of wavelength over rope_original_max_len / "
+        "rope_low_freq_factor divided by rope_factor, under rope_original_max_len / rope_high_freq_factor kept, "
+        "between them interpolated)",
+        kinds=ATTENTION,
+    )
+    rope_factor: float = option(8.0, "rope_scaling=llama3: what the low frequencies are divided by", kinds=ATTENTION)
+    rope_low_freq_factor: float = option(1.0, "rope_scaling=llama3: low_freq_factor", kinds=ATTENTION)
+    rope_high_freq_factor: float = option(4.0, "rope_scaling=llama3: high_freq_factor", kinds=ATTENTION)
+    rope_original_max_len: int = option(
+        8192, "rope_scaling=llama3: the context length the model was pretrained at", kinds=ATTENTION
+    )
     max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=ATTENTION)
     norm: Norm = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
     norm_type: NormType = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)

@@ -6,7 +6,7 @@ import typing
 
 from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import ATTENTION, ATTENTION_KERNELS, MODELS, RECURRENT, RNN_ENCODERS, ModelConfig
-from seqjax.config.sections import Cell, Mlp, Norm, NormType, Positions, Remat
+from seqjax.config.sections import Cell, Mlp, Norm, NormType, Positions, Remat, RopeScaling
 from seqjax.models.kinds import is_trained, model_class
 
 
@@ -29,6 +29,16 @@ def _check_transformer(cfg: ModelConfig) -> None:
     if check_number("model.norm_eps", cfg.norm_eps, 0.0, open_low=True) >= 1.0:
         raise ValueError(f"model.norm_eps must be in (0, 1), got {cfg.norm_eps!r}")
     check_number("model.rope_base", cfg.rope_base, 1.0, open_low=True)
+    check_one_of("model.rope_scaling", cfg.rope_scaling, typing.get_args(RopeScaling))
+    if cfg.rope_scaling == "llama3":
+        check_number("model.rope_factor", cfg.rope_factor, 1.0)
+        low = check_number("model.rope_low_freq_factor", cfg.rope_low_freq_factor, 0.0, open_low=True)
+        if check_number("model.rope_high_freq_factor", cfg.rope_high_freq_factor, 0.0, open_low=True) <= low:
+            raise ValueError(
+                f"model.rope_high_freq_factor must exceed model.rope_low_freq_factor={low!r}, "
+                f"got {cfg.rope_high_freq_factor!r}"
+            )
+        check_int("model.rope_original_max_len", cfg.rope_original_max_len)
     check_int("model.kv_heads", cfg.kv_heads, 0)
     if cfg.kv_heads and cfg.num_heads % cfg.kv_heads:
         raise ValueError(

@@ -17,8 +17,10 @@ Conventions of the mapping:
   θ^(-2i/Dh), θ = `rope_theta` (model.rope_base); so q_proj and k_proj are taken as they are.
   Meta's original checkpoints pair features 2i and 2i+1 (interleaved); their conversion to
   transformers permutes the rows of q_proj and k_proj, so a transformers checkpoint is always
-  rotate-half. `rope_scaling` (Llama 3.1's "llama3", linear, dynamic, YaRN) has no
-  counterpart.
+  rotate-half. `rope_scaling` "llama3" (Llama 3.1 and 3.2) is model.rope_scaling=llama3 with
+  its factor, low_freq_factor, high_freq_factor and original_max_position_embeddings
+  (model.rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_len);
+  linear, dynamic, YaRN and the others have no counterpart.
 - The output layer is `embed_tokens` when tied (`tie_word_embeddings`, head.tied=true), else
   `lm_head.weight` [V, D], without a bias.
 """
@@ -44,13 +46,49 @@ SETTINGS: Settings = {
 }
 
 
-def _rope(hf: dict[str, Any]) -> tuple[float, str]:
-    """(θ, rope type) from transformers 5's `rope_parameters` or 4's `rope_theta` and `rope_scaling`."""
-    parameters = hf.get("rope_parameters") or {}
-    scaling = hf.get("rope_scaling") or {}
+# Llama 3.1's rope_scaling entries and the model options holding them.
+LLAMA3_KEYS = {
+    "factor": "rope_factor",
+    "low_freq_factor": "rope_low_freq_factor",
+    "high_freq_factor": "rope_high_freq_factor",
+    "original_max_position_embeddings": "rope_original_max_len",
+}
+
+
+def _rope(hf: dict[str, Any]) -> dict[str, Any]:
+    """The model options of the rotary positions of transformers 5's `rope_parameters` or 4's
+    `rope_theta` and `rope_scaling`; ValueError naming a scaling seqjax has no counterpart for."""
+    parameters = {**(hf.get("rope_scaling") or {}), **(hf.get("rope_parameters") or {})}
     theta = parameters.get("rope_theta", hf.get("rope_theta", 10000.0))
-    kind = parameters.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
-    return float(theta), kind
+    kind = parameters.get("rope_type") or parameters.get("type") or "default"
+    if kind == "default":
+        return {"rope_base": float(theta)}
+    if kind != "llama3":
+        raise ValueError(
+            f"rope_scaling rope_type={kind!r} has no counterpart: seqjax's rotary positions are unscaled or llama3"
+        )
+    missing = [key for key in LLAMA3_KEYS if key not in parameters]
+    if missing:
+        raise ValueError(f"rope_scaling rope_type='llama3' without {', '.join(missing)}: seqjax reads all of them")
+    options = {"rope_base": float(theta), "rope_scaling": "llama3"}
+    # JSON may write a whole factor as an int: each option keeps its own type.
+    return options | {
+        option: type(getattr(ModelConfig, option))(parameters[key]) for key, option in LLAMA3_KEYS.items()
+    }
+
+
+def _rope_config(cfg: ModelConfig) -> dict[str, Any]:
+    """config.json's rotary settings of `cfg`, as transformers 4 (`rope_theta`, `rope_scaling`)
+    and 5 (`rope_parameters`) read them."""
+    parameters: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_base}
+    if cfg.rope_scaling == "none":
+        return {"rope_theta": cfg.rope_base, "rope_parameters": parameters}
+    scaling = {"rope_type": "llama3"} | {key: getattr(cfg, option) for key, option in LLAMA3_KEYS.items()}
+    return {
+        "rope_theta": cfg.rope_base,
+        "rope_scaling": scaling,
+        "rope_parameters": scaling | {"rope_theta": cfg.rope_base},
+    }
 
 
 def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
@@ -66,9 +104,6 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
             f"Llama head_dim={head_dim} has no counterpart: seqjax's heads are hidden_size / num_attention_heads = "
             f"{d_model} / {heads} wide"
         )
-    theta, kind = _rope(hf)
-    if kind != "default":
-        raise ValueError(f"Llama rope scaling {kind!r} has no counterpart: seqjax's rotary positions are unscaled")
     if hf.get("attention_bias", False) != hf.get("mlp_bias", False):
         raise ValueError(
             f"Llama attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} has no counterpart: "
@@ -82,7 +117,7 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
         d_ff=hf.get("intermediate_size", 11008),
         dropout=0.0,
         positions="rope",
-        rope_base=theta,
+        **_rope(hf),
         max_len=hf.get("max_position_embeddings", 2048),
         norm="pre",
         norm_type="rmsnorm",
@@ -115,8 +150,7 @@ def hf_config(cfg: ModelConfig, rows: int, tied: bool) -> dict[str, Any]:
         "hidden_act": "silu",
         "max_position_embeddings": cfg.max_len,
         "rms_norm_eps": cfg.norm_eps,
-        "rope_theta": cfg.rope_base,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_base},
+        **_rope_config(cfg),
         "attention_bias": cfg.bias,
         "mlp_bias": cfg.bias,
         "attention_dropout": 0.0,

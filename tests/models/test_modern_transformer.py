@@ -12,7 +12,7 @@ import pytest
 from seqjax.config import ATTENTION, Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
-from seqjax.models.transformer.positions import rotary
+from seqjax.models.transformer.positions import Llama3Scaling, inverse_frequencies, rotary
 from seqjax.training.core.resume import open_run
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import TrainState
@@ -125,6 +125,15 @@ def test_rotary_turns_each_pair_by_position_times_frequency():
     )
     got = rotary(jnp.asarray(x, jnp.float32), jnp.asarray(positions), 500.0, 64)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_llama3_scaling_keeps_high_frequencies_divides_low_ones_and_interpolates_between():
+    """Heads 8 wide at θ 500: wavelengths 2π·500^(i/4) = 6.3, 29.8, 140.5, 664.3 positions;
+    bands at 64 / 4 = 16 and 64 / 1 = 64 (original context 64, factors 1 and 4, factor 8)."""
+    plain = 500.0 ** (-np.arange(4) / 4)
+    smooth = (64 / (2 * np.pi / plain[1]) - 1) / (4 - 1)  # pair 1 lies between the bands
+    expected = [plain[0], (1 - smooth) * plain[1] / 8 + smooth * plain[1], plain[2] / 8, plain[3] / 8]
+    np.testing.assert_allclose(inverse_frequencies(4, 500.0, Llama3Scaling(8.0, 1.0, 4.0, 64)), expected, rtol=1e-12)
 
 
 def test_rope_model_is_unchanged_when_every_position_shifts(random_variables):
@@ -316,6 +325,12 @@ def test_bfloat16_modern_model_gives_the_float32_models_hidden_to_bfloat16_preci
         ({"positions": "alibi"}, "model.positions must be one of sinusoidal, learned, rope, got 'alibi'"),
         ({"positions": "rope", "d_model": 12, "num_heads": 4}, "head width\\) must be even for rope positions"),
         ({"rope_base": 1.0}, "model.rope_base must be a finite number in \\(1.0, inf\\), got 1.0"),
+        ({"rope_scaling": "yarn"}, "model.rope_scaling must be one of none, llama3, got 'yarn'"),
+        (
+            {"rope_scaling": "llama3", "rope_low_freq_factor": 4.0},
+            "model.rope_high_freq_factor must exceed model.rope_low_freq_factor=4.0, got 4.0",
+        ),
+        ({"rope_scaling": "llama3", "rope_factor": 0.5}, "model.rope_factor must be a finite number in \\[1.0, inf\\)"),
         ({"norm_eps": 0.0}, "model.norm_eps must be a finite number in \\(0.0, inf\\), got 0.0"),
         ({"norm_eps": 1.0}, "model.norm_eps must be in \\(0, 1\\), got 1.0"),
         ({"norm_type": "batchnorm"}, "model.norm_type must be one of layernorm, rmsnorm, got 'batchnorm'"),

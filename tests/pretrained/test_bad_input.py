@@ -56,7 +56,12 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
         ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "GPT-2 scale_attn_by_inverse_layer_idx=True has no"),
         ("gpt2", {"activation_function": "swish"}, "GPT-2 activation_function='swish' has no counterpart"),
-        ("llama_gqa", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "rope scaling 'llama3'"),
+        ("llama_gqa", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5}}, "rope_type='yarn' has no"),
+        (
+            "llama_gqa",
+            {"rope_parameters": {"rope_type": "llama3", "factor": 8.0}},
+            "rope_type='llama3' without low_freq_factor, high_freq_factor, original_max_position_embeddings",
+        ),
         ("llama_gqa", {"head_dim": 16}, "Llama head_dim=16 has no counterpart"),
     ],
 )

@@ -33,7 +33,7 @@ from seqjax.config import ModelConfig
 from seqjax.models.attention_kernels.dispatch import attend
 from seqjax.models.matmul.step_dense import apply_dense
 from seqjax.models.transformer.masks import SelfMask
-from seqjax.models.transformer.positions import rotary
+from seqjax.models.transformer.positions import rope_scaling, rotary
 
 
 def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
@@ -146,7 +146,8 @@ class SelfAttention(nn.Module):
             q, k, v = apply_dense(self.query, x, step), kv[:, :, 0], kv[:, :, 1]
         cfg = self.cfg
         if cfg.positions == "rope":
-            q, k = rotary(q, positions, cfg.rope_base, cfg.max_len), rotary(k, positions, cfg.rope_base, cfg.max_len)
+            turn = (positions, cfg.rope_base, cfg.max_len, rope_scaling(cfg))
+            q, k = rotary(q, *turn), rotary(k, *turn)
         return q, k, v
 
     def __call__(self, x: Array, positions: Array, mask: SelfMask) -> Array:
