@@ -13,6 +13,7 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
   post-processor that puts `<s>` before every text, as Llama's tokenizers do.
 - llama_bf16: Llama, as many key/value heads as query heads, tied, weights in bfloat16.
 - llama3_rope: llama_gqa's shapes with Llama 3.1's rope scaling ("llama3").
+- llama_head_dim: llama_gqa with heads 16 wide (head_dim), not D / H = 8.
 
 Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
 logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
@@ -64,13 +65,14 @@ CONFIG_NAMES = {
 }
 NEW_TOKENS = 16
 PROMPT = "the cat sat on the"  # the text prompt each fixture records transformers' continuation of
-FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16", "llama3_rope")
+FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16", "llama3_rope", "llama_head_dim")
 # Each Llama fixture's config settings besides SHAPES. llama3_rope's scaling puts the four
 # frequency pairs of its 8-wide heads (wavelengths 6, 30, 140 and 664 positions at θ 500) in all
 # three of Llama 3.1's bands: kept (under 64 / 4), interpolated, divided by the factor (over 64).
 LLAMA_SETTINGS: dict[str, dict[str, Any]] = {
     "llama_gqa": dict(num_key_value_heads=2),
     "llama_bf16": dict(tie_word_embeddings=True),
+    "llama_head_dim": dict(num_key_value_heads=2, head_dim=16),  # 4 heads 16 wide at D = 32
     "llama3_rope": dict(
         num_key_value_heads=2,
         rope_parameters=dict(

@@ -182,6 +182,9 @@ class ModelConfig(KindSection):
         "d_ff wide)",
         kinds=ATTENTION,
     )
+    head_dim: int = option(
+        0, "width of each attention head (queries, keys, values): 0 = d_model / num_heads", kinds=ATTENTION
+    )
     kv_heads: int = option(
         0,
         "key/value heads (grouped-query attention) dividing num_heads: 0 = num_heads, 1 = multi-query",
@@ -209,6 +212,11 @@ class ModelConfig(KindSection):
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
     groups: tuple[Any, ...] = dataclasses.field(default=())  # a kind's own options: `KindSection`
     KINDS = MODELS
+
+    @property
+    def head_width(self) -> int:
+        """Dh, the width of each attention head: `head_dim`, else d_model / num_heads."""
+        return self.head_dim or self.d_model // self.num_heads
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,14 +17,17 @@ def _check_transformer(cfg: ModelConfig) -> None:
         check_one_of(f"model.{name}", getattr(cfg, name), typing.get_args(choices))
     check_one_of("model.remat", cfg.remat, typing.get_args(Remat))
     check_one_of("model.attention_kernel", cfg.attention_kernel, ("auto", *ATTENTION_KERNELS))
-    if cfg.d_model % cfg.num_heads:
-        raise ValueError(f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}")
+    check_int("model.head_dim", cfg.head_dim, 0)
+    if not cfg.head_dim and cfg.d_model % cfg.num_heads:
+        raise ValueError(
+            f"model.d_model must be divisible by model.num_heads={cfg.num_heads} (model.head_dim=0), got {cfg.d_model}"
+        )
     if cfg.positions == "sinusoidal" and cfg.d_model % 2:
         raise ValueError(f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}")
-    if cfg.positions == "rope" and (cfg.d_model // cfg.num_heads) % 2:
+    if cfg.positions == "rope" and cfg.head_width % 2:
         raise ValueError(
-            f"model.d_model / model.num_heads (the head width) must be even for rope positions, "
-            f"got {cfg.d_model} / {cfg.num_heads}"
+            f"the head width (model.head_dim, else model.d_model / model.num_heads) must be even for rope positions, "
+            f"got {cfg.head_width}"
         )
     if check_number("model.norm_eps", cfg.norm_eps, 0.0, open_low=True) >= 1.0:
         raise ValueError(f"model.norm_eps must be in (0, 1), got {cfg.norm_eps!r}")

@@ -7,7 +7,9 @@ Conventions of the mapping:
   down_proj = ff_out), no biases unless `attention_bias` and `mlp_bias` both say so (seqjax has
   one switch, model.bias), embeddings added unscaled (model.scale_embeddings=false).
 - Projections are torch `Linear` weights [out, in]: transposed into Flax kernels [in, out],
-  then split into heads, head-major (row h·Dh + i of q_proj is feature i of head h).
+  then split into heads, head-major (row h·Dh + i of q_proj is feature i of head h). Heads
+  are `head_dim` wide (model.head_dim where that is not hidden_size / num_attention_heads; the
+  output projection is then [H·Dh, D], not square).
 - q, k and v are separate in Llama. With as many key/value heads as query heads seqjax fuses
   them into one [D, 3, H, Dh] kernel (q, k, v along axis 1); with fewer (grouped-query
   attention) q is [D, H, Dh] and k, v are fused into [D, 2, K, Dh]. Query head h reads
@@ -99,11 +101,6 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
     if hf.get("hidden_act", "silu") != "silu":
         raise ValueError(f"Llama hidden_act={hf['hidden_act']!r} has no counterpart: seqjax's SwiGLU gates with silu")
     head_dim = hf.get("head_dim") or d_model // heads
-    if head_dim * heads != d_model:
-        raise ValueError(
-            f"Llama head_dim={head_dim} has no counterpart: seqjax's heads are hidden_size / num_attention_heads = "
-            f"{d_model} / {heads} wide"
-        )
     if hf.get("attention_bias", False) != hf.get("mlp_bias", False):
         raise ValueError(
             f"Llama attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} has no counterpart: "
@@ -125,6 +122,7 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
         scale_embeddings=False,
         mlp="swiglu",
         kv_heads=0 if kv_heads == heads else kv_heads,
+        head_dim=0 if head_dim * heads == d_model else head_dim,
         bias=bool(hf.get("attention_bias", False)),
     )
     return cfg, bool(hf.get("tie_word_embeddings", False)), hf.get("vocab_size", 32000)
@@ -146,7 +144,7 @@ def hf_config(cfg: ModelConfig, rows: int, tied: bool) -> dict[str, Any]:
         "num_hidden_layers": cfg.layers,
         "num_attention_heads": cfg.num_heads,
         "num_key_value_heads": cfg.kv_heads or cfg.num_heads,
-        "head_dim": cfg.d_model // cfg.num_heads,
+        "head_dim": cfg.head_width,
         "hidden_act": "silu",
         "max_position_embeddings": cfg.max_len,
         "rms_norm_eps": cfg.norm_eps,
@@ -167,7 +165,7 @@ def table(cfg: ModelConfig, rows: int, tied: bool) -> list[Tensor]:
     """Every tensor of the Llama twin of `cfg` with its place among seqjax's parameters."""
     d, f = cfg.d_model, cfg.d_ff
     h, k = cfg.num_heads, cfg.kv_heads or cfg.num_heads
-    dh = d // h
+    dh = cfg.head_width
     out = [
         vocabulary_table("model.embed_tokens.weight", (rows, d), ("model", "embed", "embedding")),
         reshaped("model.norm.weight", (d,), ("model", "final_norm", "scale"), (d,)),

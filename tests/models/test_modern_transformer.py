@@ -29,6 +29,7 @@ LM_CONFIGS = {
     "mqa": dataclasses.replace(TINY, kv_heads=1),
     "no_bias": dataclasses.replace(TINY, bias=False),
     "modern": MODERN,
+    "modern_head_dim": dataclasses.replace(MODERN, head_dim=6),  # heads 6 wide, not D / H = 4
     "modern_scan_remat_window": dataclasses.replace(MODERN, scan_layers=True, remat="dots", window=3),
     "modern_scan_dilated_learned": dataclasses.replace(
         MODERN, scan_layers=True, remat="full", window=2, dilation=2, positions="learned"
@@ -186,6 +187,16 @@ def test_grouped_query_projections_and_kv_cache_hold_only_the_kv_heads(kv_heads,
     assert scanned_state["cache"].value.value["v"].shape == (B, 2, kv_heads, 8, 4)
 
 
+def test_head_dim_sets_the_width_of_the_projections_heads_and_kv_cache(random_variables):
+    model, variables = lm(dataclasses.replace(MODERN, head_dim=6), random_variables)
+    attention = variables["params"]["blocks_0"]["self_attention"]
+    assert attention["query"]["kernel"].shape == (16, 4, 6)
+    assert attention["kv"]["kernel"].shape == (16, 2, 2, 6)
+    assert attention["out"]["kernel"].shape == (4, 6, 16)
+    state = model.apply(variables, B, 8, method="init_decode_state")
+    assert state["cache"].value.value[0]["k"].shape == (B, 2, 8, 6)
+
+
 def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables):
     model, variables = seq2seq(SEQ2SEQ_CONFIGS["mqa_post_relu"], random_variables)
     state = model.apply(variables, B, T, src=SRC, src_mask=SRC_MASK, method="init_decode_state")
@@ -323,7 +334,10 @@ def test_bfloat16_modern_model_gives_the_float32_models_hidden_to_bfloat16_preci
     "changes, message",
     [
         ({"positions": "alibi"}, "model.positions must be one of sinusoidal, learned, rope, got 'alibi'"),
-        ({"positions": "rope", "d_model": 12, "num_heads": 4}, "head width\\) must be even for rope positions"),
+        (
+            {"positions": "rope", "d_model": 12, "num_heads": 4},
+            "head width \\(model.head_dim, else .*\\) must be even for rope positions, got 3",
+        ),
         ({"rope_base": 1.0}, "model.rope_base must be a finite number in \\(1.0, inf\\), got 1.0"),
         ({"rope_scaling": "yarn"}, "model.rope_scaling must be one of none, llama3, got 'yarn'"),
         (

@@ -62,7 +62,6 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
             {"rope_parameters": {"rope_type": "llama3", "factor": 8.0}},
             "rope_type='llama3' without low_freq_factor, high_freq_factor, original_max_position_embeddings",
         ),
-        ("llama_gqa", {"head_dim": 16}, "Llama head_dim=16 has no counterpart"),
     ],
 )
 def test_settings_without_a_counterpart_are_refused_by_name(name, changes, message, tmp_path):

@@ -37,9 +37,10 @@ from seqjax.models.transformer.positions import rope_scaling, rotary
 
 
 def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
-    """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H."""
+    """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H, head_dim 0
+    d_model / H."""
     heads = cfg.num_heads
-    return heads, cfg.kv_heads or heads, cfg.d_model // heads
+    return heads, cfg.kv_heads or heads, cfg.head_width
 
 
 def write_cache(buffer: Array, update: Array, slots: Array, layer: Array | None = None) -> Array:
@@ -120,7 +121,8 @@ def _dense(
 
 class SelfAttention(nn.Module):
     """Self-attention; queries, keys and values from one fused [D, 3, H, Dh] projection when
-    K = H, else a [D, H, Dh] query and a fused [D, 2, K, Dh] key/value projection."""
+    K = H, else a [D, H, Dh] query and a fused [D, 2, K, Dh] key/value projection; the output
+    projection [H, Dh, D]. Dh = model.head_dim, else D / H."""
 
     cfg: ModelConfig
     dtype: Any = jnp.float32
