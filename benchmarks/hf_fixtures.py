@@ -1,6 +1,6 @@
 """Writes the pretrained-checkpoint fixtures of tests/pretrained/fixtures from `transformers`.
 
-    python benchmarks/hf_fixtures.py [--output tests/pretrained/fixtures]
+    python benchmarks/hf_fixtures.py [--output tests/pretrained/fixtures] [NAME ...]
 
 Needs torch and transformers (`pip install -e '.[bench]'`); the tests that read the fixtures
 need neither. Builds tiny random models (D = 32, 2 layers, 4 heads, d_ff 64) over a byte-level
@@ -14,6 +14,7 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
 - llama_bf16: Llama, as many key/value heads as query heads, tied, weights in bfloat16.
 - llama3_rope: llama_gqa's shapes with Llama 3.1's rope scaling ("llama3").
 - llama_head_dim: llama_gqa with heads 16 wide (head_dim), not D / H = 8.
+- qwen2_bias: Qwen2 (q, k, v biases, none on o_proj or the MLP), 2 key/value heads, tied.
 
 Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
 logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
@@ -65,7 +66,7 @@ CONFIG_NAMES = {
 }
 NEW_TOKENS = 16
 PROMPT = "the cat sat on the"  # the text prompt each fixture records transformers' continuation of
-FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16", "llama3_rope", "llama_head_dim")
+FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16", "llama3_rope", "llama_head_dim", "qwen2_bias")
 # Each Llama fixture's config settings besides SHAPES. llama3_rope's scaling puts the four
 # frequency pairs of its 8-wide heads (wavelengths 6, 30, 140 and 664 positions at θ 500) in all
 # three of Llama 3.1's bands: kept (under 64 / 4), interpolated, divided by the factor (over 64).
@@ -73,6 +74,7 @@ LLAMA_SETTINGS: dict[str, dict[str, Any]] = {
     "llama_gqa": dict(num_key_value_heads=2),
     "llama_bf16": dict(tie_word_embeddings=True),
     "llama_head_dim": dict(num_key_value_heads=2, head_dim=16),  # 4 heads 16 wide at D = 32
+    "qwen2_bias": dict(num_key_value_heads=2, tie_word_embeddings=True),
     "llama3_rope": dict(
         num_key_value_heads=2,
         rope_parameters=dict(
@@ -117,7 +119,7 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
     import transformers
 
     torch.manual_seed(sum(map(ord, name)))
-    family = "gpt2" if name.startswith("gpt2") else "llama"
+    family = "gpt2" if name.startswith("gpt2") else "llama"  # Qwen2's and Mistral's configs name shapes as Llama's
     shapes = {config_name: SHAPES[key] for key, config_name in CONFIG_NAMES[family].items()}
     if family == "gpt2":
         tokenizer = train_tokenizer(["<|endoftext|>"])
@@ -135,7 +137,10 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
         tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"], bos="<s>")
         special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
         settings = dict(num_key_value_heads=SHAPES["heads"], rope_theta=500.0, tie_word_embeddings=False)
-        config = transformers.LlamaConfig(
+        config_class = {"qwen2": transformers.Qwen2Config, "mistral": transformers.MistralConfig}.get(
+            name.split("_")[0], transformers.LlamaConfig
+        )
+        config = config_class(
             vocab_size=tokenizer.get_vocab_size(),
             rms_norm_eps=1e-5,
             bos_token_id=1,
@@ -143,7 +148,7 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
             **shapes,
             **(settings | LLAMA_SETTINGS[name]),
         )
-        model = transformers.LlamaForCausalLM(config)
+        model = transformers.AutoModelForCausalLM.from_config(config)
     with torch.no_grad():  # random weights of a useful size: transformers' init makes near-uniform outputs
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.3 if parameter.ndim > 1 else 0.1)
@@ -233,11 +238,21 @@ def main(argv: list[str] | None = None) -> None:
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "pretrained", "fixtures"
     )
     parser.add_argument("--output", default=default)
+    parser.add_argument("names", nargs="*", help=f"the fixtures to write, of {', '.join(FIXTURES)} (default: all)")
     args = parser.parse_args(argv)
-    for name in FIXTURES:
+    unknown = sorted(set(args.names) - set(FIXTURES))
+    if unknown:
+        parser.error(f"no fixture {', '.join(unknown)}; the fixtures: {', '.join(FIXTURES)}")
+    names = args.names or FIXTURES
+    for name in names:
         record(name, args.output)
-    checks = {name: export_check(name, args.output) for name in FIXTURES}
-    with open(os.path.join(args.output, "export_check.json"), "w") as file:
+    path = os.path.join(args.output, "export_check.json")
+    checks = {}
+    if args.names and os.path.exists(path):  # the other fixtures' checks stay as recorded
+        with open(path) as file:
+            checks = json.load(file)
+    checks |= {name: export_check(name, args.output) for name in names}
+    with open(path, "w") as file:
         json.dump(checks, file, indent=2)
     print(json.dumps(checks, indent=2))
 

@@ -191,6 +191,12 @@ class ModelConfig(KindSection):
         kinds=ATTENTION,
     )
     bias: bool = option(True, "biases in the attention projections and feed-forward layers", kinds=ATTENTION)
+    qkv_bias: bool = option(
+        False,
+        "biases in the query, key and value projections whatever model.bias says (with bias=false: Qwen2's "
+        "attention, no output or feed-forward biases)",
+        kinds=ATTENTION,
+    )
     window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
     attention_kernel: str = option(

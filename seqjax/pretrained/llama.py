@@ -5,7 +5,9 @@ Conventions of the mapping:
 - Rotary positions, pre-RMSNorm blocks with a final `norm` (epsilon `rms_norm_eps` =
   model.norm_eps), SwiGLU (`hidden_act` silu: gate_proj = ff_gate, up_proj = ff_in,
   down_proj = ff_out), no biases unless `attention_bias` and `mlp_bias` both say so (seqjax has
-  one switch, model.bias), embeddings added unscaled (model.scale_embeddings=false).
+  one switch, model.bias), embeddings added unscaled (model.scale_embeddings=false). Qwen2
+  (qwen2.py) and Mistral (mistral.py) are this table with q, k, v biases (model.qkv_bias) or a
+  sliding window (model.window).
 - Projections are torch `Linear` weights [out, in]: transposed into Flax kernels [in, out],
   then split into heads, head-major (row h·Dh + i of q_proj is feature i of head h). Heads
   are `head_dim` wide (model.head_dim where that is not hidden_size / num_attention_heads; the
@@ -96,16 +98,24 @@ def _rope_config(cfg: ModelConfig) -> dict[str, Any]:
 def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
     """(seqjax's model config, whether the output layer is tied, the vocabulary's rows) of a
     Llama config.json; ValueError naming a setting seqjax has no counterpart for."""
-    d_model, heads = hf.get("hidden_size", 4096), hf.get("num_attention_heads", 32)
-    kv_heads = hf.get("num_key_value_heads") or heads
-    if hf.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"Llama hidden_act={hf['hidden_act']!r} has no counterpart: seqjax's SwiGLU gates with silu")
-    head_dim = hf.get("head_dim") or d_model // heads
     if hf.get("attention_bias", False) != hf.get("mlp_bias", False):
         raise ValueError(
             f"Llama attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} has no counterpart: "
             "seqjax's model.bias gives both or neither"
         )
+    return decoder_config(hf, "Llama", bias=bool(hf.get("attention_bias", False)))
+
+
+def decoder_config(hf: dict[str, Any], family: str, **options: Any) -> tuple[ModelConfig, bool, int]:
+    """`model_config` of the families built as Llama (Qwen2, Mistral), `options` their own model
+    settings (biases, window)."""
+    d_model, heads = hf.get("hidden_size", 4096), hf.get("num_attention_heads", 32)
+    kv_heads = hf.get("num_key_value_heads") or heads
+    if hf.get("hidden_act", "silu") != "silu":
+        raise ValueError(
+            f"{family} hidden_act={hf['hidden_act']!r} has no counterpart: seqjax's SwiGLU gates with silu"
+        )
+    head_dim = hf.get("head_dim") or d_model // heads
     cfg = ModelConfig(
         kind="transformer",
         d_model=d_model,
@@ -123,7 +133,7 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
         mlp="swiglu",
         kv_heads=0 if kv_heads == heads else kv_heads,
         head_dim=0 if head_dim * heads == d_model else head_dim,
-        bias=bool(hf.get("attention_bias", False)),
+        **options,
     )
     return cfg, bool(hf.get("tie_word_embeddings", False)), hf.get("vocab_size", 32000)
 
@@ -188,7 +198,7 @@ def table(cfg: ModelConfig, rows: int, tied: bool) -> list[Tensor]:
                     f"{hf}self_attn.{name}_proj.weight", (width * dh, d), (*path, "kernel"), (d, width, dh), kernel_part
                 )
             )
-            if cfg.bias:
+            if cfg.bias or cfg.qkv_bias:
                 out.append(
                     reshaped(f"{hf}self_attn.{name}_proj.bias", (width * dh,), (*path, "bias"), (width, dh), bias_part)
                 )

@@ -197,6 +197,14 @@ def test_head_dim_sets_the_width_of_the_projections_heads_and_kv_cache(random_va
     assert state["cache"].value.value[0]["k"].shape == (B, 2, 8, 6)
 
 
+def test_qkv_bias_biases_query_key_and_value_but_not_the_output_or_feed_forward(random_variables):
+    _, variables = lm(dataclasses.replace(MODERN, qkv_bias=True), random_variables)
+    block = variables["params"]["blocks_0"]
+    assert block["self_attention"]["query"]["bias"].shape == (4, 4)
+    assert block["self_attention"]["kv"]["bias"].shape == (2, 2, 4)
+    assert "bias" not in block["self_attention"]["out"] and "bias" not in block["ff_in"]
+
+
 def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables):
     model, variables = seq2seq(SEQ2SEQ_CONFIGS["mqa_post_relu"], random_variables)
     state = model.apply(variables, B, T, src=SRC, src_mask=SRC_MASK, method="init_decode_state")

@@ -53,7 +53,8 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
 @pytest.mark.parametrize(
     "name, changes, message",
     [
-        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama"),
+        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama, qwen2"),
+        ("qwen2_bias", {"use_sliding_window": True}, "Qwen2 use_sliding_window=true has no counterpart"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "GPT-2 scale_attn_by_inverse_layer_idx=True has no"),
         ("gpt2", {"activation_function": "swish"}, "GPT-2 activation_function='swish' has no counterpart"),
         ("llama_gqa", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5}}, "rope_type='yarn' has no"),

@@ -113,10 +113,14 @@ def stored_attention(q: Array, keys: Array, values: Array, mask: Array) -> Array
     return jnp.transpose(attended, (0, 3, 1, 2, 4)).reshape(batch, length, heads, head_dim)
 
 
-def _dense(
-    cfg: ModelConfig, features: int | tuple[int, ...], dtype: Any, axis: int | tuple[int, ...] = -1
-) -> nn.DenseGeneral:
-    return nn.DenseGeneral(features, axis=axis, use_bias=cfg.bias, dtype=dtype)
+def _output(cfg: ModelConfig, dtype: Any) -> nn.DenseGeneral:
+    """The output projection [H, Dh, D], with model.bias's bias."""
+    return nn.DenseGeneral(cfg.d_model, axis=(-2, -1), use_bias=cfg.bias, dtype=dtype)
+
+
+def _projection(cfg: ModelConfig, features: tuple[int, ...], dtype: Any) -> nn.DenseGeneral:
+    """A query, key or value projection [D, *features], biased with model.bias or model.qkv_bias."""
+    return nn.DenseGeneral(features, use_bias=cfg.bias or cfg.qkv_bias, dtype=dtype)
 
 
 class SelfAttention(nn.Module):
@@ -131,11 +135,11 @@ class SelfAttention(nn.Module):
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
         if kv_heads == heads:
-            self.qkv = _dense(self.cfg, (3, heads, head_dim), self.dtype)
+            self.qkv = _projection(self.cfg, (3, heads, head_dim), self.dtype)
         else:
-            self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
-            self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
-        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
+            self.query = _projection(self.cfg, (heads, head_dim), self.dtype)
+            self.kv = _projection(self.cfg, (2, kv_heads, head_dim), self.dtype)
+        self.out = _output(self.cfg, self.dtype)
 
     def _project(self, x: Array, positions: Array, step: bool = False) -> tuple[Array, Array, Array]:
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
@@ -196,9 +200,9 @@ class CrossAttention(nn.Module):
 
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
-        self.query = _dense(self.cfg, (heads, head_dim), self.dtype)
-        self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype)
-        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, axis=(-2, -1))
+        self.query = _projection(self.cfg, (heads, head_dim), self.dtype)
+        self.kv = _projection(self.cfg, (2, kv_heads, head_dim), self.dtype)
+        self.out = _output(self.cfg, self.dtype)
 
     def memory(self, encoded: Array) -> dict[str, Array]:
         """encoded: [B, S, D] -> {"k", "v"}: [B, K, S, Dh], computed once per source."""
