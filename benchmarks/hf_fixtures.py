@@ -15,6 +15,8 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
 - llama3_rope: llama_gqa's shapes with Llama 3.1's rope scaling ("llama3").
 - llama_head_dim: llama_gqa with heads 16 wide (head_dim), not D / H = 8.
 - qwen2_bias: Qwen2 (q, k, v biases, none on o_proj or the MLP), 2 key/value heads, tied.
+- mistral_window: Mistral, a sliding window of 5 keys, 2 key/value heads (the inputs of 12 tokens
+  and the greedy run of 4 + 16 are longer than the window).
 
 Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
 logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
@@ -66,7 +68,16 @@ CONFIG_NAMES = {
 }
 NEW_TOKENS = 16
 PROMPT = "the cat sat on the"  # the text prompt each fixture records transformers' continuation of
-FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16", "llama3_rope", "llama_head_dim", "qwen2_bias")
+FIXTURES = (
+    "gpt2",
+    "gpt2_untied",
+    "llama_gqa",
+    "llama_bf16",
+    "llama3_rope",
+    "llama_head_dim",
+    "qwen2_bias",
+    "mistral_window",
+)
 # Each Llama fixture's config settings besides SHAPES. llama3_rope's scaling puts the four
 # frequency pairs of its 8-wide heads (wavelengths 6, 30, 140 and 664 positions at θ 500) in all
 # three of Llama 3.1's bands: kept (under 64 / 4), interpolated, divided by the factor (over 64).
@@ -75,6 +86,7 @@ LLAMA_SETTINGS: dict[str, dict[str, Any]] = {
     "llama_bf16": dict(tie_word_embeddings=True),
     "llama_head_dim": dict(num_key_value_heads=2, head_dim=16),  # 4 heads 16 wide at D = 32
     "qwen2_bias": dict(num_key_value_heads=2, tie_word_embeddings=True),
+    "mistral_window": dict(num_key_value_heads=2, sliding_window=5),  # inputs of 12 and 20 tokens: longer
     "llama3_rope": dict(
         num_key_value_heads=2,
         rope_parameters=dict(

@@ -53,7 +53,7 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
 @pytest.mark.parametrize(
     "name, changes, message",
     [
-        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama, qwen2"),
+        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama, mistral, qwen2"),
         ("qwen2_bias", {"use_sliding_window": True}, "Qwen2 use_sliding_window=true has no counterpart"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "GPT-2 scale_attn_by_inverse_layer_idx=True has no"),
         ("gpt2", {"activation_function": "swish"}, "GPT-2 activation_function='swish' has no counterpart"),
@@ -106,6 +106,9 @@ def test_a_run_without_a_twin_is_refused_with_what_differs_from_each_family():
     gpt2 = ModelConfig(kind="transformer", positions="learned", scale_embeddings=False)
     with pytest.raises(ValueError, match="model.window=4, GPT-2 has full causal attention"):
         twin_of_run(Config(model=dataclasses.replace(gpt2, window=4)))
+    llama = dataclasses.replace(gpt2, positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
+    with pytest.raises(ValueError, match="as mistral: model.dilation=2, Mistral has a sliding window without gaps$"):
+        twin_of_run(Config(model=dataclasses.replace(llama, window=4, dilation=2)))
     with pytest.raises(ValueError, match="head.kind='tree' has no Hugging Face twin"):
         twin_of_run(Config(model=gpt2, head=HeadConfig(kind="tree")))
 
