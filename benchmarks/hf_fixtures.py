@@ -15,6 +15,7 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
 - llama3_rope: llama_gqa's shapes with Llama 3.1's rope scaling ("llama3").
 - llama_head_dim: llama_gqa with heads 16 wide (head_dim), not D / H = 8.
 - qwen2_bias: Qwen2 (q, k, v biases, none on o_proj or the MLP), 2 key/value heads, tied.
+- qwen3_qk_norm: Qwen3 (q and k RMSNorms), 2 key/value heads 16 wide.
 - mistral_window: Mistral, a sliding window of 5 keys, 2 key/value heads (the inputs of 12 tokens
   and the greedy run of 4 + 16 are longer than the window).
 
@@ -77,6 +78,7 @@ FIXTURES = (
     "llama_head_dim",
     "qwen2_bias",
     "mistral_window",
+    "qwen3_qk_norm",
 )
 # Each Llama fixture's config settings besides SHAPES. llama3_rope's scaling puts the four
 # frequency pairs of its 8-wide heads (wavelengths 6, 30, 140 and 664 positions at θ 500) in all
@@ -86,6 +88,7 @@ LLAMA_SETTINGS: dict[str, dict[str, Any]] = {
     "llama_bf16": dict(tie_word_embeddings=True),
     "llama_head_dim": dict(num_key_value_heads=2, head_dim=16),  # 4 heads 16 wide at D = 32
     "qwen2_bias": dict(num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen3_qk_norm": dict(num_key_value_heads=2, head_dim=16),
     "mistral_window": dict(num_key_value_heads=2, sliding_window=5),  # inputs of 12 and 20 tokens: longer
     "llama3_rope": dict(
         num_key_value_heads=2,
@@ -149,9 +152,11 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
         tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"], bos="<s>")
         special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
         settings = dict(num_key_value_heads=SHAPES["heads"], rope_theta=500.0, tie_word_embeddings=False)
-        config_class = {"qwen2": transformers.Qwen2Config, "mistral": transformers.MistralConfig}.get(
-            name.split("_")[0], transformers.LlamaConfig
-        )
+        config_class = {
+            "qwen2": transformers.Qwen2Config,
+            "qwen3": transformers.Qwen3Config,
+            "mistral": transformers.MistralConfig,
+        }.get(name.split("_")[0], transformers.LlamaConfig)
         config = config_class(
             vocab_size=tokenizer.get_vocab_size(),
             rms_norm_eps=1e-5,

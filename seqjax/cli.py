@@ -256,7 +256,7 @@ def cmd_backtranslate(args: argparse.Namespace) -> None:
 
 
 def cmd_import_hf(args: argparse.Namespace) -> None:
-    """a Hugging Face GPT-2, Llama, Qwen2 or Mistral checkpoint directory (config.json, safetensors weights,
+    """a Hugging Face GPT-2, Llama, Qwen2, Qwen3 or Mistral checkpoint directory (config.json, safetensors weights,
     tokenizer.json) as a run: generate, eval and train.init_from then work on it"""
     from seqjax.pretrained import import_checkpoint
 

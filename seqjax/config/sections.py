@@ -197,6 +197,12 @@ class ModelConfig(KindSection):
         "attention, no output or feed-forward biases)",
         kinds=ATTENTION,
     )
+    qk_norm: bool = option(
+        False,
+        "self-attention: an RMSNorm (model.norm_eps, a scale per head feature shared by the heads) of each query "
+        "and key head before rope turns them (Qwen3)",
+        kinds=ATTENTION,
+    )
     window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
     attention_kernel: str = option(

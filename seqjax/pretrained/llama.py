@@ -6,8 +6,8 @@ Conventions of the mapping:
   model.norm_eps), SwiGLU (`hidden_act` silu: gate_proj = ff_gate, up_proj = ff_in,
   down_proj = ff_out), no biases unless `attention_bias` and `mlp_bias` both say so (seqjax has
   one switch, model.bias), embeddings added unscaled (model.scale_embeddings=false). Qwen2
-  (qwen2.py) and Mistral (mistral.py) are this table with q, k, v biases (model.qkv_bias) or a
-  sliding window (model.window).
+  (qwen2.py), Qwen3 (qwen3.py) and Mistral (mistral.py) are this table with q, k, v biases
+  (model.qkv_bias), q and k RMSNorms (model.qk_norm) or a sliding window (model.window).
 - Projections are torch `Linear` weights [out, in]: transposed into Flax kernels [in, out],
   then split into heads, head-major (row h·Dh + i of q_proj is feature i of head h). Heads
   are `head_dim` wide (model.head_dim where that is not hidden_size / num_attention_heads; the
@@ -202,6 +202,9 @@ def table(cfg: ModelConfig, rows: int, tied: bool) -> list[Tensor]:
                 out.append(
                     reshaped(f"{hf}self_attn.{name}_proj.bias", (width * dh,), (*path, "bias"), (width, dh), bias_part)
                 )
+        if cfg.qk_norm:
+            for name, ours in (("q", "query_norm"), ("k", "key_norm")):
+                out.append(reshaped(f"{hf}self_attn.{name}_norm.weight", (dh,), (*attention, ours, "scale"), (dh,)))
         out.append(linear(hf + "self_attn.o_proj.weight", (d, h * dh), (*attention, "out", "kernel"), (h, dh, d)))
         if cfg.bias:
             out.append(reshaped(hf + "self_attn.o_proj.bias", (d,), (*attention, "out", "bias"), (d,)))

@@ -15,6 +15,7 @@ TRANSFORMER_LM: Settings = {
     "scale_embeddings": (False, "unscaled embeddings"),
     "window": (0, "full causal attention"),
     "qkv_bias": (False, "no q, k, v biases apart from model.bias"),
+    "qk_norm": (False, "no query and key norms"),
 }
 
 

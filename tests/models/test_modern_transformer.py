@@ -30,6 +30,7 @@ LM_CONFIGS = {
     "no_bias": dataclasses.replace(TINY, bias=False),
     "modern": MODERN,
     "modern_head_dim": dataclasses.replace(MODERN, head_dim=6),  # heads 6 wide, not D / H = 4
+    "modern_qk_norm": dataclasses.replace(MODERN, qk_norm=True),
     "modern_scan_remat_window": dataclasses.replace(MODERN, scan_layers=True, remat="dots", window=3),
     "modern_scan_dilated_learned": dataclasses.replace(
         MODERN, scan_layers=True, remat="full", window=2, dilation=2, positions="learned"
@@ -203,6 +204,12 @@ def test_qkv_bias_biases_query_key_and_value_but_not_the_output_or_feed_forward(
     assert block["self_attention"]["query"]["bias"].shape == (4, 4)
     assert block["self_attention"]["kv"]["bias"].shape == (2, 2, 4)
     assert "bias" not in block["self_attention"]["out"] and "bias" not in block["ff_in"]
+
+
+def test_qk_norm_rms_normalizes_each_query_and_key_head_with_one_scale_per_feature(random_variables):
+    _, variables = lm(dataclasses.replace(MODERN, qk_norm=True, head_dim=6), random_variables)
+    attention = variables["params"]["blocks_0"]["self_attention"]
+    assert attention["query_norm"]["scale"].shape == attention["key_norm"]["scale"].shape == (6,)
 
 
 def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables):

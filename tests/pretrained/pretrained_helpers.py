@@ -23,6 +23,7 @@ NAMES = (
     "llama_head_dim",
     "qwen2_bias",
     "mistral_window",
+    "qwen3_qk_norm",
 )
 
 

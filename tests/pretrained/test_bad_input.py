@@ -53,8 +53,13 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
 @pytest.mark.parametrize(
     "name, changes, message",
     [
-        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama, mistral, qwen2"),
+        (
+            "gpt2",
+            {"model_type": "bert"},
+            "model_type='bert' is not supported; supported: gpt2, llama, mistral, qwen2, qwen3",
+        ),
         ("qwen2_bias", {"use_sliding_window": True}, "Qwen2 use_sliding_window=true has no counterpart"),
+        ("qwen3_qk_norm", {"attention_bias": True}, "Qwen3 attention_bias=true has no counterpart"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "GPT-2 scale_attn_by_inverse_layer_idx=True has no"),
         ("gpt2", {"activation_function": "swish"}, "GPT-2 activation_function='swish' has no counterpart"),
         ("llama_gqa", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5}}, "rope_type='yarn' has no"),

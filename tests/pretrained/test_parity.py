@@ -60,7 +60,7 @@ def test_export_writes_back_the_checkpoints_own_tensors_bit_for_bit(name, import
 
 
 @pytest.mark.parametrize(
-    "name", ["gpt2", "llama_bf16", "llama3_rope", "llama_head_dim", "qwen2_bias", "mistral_window"]
+    "name", ["gpt2", "llama_bf16", "llama3_rope", "llama_head_dim", "qwen2_bias", "mistral_window", "qwen3_qk_norm"]
 )
 def test_export_then_import_gives_the_same_parameters_bit_for_bit(name, imported, tmp_path):
     export_run(str(imported(name)), str(tmp_path / "hf"), echo=lambda _: None)

@@ -126,7 +126,8 @@ def _projection(cfg: ModelConfig, features: tuple[int, ...], dtype: Any) -> nn.D
 class SelfAttention(nn.Module):
     """Self-attention; queries, keys and values from one fused [D, 3, H, Dh] projection when
     K = H, else a [D, H, Dh] query and a fused [D, 2, K, Dh] key/value projection; the output
-    projection [H, Dh, D]. Dh = model.head_dim, else D / H."""
+    projection [H, Dh, D]. Dh = model.head_dim, else D / H. With model.qk_norm, each query and
+    key head is RMS-normalized (query_norm, key_norm: scale [Dh]) before rope."""
 
     cfg: ModelConfig
     dtype: Any = jnp.float32
@@ -140,6 +141,9 @@ class SelfAttention(nn.Module):
             self.query = _projection(self.cfg, (heads, head_dim), self.dtype)
             self.kv = _projection(self.cfg, (2, kv_heads, head_dim), self.dtype)
         self.out = _output(self.cfg, self.dtype)
+        if self.cfg.qk_norm:
+            self.query_norm = nn.RMSNorm(epsilon=self.cfg.norm_eps, dtype=self.dtype)
+            self.key_norm = nn.RMSNorm(epsilon=self.cfg.norm_eps, dtype=self.dtype)
 
     def _project(self, x: Array, positions: Array, step: bool = False) -> tuple[Array, Array, Array]:
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
@@ -151,6 +155,8 @@ class SelfAttention(nn.Module):
             kv = apply_dense(self.kv, x, step)
             q, k, v = apply_dense(self.query, x, step), kv[:, :, 0], kv[:, :, 1]
         cfg = self.cfg
+        if cfg.qk_norm:
+            q, k = self.query_norm(q), self.key_norm(k)
         if cfg.positions == "rope":
             turn = (positions, cfg.rope_base, cfg.max_len, rope_scaling(cfg))
             q, k = rotary(q, *turn), rotary(k, *turn)
