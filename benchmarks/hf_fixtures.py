@@ -1,6 +1,6 @@
 """Writes the pretrained-checkpoint fixtures of tests/pretrained/fixtures from `transformers`.
 
-    python benchmarks/hf_fixtures.py [--output tests/pretrained/fixtures]
+    python benchmarks/hf_fixtures.py [--output tests/pretrained/fixtures] [NAME ...]
 
 Needs torch and transformers (`pip install -e '.[bench]'`); the tests that read the fixtures
 need neither. Builds tiny random models (D = 32, 2 layers, 4 heads, d_ff 64) over a byte-level
@@ -12,6 +12,12 @@ BPE tokenizer trained on a few lines, and saves each with `save_pretrained` (saf
   several shards, by a tiny max_shard_size); `<unk>`, `<s>`, `</s>` at ids 0, 1, 2, and a
   post-processor that puts `<s>` before every text, as Llama's tokenizers do.
 - llama_bf16: Llama, as many key/value heads as query heads, tied, weights in bfloat16.
+- llama3_rope: llama_gqa's shapes with Llama 3.1's rope scaling ("llama3").
+- llama_head_dim: llama_gqa with heads 16 wide (head_dim), not D / H = 8.
+- qwen2_bias: Qwen2 (q, k, v biases, none on o_proj or the MLP), 2 key/value heads, tied.
+- qwen3_qk_norm: Qwen3 (q and k RMSNorms), 2 key/value heads 16 wide.
+- mistral_window: Mistral, a sliding window of 5 keys, 2 key/value heads (the inputs of 12 tokens
+  and the greedy run of 4 + 16 are longer than the window).
 
 Beside each checkpoint, `expected.npz` holds fixed inputs [2, 12] (HF ids), the model's float32
 logits on them [2, 12, V] (the bfloat16 model's computed from its bfloat16 weights held in float32,
@@ -63,7 +69,39 @@ CONFIG_NAMES = {
 }
 NEW_TOKENS = 16
 PROMPT = "the cat sat on the"  # the text prompt each fixture records transformers' continuation of
-FIXTURES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
+FIXTURES = (
+    "gpt2",
+    "gpt2_untied",
+    "llama_gqa",
+    "llama_bf16",
+    "llama3_rope",
+    "llama_head_dim",
+    "qwen2_bias",
+    "mistral_window",
+    "qwen3_qk_norm",
+)
+# Each Llama fixture's config settings besides SHAPES. llama3_rope's scaling puts the four
+# frequency pairs of its 8-wide heads (wavelengths 6, 30, 140 and 664 positions at θ 500) in all
+# three of Llama 3.1's bands: kept (under 64 / 4), interpolated, divided by the factor (over 64).
+LLAMA_SETTINGS: dict[str, dict[str, Any]] = {
+    "llama_gqa": dict(num_key_value_heads=2),
+    "llama_bf16": dict(tie_word_embeddings=True),
+    "llama_head_dim": dict(num_key_value_heads=2, head_dim=16),  # 4 heads 16 wide at D = 32
+    "qwen2_bias": dict(num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen3_qk_norm": dict(num_key_value_heads=2, head_dim=16),
+    "mistral_window": dict(num_key_value_heads=2, sliding_window=5),  # inputs of 12 and 20 tokens: longer
+    "llama3_rope": dict(
+        num_key_value_heads=2,
+        rope_parameters=dict(
+            rope_type="llama3",
+            rope_theta=500.0,
+            factor=8.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=64,
+        ),
+    ),
+}
 
 
 def train_tokenizer(specials: list[str], bos: str | None = None) -> Tokenizer:
@@ -96,7 +134,7 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
     import transformers
 
     torch.manual_seed(sum(map(ord, name)))
-    family = "gpt2" if name.startswith("gpt2") else "llama"
+    family = "gpt2" if name.startswith("gpt2") else "llama"  # Qwen2's and Mistral's configs name shapes as Llama's
     shapes = {config_name: SHAPES[key] for key, config_name in CONFIG_NAMES[family].items()}
     if family == "gpt2":
         tokenizer = train_tokenizer(["<|endoftext|>"])
@@ -113,17 +151,21 @@ def build(name: str) -> tuple[Any, Any, Any, dict[str, str]]:
     else:
         tokenizer = train_tokenizer(["<unk>", "<s>", "</s>"], bos="<s>")
         special = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-        config = transformers.LlamaConfig(
+        settings = dict(num_key_value_heads=SHAPES["heads"], rope_theta=500.0, tie_word_embeddings=False)
+        config_class = {
+            "qwen2": transformers.Qwen2Config,
+            "qwen3": transformers.Qwen3Config,
+            "mistral": transformers.MistralConfig,
+        }.get(name.split("_")[0], transformers.LlamaConfig)
+        config = config_class(
             vocab_size=tokenizer.get_vocab_size(),
-            num_key_value_heads=2 if name == "llama_gqa" else SHAPES["heads"],
             rms_norm_eps=1e-5,
-            rope_theta=500.0,
             bos_token_id=1,
             eos_token_id=2,
-            tie_word_embeddings=name == "llama_bf16",
             **shapes,
+            **(settings | LLAMA_SETTINGS[name]),
         )
-        model = transformers.LlamaForCausalLM(config)
+        model = transformers.AutoModelForCausalLM.from_config(config)
     with torch.no_grad():  # random weights of a useful size: transformers' init makes near-uniform outputs
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.3 if parameter.ndim > 1 else 0.1)
@@ -213,11 +255,21 @@ def main(argv: list[str] | None = None) -> None:
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "pretrained", "fixtures"
     )
     parser.add_argument("--output", default=default)
+    parser.add_argument("names", nargs="*", help=f"the fixtures to write, of {', '.join(FIXTURES)} (default: all)")
     args = parser.parse_args(argv)
-    for name in FIXTURES:
+    unknown = sorted(set(args.names) - set(FIXTURES))
+    if unknown:
+        parser.error(f"no fixture {', '.join(unknown)}; the fixtures: {', '.join(FIXTURES)}")
+    names = args.names or FIXTURES
+    for name in names:
         record(name, args.output)
-    checks = {name: export_check(name, args.output) for name in FIXTURES}
-    with open(os.path.join(args.output, "export_check.json"), "w") as file:
+    path = os.path.join(args.output, "export_check.json")
+    checks = {}
+    if args.names and os.path.exists(path):  # the other fixtures' checks stay as recorded
+        with open(path) as file:
+            checks = json.load(file)
+    checks |= {name: export_check(name, args.output) for name in names}
+    with open(path, "w") as file:
         json.dump(checks, file, indent=2)
     print(json.dumps(checks, indent=2))
 

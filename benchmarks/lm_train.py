@@ -93,7 +93,7 @@ def torch_modern_body(torch: ModuleType, cfg: ModelConfig, time: int) -> Any:
     """Llama's decoder blocks in torch, as seqjax builds them for `cfg`: pre-RMSNorm, rotary
     positions (pairs i, i + Dh/2), grouped-query SDPA, SwiGLU, no biases, a final RMSNorm."""
     nn, functional = torch.nn, torch.nn.functional
-    d, heads, kv_heads, head_dim = cfg.d_model, cfg.num_heads, cfg.kv_heads, cfg.d_model // cfg.num_heads
+    d, heads, kv_heads, head_dim = cfg.d_model, cfg.num_heads, cfg.kv_heads, cfg.head_width
     half = head_dim // 2
     angles = torch.arange(time)[:, None] * cfg.rope_base ** (-torch.arange(half) / half)
     cos, sin = torch.cos(angles), torch.sin(angles)  # [T, Dh/2]

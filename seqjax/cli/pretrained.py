@@ -9,8 +9,8 @@ from seqjax.cli.arguments import command
 
 
 def cmd_import_hf(args: argparse.Namespace) -> None:
-    """a Hugging Face GPT-2 or Llama checkpoint directory (config.json, safetensors weights, tokenizer.json) as a
-    run: generate, eval and train.init_from then work on it"""
+    """a Hugging Face GPT-2, Llama, Qwen2, Qwen3 or Mistral checkpoint directory (config.json, safetensors weights,
+    tokenizer.json) as a run: generate, eval and train.init_from then work on it"""
     from seqjax.pretrained import import_checkpoint
 
     import_checkpoint(args.checkpoint, args.workdir)

@@ -22,6 +22,7 @@ SyntheticTask = Literal["grammar", "oracle", "copy", "reverse", "sort", "additio
 TokenizerKind = Literal["char", "word", "bpe", "pretrained"]
 Cell = Literal["lstm", "gru", "elman"]
 Positions = Literal["sinusoidal", "learned", "rope"]
+RopeScaling = Literal["none", "llama3"]
 Norm = Literal["pre", "post"]
 NormType = Literal["layernorm", "rmsnorm"]
 Mlp = Literal["gelu", "gelu_exact", "relu", "swiglu"]
@@ -153,6 +154,19 @@ class ModelConfig(KindSection):
         kinds=ATTENTION,
     )
     rope_base: float = option(10000.0, "rope: pair i of a head turns by position · base^(-2i/Dh)", kinds=ATTENTION)
+    rope_scaling: RopeScaling = option(
+        "none",
+        "rope: none | llama3 (Llama 3.1's frequencies: those of wavelength over rope_original_max_len / "
+        "rope_low_freq_factor divided by rope_factor, under rope_original_max_len / rope_high_freq_factor kept, "
+        "between them interpolated)",
+        kinds=ATTENTION,
+    )
+    rope_factor: float = option(8.0, "rope_scaling=llama3: what the low frequencies are divided by", kinds=ATTENTION)
+    rope_low_freq_factor: float = option(1.0, "rope_scaling=llama3: low_freq_factor", kinds=ATTENTION)
+    rope_high_freq_factor: float = option(4.0, "rope_scaling=llama3: high_freq_factor", kinds=ATTENTION)
+    rope_original_max_len: int = option(
+        8192, "rope_scaling=llama3: the context length the model was pretrained at", kinds=ATTENTION
+    )
     max_len: int = option(512, "longest sequence the positions and the KV cache hold", kinds=ATTENTION)
     norm: Norm = option("pre", "pre | post: normalize before or after each residual add", kinds=ATTENTION)
     norm_type: NormType = option("layernorm", "layernorm | rmsnorm (no centring, no bias)", kinds=ATTENTION)
@@ -168,12 +182,27 @@ class ModelConfig(KindSection):
         "d_ff wide)",
         kinds=ATTENTION,
     )
+    head_dim: int = option(
+        0, "width of each attention head (queries, keys, values): 0 = d_model / num_heads", kinds=ATTENTION
+    )
     kv_heads: int = option(
         0,
         "key/value heads (grouped-query attention) dividing num_heads: 0 = num_heads, 1 = multi-query",
         kinds=ATTENTION,
     )
     bias: bool = option(True, "biases in the attention projections and feed-forward layers", kinds=ATTENTION)
+    qkv_bias: bool = option(
+        False,
+        "biases in the query, key and value projections whatever model.bias says (with bias=false: Qwen2's "
+        "attention, no output or feed-forward biases)",
+        kinds=ATTENTION,
+    )
+    qk_norm: bool = option(
+        False,
+        "self-attention: an RMSNorm (model.norm_eps, a scale per head feature shared by the heads) of each query "
+        "and key head before rope turns them (Qwen3)",
+        kinds=ATTENTION,
+    )
     window: int = option(0, "self-attention: keys seen per query (sliding window), 0 = all", kinds=TRANSFORMERS)
     dilation: int = option(1, "sliding window: gap between attended keys", kinds=TRANSFORMERS)
     attention_kernel: str = option(
@@ -195,6 +224,11 @@ class ModelConfig(KindSection):
     context: int = option(4, "nnlm: previous tokens read; ngram: the order - 1", kinds=CONTEXT)
     groups: tuple[Any, ...] = dataclasses.field(default=())  # a kind's own options: `KindSection`
     KINDS = MODELS
+
+    @property
+    def head_width(self) -> int:
+        """Dh, the width of each attention head: `head_dim`, else d_model / num_heads."""
+        return self.head_dim or self.d_model // self.num_heads
 
 
 @dataclasses.dataclass(frozen=True)

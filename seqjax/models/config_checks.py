@@ -6,7 +6,7 @@ import typing
 
 from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import ATTENTION, ATTENTION_KERNELS, MODELS, RECURRENT, RNN_ENCODERS, ModelConfig
-from seqjax.config.sections import Cell, Mlp, Norm, NormType, Positions, Remat
+from seqjax.config.sections import Cell, Mlp, Norm, NormType, Positions, Remat, RopeScaling
 from seqjax.models.kinds import is_trained, model_class
 
 
@@ -17,18 +17,31 @@ def _check_transformer(cfg: ModelConfig) -> None:
         check_one_of(f"model.{name}", getattr(cfg, name), typing.get_args(choices))
     check_one_of("model.remat", cfg.remat, typing.get_args(Remat))
     check_one_of("model.attention_kernel", cfg.attention_kernel, ("auto", *ATTENTION_KERNELS))
-    if cfg.d_model % cfg.num_heads:
-        raise ValueError(f"model.d_model must be divisible by model.num_heads={cfg.num_heads}, got {cfg.d_model}")
+    check_int("model.head_dim", cfg.head_dim, 0)
+    if not cfg.head_dim and cfg.d_model % cfg.num_heads:
+        raise ValueError(
+            f"model.d_model must be divisible by model.num_heads={cfg.num_heads} (model.head_dim=0), got {cfg.d_model}"
+        )
     if cfg.positions == "sinusoidal" and cfg.d_model % 2:
         raise ValueError(f"model.d_model must be even for sinusoidal positions, got {cfg.d_model}")
-    if cfg.positions == "rope" and (cfg.d_model // cfg.num_heads) % 2:
+    if cfg.positions == "rope" and cfg.head_width % 2:
         raise ValueError(
-            f"model.d_model / model.num_heads (the head width) must be even for rope positions, "
-            f"got {cfg.d_model} / {cfg.num_heads}"
+            f"the head width (model.head_dim, else model.d_model / model.num_heads) must be even for rope positions, "
+            f"got {cfg.head_width}"
         )
     if check_number("model.norm_eps", cfg.norm_eps, 0.0, open_low=True) >= 1.0:
         raise ValueError(f"model.norm_eps must be in (0, 1), got {cfg.norm_eps!r}")
     check_number("model.rope_base", cfg.rope_base, 1.0, open_low=True)
+    check_one_of("model.rope_scaling", cfg.rope_scaling, typing.get_args(RopeScaling))
+    if cfg.rope_scaling == "llama3":
+        check_number("model.rope_factor", cfg.rope_factor, 1.0)
+        low = check_number("model.rope_low_freq_factor", cfg.rope_low_freq_factor, 0.0, open_low=True)
+        if check_number("model.rope_high_freq_factor", cfg.rope_high_freq_factor, 0.0, open_low=True) <= low:
+            raise ValueError(
+                f"model.rope_high_freq_factor must exceed model.rope_low_freq_factor={low!r}, "
+                f"got {cfg.rope_high_freq_factor!r}"
+            )
+        check_int("model.rope_original_max_len", cfg.rope_original_max_len)
     check_int("model.kv_heads", cfg.kv_heads, 0)
     if cfg.kv_heads and cfg.num_heads % cfg.kv_heads:
         raise ValueError(

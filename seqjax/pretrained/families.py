@@ -6,9 +6,9 @@ from types import ModuleType
 from typing import Any
 
 from seqjax.config import Config
-from seqjax.pretrained import gpt2, llama
+from seqjax.pretrained import gpt2, llama, mistral, qwen2, qwen3
 
-FAMILIES: dict[str, ModuleType] = {family.NAME: family for family in (gpt2, llama)}
+FAMILIES: dict[str, ModuleType] = {family.NAME: family for family in (gpt2, llama, qwen2, qwen3, mistral)}
 # Heads whose exact log-probabilities are the softmax of h·w + b, as a pretrained output layer's.
 SOFTMAX_HEADS = ("full", "sampled", "nce")
 

@@ -13,7 +13,7 @@ import pytest
 from seqjax.config import ATTENTION, Config, ModelConfig, override, to_dict
 from seqjax.heads import full_softmax_loss
 from seqjax.models import build_model
-from seqjax.models.transformer.positions import rotary
+from seqjax.models.transformer.positions import Llama3Scaling, inverse_frequencies, rotary
 from seqjax.training.core.resume import open_run
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import TrainState
@@ -30,6 +30,8 @@ LM_CONFIGS = {
     "mqa": dataclasses.replace(TINY, kv_heads=1),
     "no_bias": dataclasses.replace(TINY, bias=False),
     "modern": MODERN,
+    "modern_head_dim": dataclasses.replace(MODERN, head_dim=6),  # heads 6 wide, not D / H = 4
+    "modern_qk_norm": dataclasses.replace(MODERN, qk_norm=True),
     "modern_scan_remat_window": dataclasses.replace(MODERN, scan_layers=True, remat="dots", window=3),
     "modern_scan_dilated_learned": dataclasses.replace(
         MODERN, scan_layers=True, remat="full", window=2, dilation=2, positions="learned"
@@ -128,6 +130,15 @@ def test_rotary_turns_each_pair_by_position_times_frequency():
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_llama3_scaling_keeps_high_frequencies_divides_low_ones_and_interpolates_between():
+    """Heads 8 wide at θ 500: wavelengths 2π·500^(i/4) = 6.3, 29.8, 140.5, 664.3 positions;
+    bands at 64 / 4 = 16 and 64 / 1 = 64 (original context 64, factors 1 and 4, factor 8)."""
+    plain = 500.0 ** (-np.arange(4) / 4)
+    smooth = (64 / (2 * np.pi / plain[1]) - 1) / (4 - 1)  # pair 1 lies between the bands
+    expected = [plain[0], (1 - smooth) * plain[1] / 8 + smooth * plain[1], plain[2] / 8, plain[3] / 8]
+    np.testing.assert_allclose(inverse_frequencies(4, 500.0, Llama3Scaling(8.0, 1.0, 4.0, 64)), expected, rtol=1e-12)
+
+
 def test_rope_model_is_unchanged_when_every_position_shifts(random_variables):
     model, variables = lm(dataclasses.replace(MODERN, max_len=64), random_variables)
     forward = jax.jit(lambda positions: model.apply(variables, TOKENS, positions=positions))
@@ -176,6 +187,30 @@ def test_grouped_query_projections_and_kv_cache_hold_only_the_kv_heads(kv_heads,
     scanned = build_model(dataclasses.replace(cfg, scan_layers=True), V)
     scanned_state = jax.eval_shape(lambda: scanned.init_decode_state(B, 8))
     assert scanned_state["cache"].value.value["v"].shape == (B, 2, kv_heads, 8, 4)
+
+
+def test_head_dim_sets_the_width_of_the_projections_heads_and_kv_cache(random_variables):
+    model, variables = lm(dataclasses.replace(MODERN, head_dim=6), random_variables)
+    attention = variables["params"]["blocks_0"]["self_attention"]
+    assert attention["query"]["kernel"].shape == (16, 4, 6)
+    assert attention["kv"]["kernel"].shape == (16, 2, 2, 6)
+    assert attention["out"]["kernel"].shape == (4, 6, 16)
+    state = model.apply(variables, B, 8, method="init_decode_state")
+    assert state["cache"].value.value[0]["k"].shape == (B, 2, 8, 6)
+
+
+def test_qkv_bias_biases_query_key_and_value_but_not_the_output_or_feed_forward(random_variables):
+    _, variables = lm(dataclasses.replace(MODERN, qkv_bias=True), random_variables)
+    block = variables["params"]["blocks_0"]
+    assert block["self_attention"]["query"]["bias"].shape == (4, 4)
+    assert block["self_attention"]["kv"]["bias"].shape == (2, 2, 4)
+    assert "bias" not in block["self_attention"]["out"] and "bias" not in block["ff_in"]
+
+
+def test_qk_norm_rms_normalizes_each_query_and_key_head_with_one_scale_per_feature(random_variables):
+    _, variables = lm(dataclasses.replace(MODERN, qk_norm=True, head_dim=6), random_variables)
+    attention = variables["params"]["blocks_0"]["self_attention"]
+    assert attention["query_norm"]["scale"].shape == attention["key_norm"]["scale"].shape == (6,)
 
 
 def test_seq2seq_cross_attention_memory_holds_only_the_kv_heads(random_variables):
@@ -315,8 +350,17 @@ def test_bfloat16_modern_model_gives_the_float32_models_hidden_to_bfloat16_preci
     "changes, message",
     [
         ({"positions": "alibi"}, "model.positions must be one of sinusoidal, learned, rope, got 'alibi'"),
-        ({"positions": "rope", "d_model": 12, "num_heads": 4}, "head width\\) must be even for rope positions"),
+        (
+            {"positions": "rope", "d_model": 12, "num_heads": 4},
+            "head width \\(model.head_dim, else .*\\) must be even for rope positions, got 3",
+        ),
         ({"rope_base": 1.0}, "model.rope_base must be a finite number in \\(1.0, inf\\), got 1.0"),
+        ({"rope_scaling": "yarn"}, "model.rope_scaling must be one of none, llama3, got 'yarn'"),
+        (
+            {"rope_scaling": "llama3", "rope_low_freq_factor": 4.0},
+            "model.rope_high_freq_factor must exceed model.rope_low_freq_factor=4.0, got 4.0",
+        ),
+        ({"rope_scaling": "llama3", "rope_factor": 0.5}, "model.rope_factor must be a finite number in \\[1.0, inf\\)"),
         ({"norm_eps": 0.0}, "model.norm_eps must be a finite number in \\(0.0, inf\\), got 0.0"),
         ({"norm_eps": 1.0}, "model.norm_eps must be in \\(0, 1\\), got 1.0"),
         ({"norm_type": "batchnorm"}, "model.norm_type must be one of layernorm, rmsnorm, got 'batchnorm'"),

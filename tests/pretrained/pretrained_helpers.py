@@ -14,7 +14,17 @@ from seqjax.training.features.generation import DecodeOptions, decode_prompts
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GREEDY = DecodeOptions()
-NAMES = ("gpt2", "gpt2_untied", "llama_gqa", "llama_bf16")
+NAMES = (
+    "gpt2",
+    "gpt2_untied",
+    "llama_gqa",
+    "llama_bf16",
+    "llama3_rope",
+    "llama_head_dim",
+    "qwen2_bias",
+    "mistral_window",
+    "qwen3_qk_norm",
+)
 
 
 def expected(name: str) -> dict[str, np.ndarray]:

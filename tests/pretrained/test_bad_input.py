@@ -53,11 +53,21 @@ def test_missing_unexpected_and_misshapen_tensors_are_each_named_with_both_shape
 @pytest.mark.parametrize(
     "name, changes, message",
     [
-        ("gpt2", {"model_type": "bert"}, "model_type='bert' is not supported; supported: gpt2, llama"),
+        (
+            "gpt2",
+            {"model_type": "bert"},
+            "model_type='bert' is not supported; supported: gpt2, llama, mistral, qwen2, qwen3",
+        ),
+        ("qwen2_bias", {"use_sliding_window": True}, "Qwen2 use_sliding_window=true has no counterpart"),
+        ("qwen3_qk_norm", {"attention_bias": True}, "Qwen3 attention_bias=true has no counterpart"),
         ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "GPT-2 scale_attn_by_inverse_layer_idx=True has no"),
         ("gpt2", {"activation_function": "swish"}, "GPT-2 activation_function='swish' has no counterpart"),
-        ("llama_gqa", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "rope scaling 'llama3'"),
-        ("llama_gqa", {"head_dim": 16}, "Llama head_dim=16 has no counterpart"),
+        ("llama_gqa", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5}}, "rope_type='yarn' has no"),
+        (
+            "llama_gqa",
+            {"rope_parameters": {"rope_type": "llama3", "factor": 8.0}},
+            "rope_type='llama3' without low_freq_factor, high_freq_factor, original_max_position_embeddings",
+        ),
     ],
 )
 def test_settings_without_a_counterpart_are_refused_by_name(name, changes, message, tmp_path):
@@ -101,6 +111,9 @@ def test_a_run_without_a_twin_is_refused_with_what_differs_from_each_family():
     gpt2 = ModelConfig(kind="transformer", positions="learned", scale_embeddings=False)
     with pytest.raises(ValueError, match="model.window=4, GPT-2 has full causal attention"):
         twin_of_run(Config(model=dataclasses.replace(gpt2, window=4)))
+    llama = dataclasses.replace(gpt2, positions="rope", norm_type="rmsnorm", mlp="swiglu", bias=False)
+    with pytest.raises(ValueError, match="as mistral: model.dilation=2, Mistral has a sliding window without gaps$"):
+        twin_of_run(Config(model=dataclasses.replace(llama, window=4, dilation=2)))
     with pytest.raises(ValueError, match="head.kind='tree' has no Hugging Face twin"):
         twin_of_run(Config(model=gpt2, head=HeadConfig(kind="tree")))
 

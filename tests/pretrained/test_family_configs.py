@@ -164,3 +164,13 @@ def test_a_declared_eos_token_wins_over_config_jsons_list(tmp_path):
     model = word_tokenizer("<unk>", "hello", "<|end_of_text|>", "<|eom_id|>", "<|eot_id|>")
     roles, _ = special_roles(str(tmp_path), model, {"eos_token_id": [2, 3, 4], "bos_token_id": 1})
     assert (roles["eos"], roles["bos"]) == (4, 1)
+
+
+def test_llama3_rope_scaling_is_read_from_transformers_4_and_5_configs_and_written_back():
+    scaling = dict(factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192)
+    version_4 = TINYLLAMA_CONFIG | {"rope_theta": 5e5, "rope_scaling": {"rope_type": "llama3", **scaling}}
+    version_5 = TINYLLAMA_CONFIG | {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, **scaling}}
+    cfg = llama.model_config(version_4)[0]
+    assert (cfg.rope_scaling, cfg.rope_base, cfg.rope_factor, cfg.rope_original_max_len) == ("llama3", 5e5, 32.0, 8192)
+    assert llama.model_config(version_5)[0] == cfg
+    assert llama.model_config(llama.hf_config(cfg, 32000, False))[0] == cfg

@@ -59,7 +59,9 @@ def test_export_writes_back_the_checkpoints_own_tensors_bit_for_bit(name, import
         assert exported[key].dtype == value.dtype and exported[key].tobytes() == value.tobytes(), key
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama_bf16"])
+@pytest.mark.parametrize(
+    "name", ["gpt2", "llama_bf16", "llama3_rope", "llama_head_dim", "qwen2_bias", "mistral_window", "qwen3_qk_norm"]
+)
 def test_export_then_import_gives_the_same_parameters_bit_for_bit(name, imported, tmp_path):
     export_run(str(imported(name)), str(tmp_path / "hf"), echo=lambda _: None)
     import_checkpoint(str(tmp_path / "hf"), str(tmp_path / "again"), echo=lambda _: None)

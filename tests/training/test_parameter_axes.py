@@ -69,3 +69,16 @@ def test_swiglu_gate_is_split_over_the_mlp_units_as_its_up_projection():
     axes = logical_axes(boxed_model_params("model.mlp=swiglu"))
     assert axes["blocks_0/ff_gate/kernel"] == axes["blocks_0/ff_in/kernel"] == ("embed", "mlp")
     assert axes["blocks_0/ff_gate/bias"] == ("mlp",)
+
+
+@pytest.mark.parametrize("kv_heads", [None, 2])
+def test_imported_families_options_name_their_logical_axes(kv_heads):
+    """Qwen2's q/k/v biases and Qwen3's per-head q/k norms, fused (as many key/value heads as
+    queries) or not."""
+    heads = [f"model.kv_heads={kv_heads}"] if kv_heads else []
+    boxed = boxed_model_params("model.num_heads=4", "model.qkv_bias=true", "model.qk_norm=true", *heads)
+    assert jax.tree.leaves(placeable(boxed))
+    axes = logical_axes(boxed)
+    assert axes["blocks_0/self_attention/query_norm/scale"] == ("head_dim",)
+    bias = "qkv/bias" if kv_heads is None else "query/bias"
+    assert axes[f"blocks_0/self_attention/{bias}"][-2:] == ("heads", "head_dim")

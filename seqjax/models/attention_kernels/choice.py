@@ -84,5 +84,5 @@ def choose_kernel(cfg: ModelConfig, dtype: Any, platform: str, rows: SelfAttenti
     """`cfg.attention_kernel` for a model of `cfg` whose matmuls run in `dtype` on `platform`'s
     devices over `rows`: the kernel (`resolve`) and, where it leaves some of the self-attention
     to XLA, why."""
-    name = resolve(cfg.attention_kernel, dtype, cfg.d_model // cfg.num_heads, platform)
+    name = resolve(cfg.attention_kernel, dtype, cfg.head_width, platform)
     return KernelChoice(cfg.attention_kernel, name, kernel(name).fallback(run_mask_parts(cfg, rows), rows.lengths))

@@ -101,7 +101,7 @@ class AttentionKernel:
             multiple = f"a multiple of {self.head_multiple}" if self.head_multiple > 1 else ""
             bound = f"at most {self.max_head}" if self.max_head else ""
             rule = " and ".join(filter(None, (multiple, bound)))
-            return f"takes heads (model.d_model / model.num_heads) of {rule} features, got {head_width}"
+            return f"takes heads (model.head_dim, else d_model / num_heads) of {rule} features, got {head_width}"
         return None
 
     def fallback(self, parts: Collection[MaskPart], lengths: Collection[int]) -> str | None:

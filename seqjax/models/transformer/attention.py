@@ -34,13 +34,14 @@ from seqjax.models.attention_kernels.dispatch import attend
 from seqjax.models.base import dense_axes
 from seqjax.models.matmul.step_dense import apply_dense
 from seqjax.models.transformer.masks import SelfMask
-from seqjax.models.transformer.positions import rotary
+from seqjax.models.transformer.positions import rope_scaling, rotary
 
 
 def head_counts(cfg: ModelConfig) -> tuple[int, int, int]:
-    """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H."""
+    """(query heads H, key/value heads K, head width Dh) of `cfg`; kv_heads 0 means H, head_dim 0
+    d_model / H."""
     heads = cfg.num_heads
-    return heads, cfg.kv_heads or heads, cfg.d_model // heads
+    return heads, cfg.kv_heads or heads, cfg.head_width
 
 
 def write_cache(buffer: Array, update: Array, slots: Array, layer: Array | None = None) -> Array:
@@ -113,17 +114,6 @@ def stored_attention(q: Array, keys: Array, values: Array, mask: Array) -> Array
     return jnp.transpose(attended, (0, 3, 1, 2, 4)).reshape(batch, length, heads, head_dim)
 
 
-def _dense(
-    cfg: ModelConfig,
-    features: int | tuple[int, ...],
-    dtype: Any,
-    kernel_axes: tuple[str | None, ...],
-    axis: int | tuple[int, ...] = -1,
-) -> nn.DenseGeneral:
-    inputs = len(axis) if isinstance(axis, tuple) else 1
-    return nn.DenseGeneral(features, axis=axis, use_bias=cfg.bias, dtype=dtype, **dense_axes(kernel_axes, inputs))
-
-
 # Kernels' logical axes. The fused projections' 3 (query, key, value) or 2 (key, value) axis is
 # never split: each device computes all three for its heads.
 QKV_AXES = ("embed", None, "heads", "head_dim")  # [D, 3 | 2, H | K, Dh]
@@ -131,9 +121,29 @@ QUERY_AXES = ("embed", "heads", "head_dim")  # [D, H, Dh]
 OUT_AXES = ("heads", "head_dim", "embed")  # [H, Dh, D]
 
 
+def _output(cfg: ModelConfig, dtype: Any) -> nn.DenseGeneral:
+    """The output projection [H, Dh, D], with model.bias's bias."""
+    return nn.DenseGeneral(cfg.d_model, axis=(-2, -1), use_bias=cfg.bias, dtype=dtype, **dense_axes(OUT_AXES, 2))
+
+
+def _projection(
+    cfg: ModelConfig, features: tuple[int, ...], dtype: Any, kernel_axes: tuple[str | None, ...]
+) -> nn.DenseGeneral:
+    """A query, key or value projection [D, *features], biased with model.bias or model.qkv_bias."""
+    return nn.DenseGeneral(features, use_bias=cfg.bias or cfg.qkv_bias, dtype=dtype, **dense_axes(kernel_axes))
+
+
+def _head_norm(cfg: ModelConfig, dtype: Any) -> nn.RMSNorm:
+    """model.qk_norm's RMSNorm of each query or key head: its scale [Dh]."""
+    scale = nn.with_logical_partitioning(nn.initializers.ones, ("head_dim",))
+    return nn.RMSNorm(epsilon=cfg.norm_eps, dtype=dtype, scale_init=scale)
+
+
 class SelfAttention(nn.Module):
     """Self-attention; queries, keys and values from one fused [D, 3, H, Dh] projection when
-    K = H, else a [D, H, Dh] query and a fused [D, 2, K, Dh] key/value projection."""
+    K = H, else a [D, H, Dh] query and a fused [D, 2, K, Dh] key/value projection; the output
+    projection [H, Dh, D]. Dh = model.head_dim, else D / H. With model.qk_norm, each query and
+    key head is RMS-normalized (query_norm, key_norm: scale [Dh]) before rope."""
 
     cfg: ModelConfig
     dtype: Any = jnp.float32
@@ -142,11 +152,14 @@ class SelfAttention(nn.Module):
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
         if kv_heads == heads:
-            self.qkv = _dense(self.cfg, (3, heads, head_dim), self.dtype, QKV_AXES)
+            self.qkv = _projection(self.cfg, (3, heads, head_dim), self.dtype, QKV_AXES)
         else:
-            self.query = _dense(self.cfg, (heads, head_dim), self.dtype, QUERY_AXES)
-            self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype, QKV_AXES)
-        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, OUT_AXES, axis=(-2, -1))
+            self.query = _projection(self.cfg, (heads, head_dim), self.dtype, QUERY_AXES)
+            self.kv = _projection(self.cfg, (2, kv_heads, head_dim), self.dtype, QKV_AXES)
+        self.out = _output(self.cfg, self.dtype)
+        if self.cfg.qk_norm:
+            self.query_norm = _head_norm(self.cfg, self.dtype)
+            self.key_norm = _head_norm(self.cfg, self.dtype)
 
     def _project(self, x: Array, positions: Array, step: bool = False) -> tuple[Array, Array, Array]:
         """x [B, T, D], positions [B, T] or [T] -> q [B, T, H, Dh], k, v [B, T, K, Dh]; `step`:
@@ -158,8 +171,11 @@ class SelfAttention(nn.Module):
             kv = apply_dense(self.kv, x, step)
             q, k, v = apply_dense(self.query, x, step), kv[:, :, 0], kv[:, :, 1]
         cfg = self.cfg
+        if cfg.qk_norm:
+            q, k = self.query_norm(q), self.key_norm(k)
         if cfg.positions == "rope":
-            q, k = rotary(q, positions, cfg.rope_base, cfg.max_len), rotary(k, positions, cfg.rope_base, cfg.max_len)
+            turn = (positions, cfg.rope_base, cfg.max_len, rope_scaling(cfg))
+            q, k = rotary(q, *turn), rotary(k, *turn)
         return q, k, v
 
     def __call__(self, x: Array, positions: Array, mask: SelfMask) -> Array:
@@ -206,9 +222,9 @@ class CrossAttention(nn.Module):
 
     def setup(self) -> None:
         heads, kv_heads, head_dim = head_counts(self.cfg)
-        self.query = _dense(self.cfg, (heads, head_dim), self.dtype, QUERY_AXES)
-        self.kv = _dense(self.cfg, (2, kv_heads, head_dim), self.dtype, QKV_AXES)
-        self.out = _dense(self.cfg, self.cfg.d_model, self.dtype, OUT_AXES, axis=(-2, -1))
+        self.query = _projection(self.cfg, (heads, head_dim), self.dtype, QUERY_AXES)
+        self.kv = _projection(self.cfg, (2, kv_heads, head_dim), self.dtype, QKV_AXES)
+        self.out = _output(self.cfg, self.dtype)
 
     def memory(self, encoded: Array) -> dict[str, Array]:
         """encoded: [B, S, D] -> {"k", "v"}: [B, K, S, Dh], computed once per source."""

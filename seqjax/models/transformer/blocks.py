@@ -26,7 +26,7 @@ from seqjax.config import ModelConfig
 from seqjax.models.base import dense_axes
 from seqjax.models.matmul.rows_matmul import rows_dot_general
 from seqjax.models.matmul.step_dense import apply_dense
-from seqjax.models.transformer.attention import CrossAttention, SelfAttention
+from seqjax.models.transformer.attention import CrossAttention, SelfAttention, head_counts
 from seqjax.models.transformer.masks import SelfMask
 from seqjax.placement import rows_placement
 
@@ -39,9 +39,9 @@ ACTIVATIONS: dict[str, Callable] = {
 
 def block_matmul_weights(cfg: ModelConfig, cross: bool = False) -> int:
     """The weights a token multiplies in one block: each attention's query and output projections
-    (D² each) and its K key/value heads' (2·D·K·Dh), and the feed-forward kernels."""
-    head_dim = cfg.d_model // cfg.num_heads
-    attention = 2 * cfg.d_model**2 + 2 * cfg.d_model * (cfg.kv_heads or cfg.num_heads) * head_dim
+    (D·H·Dh each) and its K key/value heads' (2·D·K·Dh), and the feed-forward kernels."""
+    heads, kv_heads, head_dim = head_counts(cfg)
+    attention = 2 * cfg.d_model * (heads + kv_heads) * head_dim
     mlp = (3 if cfg.mlp == "swiglu" else 2) * cfg.d_model * cfg.d_ff
     return (2 if cross else 1) * attention + mlp
 

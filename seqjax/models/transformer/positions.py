@@ -4,7 +4,9 @@ turn queries and keys inside attention instead."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -27,9 +29,48 @@ def sinusoidal_positions(positions: Array, width: int) -> Array:
     return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
 
 
-def rotary(x: Array, positions: Array, base: float, max_len: int) -> Array:
+@dataclasses.dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3.1's rotary frequencies (`model.rope_scaling=llama3`): those of wavelength over
+    `original_max_len / low_freq_factor` divided by `factor`, those under `original_max_len /
+    high_freq_factor` kept, those between interpolated (transformers' `_compute_llama3_parameters`)."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_len: int
+
+
+def rope_scaling(cfg: ModelConfig) -> Llama3Scaling | None:
+    """The frequency scaling `cfg` asks for, None for unscaled rotary positions."""
+    if cfg.rope_scaling == "none":
+        return None
+    return Llama3Scaling(
+        cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor, cfg.rope_original_max_len
+    )
+
+
+def inverse_frequencies(half: int, base: float, scaling: Llama3Scaling | None = None) -> np.ndarray:
+    """The angle per position of each pair i of a head: base^(-i/half), scaled; float64 [half]."""
+    frequencies: np.ndarray = base ** (-np.arange(half) / half)
+    if scaling is None:
+        return frequencies
+    wavelengths = 2 * math.pi / frequencies
+    low, high = scaling.original_max_len / scaling.low_freq_factor, scaling.original_max_len / scaling.high_freq_factor
+    smooth = (scaling.original_max_len / wavelengths - scaling.low_freq_factor) / (
+        scaling.high_freq_factor - scaling.low_freq_factor
+    )
+    between = (1 - smooth) * frequencies / scaling.factor + smooth * frequencies
+    scaled: np.ndarray = np.where(
+        wavelengths > low, frequencies / scaling.factor, np.where(wavelengths < high, frequencies, between)
+    )
+    return scaled
+
+
+def rotary(x: Array, positions: Array, base: float, max_len: int, scaling: Llama3Scaling | None = None) -> Array:
     """Rotary position embedding (Su et al. 2021): feature i of a head is paired with i + Dh/2
-    (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh).
+    (the GPT-NeoX / Llama layout) and the pair turned by the angle position · base^(-2i/Dh)
+    (`inverse_frequencies`, which `scaling` changes).
 
     Scores of turned queries and keys depend only on the difference of their positions.
 
@@ -41,7 +82,7 @@ def rotary(x: Array, positions: Array, base: float, max_len: int) -> Array:
       [B, T, heads, Dh] in x's dtype (the turn is computed in float32).
     """
     half = x.shape[-1] // 2
-    cos_table, sin_table = rotary_tables(max_len, half, base)
+    cos_table, sin_table = rotary_tables(max_len, half, base, scaling)
     # Read from tables rather than computed in place: XLA fuses cos and sin into each
     # consumer and recomputes them for every element of x (every batch row and head).
     cos, sin = jnp.asarray(cos_table)[positions][..., None, :], jnp.asarray(sin_table)[positions][..., None, :]
@@ -51,9 +92,11 @@ def rotary(x: Array, positions: Array, base: float, max_len: int) -> Array:
 
 
 @functools.cache
-def rotary_tables(max_len: int, half: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of position · base^(-i/half): float32 [max_len, half] each, computed in float64."""
-    angles = np.arange(max_len)[:, None] * base ** (-np.arange(half) / half)
+def rotary_tables(
+    max_len: int, half: int, base: float, scaling: Llama3Scaling | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of position · `inverse_frequencies`: float32 [max_len, half] each, computed in float64."""
+    angles = np.arange(max_len)[:, None] * inverse_frequencies(half, base, scaling)
     tables = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
     for table in tables:
         table.flags.writeable = False  # shared by every call through the cache
