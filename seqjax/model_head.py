@@ -44,7 +44,8 @@ def tied_embedding(model: Model, head: Head, params: Params) -> jax.Array | None
 
 def init_params(model: Model, head: Head, key: jax.Array, batch: Batch) -> dict[str, Any]:
     """Initializes `{"model": ..., "head": ...}` from one example batch's shapes: plain arrays."""
-    return nn.meta.unbox(init_boxed_params(model, head, key, batch))
+    params: dict[str, Any] = nn.meta.unbox(init_boxed_params(model, head, key, batch))
+    return params
 
 
 def init_boxed_params(model: Model, head: Head, key: jax.Array, batch: Batch) -> dict[str, Any]:

@@ -136,7 +136,10 @@ def state_shardings(
     """The NamedSharding of every leaf of the state under `strategy` (data | fsdp | tensor |
     fsdp_tensor): where `jax.device_put` puts a state made elsewhere (a host copy, imported
     parameters)."""
-    return jax.tree.map(lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy))
+    shardings: TrainState = jax.tree.map(
+        lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy)
+    )
+    return shardings
 
 
 def placement(state: TrainState) -> TrainState:
@@ -156,7 +159,8 @@ def placement(state: TrainState) -> TrainState:
             )
         return sharding
 
-    return jax.tree_util.tree_map_with_path(of, state)
+    shardings: TrainState = jax.tree_util.tree_map_with_path(of, state)
+    return shardings
 
 
 def init_state(
