@@ -126,7 +126,7 @@ def render(results: list[dict]) -> str:
         if "error" in r:
             table.append([model, target, strategy, "does not compile", r["error"], "", "", "", "", "", "", r["commit"]])
             continue
-        if "compiler_message" in r:  # refused by the compiler for the device's memory
+        if "compiler_message" in r or r.get("compiled") is False:  # over the device's memory: no program
             peak = f"≥ {gib(r['per_device_bytes']['peak'])} / {gib(r['usable_memory_bytes'])}"
             row = [model, target, strategy, "**no**", peak, "", "", "", "", "", f"{r['compile_seconds']:.0f}"]
             table.append([*row, r["commit"]])

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax.errors import JaxRuntimeError
-from jax.sharding import Mesh
+from jax.sharding import AbstractMesh, Mesh
 
 from seqjax import decoding
 from seqjax import optimizers as optim
@@ -73,9 +73,9 @@ def abstract_batch(cfg: Config, mesh: Mesh, split: str = "train") -> dict[str, j
 
 
 def compile_train(parts: Parts, mesh: Mesh, batch: dict[str, jax.ShapeDtypeStruct]) -> tuple[Any, Any]:
-    """The run's train step compiled for `mesh` (None with the compiler's message where the
-    compiler itself finds it does not fit the device's memory, as a TPU's does), and the
-    abstract state it takes."""
+    """The run's train step compiled for `mesh` (an `OutOfMemory` with the compiler's message
+    where the compiler itself finds it does not fit the device's memory, as a TPU's does), and
+    the abstract state it takes."""
     cfg = parts.cfg
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
@@ -169,6 +169,27 @@ def compile_train_under_remat(
     return parts, *compile_train(parts, mesh, batch), remat
 
 
+def abstract_run(cfg: Config, devices: Sequence[jax.Device], vocab_size: int | None = None) -> dict[str, Any]:
+    """The run on `devices` before anything is compiled: {"mesh", "parts", "state" (abstract),
+    "batch" (abstract), "placer" (the abstract state under another mesh and strategy: `Placer`)}.
+    Devices of several slices get a `slice` axis of that size unless train.mesh names one."""
+    slices = len({getattr(device, "slice_index", 0) for device in devices})
+    if slices > 1 and "slice" not in cfg.train.mesh:  # the batch over the slices, the rest within each
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, mesh=f"slice:{slices},{cfg.train.mesh}"))
+    mesh = make_mesh(cfg.train.mesh, devices)
+    parts = build(cfg, mesh, vocab_size)
+    batch = abstract_batch(cfg, mesh)
+    optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
+
+    def placer(on: Mesh | AbstractMesh, strategy: str) -> Any:
+        # The batch is read for its shapes only (the parameters' are made from it), not placed.
+        shapes = {key: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) for key, leaf in batch.items()}
+        return abstract_state(parts.model, parts.head, optimizer, shapes, on, strategy)  # type: ignore[arg-type]
+
+    state = placer(mesh, cfg.train.sharding)
+    return {"mesh": mesh, "parts": parts, "state": state, "batch": batch, "placer": placer}
+
+
 def compiled_programs(
     cfg: Config,
     devices: Sequence[jax.Device],
@@ -177,28 +198,29 @@ def compiled_programs(
     memory_limit: int | None = None,
     echo: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Builds and compiles the run's train, eval and decode steps for `devices`, whose usable
+    """Builds and compiles the run's train, eval and decode steps for `devices` (`abstract_run`,
+    then `compile_run`)."""
+    return compile_run(abstract_run(cfg, devices, vocab_size), memory_limit=memory_limit, echo=echo)
+
+
+def compile_run(
+    run: dict[str, Any], *, memory_limit: int | None = None, echo: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Compiles the train, eval and decode steps of an `abstract_run` on devices whose usable
     bytes each, `memory_limit`, `model.remat=auto` is resolved for (None: unknown, `none`).
-    Devices of several slices get a `slice` axis of that size unless train.mesh names one.
 
     Returns:
-      {"mesh", "parts", "state" (abstract), "batch" (abstract), "train", "eval", "decode"
-      (compiled programs; decode None for an encoder; train an `OutOfMemory`, and the others None,
-      where the compiler refused the train step for the device's memory), "remat" (the
-      `RematChoice`, None for a model without Transformer blocks)}.
+      the run's keys, "parts" with the model built under the remat policy chosen, and "train",
+      "eval", "decode" (compiled programs; decode None for an encoder; train an `OutOfMemory`,
+      and the others None, where the compiler refused the train step for the device's memory),
+      "remat" (the `RematChoice`, None for a model without Transformer blocks).
     """
-    slices = len({getattr(device, "slice_index", 0) for device in devices})
-    if slices > 1 and "slice" not in cfg.train.mesh:  # the batch over the slices, the rest within each
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, mesh=f"slice:{slices},{cfg.train.mesh}"))
-    mesh = make_mesh(cfg.train.mesh, devices)
-    batch = abstract_batch(cfg, mesh)
-    built = build(cfg, mesh, vocab_size)
-    parts, train, state, remat = compile_train_under_remat(built, mesh, batch, memory_limit, echo)
+    mesh, batch, cfg = run["mesh"], run["batch"], run["parts"].cfg
+    parts, train, state, remat = compile_train_under_remat(run["parts"], mesh, batch, memory_limit, echo)
     compiled: dict[str, Any] = {
-        "mesh": mesh,
+        **run,
         "parts": parts,
         "state": state,
-        "batch": batch,
         "train": train,
         "eval": None,
         "decode": None,

@@ -34,7 +34,8 @@ from typing import Any
 
 from seqjax.accelerators import estimate as estimate_lib
 from seqjax.accelerators import program
-from seqjax.accelerators.abstract_run import OutOfMemory, compiled_programs
+from seqjax.accelerators.abstract_run import OutOfMemory, abstract_run, compile_run
+from seqjax.accelerators.state_fit import state_fit_report
 from seqjax.accelerators.targets import Target, target_devices
 from seqjax.config import Config
 from seqjax.models import kernel_choice
@@ -94,8 +95,15 @@ def compile_report(
     cfg: Config, target: Target, vocab_size: int | None = None, *, echo: Callable[[str], None] = lambda _: None
 ) -> dict[str, Any]:
     """Compiles the run's train, eval and decode steps for `target` and reports on them (the
-    JSON of `seqjax compile --json`)."""
-    built = compiled_programs(cfg, target_devices(target), vocab_size, memory_limit=usable_memory(target), echo=echo)
+    JSON of `seqjax compile --json`). A run whose parameters, optimizer state and gradients
+    alone exceed a device's usable memory is reported from their shapes, not compiled
+    (`state_fit`: "compiled": false, with the remedies)."""
+    run = abstract_run(cfg, target_devices(target), vocab_size)
+    usable = usable_memory(target)
+    early = state_fit_report(run["state"], run["placer"], run["mesh"], run["parts"].cfg.train.sharding, usable)
+    if early is not None:
+        return {**_placement(target, run, early["per_device_bytes"]["peak"]), **early}
+    built = compile_run(run, memory_limit=usable, echo=echo)
     parts, state, batch = built["parts"], built["state"], built["batch"]
     if isinstance(built["train"], OutOfMemory):
         return out_of_memory_report(target, built, built["train"])
@@ -103,7 +111,6 @@ def compile_report(
     texts = {name: compiled.as_text() for name, compiled in programs.items()}
     memory = {name: program.memory(compiled) for name, compiled in programs.items()}
     train_memory = memory["train"]
-    usable = usable_memory(target)
     peak = max(m["peak"] for m in memory.values())
     collectives = program.collectives(texts["train"])
     dcn = program.dcn_collectives(texts["train"])
@@ -201,6 +208,21 @@ def describe(report: dict[str, Any]) -> str:
     """The report as the lines `seqjax compile` prints."""
     b = report["per_device_bytes"]
     verdict = "fits" if report["fits"] else "DOES NOT FIT"
+    where = (
+        f"target {report['devices']} x {report['device']} ({report['target']}), mesh {report['mesh']}, "
+        f"sharding {report['sharding']}"
+    )
+    if report.get("compiled") is False:
+        return "\n".join(
+            [
+                where,
+                f"memory per device, from the shapes: parameters {format_bytes(b['parameters'])}, optimizer state "
+                f"{format_bytes(b['optimizer_state'])}, gradients {format_bytes(b['gradients'])}: "
+                f"{format_bytes(b['peak'])} before any activation, of {format_bytes(report['usable_memory_bytes'])} "
+                f"usable: {verdict} (not compiled)",
+                *(f"  {remedy}" for remedy in report["remedies"]),
+            ]
+        )
     if "compiler_message" in report:
         temporaries = "?" if b["temporaries"] is None else format_bytes(b["temporaries"])
         return "\n".join(

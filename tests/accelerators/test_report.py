@@ -55,7 +55,8 @@ def compile_report(monkeypatch, target, train, *settings, eval_program=None):
         "remat": None,
     }
     monkeypatch.setattr(report, "target_devices", lambda target: [])
-    monkeypatch.setattr(report, "compiled_programs", lambda *args, **kwargs: built)
+    monkeypatch.setattr(report, "abstract_run", lambda *args, **kwargs: {**built, "placer": None})
+    monkeypatch.setattr(report, "compile_run", lambda *args, **kwargs: built)
     return cfg, report.compile_report(cfg, target, VOCAB)
 
 
