@@ -10,6 +10,7 @@ generated in memory (they are small and made from a seed).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -21,13 +22,14 @@ from seqjax.data.corpora.sources import (
     has_corpus,
     pretrained_tokenizer_dir,
     source_of,
+    split_files,
     split_path,
     splits_of,
     to_stderr,
     validate_data_config,
 )
 from seqjax.data.store.prepare import ensure_store, existing_store
-from seqjax.data.store.token_store import TokenStore
+from seqjax.data.store.token_store import TokenStore, source_change
 from seqjax.data.synthetic.grammar import grammar_sentences
 from seqjax.data.synthetic.oracle import make_oracle, oracle_lines, oracle_sample, oracle_tokenizer
 from seqjax.data.synthetic.tasks import SEQ2SEQ_TASKS
@@ -226,21 +228,48 @@ def _from_store(
 
 
 def _evaluated_data(
-    cfg: DataConfig, tokenizers: Tokenizer | tuple[Tokenizer, Tokenizer], splits: Sequence[str]
+    cfg: DataConfig,
+    tokenizers: Tokenizer | tuple[Tokenizer, Tokenizer],
+    splits: Sequence[str],
+    fingerprint: str | None,
+    echo: Callable[[str], None],
 ) -> LMData | ParallelData:
     """`splits` of a text or parallel corpus under a trained run's `tokenizers`, without its
-    other splits' files: from the corpus's token store when it holds that vocabulary, else
-    read from their files and encoded."""
+    other splits' files: from the corpus's token store (`existing_store`, the run's own by its
+    `fingerprint` where the paths now resolve elsewhere) when it holds that vocabulary and each
+    file of the splits is absent or holds what the store was made from; else read from their
+    files and encoded (a file changed since is scored as it is now, said through `echo`)."""
     given = tokenizers if isinstance(tokenizers, tuple) else (tokenizers,)
-    store = existing_store(cfg)
-    if store is not None:
+    store = existing_store(cfg, fingerprint)
+    if store is not None and all(split in store.manifest["splits"] for split in splits):
         stored = _store_tokenizers(cfg, store)
         if len(stored) == len(given) and all(a.vocab == b.vocab for a, b in zip(stored, given)):
-            return _from_store(cfg, store, stored, list(splits))
+            changed = _changed_text(cfg, store, splits)
+            if not changed:
+                return _from_store(cfg, store, stored, list(splits))
+            echo(f"notice: {changed[0]}: scoring the file as it is now, not the token store's copy of it")
     validate_data_config(cfg, splits)
     if not source_of(cfg).pairs:
         return _lm_data(cfg, {split: split_texts(cfg, split) for split in splits}, tokenizers)
     return _parallel_data(cfg, {split: split_pairs(cfg, split) for split in splits}, tokenizers)
+
+
+def _changed_text(cfg: DataConfig, store: TokenStore, splits: Sequence[str]) -> list[str]:
+    """`path (why)` of each file of `splits` where the config names it now (a pattern's shards)
+    that exists but does not hold what the store's source of it held (`source_change`): the file
+    the store read under the directory the split's path resolved to then (its manifest's `data`),
+    which differs when a relative path's root moved since."""
+    sources = {source["path"]: source for source in store.manifest["sources"]}
+    changed = []
+    for split in splits:
+        now = os.path.dirname(os.path.abspath(split_path(cfg, split)))
+        then = os.path.dirname(store.manifest["data"][split])
+        for path in dict.fromkeys(shard for side in split_files(cfg, split).values() for shard in side.shards):
+            read = os.path.normpath(os.path.join(then, os.path.relpath(os.path.abspath(path), now)))
+            why = source_change(sources.get(read), path)
+            if why not in (None, "missing"):
+                changed.append(f"{path} ({why})")
+    return changed
 
 
 def load_data(
@@ -263,12 +292,14 @@ def load_data(
         a tokenizer (LM) or a (source, target) pair (parallel); for a stored corpus, they must
         be the store's.
       fingerprint: a resumed run's token store fingerprint (`data.fingerprint`): its store
-        must still hold those ids (a changed source file is refused, named).
+        must still hold those ids (a changed source file is refused, named). With `splits`:
+        the trained run's, whose store is read where its corpus's paths now resolve elsewhere.
       echo: where a message that the store is being prepared goes.
       splits: only these splits, under a trained run's `tokenizers` (evaluation, decoding):
         a text or parallel corpus reads neither the files nor the store of the others, and
-        its token store, when it holds the run's vocabulary, even if the source files are
-        gone; else these splits' files, encoded. None: every split (training).
+        its token store, when it holds the run's vocabulary, if each file of these splits is
+        gone or unchanged (a file present but changed since is read as it is now); else these
+        splits' files, encoded. None: every split (training).
 
     Returns:
       LMData or ParallelData with splits among "train", "valid", "test". Synthetic seq2seq
@@ -284,7 +315,7 @@ def load_data(
                 f"got {', '.join(splits)} and tokenizers {'given' if tokenizers is not None else 'None'}"
             )
         validate_data_config(cfg, ())
-        return _evaluated_data(cfg, tokenizers, splits)
+        return _evaluated_data(cfg, tokenizers, splits, fingerprint, echo)
     validate_data_config(cfg)
     if source_of(cfg).generated:
         sizes = {"train": cfg.num_train, "valid": cfg.num_eval, "test": cfg.num_eval}

@@ -127,3 +127,18 @@ def test_generate_needs_only_the_run_directory(run_without_train_text, capsys):
         assert len(samples) == 2 and all(line.split("sample: ")[1].startswith("to be") for line in samples)
     finally:
         os.rename(root / "store.away", root / "store")
+
+
+@pytest.mark.slow
+def test_eval_reads_the_runs_store_when_its_relative_paths_now_resolve_where_no_text_is(tmp_path, capsys, monkeypatch):
+    """Trained on train.txt and valid.txt under $SEQJAX_DATA, evaluated with $SEQJAX_DATA unset in
+    another directory: the names point at no file, and the run's store (its fingerprint) stands in."""
+    _corpus(tmp_path)
+    monkeypatch.setenv("SEQJAX_DATA", str(tmp_path))
+    keys = ("data.kind=text", "data.train=train.txt", "data.valid=valid.txt", "data.tokenizer=word")
+    settings = tiny(*keys, "model.kind=rnn", "train.num_printed_samples=0")
+    assert main(["train", "--workdir", str(tmp_path / "run"), "--set", *settings]) == 0
+    capsys.readouterr()
+    monkeypatch.delenv("SEQJAX_DATA")
+    monkeypatch.chdir(tmp_path / "run")
+    assert_reproduces_the_summary(valid_result(capsys, tmp_path), tmp_path)

@@ -46,6 +46,7 @@ from seqjax.data.store.token_store import (
     FORMAT_VERSION,
     MANIFEST,
     TokenStore,
+    cache_root,
     changed_sources,
     default_location,
     fingerprint,
@@ -303,17 +304,31 @@ def store_location(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
     return (os.path.expanduser(cfg.store) if cfg.store else default_location(config)), config
 
 
-def existing_store(cfg: DataConfig) -> TokenStore | None:
+def existing_store(cfg: DataConfig, fingerprint: str | None = None) -> TokenStore | None:
     """The finished store of `cfg` where `store_location` puts it, whatever became of its
-    sources since (a trained run's evaluation reads it with the run's vocabulary), or None."""
+    sources since (a trained run's evaluation reads it with the run's vocabulary); else, given
+    a run's store `fingerprint`, the store of that fingerprint at data.store or among the
+    cached ones: where the run's corpus went when its relative paths resolved elsewhere
+    (another working directory or $SEQJAX_DATA) or its files are gone. None when neither is."""
     directory, config = store_location(cfg)
+    store = _finished(directory)
+    if store is not None and store.manifest["data"] == config:
+        return store
+    if fingerprint is None:
+        return None
+    root = cache_root()
+    cached = [] if cfg.store or not os.path.isdir(root) else sorted(os.listdir(root))
+    candidates = [directory] + [os.path.join(root, name) for name in cached if name.startswith("store-")]
+    return next((s for s in map(_finished, candidates) if s is not None and s.fingerprint == fingerprint), None)
+
+
+def _finished(directory: str) -> TokenStore | None:
+    """The store in `directory` when it is a finished one of this format, else None."""
     try:
         manifest = read_manifest(directory)
     except ValueError:
         return None
-    return (
-        TokenStore(directory, manifest) if manifest["format"] == FORMAT_VERSION and manifest["data"] == config else None
-    )
+    return TokenStore(directory, manifest) if manifest["format"] == FORMAT_VERSION else None
 
 
 def ensure_store(

@@ -73,11 +73,15 @@ def tokenization_config(cfg: DataConfig, paths: dict[str, str]) -> dict[str, Any
     return record
 
 
+def cache_root() -> str:
+    """Where stores without a data.store go: `$SEQJAX_CACHE`, else `~/.cache/seqjax`."""
+    return os.environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "seqjax")
+
+
 def default_location(config: dict[str, Any]) -> str:
-    """`$SEQJAX_CACHE` (else `~/.cache/seqjax`) / `store-<hash of the tokenization config>`."""
-    root = os.environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "seqjax")
+    """`cache_root()` / `store-<hash of the tokenization config>`."""
     key = hashlib.sha256(json.dumps([FORMAT_VERSION, config], sort_keys=True).encode()).hexdigest()[:16]
-    return os.path.join(root, f"store-{key}")
+    return os.path.join(cache_root(), f"store-{key}")
 
 
 def fingerprint(config: dict[str, Any], sources: list[dict[str, Any]]) -> str:
@@ -93,31 +97,35 @@ def content_hash(path: str) -> str:
 
 
 def changed_sources(manifest: dict[str, Any], paths: Sequence[str] = ()) -> list[str]:
-    """`path (why)` for each source file that is missing, or whose size or mtime differs from
-    the manifest's record, or whose content does (a stat each; a file is read only when its
-    inode changed since, which rewriting it does even when its mtime is set back), then for each
-    of `paths` (the files the config's splits name now: a pattern's shards) that is not a source."""
-    recorded = {source["path"] for source in manifest["sources"]}
-    changed = []
-    for source in manifest["sources"]:
-        path = source["path"]
-        if not os.path.isfile(path):
-            changed.append(f"{path} (missing)")
-            continue
-        stat = os.stat(path)
-        if stat.st_size != source["size"]:
-            changed.append(f"{path} (size {stat.st_size} bytes, was {source['size']})")
-        elif stat.st_mtime_ns != source["mtime_ns"]:
-            changed.append(f"{path} (modified since the store was prepared)")
-        elif stat.st_ctime_ns != source.get("ctime_ns", stat.st_ctime_ns) and content_hash(path) != source["sha256"]:
-            changed.append(f"{path} (its content changed since the store was prepared, its mtime kept)")
-    new = (os.path.abspath(path) for path in paths)
-    changed += [
-        f"{path} (a new shard, matched by its split's pattern since the store was prepared)"
-        for path in new
-        if path not in recorded
-    ]
-    return changed
+    """`path (why)` for each source file of the manifest that does not hold what it recorded,
+    then for each of `paths` (the files the config's splits name now: a pattern's shards) that is
+    not a source (`source_change`)."""
+    recorded = {source["path"]: source for source in manifest["sources"]}
+    new = [path for path in dict.fromkeys(map(os.path.abspath, paths)) if path not in recorded]
+    checked = [*recorded.items(), *((path, None) for path in new)]
+    return [f"{path} ({why})" for path, source in checked if (why := source_change(source, path))]
+
+
+def source_change(source: dict[str, Any] | None, path: str) -> str | None:
+    """Why the file `path` does not hold the content a manifest's `source` record says, or None
+    when it does: "missing", not a source (`source` None: a shard its split's pattern matches only
+    since), another size, or at the source's own path a changed mtime or content (a stat; the file
+    is read only when its inode changed since, which rewriting it does even when its mtime is set
+    back); at another path (the corpus found elsewhere) its content hash."""
+    if not os.path.isfile(path):
+        return "missing"
+    if source is None:
+        return "a new shard, matched by its split's pattern since the store was prepared"
+    stat = os.stat(path)
+    if stat.st_size != source["size"]:
+        return f"size {stat.st_size} bytes, was {source['size']}"
+    if os.path.abspath(path) != source["path"]:
+        return None if content_hash(path) == source["sha256"] else "its content differs from the store's source"
+    if stat.st_mtime_ns != source["mtime_ns"]:
+        return "modified since the store was prepared"
+    if stat.st_ctime_ns != source.get("ctime_ns", stat.st_ctime_ns) and content_hash(path) != source["sha256"]:
+        return "its content changed since the store was prepared, its mtime kept"
+    return None
 
 
 def read_manifest(directory: str) -> dict[str, Any]:

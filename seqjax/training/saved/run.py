@@ -22,9 +22,10 @@ from seqjax import config as config_lib
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
+    from seqjax.config import DataConfig
     from seqjax.data import LMData, ParallelData
     from seqjax.training.core.experiment import Experiment
-    from seqjax.training.core.state import TrainState
+    from seqjax.training.core.state import Checkpointer, TrainState
     from seqjax.training.features.continuation import LMDecoder
     from seqjax.training.features.generation import DecodeOptions
 
@@ -97,20 +98,32 @@ class Run:
         from seqjax.training.core.run_dir import RunDir
         from seqjax.training.core.state import restore_state
 
-        cfg = self.cfg
-        checkpointer = RunDir(self.workdir).checkpointer(cfg.train.keep_checkpoints)
+        cfg, run = self.cfg, RunDir(self.workdir)
+        checkpointer = run.checkpointer(cfg.train.keep_checkpoints)
         try:
             # Evaluating or decoding does not follow the schedule: a changed one does not matter here.
             step, tokenizers, _ = open_run(cfg, self.workdir, checkpointer, extend_schedule=True, evaluating=True)
             if step is None:
                 raise ValueError(f"--workdir {self.workdir} has no checkpoint yet")
-            exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits)
+            # The run's own store is found by its fingerprint where the corpus's paths now resolve elsewhere.
+            fingerprint = self._own_store(run.config.data, cfg.data, checkpointer, step)
+            exp = build_experiment(cfg, tokenizers=tokenizers, splits=splits, fingerprint=fingerprint)
             mesh = make_mesh(cfg.train.mesh)
             optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
             state, _ = restore_state(exp, checkpointer, step, optimizer, mesh, exp.example_batch())
         finally:
             checkpointer.close()
         return Restored(exp, state, mesh)
+
+    @staticmethod
+    def _own_store(saved: DataConfig, cfg: DataConfig, checkpointer: Checkpointer, step: int) -> str | None:
+        """The fingerprint of the token store the run trained on (its checkpoint at `step` records
+        it) when `cfg` reads the run's own corpus (data.root, train, valid, test as `saved`; not
+        another given with --set), else None."""
+        if any(getattr(saved, key) != getattr(cfg, key) for key in ("root", "train", "valid", "test")):
+            return None
+        store: str | None = checkpointer.restore_meta(step).get("store")
+        return store
 
     def lm_decoder(self, options: DecodeOptions) -> LMDecoder:
         """The decoder of the language model's prompts, trained or counted."""
