@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -51,13 +52,13 @@ def test_train_writes_the_run_directory(trained_run, capsys):
     assert [r["step"] for r in records if r["split"] == "train"] == [2, 4]
 
 
-def test_running_the_same_command_again_resumes_where_it_stopped(tmp_path, capsys):
+def test_running_the_same_command_again_resumes_where_it_stopped(trained_run, tmp_path, capsys):
+    run = shutil.copytree(trained_run, tmp_path / "run")
     quiet = "train.num_printed_samples=0"  # no samples to generate: this run is about its steps
-    assert train(tmp_path, quiet) == 0
-    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny("train.steps=6", quiet)]) == 0
+    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny("train.steps=6", quiet)]) == 0
     out = capsys.readouterr().out
     assert "resuming" in out and "at step 4" in out
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["split"] == "train"] == [2, 4, 6]
 
 
@@ -144,15 +145,13 @@ def test_resume_with_a_different_model_is_refused_and_the_run_is_untouched(train
     assert listing(trained_run) == before
 
 
-def test_resume_with_a_changed_vocabulary_is_refused(tmp_path, capsys):
-    assert train(tmp_path, "train.num_printed_samples=0") == 0
-    vocab_files = sorted((tmp_path / "tokenizer").iterdir())
+def test_resume_with_a_changed_vocabulary_is_refused(trained_run, tmp_path, capsys):
+    run = shutil.copytree(trained_run, tmp_path / "run")
+    vocab_files = sorted((run / "tokenizer").iterdir())
     vocab_files[-1].write_text(vocab_files[-1].read_text().replace("e", "E", 1))
-    before = listing(tmp_path)
-    expect_user_error(
-        capsys, ["train", "--workdir", str(tmp_path), "--set", *tiny("train.num_printed_samples=0")], "vocabulary"
-    )
-    assert listing(tmp_path) == before
+    before = listing(run)
+    expect_user_error(capsys, ["train", "--workdir", str(run), "--set", *tiny()], "vocabulary")
+    assert listing(run) == before
 
 
 def test_eval_of_a_directory_without_a_run_is_refused(tmp_path, capsys):

@@ -4,6 +4,7 @@ would change the learning-rate schedule, the data counts a run records, and the 
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,9 +34,12 @@ LONG = tiny(
 
 
 def launch(workdir, log, *overrides, devices=1):
-    """`seqjax train` of LONG in a child process on CPU devices, its output in log.out/err."""
+    """`seqjax train` of LONG in a child process on CPU devices, its output in log.out/err; the
+    child compiles as the suite does (tests/conftest.py): without LLVM's optimizations, a
+    quarter less of its time."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+    flags = f"--xla_backend_optimization_level=0 --xla_force_host_platform_device_count={devices}"
+    env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
     with open(f"{log}.out", "w") as out, open(f"{log}.err", "w") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "seqjax.cli", "train", "--workdir", str(workdir), "--set", *LONG, *overrides],
@@ -76,10 +80,11 @@ def assert_stopped_with_a_checkpoint(code, signum, workdir, log):
 
 @pytest.mark.slow
 def test_sigterm_stops_at_a_step_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path):
-    reference = launch(tmp_path / "reference", tmp_path / "reference")  # on the other core meanwhile
     stopped = launch(tmp_path / "run", tmp_path / "first")
     code = signal_after_a_few_steps(stopped, tmp_path / "run", signal.SIGTERM)
     step = assert_stopped_with_a_checkpoint(code, signal.SIGTERM, tmp_path / "run", tmp_path / "first")
+    # Both find the programs the first run compiled in the compilation cache.
+    reference = launch(tmp_path / "reference", tmp_path / "reference")
     resumed = launch(tmp_path / "run", tmp_path / "again")
     assert resumed.wait(timeout=180) == 0 and reference.wait(timeout=180) == 0
     assert f"resuming {tmp_path / 'run'} at step {step}" in open(tmp_path / "again.out").read()
@@ -143,29 +148,37 @@ def test_the_first_signal_is_recorded_and_a_second_takes_the_handler_from_before
         signal.signal(signal.SIGINT, before)
 
 
-def test_a_resume_that_changes_the_schedule_is_refused_naming_both_values(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET)]) == 0
+@pytest.fixture(scope="module")
+def quiet_run(tmp_path_factory):
+    """The run directory of a tiny run of 4 steps with QUIET, trained once for the tests below
+    that resume it, refuse to, or evaluate it; a test that changes it works on a copy."""
+    workdir = tmp_path_factory.mktemp("quiet")
+    assert main(["train", "--workdir", str(workdir), "--set", *tiny(QUIET)]) == 0
+    return workdir
+
+
+def test_a_resume_that_changes_the_schedule_is_refused_naming_both_values(quiet_run, capsys):
     for change, message in [
         ("train.steps=6", "train.steps: checkpoint has 4, now 6"),
         ("optim.learning_rate=0.001", "optim.learning_rate: checkpoint has 0.003, now 0.001"),
     ]:
         capsys.readouterr()
-        assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET, change)]) == 2
+        assert main(["train", "--workdir", str(quiet_run), "--set", *tiny(QUIET, change)]) == 2
         err = capsys.readouterr().err
         assert message in err and "--extend-schedule" in err and "Traceback" not in err
-    assert [r["step"] for r in train_records(tmp_path)] == [2, 4]
+    assert [r["step"] for r in train_records(quiet_run)] == [2, 4]
 
 
-def test_extend_schedule_goes_on_under_the_new_schedule_and_says_so(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET)]) == 0
-    assert main(["train", "--extend-schedule", "--workdir", str(tmp_path), "--set", *tiny(QUIET, "train.steps=6")]) == 0
+def test_extend_schedule_goes_on_under_the_new_schedule_and_says_so(quiet_run, tmp_path, capsys):
+    run = shutil.copytree(quiet_run, tmp_path / "run")
+    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny(QUIET, "train.steps=6")]) == 0
     out = capsys.readouterr().out
     assert "--extend-schedule: going on from step 4 under the new learning-rate schedule" in out
     assert "train.steps: checkpoint has 4, now 6" in out
-    assert [r["step"] for r in train_records(tmp_path)] == [2, 4, 6]
-    assert json.loads((tmp_path / "config.json").read_text())["train"]["steps"] == 6
+    assert [r["step"] for r in train_records(run)] == [2, 4, 6]
+    assert json.loads((run / "config.json").read_text())["train"]["steps"] == 6
     # The run is now one of 6 steps: the same command resumes (nothing left to do) without the flag.
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(QUIET, "train.steps=6")]) == 0
+    assert main(["train", "--workdir", str(run), "--set", *tiny(QUIET, "train.steps=6")]) == 0
 
 
 def test_training_pairs_dropped_for_length_are_printed_per_split_and_saved(tmp_path, capsys):
@@ -191,12 +204,11 @@ def test_training_pairs_dropped_for_length_are_printed_per_split_and_saved(tmp_p
     }
 
 
-def test_metrics_are_named_per_token_and_per_word_and_lm_eval_prints_one_summary_line(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("train.num_printed_samples=0")]) == 0
-    summary = json.loads((tmp_path / "summary.json").read_text())
+def test_metrics_are_named_per_token_and_per_word_and_lm_eval_prints_one_summary_line(quiet_run, capsys):
+    summary = json.loads((quiet_run / "summary.json").read_text())
     assert set(summary["test"]) == {"nll", "token_perplexity", "tokens", "word_perplexity"}
     capsys.readouterr()
-    assert main(["eval", "--workdir", str(tmp_path), "--split", "test"]) == 0
+    assert main(["eval", "--workdir", str(quiet_run), "--split", "test"]) == 0
     out = capsys.readouterr().out
     first = out.splitlines()[0]
     assert first.startswith("test: per-token perplexity ") and "per-word perplexity" in first

@@ -110,13 +110,12 @@ def test_a_run_resumed_onto_another_mesh_and_strategy_continues_with_the_same_lo
 
 @pytest.mark.slow
 def test_the_same_command_run_again_after_an_interruption_continues_like_an_uninterrupted_run(
-    straight, tmp_path, monkeypatch, capsys
+    straight, interrupted, tmp_path, capsys
 ):
-    command = ["train", "--workdir", str(tmp_path), "--set", *RUN]
-    with monkeypatch.context() as patch:
-        interrupt_after_checkpoint(patch, INTERRUPTED_AT)
-        with pytest.raises(Interrupted):
-            main(command)
+    """`interrupted` is the run `seqjax train --set RUN` stops as: the command trains
+    `config()` (RUN over the defaults) with `train`."""
+    workdir = resumable_copy(interrupted, tmp_path)
+    command = ["train", "--workdir", str(workdir), "--set", *RUN]
     assert main(command) == 0
     assert f"at step {INTERRUPTED_AT}" in capsys.readouterr().out
-    assert records(tmp_path) == records(straight)
+    assert records(workdir) == records(straight)

@@ -83,8 +83,11 @@ def reserved_port():
 
 
 def launch(code, args, log_prefix):
+    """A worker process on 4 CPU devices, compiling as the suite does (tests/conftest.py):
+    without LLVM's optimizations, a quarter less of its time."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env.update(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu", PYTHONPATH=REPO)
+    flags = "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=4"
+    env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu", PYTHONPATH=REPO)
     with open(f"{log_prefix}.out", "w") as out, open(f"{log_prefix}.err", "w") as err:  # the child keeps its copies
         return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=out, stderr=err)
 

@@ -69,7 +69,9 @@ def test_evaluation_scores_each_sentence_in_a_row_of_its_own_and_no_padding(vae_
 def initialized_vae():
     exp = build_experiment(tiny_config(*VAE_RUN))
     batch = {k: jnp.asarray(v) for k, v in exp.train_batches().batch(0).items()}
-    return exp, init_params(exp.model, exp.head, jax.random.key(0), batch), batch
+    # One compiled program: half the time of initializing the recurrent model op by op.
+    params = jax.jit(lambda key: init_params(exp.model, exp.head, key, batch))(jax.random.key(0))
+    return exp, params, batch
 
 
 def test_interpolation_encodes_a_sentence_as_its_training_row_does(initialized_vae):
