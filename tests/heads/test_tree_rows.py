@@ -21,6 +21,16 @@ def problem(seed):
     return hidden, weights, biases, targets
 
 
+def dense_value_and_grads(tree, hidden, weights, biases, targets):
+    """The tree softmax loss summed over rows and its gradients for hidden, weights and biases; the
+    targets are an argument, so problems of one shape on one tree share a compiled program."""
+
+    def loss(hidden, weights, biases, targets):
+        return tree_softmax_loss(hidden, weights, biases, targets, tree).sum()
+
+    return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(hidden, weights, biases, targets)
+
+
 def split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targets, capacity=None):
     """The split loss and its gradients, the top's and the deep rows' put back into [V - 1] tables."""
     capacity = deep_capacity(tree, targets, top_levels) if capacity is None else capacity
@@ -39,8 +49,7 @@ def split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targe
 @pytest.mark.parametrize("make_tree", [lambda: huffman_tree(COUNTS), lambda: balanced_tree(VOCAB)])
 def test_split_loss_and_gradients_equal_the_tree_softmax_loss(make_tree, top_levels):
     tree, (hidden, weights, biases, targets) = make_tree(), problem(top_levels)
-    dense = jax.jit(jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2)))
-    value, grads = dense(hidden, weights, biases)
+    value, grads = dense_value_and_grads(tree, hidden, weights, biases, targets)
     split_value, split_grads = split_value_and_table_grads(tree, top_levels, hidden, weights, biases, targets)
     np.testing.assert_allclose(split_value, value, rtol=1e-5)
     for got, expected in zip(split_grads, grads):
@@ -51,8 +60,7 @@ def test_split_loss_and_gradients_equal_the_tree_softmax_loss(make_tree, top_lev
 def test_split_gradients_equal_the_tree_softmax_gradients_at_any_capacity_that_holds_the_steps(spare):
     tree, (hidden, weights, biases, targets) = huffman_tree(COUNTS), problem(5)
     capacity = int(deep_steps(tree, targets, 2).sum()) + spare
-    dense = jax.jit(jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2)))
-    value, grads = dense(hidden, weights, biases)
+    value, grads = dense_value_and_grads(tree, hidden, weights, biases, targets)
     split_value, split_grads = split_value_and_table_grads(tree, 2, hidden, weights, biases, targets, capacity)
     np.testing.assert_allclose(split_value, value, rtol=1e-5)
     for got, expected in zip(split_grads, grads):
@@ -78,8 +86,7 @@ def test_split_loss_and_gradients_stay_exact_where_the_scores_saturate_log_sigmo
     the linear part of the loss."""
     tree, (hidden, weights, biases, targets) = huffman_tree(COUNTS), problem(4)
     hidden = 40.0 * hidden
-    dense = jax.jit(jax.value_and_grad(lambda *a: tree_softmax_loss(*a, targets, tree).sum(), argnums=(0, 1, 2)))
-    value, grads = dense(hidden, weights, biases)
+    value, grads = dense_value_and_grads(tree, hidden, weights, biases, targets)
     split_value, split_grads = split_value_and_table_grads(tree, 3, hidden, weights, biases, targets)
     assert np.isfinite(split_value) and value > 100.0
     np.testing.assert_allclose(split_value, value, rtol=1e-5)

@@ -1,6 +1,7 @@
 """What the pretrained tests share: the fixtures' place and names, and seqjax's logits and greedy
 tokens of an imported run, in the checkpoint's own ids."""
 
+import functools
 import pathlib
 
 import jax
@@ -32,17 +33,24 @@ def expected(name: str) -> dict[str, np.ndarray]:
     return dict(np.load(FIXTURES / name / "expected.npz"))
 
 
-def loaded(workdir):
-    """(model, head, params, layout) of the run in `workdir`."""
-    cfg, tokenizer, params, _ = read_run(str(workdir))
+@functools.cache  # a run is read once: its directory does not change once written
+def _loaded(workdir: str):
+    cfg, tokenizer, params, _ = read_run(workdir)
     size = tokenizer.vocab.size
     return build_model(cfg.model, size), build_head(cfg.head, size, np.zeros(size)), params, tokenizer.layout
+
+
+def loaded(workdir):
+    """(model, head, params, layout) of the finished run in `workdir`, read on first use; the
+    params are shared by the callers, which must not change them."""
+    return _loaded(str(workdir))
 
 
 def seqjax_logits(workdir, inputs: np.ndarray) -> np.ndarray:
     """The scores h·w + b [B, T, R] of the run for HF ids `inputs` [B, T], in HF row order."""
     model, _, params, layout = loaded(workdir)
-    hidden = model.apply({"params": params["model"]}, jnp.asarray(layout.seqjax_of[inputs], jnp.int32))
+    forward = jax.jit(lambda p, tokens: model.apply({"params": p}, tokens))  # one program, not op by op
+    hidden = forward(params["model"], jnp.asarray(layout.seqjax_of[inputs], jnp.int32))
     table = params["model"]["embed"]["embedding"] if "weights" not in params["head"] else params["head"]["weights"]
     return (np.asarray(hidden) @ table.T + params["head"]["biases"])[..., layout.seqjax_of]
 
