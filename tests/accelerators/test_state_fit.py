@@ -1,6 +1,8 @@
 """`seqjax compile` answers from the state's shapes before compiling when parameters, optimizer
 state and gradients alone exceed a device (a target with a tiny memory here, so that the tiny
-run does not fit), and says which sharding or mesh would bring them under, with the bytes."""
+run does not fit), and says which sharding or mesh would bring them under, with the bytes. The
+H100 x 8 target's devices are this machine's 8 CPU devices: what is checked is the state's
+shapes and shardings, which do not depend on the chip, and nothing is compiled."""
 
 import dataclasses
 
@@ -23,15 +25,16 @@ VOCAB = 64
 
 @pytest.fixture(scope="module")
 def run():
-    """The tiny run's abstract state on an H100 x 8 target (data parallel): nothing compiled."""
-    targets.use_target_compiler()
-    return abstract_run(tiny_config(*TINY), targets.target_devices(targets.parse_target("h100:8")), VOCAB)
+    """The tiny run's abstract state on 8 devices (data parallel): nothing compiled."""
+    return abstract_run(tiny_config(*TINY), jax.devices()[:8], VOCAB)
 
 
 def with_memory(monkeypatch, usable):
-    """An H100 x 8 whose usable memory per device (75% of it) is `usable` bytes."""
+    """An H100 x 8 whose usable memory per device (75% of it) is `usable` bytes, on this
+    machine's 8 devices."""
     chip = dataclasses.replace(targets.CHIPS["h100"], memory_bytes=int(usable / report_lib.GPU_MEMORY_FRACTION) + 1)
     monkeypatch.setitem(targets.CHIPS, "h100", chip)
+    monkeypatch.setattr(report_lib, "target_devices", lambda target: jax.devices()[: target.count])
     return targets.parse_target("h100:8")
 
 

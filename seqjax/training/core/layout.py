@@ -31,8 +31,9 @@ The optimizer state is made from the boxed parameters, so its moments carry thei
 parameter's boxes and are placed as the parameter is; a moment of another rank than its box
 (a factored second moment, as Adafactor's row and column means) or of one element (its
 placeholder) is replicated: it holds the sum of its parameter's dimensions, not their
-product. Integer leaves (step, counts, PRNG key) are replicated, and a float leaf without
-logical axes is an error naming its path.
+product. Integer leaves (step, counts, PRNG key) and an optimizer's own values (Muon's
+Newton–Schulz coefficients) are replicated, and a parameter without logical axes is an error
+naming its path.
 """
 
 from __future__ import annotations
@@ -220,22 +221,25 @@ def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
     """A NamedSharding for every leaf of `tree` as `init` makes it (arrays or ShapeDtypeStructs,
     the parameters and their optimizer state boxed in `nn.LogicallyPartitioned`): a boxed leaf
     placed by its logical axes under `strategy`; a factored moment (a box whose leaf has
-    other dimensions than axes, or a one-element placeholder) and an integer leaf replicated.
+    other dimensions than axes, or a one-element placeholder), an integer leaf and an
+    optimizer's own unboxed values replicated.
     The result has the structure of the unboxed tree (`nn.meta.unbox(tree)`).
 
     Raises:
-      ValueError: a float leaf without logical axes (its path named), or a box whose axes do
-        not fit (`partition_spec`).
+      ValueError: a float parameter (under `params/`) without logical axes (its path named), or
+        a box whose axes do not fit (`partition_spec`).
     """
     validate_strategy(strategy, mesh)
 
     def place(path: Sequence[Any], leaf: Any) -> NamedSharding:
         name = path_name(path)
         if _boxed(leaf):
+            if not jax.tree.leaves(leaf.value):  # a parameter its transform skips (optax's MaskedNode)
+                return leaf.value
             if len(leaf.value.shape) != len(leaf.names) or leaf.value.size == 1:
                 return NamedSharding(mesh, P())
             return NamedSharding(mesh, partition_spec(leaf.names, leaf.value.shape, strategy, mesh, name))
-        if jnp.issubdtype(leaf.dtype, jnp.floating):
+        if name.startswith("params/") and jnp.issubdtype(leaf.dtype, jnp.floating):
             raise ValueError(
                 f"{name} has no logical axes: create it with nn.with_logical_partitioning(init, axes), "
                 f"one of {', '.join(LOGICAL_AXES)} (or None) per dimension"
