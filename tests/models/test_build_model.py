@@ -21,7 +21,10 @@ def test_kind_selects_the_module():
         ({"d_model": 0}, "model.d_model must be an int >= 1, got 0"),
         ({"layers": -1}, "model.layers must be an int >= 1, got -1"),
         ({"dropout": 1.0}, r"model.dropout must be in \[0, 1\), got 1.0"),
-        ({"d_model": 30, "num_heads": 4}, r"model.d_model must be divisible by model.num_heads=4 \(model.head_dim=0\), got 30"),
+        (
+            {"d_model": 30, "num_heads": 4},
+            r"model.d_model must be divisible by model.num_heads=4 \(model.head_dim=0\), got 30",
+        ),
         ({"positions": "rotary"}, "model.positions must be one of sinusoidal, learned"),
         ({"norm": "mid"}, "model.norm must be one of pre, post"),
         ({"window": -2}, "model.window must be an int >= 0"),

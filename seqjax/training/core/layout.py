@@ -231,7 +231,7 @@ def tree_shardings(tree: Any, mesh: Mesh, strategy: str = "data") -> Any:
     """
     validate_strategy(strategy, mesh)
 
-    def place(path: Sequence[Any], leaf: Any) -> NamedSharding:
+    def place(path: Sequence[Any], leaf: Any) -> Any:  # a NamedSharding, or an empty node as it is
         name = path_name(path)
         if _boxed(leaf):
             if not jax.tree.leaves(leaf.value):  # a parameter its transform skips (optax's MaskedNode)
