@@ -54,6 +54,18 @@ def context_mesh() -> AbstractMesh | None:
     return mesh
 
 
+def gpu_capability(device: Any) -> tuple[int, int] | None:
+    """The CUDA compute capability of `device`, (9, 0) for a Hopper GPU, or None for another
+    device (JAX describes a GPU's, and a GPU target's, as "9.0")."""
+    if device.platform not in ("gpu", "cuda"):
+        return None
+    described = getattr(device, "compute_capability", None)
+    if described is None:
+        return None
+    major, minor = str(described).split(".")
+    return int(major), int(minor)
+
+
 def compute_platform() -> str:
     """ "cpu" | "gpu" | "tpu": the platform of the devices the step being traced runs on — its
     mesh's (so a program compiled on a CPU for a GPU target is the GPU's program), else JAX's

@@ -132,6 +132,12 @@ class DataConfig:
         "per-segment positions (Transformers; objectives feeding gold tokens); an LM is then also evaluated "
         "line by line",
     )
+    max_segments: int = option(
+        0,
+        "data.packing: the most segments (lines or pairs) a packed row holds, a row closing when it has them; "
+        "cuDNN's fused attention takes packed rows only with this bound (its per-row arrays are this long); "
+        "0: as many as fit",
+    )
     num_train: int = option(20000, "examples (seq2seq) or sentences (LM) in the train split", kinds=("synthetic",))
     num_eval: int = option(500, "examples or sentences in each of valid and test", kinds=("synthetic",))
     seed: int = option(0, "seed of the generated data", kinds=("synthetic",))

@@ -23,6 +23,7 @@ def build_model(
     src_vocab_size: int | None = None,
     platform: str | None = None,
     rows: SelfAttentionRows | None = None,
+    capability: tuple[int, int] | None = None,
 ) -> Model:
     """Returns the Linen module for `cfg.kind`; parameters float32, matmuls in `dtype`.
 
@@ -30,7 +31,8 @@ def build_model(
     platform: "cpu" | "gpu" | "tpu", the devices the model runs on (None: JAX's default
       backend), and rows: the rows its teacher-forced self-attention reads (None: unknown
       lengths, neither packed nor padded); a Transformer's `model.attention_kernel` is resolved
-      for them, and the module carries the answer (`kernel_choice`).
+      for them (and a GPU's compute `capability`, where known), and the module carries the
+      answer (`kernel_choice`).
     A counted kind (the n-gram) is not built but counted: its class's `count`.
     """
     validate_model_config(cfg, vocab_size, src_vocab_size)
@@ -39,7 +41,7 @@ def build_model(
     extra: dict[str, Any] = {}
     if cfg.kind in ATTENTION:
         where = platform or jax.default_backend()
-        extra["kernel_choice"] = choose_kernel(cfg, dtype, where, rows or SelfAttentionRows())
+        extra["kernel_choice"] = choose_kernel(cfg, dtype, where, rows or SelfAttentionRows(), capability)
     if is_seq2seq(cfg):
         source = vocab_size if src_vocab_size is None else src_vocab_size
         result: Model = model_class(cfg)(cfg, vocab_size, source, dtype=dtype, **extra)

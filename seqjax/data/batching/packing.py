@@ -20,13 +20,17 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from seqjax.checks import check_int
 from seqjax.data.batching.rows import Batch, RowRanges, ShuffledRows, check_positive, check_seed, check_stream
 from seqjax.data.batching.seq2seq import check_pairs
 from seqjax.data.tokenizers.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
-def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Assigns pieces of `lengths` [P] (each in [1, capacity]) to rows of `capacity` slots.
+def best_fit_decreasing(
+    lengths: np.ndarray, capacity: int, max_segments: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Assigns pieces of `lengths` [P] (each in [1, capacity]) to rows of `capacity` slots, at
+    most `max_segments` pieces to a row (0: as many as fit).
 
     Returns:
       row [P], offset [P] (first slot in the row) and segment [P] (1-based order within the
@@ -54,12 +58,17 @@ def best_fit_decreasing(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray,
         segment[piece] = count[target]
         used[target] += length
         left = space - length
-        if left:
+        if left and count[target] != max_segments:
             if left not in free:
                 free[left] = []
                 bisect.insort(sizes, left)
             free[left].append(target)
     return row, offset, segment
+
+
+def check_segments(max_segments: int) -> None:
+    """max_segments: an int >= 0 (0: a row holds as many segments as fit)."""
+    check_int("data.max_segments", max_segments, minimum=0)
 
 
 class PackedLMBatches(ShuffledRows):
@@ -70,16 +79,19 @@ class PackedLMBatches(ShuffledRows):
     `lm_eval_batches`; a line longer than seq_len is cut into pieces of seq_len pairs, each
     its own segment. Every target of the stream is in exactly one row.
 
+    A row holds at most `max_segments` segments (0: as many as fit).
+
     Attributes:
       num_rows: packed rows R; batches_per_epoch = R // batch_size.
       fill: the fraction of the R · seq_len slots that hold a target.
     """
 
-    def __init__(self, stream: np.ndarray, batch_size: int, seq_len: int, seed: int):
+    def __init__(self, stream: np.ndarray, batch_size: int, seq_len: int, seed: int, max_segments: int = 0):
         stream = check_stream(stream)
         check_positive(batch_size, "batch_size")
         check_positive(seq_len, "seq_len")
         check_seed(seed)
+        check_segments(max_segments)
         self.batch_size, self.seq_len, self.seed = batch_size, seq_len, seed
         # Pair j: input before[j], target stream[j]; a line's pairs end at its `</s>`.
         self.before = np.concatenate([np.array([EOS_ID], np.int32), stream[:-1]])
@@ -95,7 +107,7 @@ class PackedLMBatches(ShuffledRows):
         ]
         piece_starts = np.array([first for first, _ in pieces], np.int64)
         lengths = np.array([length for _, length in pieces], np.int64)
-        row, offset, segment = best_fit_decreasing(lengths, seq_len)
+        row, offset, segment = best_fit_decreasing(lengths, seq_len, max_segments)
         self.num_rows = int(row.max()) + 1 if len(row) else 0
         if self.num_rows < batch_size:
             raise ValueError(
@@ -143,7 +155,7 @@ class PackedLMBatches(ShuffledRows):
         }
 
 
-def packed_lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) -> Iterator[Batch]:
+def packed_lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int, max_segments: int = 0) -> Iterator[Batch]:
     """Batches whose targets are every token of `stream` exactly once, each line scored alone
     from its own start, as `PackedLMBatches` trains on it: the packed rows in order, the last
     batch filled up with padding rows (mask 0). The evaluation of a packed-trained LM.
@@ -152,7 +164,7 @@ def packed_lm_eval_batches(stream: np.ndarray, batch_size: int, seq_len: int) ->
       the keys of `PackedLMBatches.batch`, [batch_size, seq_len] each.
     """
     check_positive(batch_size, "batch_size")
-    packed = PackedLMBatches(stream, 1, seq_len, seed=0)
+    packed = PackedLMBatches(stream, 1, seq_len, seed=0, max_segments=max_segments)
     for first in range(0, packed.num_rows, batch_size):
         chosen = np.arange(first, first + batch_size)
         yield packed.rows(np.where(chosen < packed.num_rows, chosen, -1))
@@ -165,17 +177,26 @@ class PackedSeq2SeqBatches(ShuffledRows):
     source + `</s>` with positions from 0, `<s>` + target as inputs and target + `</s>` as
     targets; the shorter side's remaining slots are padding. Pairs longer than L - 1 tokens are
     dropped (`dropped` counts them). Every source slot is attended by position (src_mask 1);
-    the segments decide what sees what.
+    the segments decide what sees what. A row holds at most `max_segments` pairs (0: as many as fit).
     """
 
-    def __init__(self, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], batch_size: int, length: int, seed: int):
+    def __init__(
+        self,
+        src: Sequence[np.ndarray],
+        tgt: Sequence[np.ndarray],
+        batch_size: int,
+        length: int,
+        seed: int,
+        max_segments: int = 0,
+    ):
         (length,) = check_pairs(src, tgt, batch_size, (length,))
         check_seed(seed)
+        check_segments(max_segments)
         self.src, self.tgt, self.batch_size, self.length, self.seed = src, tgt, batch_size, length, seed
         sizes = np.array([max(len(s), len(t)) + 1 for s, t in zip(src, tgt)], np.int64)
         kept = np.flatnonzero(sizes <= length)
         self.dropped = len(sizes) - len(kept)
-        row, offset, segment = best_fit_decreasing(sizes[kept], length)
+        row, offset, segment = best_fit_decreasing(sizes[kept], length, max_segments)
         self.num_rows = int(row.max()) + 1 if len(row) else 0
         if self.num_rows < batch_size:
             raise ValueError(

@@ -50,6 +50,7 @@ class BatchPlan:
     Attributes:
       rows: what a row holds ("stream" | "lines" | "pairs", as the module docstring says).
       packing: data.packing (training rows of several whole lines or pairs).
+      max_segments: data.max_segments (the most lines or pairs a packed row holds; 0: as many as fit).
       batch_size: train.batch_size (the rows of a batch; evaluation's too).
       seq_len: data.seq_len (an LM row's positions).
       buckets: data.buckets (a pair batch's lengths).
@@ -62,6 +63,7 @@ class BatchPlan:
 
     rows: Rows
     packing: bool
+    max_segments: int
     batch_size: int
     seq_len: int
     buckets: tuple[int, ...]
@@ -75,7 +77,16 @@ class BatchPlan:
         """The plan of the run `cfg`, whose model reads `rows` and sequences of at most `max_length`."""
         d, t = cfg.data, cfg.train
         return cls(
-            rows, d.packing, t.batch_size, d.seq_len, tuple(d.buckets), d.max_tokens, t.seed, t.eval_batches, max_length
+            rows,
+            d.packing,
+            d.max_segments,
+            t.batch_size,
+            d.seq_len,
+            tuple(d.buckets),
+            d.max_tokens,
+            t.seed,
+            t.eval_batches,
+            max_length,
         )
 
     def train(self, data: LMData | ParallelData, row_multiple: int = 1) -> IndexedBatches:
@@ -84,7 +95,7 @@ class BatchPlan:
         if self.rows == "pairs":
             src, tgt = cast(ParallelData, data).splits["train"]
             if self.packing:
-                return PackedSeq2SeqBatches(src, tgt, self.batch_size, self.buckets[-1], self.seed)
+                return PackedSeq2SeqBatches(src, tgt, self.batch_size, self.buckets[-1], self.seed, self.max_segments)
             if self.max_tokens:
                 return TokenBudgetBatches(src, tgt, self.max_tokens, self.buckets, self.seed, row_multiple)
             return Seq2SeqBatches(src, tgt, self.batch_size, self.buckets, self.seed)
@@ -92,7 +103,7 @@ class BatchPlan:
         if self.rows == "lines":
             return LineBatches(stream, self.batch_size, self.seq_len, self.seed)
         if self.packing:
-            return PackedLMBatches(stream, self.batch_size, self.seq_len, self.seed)
+            return PackedLMBatches(stream, self.batch_size, self.seq_len, self.seed, self.max_segments)
         return LMBatches(stream, self.batch_size, self.seq_len, self.seed)
 
     def eval(self, data: LMData | ParallelData, split: str) -> Iterator[Batch]:
@@ -109,7 +120,7 @@ class BatchPlan:
             if self.rows == "lines":
                 batches = line_eval_batches(stream, self.batch_size, self.seq_len, f"data.{split}")
             elif self.packing:
-                batches = packed_lm_eval_batches(stream, self.batch_size, self.seq_len)
+                batches = packed_lm_eval_batches(stream, self.batch_size, self.seq_len, self.max_segments)
             else:
                 batches = lm_eval_batches(stream, self.batch_size, self.seq_len)
         return itertools.islice(batches, self.eval_batches) if self.eval_batches else batches

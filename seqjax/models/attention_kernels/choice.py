@@ -21,11 +21,13 @@ class SelfAttentionRows:
     packed: whether they hold several segments each (data.packing: segment ids).
     padded: whether the model reads their padding (an encoder's rows, an encoder-decoder's
       sources), which a language model's whole rows have none of.
+    max_segments: the most segments a packed row holds (data.max_segments; 0: no bound).
     """
 
     lengths: tuple[int, ...] = ()
     packed: bool = False
     padded: bool = False
+    max_segments: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +37,15 @@ class KernelChoice:
     requested: `model.attention_kernel` as configured ("auto" or a registered kernel's name).
     kernel: the registered kernel it is on the run's devices.
     fallback: why some of the run's self-attention runs on XLA instead, or None.
+    max_segments: the bound on a packed row's segments the model's masks carry
+      (`SelfMask.max_segments`): the rows' where the kernel takes packed rows so bounded on the
+      run's devices, else 0 (packed rows then attend on XLA).
     """
 
     requested: str
     kernel: str
     fallback: str | None = None
+    max_segments: int = 0
 
 
 def run_mask_parts(cfg: ModelConfig, rows: SelfAttentionRows) -> frozenset[MaskPart]:
@@ -80,9 +86,15 @@ def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
     return max(fitting, key=lambda k: k.build.auto_priority).name
 
 
-def choose_kernel(cfg: ModelConfig, dtype: Any, platform: str, rows: SelfAttentionRows) -> KernelChoice:
+def choose_kernel(
+    cfg: ModelConfig, dtype: Any, platform: str, rows: SelfAttentionRows, capability: tuple[int, int] | None = None
+) -> KernelChoice:
     """`cfg.attention_kernel` for a model of `cfg` whose matmuls run in `dtype` on `platform`'s
-    devices over `rows`: the kernel (`resolve`) and, where it leaves some of the self-attention
-    to XLA, why."""
+    devices (a GPU's of compute `capability`, where known) over `rows`: the kernel (`resolve`)
+    and, where it leaves some of the self-attention to XLA, why."""
     name = resolve(cfg.attention_kernel, dtype, cfg.head_width, platform)
-    return KernelChoice(cfg.attention_kernel, name, kernel(name).fallback(run_mask_parts(cfg, rows), rows.lengths))
+    chosen = kernel(name)
+    parts = run_mask_parts(cfg, rows)
+    fallback = chosen.fallback(parts, rows.lengths, max_segments=rows.max_segments, capability=capability)
+    packed_here = rows.packed and chosen.packed_refusal(rows.max_segments, capability) is None
+    return KernelChoice(cfg.attention_kernel, name, fallback, rows.max_segments if packed_here else 0)

@@ -66,6 +66,10 @@ class AttentionKernel:
       head_multiple, max_head: the head widths Dh it takes: multiples of head_multiple, up to
         max_head (0: no bound).
       row_multiple: the tokens it tiles rows by; rows of another length run on XLA.
+      bounded_segments: it takes packed rows as each segment's length and offset, arrays as
+        long as the most segments a row holds: only with that bound (`data.max_segments`).
+      packed_capability: the least CUDA compute capability of a GPU on which it takes packed
+        rows (None: any it runs on).
       auto_priority: `model.attention_kernel=auto` takes, of the kernels that fit the run's
         devices, dtype and head width, the one of the highest priority (the first registered of
         equals); None: only a config that names it gets it.
@@ -81,6 +85,8 @@ class AttentionKernel:
     head_multiple: int = 1
     max_head: int = 0
     row_multiple: int = 1
+    bounded_segments: bool = False
+    packed_capability: tuple[int, int] | None = None
     auto_priority: int | None = None
     hlo: CustomCall | None = None
 
@@ -104,10 +110,23 @@ class AttentionKernel:
             return f"takes heads (model.head_dim, else d_model / num_heads) of {rule} features, got {head_width}"
         return None
 
-    def fallback(self, parts: Collection[MaskPart], lengths: Collection[int]) -> str | None:
-        """Why self-attention under masks of `parts` over rows of `lengths` tokens runs on XLA
-        rather than on this kernel, one clause per reason, or None where it runs all of it."""
+    def fallback(
+        self,
+        parts: Collection[MaskPart],
+        lengths: Collection[int],
+        *,
+        max_segments: int = 0,
+        capability: tuple[int, int] | None = None,
+    ) -> str | None:
+        """Why self-attention under masks of `parts` over rows of `lengths` tokens, packed rows
+        holding at most `max_segments` segments (0: no bound), runs on XLA rather than on this
+        kernel on a GPU of compute `capability` (None: not a GPU, or not known), one clause per
+        reason, or None where it runs all of it."""
         reasons = [f"{self.title} {_LACKS[part]}" for part in MASK_PARTS if part in parts and part not in self.masks]
+        if "segments" in parts and "segments" in self.masks:
+            refusal = self.packed_refusal(max_segments, capability)
+            if refusal is not None:
+                reasons.append(f"{self.title} {refusal}: packed rows (data.packing) attend on XLA")
         untiled = sorted({n for n in lengths if n % self.row_multiple})
         if untiled:
             rows = ", ".join(map(str, untiled))
@@ -116,9 +135,20 @@ class AttentionKernel:
             )
         return "; ".join(reasons) or None
 
+    def packed_refusal(self, max_segments: int, capability: tuple[int, int] | None) -> str | None:
+        """Why the kernel does not take packed rows of at most `max_segments` segments (0: no
+        bound) on a GPU of compute `capability`, or None where it does."""
+        if self.packed_capability and capability is not None and capability < self.packed_capability:
+            least, have = (".".join(map(str, c)) for c in (self.packed_capability, capability))
+            return f"takes packed rows on GPUs of compute capability {least} or newer, the run's is {have}"
+        if self.bounded_segments and max_segments <= 0:
+            return "takes packed rows only with a bound on their segments (data.max_segments, e.g. 32)"
+        return None
+
     def expresses(self, mask: SelfMask, length: int) -> bool:
-        """Whether the kernel runs `mask` over rows of `length` tokens (else XLA does)."""
-        return self.fallback(mask_parts(mask), (length,)) is None
+        """Whether the kernel runs `mask` over rows of `length` tokens (else XLA does); packed
+        rows by the bound the mask carries (the model was built for its devices' capability)."""
+        return self.fallback(mask_parts(mask), (length,), max_segments=mask.max_segments) is None
 
 
 def mask_parts(mask: SelfMask) -> frozenset[MaskPart]:

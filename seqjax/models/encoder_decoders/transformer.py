@@ -80,7 +80,7 @@ class TransformerSeq2Seq(EncoderDecoder):
         if positions is None:
             positions = jnp.arange(src.shape[1], dtype=jnp.int32)
         x = self.source_inputs(self.source_embed(src), positions, train)
-        mask = self_mask(causal=False, valid=src_mask, segments=segments)
+        mask = self_mask(causal=False, valid=src_mask, segments=segments, max_segments=self.kernel_choice.max_segments)
         x = run_blocks(self.encoder_blocks, self.cfg, x, positions, mask, train=train)
         if self.cfg.norm == "pre":
             x = self.encoder_norm(x)
@@ -123,7 +123,14 @@ class TransformerSeq2Seq(EncoderDecoder):
             positions = jnp.arange(tokens.shape[1], dtype=jnp.int32)
         x = self.target_inputs(embedded, positions, train)
         window, dilation = self.cfg.window, self.cfg.dilation
-        target_mask = self_mask(causal=True, window=window, dilation=dilation, valid=mask, segments=segment_ids)
+        target_mask = self_mask(
+            causal=True,
+            window=window,
+            dilation=dilation,
+            valid=mask,
+            segments=segment_ids,
+            max_segments=self.kernel_choice.max_segments,
+        )
         source_mask = padding_mask(src_mask)
         if segment_ids is not None and src_segment_ids is not None:
             source_mask = source_mask & segment_mask(segment_ids, src_segment_ids)

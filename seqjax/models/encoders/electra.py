@@ -86,7 +86,7 @@ class ElectraEncoder(TransformerEncoder):
     def setup(self) -> None:
         super().setup()
         generator = generator_config(self.cfg)
-        self.generator_stack = EncoderStack(generator, self.dtype, kernel=self.kernel_choice.kernel)
+        self.generator_stack = EncoderStack(generator, self.dtype, kernel_choice=self.kernel_choice)
         if generator.d_model != self.cfg.d_model:
             axes = dense_axes(("embed", "features"))
             self.generator_in = nn.Dense(generator.d_model, dtype=self.dtype, name="generator_in", **axes)

@@ -36,11 +36,11 @@ class EncoderStack(nn.Module):
 
     cfg: Any
     dtype: Any = jnp.float32
-    kernel: str = dataclasses.field(kw_only=True)  # self-attention's registered kernel
+    kernel_choice: KernelChoice = dataclasses.field(kw_only=True)  # self-attention's kernel (`build_model`)
 
     def setup(self) -> None:
         self.inputs = PositionalInputs(self.cfg)
-        self.blocks = make_blocks(self.cfg, self.dtype, self.kernel)
+        self.blocks = make_blocks(self.cfg, self.dtype, self.kernel_choice.kernel)
         if self.cfg.norm == "pre":
             self.final_norm = make_norm(self.cfg, self.dtype)
 
@@ -48,7 +48,8 @@ class EncoderStack(nn.Module):
         self, embedded: Array, mask: Array | None, positions: Array, segment_ids: Array | None, train: bool
     ) -> Array:
         x = self.inputs(embedded, positions, train)
-        attention_mask = self_mask(causal=False, valid=mask, segments=segment_ids)
+        bound = self.kernel_choice.max_segments
+        attention_mask = self_mask(causal=False, valid=mask, segments=segment_ids, max_segments=bound)
         x = run_blocks(self.blocks, self.cfg, x, positions, attention_mask, train=train)
         if self.cfg.norm == "pre":
             x = self.final_norm(x)
@@ -73,7 +74,7 @@ class TransformerEncoder(PackedTokenModel):
     def setup(self) -> None:
         # One more row than the vocabulary: [MASK] = V, an input only.
         self.token_embed = token_embedding(self.vocab_size + 1, self.cfg.d_model, "embed")
-        self.encoder = EncoderStack(self.cfg, self.dtype, kernel=self.kernel_choice.kernel)
+        self.encoder = EncoderStack(self.cfg, self.dtype, kernel_choice=self.kernel_choice)
 
     def target_embedding(self) -> Array:
         """The vocabulary's rows [V, D] float32 of the input table (a tied head scores words, never [MASK])."""

@@ -65,7 +65,12 @@ class TransformerLM(PackedTokenModel):
         int32; segment_ids: [B, T] int32 or None. Returns hidden: [B, T, D] float32."""
         x = self.inputs(x, positions, train)
         attention_mask = self_mask(
-            causal=True, window=self.cfg.window, dilation=self.cfg.dilation, valid=mask, segments=segment_ids
+            causal=True,
+            window=self.cfg.window,
+            dilation=self.cfg.dilation,
+            valid=mask,
+            segments=segment_ids,
+            max_segments=self.kernel_choice.max_segments,
         )
         x = run_blocks(self.blocks, self.cfg, x, positions, attention_mask, train=train)
         return self._finish(x)

@@ -111,6 +111,9 @@ class SelfMask:
     valid: None, or [B, T] bool, the real tokens (a prefix of each row: batches are padded
       at the end); no key beyond them is seen.
     segments: None, or [B, T] int32 segment ids of packed rows; a query sees only its own.
+    max_segments (static): the most segments a packed row holds (`data.max_segments`), the bound
+      a kernel that takes packed rows as per-segment lengths and offsets is traced with (cuDNN's);
+      0: no bound known, and such a kernel leaves packed rows to XLA.
 
     Kept in parts so that each fused kernel is given what it expresses: cuDNN's the lengths
     of the valid prefixes, the splash kernel's the segment ids.
@@ -121,6 +124,7 @@ class SelfMask:
     causal: bool = flax.struct.field(pytree_node=False, default=True)
     window: int = flax.struct.field(pytree_node=False, default=0)
     dilation: int = flax.struct.field(pytree_node=False, default=1)
+    max_segments: int = flax.struct.field(pytree_node=False, default=0)
 
     @property
     def extra(self) -> Array | None:
@@ -155,9 +159,15 @@ class SelfMask:
 
 
 def self_mask(
-    *, causal: bool, window: int = 0, dilation: int = 1, valid: Array | None = None, segments: Array | None = None
+    *,
+    causal: bool,
+    window: int = 0,
+    dilation: int = 1,
+    valid: Array | None = None,
+    segments: Array | None = None,
+    max_segments: int = 0,
 ) -> SelfMask:
     """The SelfMask with optional key padding valid [B, T] bool (a prefix of each row) and
-    segment ids segments [B, T] int32 (the structured part is built only where a kernel needs
-    it densely)."""
-    return SelfMask(valid, segments, causal, window, dilation)
+    segment ids segments [B, T] int32 of rows holding at most `max_segments` segments (0: no
+    bound known; the structured part is built only where a kernel needs it densely)."""
+    return SelfMask(valid, segments, causal, window, dilation, max_segments)

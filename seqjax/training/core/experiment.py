@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -15,6 +16,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from seqjax import optimizers as optim
+from seqjax.checks import check_int
 from seqjax.config import OBJECTIVES, Config, check_choices
 from seqjax.contracts import Batch, Head, Model, Objective, missing_methods
 from seqjax.data import LMData, ParallelData, Tokenizer, holds_pairs, load_data
@@ -40,6 +42,7 @@ from seqjax.models import (
     takes_pretrained_encoder,
 )
 from seqjax.objectives import build_objective, feeds_gold_only
+from seqjax.placement import gpu_capability
 from seqjax.training.core.layout import validate_layout
 
 PRECISIONS = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -76,6 +79,9 @@ def validate_train(cfg: Config) -> None:
             f"data.max_tokens={cfg.data.max_tokens} fills batches of sentence pairs by length bucket: it needs an "
             f"encoder-decoder without data.packing, got model.kind={cfg.model.kind!r}, data.packing={cfg.data.packing}"
         )
+    check_int("data.max_segments", cfg.data.max_segments, minimum=0)
+    if cfg.data.max_segments and not cfg.data.packing:
+        raise ValueError(f"data.max_segments={cfg.data.max_segments} bounds packed rows: it needs data.packing=true")
     if cfg.data.packing:
         validate_packing(cfg)
     validate_model_objective(cfg)
@@ -243,16 +249,26 @@ def attention_rows(cfg: Config) -> SelfAttentionRows:
     sources, an encoder's rows)."""
     seq2seq = is_seq2seq(cfg.model)
     lengths = tuple(cfg.data.buckets) if seq2seq else (cfg.data.seq_len,)
-    return SelfAttentionRows(lengths, packed=cfg.data.packing, padded=seq2seq or not generates(cfg.model))
+    padded = seq2seq or not generates(cfg.model)
+    return SelfAttentionRows(lengths, packed=cfg.data.packing, padded=padded, max_segments=cfg.data.max_segments)
 
 
-def run_model(cfg: Config, vocab_size: int, platform: str | None = None, src_vocab_size: int | None = None) -> Model:
+def run_model(cfg: Config, vocab_size: int, device: Any = None, src_vocab_size: int | None = None) -> Model:
     """The run's model for a vocabulary of `vocab_size` words, its matmuls in train.precision, its
-    attention kernel chosen for `platform`'s devices (None: JAX's default backend) and the run's
-    rows (`attention_rows`)."""
+    attention kernel chosen for devices like `device` (one of the run's; None: JAX's default
+    backend) and the run's rows (`attention_rows`)."""
     dtype = PRECISIONS[cfg.train.precision]
     rows = attention_rows(cfg)
-    return build_model(cfg.model, vocab_size, dtype=dtype, src_vocab_size=src_vocab_size, platform=platform, rows=rows)
+    platform, capability = (None, None) if device is None else (device.platform, gpu_capability(device))
+    return build_model(
+        cfg.model,
+        vocab_size,
+        dtype=dtype,
+        src_vocab_size=src_vocab_size,
+        platform=platform,
+        rows=rows,
+        capability=capability,
+    )
 
 
 def build_parts(
@@ -263,9 +279,9 @@ def build_parts(
 
     The model is built for the devices of `mesh` (JAX's default backend without one): that is
     what `model.attention_kernel=auto` is resolved for."""
-    platform = None
+    device = None
     if mesh is not None:
         validate_layout(cfg, mesh, vocab_size)
-        platform = mesh.devices.flat[0].platform
-    model = run_model(cfg, vocab_size, platform, src_vocab_size)
+        device = mesh.devices.flat[0]
+    model = run_model(cfg, vocab_size, device, src_vocab_size)
     return model, output_head(cfg, vocab_size, counts, mesh), build_objective(cfg.objective)
