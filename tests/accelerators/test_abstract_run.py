@@ -2,6 +2,8 @@
 train, eval and decode programs compile for a mesh of simulated CPU devices without a
 parameter being made or, with a vocabulary size, any data read."""
 
+from types import SimpleNamespace
+
 import jax
 import numpy as np
 import pytest
@@ -72,24 +74,60 @@ def test_zipf_counts_fall_with_rank():
     assert counts[0] == 10**9 and np.all(np.diff(counts) <= 0) and counts[-1] >= 1
 
 
+H100, A100 = (SimpleNamespace(platform="gpu", compute_capability=c) for c in ("9.0", "8.0"))
+TPU, CPU = SimpleNamespace(platform="tpu"), SimpleNamespace(platform="cpu")
+PACKED = ("data.packing=true", "data.max_segments=8")
+
+
 @pytest.mark.parametrize(
-    "platform, overrides, notice",
+    "device, overrides, notice",
     [
-        ("gpu", ("data.packing=true",), "takes no segment ids: packed rows (data.packing) attend on XLA"),
-        ("gpu", ("model.window=4", "model.dilation=2"), "has no dilated window (model.dilation > 1)"),
-        ("gpu", (), None),
+        (H100, ("data.packing=true",), "takes packed rows only with a bound on their segments (data.max_segments"),
+        (H100, PACKED, None),
+        (A100, PACKED, "takes packed rows on GPUs of compute capability 9.0 or newer, the run's is 8.0"),
+        (H100, ("model.window=4", "model.dilation=2"), "has no dilated window (model.dilation > 1)"),
+        (H100, (), None),
         (
-            "tpu",
+            TPU,
             ("model.d_model=256", "model.num_heads=2"),
             "tiles rows by 128 tokens: rows of 16 tokens attend on XLA",
         ),
-        ("tpu", ("model.d_model=256", "model.num_heads=2", "data.seq_len=128", "data.packing=true"), None),
-        ("cpu", ("data.packing=true",), None),
-        ("gpu", ("model.kind=rnn",), None),
+        (TPU, ("model.d_model=256", "model.num_heads=2", "data.seq_len=128", "data.packing=true"), None),
+        (CPU, ("data.packing=true",), None),
+        (H100, ("model.kind=rnn",), None),
     ],
 )
-def test_a_fused_kernel_that_leaves_attention_to_xla_says_why(platform, overrides, notice):
+def test_a_fused_kernel_that_leaves_attention_to_xla_says_why(device, overrides, notice):
     cfg = tiny_config("train.precision=bfloat16", *overrides)
-    choice = kernel_choice(run_model(cfg, 40, platform))
+    choice = kernel_choice(run_model(cfg, 40, device))
     got = None if choice is None else choice.fallback
     assert got is None if notice is None else notice in got
+
+
+@pytest.mark.parametrize(
+    "device, overrides, notice",
+    [
+        (
+            TPU,
+            ("model.d_model=128", "model.num_heads=2"),
+            "the splash kernel takes heads (model.head_dim, else d_model / num_heads) of a multiple of 128 "
+            "features, got 64: XLA runs instead",
+        ),
+        (
+            H100,
+            ("train.precision=float32",),
+            "cuDNN's fused attention takes bfloat16 or float16 operands (train.precision), got float32: XLA runs "
+            "instead",
+        ),
+    ],
+)
+def test_auto_says_which_kernel_made_for_the_devices_it_passed_over_and_why(device, overrides, notice):
+    cfg = tiny_config("train.precision=bfloat16", *overrides)
+    choice = kernel_choice(run_model(cfg, 40, device))
+    assert choice is not None and choice.kernel == "xla" and choice.fallback == notice
+
+
+@pytest.mark.parametrize("device, bound", [(H100, 8), (A100, 0)])
+def test_the_model_carries_the_segment_bound_only_where_its_kernel_takes_packed_rows(device, bound):
+    choice = kernel_choice(run_model(tiny_config("train.precision=bfloat16", *PACKED), 40, device))
+    assert choice is not None and choice.kernel == "cudnn" and choice.max_segments == bound

@@ -86,15 +86,33 @@ def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
     return max(fitting, key=lambda k: k.build.auto_priority).name
 
 
+def passed_over(requested: str, name: str, dtype: Any, head_width: int, platform: str) -> str | None:
+    """For `model.attention_kernel=auto` resolved to `name`: why each kernel made for `platform`'s
+    devices that auto prefers to it does not run (cuDNN's on a GPU in 32 bits, the splash kernel
+    on a TPU for heads not a multiple of 128 wide), or None."""
+    if requested != "auto":
+        return None
+    ranked = kernel(name).auto_priority or 0
+    reasons = [
+        f"{k.build.title} {k.build.refusal(platform, dtype, head_width)}: {kernel(name).title} runs instead"
+        for k in ATTENTION_KERNELS.kinds()
+        if platform in k.build.platforms and (k.build.auto_priority or 0) > ranked
+    ]
+    return "; ".join(reasons) or None
+
+
 def choose_kernel(
     cfg: ModelConfig, dtype: Any, platform: str, rows: SelfAttentionRows, capability: tuple[int, int] | None = None
 ) -> KernelChoice:
     """`cfg.attention_kernel` for a model of `cfg` whose matmuls run in `dtype` on `platform`'s
     devices (a GPU's of compute `capability`, where known) over `rows`: the kernel (`resolve`)
-    and, where it leaves some of the self-attention to XLA, why."""
+    and, where it leaves some of the self-attention to XLA (or auto passed over a kernel made
+    for these devices), why."""
     name = resolve(cfg.attention_kernel, dtype, cfg.head_width, platform)
     chosen = kernel(name)
     parts = run_mask_parts(cfg, rows)
     fallback = chosen.fallback(parts, rows.lengths, max_segments=rows.max_segments, capability=capability)
+    skipped = passed_over(cfg.attention_kernel, name, dtype, cfg.head_width, platform)
+    fallback = "; ".join(filter(None, (skipped, fallback))) or None
     packed_here = rows.packed and chosen.packed_refusal(rows.max_segments, capability) is None
     return KernelChoice(cfg.attention_kernel, name, fallback, rows.max_segments if packed_here else 0)

@@ -128,31 +128,41 @@ def _capability_as_built() -> Iterator[None]:
         fused.check_compute_capability = checked
 
 
-def packed_cudnn_attention(q: Array, k: Array, v: Array, mask: SelfMask, segments: Array) -> Array:
-    """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] within the `segments` [B, T] of
-    packed rows (at most `mask.max_segments` a row, each contiguous) under the rest of `mask`,
-    by cuDNN's packed layout. Returns [B, T, H, Dh] in q's dtype, zero at tokens of no segment."""
+def packed_arguments(q: Array, k: Array, v: Array, mask: SelfMask, segments: Array) -> dict[str, Any]:
+    """What cuDNN's packed layout is given for attention of q [B, T, H, Dh] over k, v [B, T, K, Dh]
+    within the `segments` [B, T] of packed rows (at most `mask.max_segments` a row, each
+    contiguous) under the rest of `mask`: query, key and value (keys and values repeated to
+    the H heads where JAX would misplace fewer), each segment's length and first token, the
+    mask's kind, scale and window, as keyword arguments of JAX's binding."""
     ids = packed_ids(segments, mask.valid)
     check_spans(ids, mask.max_segments)
     lengths, offsets = (rows_placement(x) for x in segment_spans(ids, mask.max_segments))
     if k.shape[2] != q.shape[2] and keys_strided_by_query_heads():
         k, v = (jnp.repeat(x, q.shape[2] // k.shape[2], axis=2) for x in (k, v))
-    q, k, v = same_placement(q, k, v)
-    mask_type = fused.MaskType.PADDING_CAUSAL if mask.causal else fused.MaskType.PADDING
+    return {
+        "query": q,
+        "key": k,
+        "value": v,
+        "q_seqlen": lengths,
+        "kv_seqlen": lengths,
+        "q_offsets": offsets,
+        "kv_offsets": offsets,
+        "scale": 1.0 / math.sqrt(q.shape[-1]),
+        "mask_type": fused.MaskType.PADDING_CAUSAL if mask.causal else fused.MaskType.PADDING,
+        "sliding_window_length": mask.window if mask.causal and mask.window else None,
+    }
+
+
+def packed_cudnn_attention(q: Array, k: Array, v: Array, mask: SelfMask, segments: Array) -> Array:
+    """`packed_arguments`'s attention by cuDNN. Returns [B, T, H, Dh] in q's dtype, zero at
+    tokens of no segment (outputs cuDNN does not define)."""
+    arguments = packed_arguments(q, k, v, mask, segments)
+    placed = same_placement(arguments["query"], arguments["key"], arguments["value"])
+    arguments.update(zip(("query", "key", "value"), placed))
     with _capability_as_built():
-        out = fused.dot_product_attention(
-            q,
-            k,
-            v,
-            q_seqlen=lengths,
-            kv_seqlen=lengths,
-            q_offsets=offsets,
-            kv_offsets=offsets,
-            scale=1.0 / math.sqrt(q.shape[-1]),
-            mask_type=mask_type,
-            sliding_window_length=mask.window if mask.causal and mask.window else None,
-        )
-    return jnp.where((ids > 0)[:, :, None, None], out, 0).astype(q.dtype)
+        out = fused.dot_product_attention(**arguments)
+    in_segment = packed_ids(segments, mask.valid) > 0
+    return jnp.where(in_segment[:, :, None, None], out, 0).astype(q.dtype)
 
 
 def cudnn_attention(q: Array, k: Array, v: Array, mask: SelfMask) -> Array:
