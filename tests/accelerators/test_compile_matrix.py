@@ -76,6 +76,19 @@ def test_each_run_compiles_fits_and_uses_the_fused_kernel_where_its_mask_allows(
         assert attention["fallback"] is None and attention["fused_calls"] > 0, attention
 
 
+@pytest.mark.parametrize("kernel, resolved, calls", [("splash", "splash", True), ("auto", "xla", False)])
+def test_heads_narrower_than_the_splash_tiles_run_padded_on_it_when_named_and_on_xla_with_a_notice_on_auto(
+    kernel, resolved, calls
+):
+    narrow = ("model.num_heads=8", f"model.attention_kernel={kernel}")  # Llama 3.2 1B's 64-wide heads
+    report = compiled("modern_lm", "v5e:2x2", "train.sharding=fsdp", *narrow)
+    attention = report["attention"]
+    assert attention["resolved"] == resolved and (attention["fused_calls"] > 0) == calls, attention
+    assert (attention["fallback"] is None) == calls
+    if not calls:
+        assert "(model.attention_kernel=splash pads them to 128)" in attention["fallback"]
+
+
 def test_a_run_over_two_slices_all_reduces_its_gradients_across_them_and_gathers_within():
     report = compiled("default_lm", "v5p:2x2x2", "train.sharding=fsdp", slices=2)
     assert report["mesh"] == {"slice": 2, "data": 8, "model": 1}

@@ -106,10 +106,12 @@ def test_a_kernel_named_for_what_it_does_not_take_is_refused(toy_kernel, declara
         build_model(dataclasses.replace(TINY_MODEL, attention_kernel="toy"), 10, platform="cpu")
 
 
-def test_the_splash_kernel_named_for_heads_narrower_than_its_tiles_is_refused():
-    cfg = dataclasses.replace(TINY_MODEL, d_model=128, attention_kernel="splash")
-    with pytest.raises(ValueError, match="splash takes heads .* of a multiple of 128 features, got 64"):
-        build_model(cfg, 10, platform="tpu")
+def test_the_splash_kernel_named_for_heads_narrower_than_its_tiles_pads_them_and_auto_says_it_could():
+    cfg = dataclasses.replace(TINY_MODEL, d_model=128)
+    named = kernel_choice(build_model(dataclasses.replace(cfg, attention_kernel="splash"), 10, platform="tpu"))
+    assert named.kernel == "splash" and named.fallback is None
+    auto = kernel_choice(build_model(cfg, 10, platform="tpu"))
+    assert auto.kernel == "xla" and auto.fallback.endswith("(model.attention_kernel=splash pads them to 128)")
 
 
 def test_each_reason_a_kernel_leaves_attention_to_xla_is_one_clause_of_the_fallback(toy_kernel):

@@ -40,7 +40,8 @@ def test_splash_kernel_equals_explicit_attention_with_its_gradients(name):
     assert kernel("splash").expresses(mask, LENGTH)
     allowed = reference_mask(**parts, length=LENGTH)
     real = allowed.any(-1)[:, 0] & (parts["valid"] if "valid" in parts else True)  # padded queries: unread
-    q = jax.random.normal(jax.random.key(3), (2, LENGTH, 4, 8))  # 4 query heads sharing 2 key/value heads
+    # 4 query heads sharing 2 key/value heads, 8 features wide: padded to the kernel's 128 and back.
+    q = jax.random.normal(jax.random.key(3), (2, LENGTH, 4, 8))
     k, v = jax.random.normal(jax.random.key(4), (2, 2, LENGTH, 2, 8))
 
     def loss(attention):

@@ -71,7 +71,7 @@ def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
     kernel where it runs there (else ValueError saying why), for auto the kernel of the highest
     `auto_priority` among those that do."""
     if requested != "auto":
-        refusal = kernel(requested).refusal(platform, dtype, head_width)
+        refusal = kernel(requested).refusal(platform, dtype, head_width, padded=True)
         if refusal is not None:
             anywhere = ["auto", *(k.name for k in ATTENTION_KERNELS.kinds() if not k.build.platforms)]
             raise ValueError(f"model.attention_kernel={requested} {refusal} ({' and '.join(anywhere)} run anywhere)")
@@ -93,11 +93,15 @@ def passed_over(requested: str, name: str, dtype: Any, head_width: int, platform
     if requested != "auto":
         return None
     ranked = kernel(name).auto_priority or 0
-    reasons = [
-        f"{k.build.title} {k.build.refusal(platform, dtype, head_width)}: {kernel(name).title} runs instead"
-        for k in ATTENTION_KERNELS.kinds()
-        if platform in k.build.platforms and (k.build.auto_priority or 0) > ranked
-    ]
+    reasons = []
+    for k in ATTENTION_KERNELS.kinds():
+        if platform in k.build.platforms and (k.build.auto_priority or 0) > ranked:
+            refusal = k.build.refusal(platform, dtype, head_width)
+            reason = f"{k.build.title} {refusal}: {kernel(name).title} runs instead"
+            if k.build.refusal(platform, dtype, head_width, padded=True) is None:
+                wide = -(-head_width // k.build.head_multiple) * k.build.head_multiple
+                reason += f" (model.attention_kernel={k.name} pads them to {wide})"
+            reasons.append(reason)
     return "; ".join(reasons) or None
 
 

@@ -65,6 +65,9 @@ class AttentionKernel:
       dtypes: the operand dtypes it takes, by name ("bfloat16"); () for any.
       head_multiple, max_head: the head widths Dh it takes: multiples of head_multiple, up to
         max_head (0: no bound).
+      pads_heads: narrower heads are padded with zeros to a multiple of head_multiple when the
+        config names the kernel (its FLOPs grow by that ratio); `auto`, which has no estimate to
+        weigh that against XLA on every device, passes it over for them and says so.
       row_multiple: the tokens it tiles rows by; rows of another length run on XLA.
       bounded_segments: it takes packed rows as each segment's length and offset, arrays as
         long as the most segments a row holds: only with that bound (`data.max_segments`).
@@ -84,6 +87,7 @@ class AttentionKernel:
     dtypes: tuple[str, ...] = ()
     head_multiple: int = 1
     max_head: int = 0
+    pads_heads: bool = False
     row_multiple: int = 1
     bounded_segments: bool = False
     packed_capability: tuple[int, int] | None = None
@@ -95,15 +99,17 @@ class AttentionKernel:
         if unknown:
             raise ValueError(f"an attention kernel's masks must be among {', '.join(MASK_PARTS)}, got {unknown}")
 
-    def refusal(self, platform: str, dtype: Any, head_width: int) -> str | None:
+    def refusal(self, platform: str, dtype: Any, head_width: int, *, padded: bool = False) -> str | None:
         """Why the kernel cannot run on `platform`'s devices with operands of `dtype` and heads
-        `head_width` wide, or None where it can."""
+        `head_width` wide (`padded`: where it pads narrower heads, as it does when named), or
+        None where it can."""
         if self.platforms and platform not in self.platforms:
             needs = " or ".join(p.upper() for p in self.platforms)
             return f"needs a {needs}, but the run's devices are {platform!r}"
         if self.dtypes and jnp.dtype(dtype).name not in self.dtypes:
             return f"takes {' or '.join(self.dtypes)} operands (train.precision), got {jnp.dtype(dtype).name}"
-        if head_width % self.head_multiple or (self.max_head and head_width > self.max_head):
+        unpadded = head_width % self.head_multiple and not (padded and self.pads_heads)
+        if unpadded or (self.max_head and head_width > self.max_head):
             multiple = f"a multiple of {self.head_multiple}" if self.head_multiple > 1 else ""
             bound = f"at most {self.max_head}" if self.max_head else ""
             rule = " and ".join(filter(None, (multiple, bound)))

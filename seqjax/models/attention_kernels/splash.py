@@ -7,8 +7,10 @@ the structured part (causal, a causal window, or none) as the kernel's own lazy 
 masked blocks are skipped; padding and packed rows become segment ids (a real token sees only
 its segment's real tokens; padding is segment 0 and sees only padding). A dilated window is
 not expressible, nor rows of other than whole 128-token blocks: those run on XLA. It takes heads
-of a multiple of 128 features; in a compiled program its calls are Pallas custom calls
-(`tpu_custom_call`) named for it (`splash_mqa_fwd…`).
+of a multiple of 128 features, and narrower ones padded with zeros to the next multiple (the
+scores and outputs are unchanged; the kernel's FLOPs grow by the ratio) when the config names
+it — `auto` passes it over for XLA then, saying so. In a compiled program its calls are Pallas
+custom calls (`tpu_custom_call`) named for it (`splash_mqa_fwd…`).
 
 Under a step's mesh (`placement.under_mesh`) the kernel runs inside a `shard_map`: each device
 attends over its rows (and its heads, where `model` splits them) — a Pallas kernel is not
@@ -96,15 +98,18 @@ def splash_attention(q: Array, k: Array, v: Array, mask: SelfMask, *, interpret:
     """Attention of q [B, T, H, Dh] over k, v [B, T, K, Dh] (T a multiple of BLOCK) under
     `mask` (without a dilated window) by the splash kernel; `interpret` defaults to "not on a TPU" (the step's
     mesh's platform, else JAX's backend). Returns [B, T, H, Dh] in q's dtype."""
-    batch, length = q.shape[:2]
+    batch, length, _, width = q.shape
     mesh = context_mesh()
     if interpret is None:
         interpret = (jax.default_backend() if mesh is None else mesh.abstract_device.platform) != "tpu"
-    scaled = q * jnp.asarray(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+    scaled = q * jnp.asarray(1.0 / math.sqrt(width), q.dtype)
+    wide = -(-width // BLOCK) * BLOCK
+    if wide != width:  # zeros add nothing to a score, and the padded outputs are sliced off
+        scaled, k, v = (jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, wide - width))) for x in (scaled, k, v))
     ids = segment_ids(mask, batch, length)
     attend = functools.partial(_attend_rows, mask=mask, interpret=interpret)
     if mesh is None:
-        return attend(scaled, k, v, ids).astype(q.dtype)
+        return attend(scaled, k, v, ids)[..., :width].astype(q.dtype)
     spec = attention_spec(mesh, scaled, k, v)
     sharded = jax.shard_map(
         attend,
@@ -113,7 +118,7 @@ def splash_attention(q: Array, k: Array, v: Array, mask: SelfMask, *, interpret:
         out_specs=spec,
         check_vma=False,  # the Pallas call declares no varying axes
     )
-    return sharded(scaled, k, v, ids).astype(q.dtype)
+    return sharded(scaled, k, v, ids)[..., :width].astype(q.dtype)
 
 
 ATTENTION_KERNELS.register(
@@ -124,6 +129,7 @@ ATTENTION_KERNELS.register(
         masks=frozenset({"causal", "window", "padding", "segments"}),
         platforms=("tpu",),
         head_multiple=BLOCK,
+        pads_heads=True,
         row_multiple=BLOCK,
         auto_priority=1,
         hlo=CustomCall("tpu_custom_call", names=("splash", "flash")),
