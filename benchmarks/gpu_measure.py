@@ -27,7 +27,9 @@ from gpu_trace import record, top_kernels
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_run.py")
 EXTRA = "GPU_RUN_SET"  # overrides added to every row's config: the tests' tiny shapes, never a real run's
-MEAN_LINE = 256  # tokens of a packed row's line, on average (exponential, at least 8)
+# A packed row's lines: exponential lengths of mean MEAN_LINE tokens, clipped to [MIN_LINE, the row's
+# length], so that no line is cut and a row of 2,048 tokens holds at most 32 of them.
+MEAN_LINE, MIN_LINE = 256, 64
 
 
 def unpacked_batches(vocab: int, rows: int, length: int, count: int) -> list[dict[str, np.ndarray]]:
@@ -43,12 +45,13 @@ def unpacked_batches(vocab: int, rows: int, length: int, count: int) -> list[dic
 
 def packed_batches(vocab: int, rows: int, length: int, count: int) -> list[dict[str, np.ndarray]]:
     """`count` batches of `rows` packed rows of `length` tokens (`PackedLMBatches`, as
-    `data.packing` makes them) from random lines of MEAN_LINE tokens on average."""
+    `data.packing` makes them) from random lines of MIN_LINE to `length` tokens."""
     from seqjax.data.batching.packing import PackedLMBatches
     from seqjax.data.tokenizers.vocab import EOS_ID
 
     rng = np.random.default_rng(0)
-    lengths = np.maximum(rng.exponential(MEAN_LINE, size=2 * rows * count * length // MEAN_LINE), 8).astype(int)
+    lengths = rng.exponential(MEAN_LINE, size=2 * rows * count * length // MEAN_LINE)
+    lengths = np.clip(lengths, MIN_LINE, length).astype(int)
     stream = rng.integers(4, vocab, size=int(lengths.sum()), dtype=np.int32)
     stream[np.cumsum(lengths) - 1] = EOS_ID
     batches = PackedLMBatches(stream, rows, length, seed=0)

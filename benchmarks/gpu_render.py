@@ -48,7 +48,7 @@ def main_table(rows: dict, predicted: dict, steps: dict, kind: str, peak: float)
         m, p = rows[name], predicted.get(name)
         head = [*settings(name, m), m["run"].split()[0]]
         if "step_seconds" not in m:
-            table.append([*head, m.get("error", "not measured"), *[""] * 8])
+            table.append([*head, m.get("error", "not measured").replace("|", "/"), *[""] * 7])
             continue
         step = steps.get(f"gpu_run {name}")
         seconds = None if step is None else estimate.step_seconds(kernels.from_summary(step["kernels"]), kind)
@@ -161,8 +161,9 @@ def render(predicted_path: str, measured_path: str) -> None:
         + "\n\nMeasured: the train step compiled on the device, the median of the steps after the warm-up ones "
         "(the first run: 10 steps after 2; later runs: 8 after 3), with `model.remat` resolved as `seqjax train` "
         "resolves it for the device's memory (auto → the policy it chose) and the GPU XLA flags of "
-        "`seqjax.gpu_flags` on or off. Packed rows: `data.packing` rows of random lines of 256 tokens on average; "
-        "their tokens/s and MFU count targets, not padding. Estimate: `seqjax compile`'s per-kernel model for "
+        "`seqjax.gpu_flags` on or off. Packed rows: `data.packing` rows of random lines of 64 to 2,048 tokens "
+        "(exponential, mean 256 before clipping; 32 lines a row at most); their tokens/s and MFU count targets, "
+        "not padding. Estimate: `seqjax compile`'s per-kernel model for "
         f"`{target}` — each kernel at the matmul rate measured on the H200, the sustained share of its memory "
         "bandwidth and its multiprocessors' elementwise rates, plus a launch cost, one after another "
         "(`seqjax/accelerators/calibration.json` holds the figures and their sources) — of the program measured "

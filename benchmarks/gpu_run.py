@@ -73,6 +73,15 @@ def row_config(name: str) -> tuple[Config, int]:
     return config_lib.override(Config(), row.overrides()), row.vocab
 
 
+def read(path: str, empty: dict) -> dict:
+    """The JSON object in `path`, or `empty` where there is no such file."""
+    if not os.path.isfile(path):
+        return empty
+    with open(path) as f:
+        found: dict = json.load(f)
+    return found
+
+
 def predict(target_name: str, rows: list[Row]) -> None:
     """Each row's compile report for the target; rows that differ only in the GPU flags share one."""
     from seqjax.accelerators.targets import parse_target, use_target_compiler
@@ -82,7 +91,7 @@ def predict(target_name: str, rows: list[Row]) -> None:
 
     from seqjax.accelerators.report import compile_report
 
-    found = json.load(open(PREDICTED)) if os.path.isfile(PREDICTED) else {}
+    found = read(PREDICTED, {})
     made: dict[tuple[str, ...], dict] = {}
     for row in rows:
         key = tuple(row.overrides())
@@ -114,7 +123,7 @@ def measure(rows: list[Row], budget: float) -> None:
     written to MEASURED as it comes."""
     deadline = time.monotonic() + budget
     print(f"{len(rows)} rows, about {planned_seconds(rows):.0f} s of the {budget:.0f} s budget", flush=True)
-    results = json.load(open(MEASURED)) if os.path.isfile(MEASURED) else {"runs": {}, "rows": {}}
+    results = read(MEASURED, {"runs": {}, "rows": {}})
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ")
     run = f"{commit()} {started}"
     results["runs"][run] = {"commit": commit(), "started": started, **child("probe", timeout=4 * PROBE_SECONDS)}

@@ -9,6 +9,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from project_scripts import load_script
 
@@ -69,6 +70,33 @@ def test_a_rows_config_is_the_llama_model_under_its_settings():
     cfg, vocab = gpu_run.row_config("125M/cudnn/remat=auto/packed")
     assert (cfg.model.d_model, cfg.model.layers, cfg.model.attention_kernel) == (768, 12, "cudnn")
     assert (cfg.model.remat, cfg.data.packing, cfg.train.batch_size, vocab) == ("auto", True, 8, 32000)
+
+
+def test_packed_batches_hold_whole_lines_of_at_least_min_line_tokens_each_counted_from_its_start():
+    batches = measure.packed_batches(vocab=100, rows=4, length=512, count=3)
+    segments = np.stack([batch["segment_ids"] for batch in batches])
+    assert segments.shape == (3, 4, 512)
+    assert 1 < segments.max(axis=2).mean()
+    for row in segments.reshape(-1, 512):
+        assert (np.bincount(row)[1:] >= measure.MIN_LINE).all()  # each segment's tokens
+    for batch in batches:
+        assert (batch["mask"] == (batch["segment_ids"] > 0)).all()
+        starts = np.flatnonzero(np.diff(batch["segment_ids"][0], prepend=0))  # the first row's segments begin
+        assert (batch["positions"][0, starts] == 0).all()
+
+
+def test_a_row_that_failed_keeps_its_line_in_the_table_with_its_error(tmp_path, monkeypatch):
+    before = json.loads(open(gpu_run.MEASURED).read())
+    failed = {"error": "RuntimeError: out of memory | 3 GiB", "run": "now"}
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps({**before, "rows": {**before["rows"], CPU_ROW.name: failed}}))
+    written = {}
+    monkeypatch.setattr(render, "write_result", lambda name, title, body, machine: written.update(body=body) or "")
+    render.render(gpu_run.PREDICTED, str(path))
+    lines = written["body"].splitlines()
+    (header,) = [line for line in lines if line.startswith("| model | kernel | remat | packed | flags | run |")]
+    (line,) = [line for line in lines if "out of memory" in line]
+    assert line.count("|") == header.count("|") and "out of memory / 3 GiB" in line
 
 
 # Two kernels on a GPU's stream, one launched twice, and CUPTI's overhead on a line of its own.
