@@ -2,13 +2,15 @@
 parameters (benchmarks/llama_shapes.py), 8 rows of 2,048 tokens, bf16, AdamW, trained for a few
 steps on one GPU under the settings of benchmarks/gpu_rows.py.
 
-On a machine with one GPU, in the repository's root, the whole measurement in one command (about
-7 minutes on an H200 by the rows' estimates; benchmarks/gpu_session.sh sets up the machine first):
+On a machine with one GPU, in the repository's root, the whole measurement is one command (about
+7 minutes on an H200 by the rows' estimates):
 
     python benchmarks/gpu_run.py measure
 
-Then, on any machine:
+(`bash benchmarks/gpu_session.sh` runs it on a machine without network whose Python lacks some of
+seqjax's requirements, installing them from wheels brought along.) Then, on any machine:
 
+    python benchmarks/gpu_run.py plan                        # the rows and what each costs
     python benchmarks/gpu_run.py predict [--target h200:1]   # compiles each row for the target
     python benchmarks/gpu_run.py calibrate [--cache DIR]     # the measured steps join the estimate's check
     python benchmarks/gpu_run.py render                      # benchmarks/results/gpu_run.md
