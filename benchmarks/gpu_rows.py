@@ -22,7 +22,7 @@ ROWS_PER_DEVICE = 8
 KERNELS = ("xla", "cudnn")
 REMATS = ("auto", "none", "dots", "full")
 # The settings a packed row adds to its config.
-PACKED = ("data.packing=true",)
+PACKED = ("data.packing=true", "data.max_segments=32")
 
 # Seconds a row costs on an H200, from the first measurement (JAX 0.11.2, remat full, no flags):
 START = 10  # a process of its own: Python, seqjax and JAX imported, the CUDA backend started
@@ -64,8 +64,8 @@ class Row:
     def estimate_seconds(self) -> float:
         """The row's wall time on an H200: a process started, the step compiled, the state made,
         the warm, timed and traced steps (each as long as the first measurement's step, remat
-        full: no remat is quicker) and the trace. A packed row is costed as its kernel: where
-        cuDNN takes no segment ids its attention runs on XLA, which compiles about 45 s longer."""
+        full: no remat is quicker) and the trace. A packed row is costed as its kernel (cuDNN's
+        packed layout on a Hopper GPU; on XLA, were it to fall back, about 45 s longer)."""
         key = (self.model, self.kernel)
         steps = (WARM_STEPS + TIMED_STEPS + TRACED_STEPS) * STEP[key]
         return START + COMPILE[key] + INIT[self.model] + steps + TRACE

@@ -22,7 +22,8 @@ changed at a time, 1B then 125M: packed rows (43, 34 s), remat full (43, 34 s), 
 34 s); last, 125M under XLA's attention (79 s: XLA's attention compiles for a minute). The
 bf16 matmul probe first (15 s). In all about 400 s of the 540 s budget (`--budget`); 1B under
 XLA's attention (94 s) is left out, so that the slack holds slower starts and packed rows whose
-attention falls back to XLA (where cuDNN takes no segment ids: +45 s each). A row whose estimate
+attention would fall back to XLA (an older GPU: +45 s each). Packed rows hold at most 32
+segments (`data.max_segments`), which cuDNN's packed layout needs. A row whose estimate
 no longer fits is not started, one past twice its estimate is cut off; `--rows` names others.
 
 `measure` runs each row in a process of its own (`gpu_measure`) and writes it into
