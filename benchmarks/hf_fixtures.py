@@ -31,7 +31,8 @@ each checkpoint is imported into seqjax, exported back with `seqjax export-hf`, 
 `export_check.json`.
 
 A fixture is a name in FIXTURES and its family's branch of `build`: a new family (its config
-class, model class, special tokens and post-processor) is one more branch there.
+class, model class, special tokens and post-processor) is one more branch there. The tests take
+the fixtures' names from `export_check.json`, which lists every fixture written.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from seqjax.objectives import TeacherForcing  # noqa: E402
 from seqjax.optimizers import learning_rate_schedule, make_optimizer  # noqa: E402
 from seqjax.training.core.layout import batch_sharding, check_batch_size, make_mesh, validate_strategy  # noqa: E402
 from seqjax.training.core.memory import format_bytes, memory_report  # noqa: E402
-from seqjax.training.core.state import TrainState, init_state, state_shardings  # noqa: E402
+from seqjax.training.core.state import TrainState, abstract_state, init_state, placement  # noqa: E402
 from seqjax.training.core.steps import TrainStep, make_train_step  # noqa: E402
 
 
@@ -103,7 +103,7 @@ def prepare(
     optim_cfg = OptimConfig(warmup_steps=0, schedule="constant", learning_rate=1e-3)
     optimizer, schedule = make_optimizer(optim_cfg, 1000), learning_rate_schedule(optim_cfg, 1000)
     example = random_lm_batch(shapes.batch, shapes.time, shapes.vocab)
-    state = jax.device_put(initial, state_shardings(model, head, optimizer, example, mesh, layout.sharding))
+    state = jax.device_put(initial, placement(abstract_state(model, head, optimizer, example, mesh, layout.sharding)))
     args = (model, head, TeacherForcing(), optimizer, schedule, mesh, state)
     step = make_train_step(*args, accum_steps=layout.accum_steps, strategy=layout.sharding, step_kind=layout.step_kind)
     # The 4x batch repeats the base batch, so its gradient (a token-weighted mean) is the same.

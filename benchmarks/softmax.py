@@ -59,6 +59,7 @@ from common import (  # noqa: E402
 )
 from softmax_cases import (  # noqa: E402
     ADAPTIVE_CAPACITIES,
+    HUFFMAN_ROWS,
     RECOMPUTING,
     ROW_GRADIENT_LOSSES,
     TOP_LEVELS,
@@ -71,13 +72,13 @@ from softmax_cases import (  # noqa: E402
     deep_path_lengths,
     full_floor_case,
     head_configs,
+    huffman_floor_case,
     jax_case,
     make_inputs,
     peak_case,
     row_gradient_case,
     sampled_floor_case,
     torch_cases,
-    tree_row_floor_case,
     tree_row_gradient_case,
 )
 
@@ -156,9 +157,7 @@ def run(
             builders[FULL_FLOOR] = functools.partial(full_floor_case, vocab_size, shapes, hidden, True)
             builders[SAMPLED_FLOOR] = functools.partial(sampled_floor_case, shapes, hidden)
             builders[ADAPTIVE_FLOOR] = functools.partial(adaptive_floor_case, vocab_size, shapes, hidden, targets)
-            builders[HUFFMAN_FLOOR] = functools.partial(
-                tree_row_floor_case, "tree, Huffman, row gradients", vocab_size, shapes, counts, hidden, targets
-            )
+            builders[HUFFMAN_FLOOR] = functools.partial(huffman_floor_case, vocab_size, shapes, counts, hidden, targets)
         if torch is not None:
             builders.update(torch_cases(torch, vocab_size, hidden, targets, memory_limit))
         builders = {n: b for n, b in builders.items() if not only or n == "full" or any(w in n for w in only)}
@@ -246,7 +245,6 @@ def tables(results: Results, shapes: Shapes, peak: float) -> str:
     return "\n\n".join(parts)
 
 
-HUFFMAN_ROWS = "tree, Huffman, row gradients"
 SAMPLED_ROWS = "sampled (log-uniform), row gradients"
 NCE_ROWS = "NCE (log-uniform), row gradients"
 SLOPE_CASES = (

@@ -177,19 +177,24 @@ def row_gradient_case(
     return compiled(jax.jit(step), weights, biases, hidden, jax.random.key(0))
 
 
-TREE_ROW_GRADIENTS = {"tree, Huffman, row gradients": "huffman", "tree, balanced, row gradients": "balanced"}
+HUFFMAN_ROWS = "tree, Huffman, row gradients"
+TREE_ROW_GRADIENTS = {HUFFMAN_ROWS: "huffman", "tree, balanced, row gradients": "balanced"}
 # Tree levels scored densely by the row-gradient cases: the fastest whole Huffman step at V = 100k
 # of k = 5..9 (26.7, 22.3, 22.9, 27.1, 32.6 ms; medians of 15, 2-core Intel Xeon, huge pages), k = 6
 # and 7 within noise of each other. Fewer levels gather more deep steps, more levels widen the top.
 TOP_LEVELS = 7
 
 
-def _tree_problem(name: str, vocab_size: int, shapes: Shapes, counts: np.ndarray) -> tuple[Tree, jax.Array, jax.Array]:
+def _tree_problem(
+    name: str, vocab_size: int, shapes: Shapes, counts: np.ndarray, targets: jax.Array
+) -> tuple[Tree, jax.Array, jax.Array, int, int]:
+    """The tree of case `name`, its node weights [V - 1, D] and biases [V - 1] float32, the
+    nodes of its dense top (`top_size`) and the deep steps' capacity for `targets`."""
     tree = huffman_tree(counts) if TREE_ROW_GRADIENTS[name] == "huffman" else balanced_tree(vocab_size)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size - 1,), jnp.float32)
-    return tree, weights, biases
+    return tree, weights, biases, top_size(tree, TOP_LEVELS), deep_capacity(tree, np.asarray(targets), TOP_LEVELS)
 
 
 def tree_row_gradient_case(
@@ -199,19 +204,17 @@ def tree_row_gradient_case(
     counts: np.ndarray,
     hidden: jax.Array,
     targets: jax.Array,
-    top_levels: int = TOP_LEVELS,
 ) -> Compiled:
-    """A tree loss with row gradients (`seqjax.heads.tree_rows`): the top `top_levels` levels
+    """A tree loss with row gradients (`seqjax.heads.tree_rows`): the top TOP_LEVELS levels
     scored by one dense product (their [T, D] gradient dense), the deeper steps on gathered node
     rows (one gradient row per step); the step capacity is chosen on the host from the targets,
     as a training loop would per batch."""
-    tree, weights, biases = _tree_problem(name, vocab_size, shapes, counts)
-    size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
+    tree, weights, biases, size, capacity = _tree_problem(name, vocab_size, shapes, counts, targets)
 
     def step(
         weights: jax.Array, biases: jax.Array, hidden: jax.Array, targets: jax.Array
     ) -> tuple[jax.Array, tuple[jax.Array, ...], jax.Array]:
-        paths = split_paths(tree, targets, top_levels, capacity)
+        paths = split_paths(tree, targets, TOP_LEVELS, capacity)
 
         def loss(
             hidden: jax.Array, top: jax.Array, top_biases: jax.Array, deep: jax.Array, deep_biases: jax.Array
@@ -226,20 +229,14 @@ def tree_row_gradient_case(
     return compiled(jax.jit(step), weights, biases, hidden, targets)
 
 
-def tree_row_floor_case(
-    name: str,
-    vocab_size: int,
-    shapes: Shapes,
-    counts: np.ndarray,
-    hidden: jax.Array,
-    targets: jax.Array,
-    top_levels: int = TOP_LEVELS,
+def huffman_floor_case(
+    vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
 ) -> Compiled:
-    """What `tree_row_gradient_case` cannot do without: the dense top's three [N, D] x [D, T]
-    products, and gathering the deep steps' node rows and hidden rows (no loss, no gradient)."""
-    tree, weights, _ = _tree_problem(name, vocab_size, shapes, counts)
-    size, capacity = top_size(tree, top_levels), deep_capacity(tree, np.asarray(targets), top_levels)
-    paths = jax.jit(lambda t: split_paths(tree, t, top_levels, capacity))(targets)
+    """What `tree_row_gradient_case` cannot do without on the Huffman tree: the dense top's three
+    [N, D] x [D, T] products, and gathering the deep steps' node rows and hidden rows (no loss,
+    no gradient)."""
+    tree, weights, _, size, capacity = _tree_problem(HUFFMAN_ROWS, vocab_size, shapes, counts, targets)
+    paths = jax.jit(lambda t: split_paths(tree, t, TOP_LEVELS, capacity))(targets)
     cotangent = jnp.asarray(np.random.default_rng(4).normal(size=(shapes.rows, size)), jnp.float32)
 
     def floor(
@@ -251,12 +248,10 @@ def tree_row_floor_case(
     return compiled(jax.jit(floor), weights, hidden, paths, cotangent)
 
 
-def deep_path_lengths(
-    name: str, vocab_size: int, counts: np.ndarray, targets: jax.Array, top_levels: int = TOP_LEVELS
-) -> tuple[float, int]:
-    """Mean and max number of path steps below depth `top_levels` over the targets."""
-    tree, _, _ = _tree_problem(name, vocab_size, Shapes(1, 1, 1), counts)
-    steps = deep_steps(tree, np.asarray(targets), top_levels)
+def deep_path_lengths(name: str, vocab_size: int, counts: np.ndarray, targets: jax.Array) -> tuple[float, int]:
+    """Mean and max number of path steps below depth TOP_LEVELS over the targets."""
+    tree = _tree_problem(name, vocab_size, Shapes(1, 1, 1), counts, targets)[0]
+    steps = deep_steps(tree, np.asarray(targets), TOP_LEVELS)
     return float(steps.mean()), int(steps.max())
 
 

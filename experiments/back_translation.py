@@ -49,8 +49,8 @@ import sweeps  # noqa: E402
 
 from seqjax.config import Config  # noqa: E402
 from seqjax.data.corpora.readers import read_parallel, read_texts, split_pairs  # noqa: E402
-from seqjax.training.features.back_translation import back_translate, combine_pairs, write_corpus  # noqa: E402
-from seqjax.training.features.generation import DecodeOptions  # noqa: E402
+from seqjax.training.features.back_translation import combine_pairs, write_corpus  # noqa: E402
+from seqjax.training.features.generation import DecodeOptions, translate_lines  # noqa: E402
 
 TAG = "<bt>"
 DEFAULT_STEPS = 2000
@@ -121,7 +121,7 @@ def synthetic_corpus(workdir: str, decoding: str) -> None:
     lines = read_texts(mono)
     restored = Run.open(backward).restore()
     start = time.perf_counter()
-    synthetic = back_translate(restored.exp, restored.state.params, lines, DECODINGS[decoding])
+    synthetic = translate_lines(restored.exp, restored.state.params, lines, DECODINGS[decoding])
     took = time.perf_counter() - start
     real = read_parallel(parallel, "en", "de")
     pairs = combine_pairs(real, (synthetic, lines), upsample=1, tag=TAG)

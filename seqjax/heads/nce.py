@@ -26,7 +26,6 @@ from seqjax.heads.sampled import (
     sampled_scores,
     sampling_options,
     validate_log_counts,
-    validate_sampled,
 )
 from seqjax.placement import logical_param
 
@@ -77,9 +76,8 @@ def nce_loss(
       >>> loss.shape, loss.dtype
       ((4,), dtype('float32'))
     """
-    validate_sampled(hidden, weights, biases, targets, samples, gathered)
-    validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
     sample_scores, target_scores = sampled_scores(hidden, weights, biases, targets, samples, gathered)
+    validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
     log_normalizer = jnp.asarray(log_normalizer, jnp.float32)
     target_logits = target_scores - log_normalizer - target_log_expected_counts
     sample_logits = sample_scores - log_normalizer - sample_log_expected_counts
@@ -116,7 +114,6 @@ def negative_sampling_loss(
       >>> print(np.asarray(loss).round(4))  # all scores 0: 4 · log 2
       [2.7726 2.7726]
     """
-    validate_sampled(hidden, weights, biases, targets, samples, gathered)
     sample_scores, target_scores = sampled_scores(hidden, weights, biases, targets, samples, gathered)
     return jax.nn.softplus(-target_scores) + _softplus_sum(sample_scores)
 

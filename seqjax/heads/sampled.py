@@ -96,9 +96,8 @@ def sampled_softmax_loss(
       >>> loss.shape, loss.dtype
       ((4,), dtype('float32'))
     """
-    validate_sampled(hidden, weights, biases, targets, samples, gathered)
-    validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
     sample_scores, target_scores = sampled_scores(hidden, weights, biases, targets, samples, gathered)
+    validate_log_counts(hidden, samples, sample_log_expected_counts, target_log_expected_counts)
     sample_scores = sample_scores - sample_log_expected_counts
     target_scores = target_scores - target_log_expected_counts
     if remove_accidental_hits:
@@ -124,7 +123,27 @@ def sampled_scores(
     samples: ArrayLike,
     gathered: bool,
 ) -> tuple[Array, Array]:
-    """Raw scores h·w + b of the samples ([N, K]) and of the targets ([N]), in float32."""
+    """Raw scores h·w + b of the samples ([N, K]) and of the targets ([N]), in float32, of
+    arguments checked on the host first.
+
+    Raises:
+      ValueError: a misshapen argument, or ids outside [0, V) (with gathered: negative ids).
+    """
+    if gathered:
+        checks.require_rank("hidden", hidden, 2)
+    else:
+        vocab_size, _ = checks.require_output_layer(
+            hidden, cast(ArrayLike, weights), cast(ArrayLike | None, biases), targets
+        )
+    rows = np.shape(hidden)[0]
+    if np.ndim(samples) not in (1, 2) or (np.ndim(samples) == 2 and np.shape(samples)[0] != rows):
+        raise ValueError(f"samples must have shape [K] or [N={rows}, K], got {np.shape(samples)}")
+    if np.shape(samples)[-1] == 0:
+        raise ValueError(f"samples must hold K > 0 ids, got shape {np.shape(samples)}")
+    if gathered:
+        _validate_gathered(hidden, weights, biases, targets, samples)
+    else:
+        checks.require_ids("samples", samples, vocab_size)
     hidden = jnp.asarray(hidden, jnp.float32)
     targets, samples = jnp.asarray(targets), jnp.asarray(samples)
     target_rows, sample_rows = _pair(weights, targets, samples, gathered)
@@ -152,31 +171,6 @@ def _pair(table: Table, targets: Array, samples: Array, gathered: bool) -> tuple
         count = targets.shape[0]
         target_rows, sample_rows = rows[:count], rows[count:].reshape(samples.shape + whole.shape[1:])
     return jnp.asarray(target_rows, jnp.float32), jnp.asarray(sample_rows, jnp.float32)
-
-
-def validate_sampled(
-    hidden: ArrayLike,
-    weights: Table,
-    biases: Table | None,
-    targets: ArrayLike,
-    samples: ArrayLike,
-    gathered: bool,
-) -> None:
-    if gathered:
-        checks.require_rank("hidden", hidden, 2)
-    else:
-        vocab_size, _ = checks.require_output_layer(
-            hidden, cast(ArrayLike, weights), cast(ArrayLike | None, biases), targets
-        )
-    rows = np.shape(hidden)[0]
-    if np.ndim(samples) not in (1, 2) or (np.ndim(samples) == 2 and np.shape(samples)[0] != rows):
-        raise ValueError(f"samples must have shape [K] or [N={rows}, K], got {np.shape(samples)}")
-    if np.shape(samples)[-1] == 0:
-        raise ValueError(f"samples must hold K > 0 ids, got shape {np.shape(samples)}")
-    if gathered:
-        _validate_gathered(hidden, weights, biases, targets, samples)
-    else:
-        checks.require_ids("samples", samples, vocab_size)
 
 
 def _validate_gathered(

@@ -25,7 +25,7 @@ from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, ReplacedTokenModel, SpecialIds
 from seqjax.metrics.detection import detection_report, detection_sums
 from seqjax.model_head import head_loss, token_log_probs
-from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll, masked_report
+from seqjax.objectives.masked_lm import EVAL_MASKING, EVAL_RATE, encoded, mask_tokens, masked_nll, masked_report
 
 DETECTION = "discriminator_"  # the prefix of the discriminator's eval sums and of its reported metrics
 
@@ -56,9 +56,8 @@ def replace_tokens(
     Returns hidden [B, T, D] float32 (the generator's), selected [B, T] bool, corrupted [B, T] int32.
     """
     mask_key, sample_key, generator_key = jax.random.split(key, 3)
-    masked, selected = mask_tokens(
-        original, valid, mask_key, ids=ids, vocab_size=model.vocab_size, rate=rate, mask_prob=1.0, random_prob=0.0
-    )
+    masking = dataclasses.replace(EVAL_MASKING, rate=rate)  # every selected token shown as [MASK]
+    masked, selected = mask_tokens(original, valid, mask_key, masking, ids=ids, vocab_size=model.vocab_size)
     hidden = encoded(model, params, masked, valid, generator_key, train=train, method="generator")
     log_probs = token_log_probs(model, head, jax.lax.stop_gradient(params), jax.lax.stop_gradient(hidden))
     samples = jax.random.categorical(sample_key, log_probs / temperature)

@@ -22,21 +22,40 @@ from seqjax.config import OBJECTIVES, option
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 
-EVAL_RATE = 0.15  # positions scored by the masked-token perplexity, all shown as [MASK]
+
+def check_masking(rate: float, mask_prob: float, random_prob: float) -> None:
+    check_number("rate", rate, 0.0, 1.0, open_low=True)
+    check_number("mask_prob", mask_prob, 0.0, 1.0)
+    check_number("random_prob", random_prob, 0.0, 1.0 - mask_prob)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedLMOptions:
+    """BERT's masking rates."""
+
+    rate: float = option(0.15, "probability that a valid token is selected (predicted)")
+    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]")
+    random_prob: float = option(0.1, "probability that a selected token is shown as a random word (else itself)")
+
+    def __post_init__(self) -> None:
+        check_masking(self.rate, self.mask_prob, self.random_prob)
+
+
+EVAL_RATE = 0.15  # positions scored by the masked-token perplexity
+EVAL_MASKING = MaskedLMOptions(rate=EVAL_RATE, mask_prob=1.0, random_prob=0.0)  # all shown as [MASK]
 
 
 def mask_tokens(
     tokens: jax.Array,
     valid: jax.Array,
     key: jax.Array,
+    masking: MaskedLMOptions,
     *,
     ids: SpecialIds,
     vocab_size: int,
-    rate: float,
-    mask_prob: float,
-    random_prob: float,
 ) -> tuple[jax.Array, jax.Array]:
-    """BERT's corruption of tokens [B, T] int32 at valid [B, T] bool positions.
+    """BERT's corruption of tokens [B, T] int32 at valid [B, T] bool positions, at the rates of
+    `masking`.
 
     Returns:
       corrupted: [B, T] int32, a selected position holding [MASK] (`ids.mask_id(V)`), a word in
@@ -46,12 +65,14 @@ def mask_tokens(
     if vocab_size <= ids.count:
         raise ValueError(f"vocab_size must be > {ids.count} (the special tokens), got {vocab_size}")
     select_u, kind_u, word_u = jax.random.uniform(key, (3, *tokens.shape))
-    selected = valid & (select_u < rate)
+    selected = valid & (select_u < masking.rate)
     words = ids.count + jnp.minimum(
         jnp.floor(word_u * (vocab_size - ids.count)).astype(jnp.int32), vocab_size - ids.count - 1
     )
     replacement = jnp.where(
-        kind_u < mask_prob, ids.mask_id(vocab_size), jnp.where(kind_u < mask_prob + random_prob, words, tokens)
+        kind_u < masking.mask_prob,
+        ids.mask_id(vocab_size),
+        jnp.where(kind_u < masking.mask_prob + masking.random_prob, words, tokens),
     )
     return jnp.where(selected, replacement, tokens), selected
 
@@ -84,16 +105,7 @@ def masked_nll(
     "positions" (every valid position).
     """
     valid = batch["mask"] > 0
-    corrupted, selected = mask_tokens(
-        batch["targets"],
-        valid,
-        key,
-        ids=ids,
-        vocab_size=model.vocab_size,
-        rate=EVAL_RATE,
-        mask_prob=1.0,
-        random_prob=0.0,
-    )
+    corrupted, selected = mask_tokens(batch["targets"], valid, key, EVAL_MASKING, ids=ids, vocab_size=model.vocab_size)
     hidden = encoded(model, params, corrupted, valid, key, train=False, method=method)
     nll = token_nll(model, head, params, hidden, batch["targets"])
     return {"nll": (nll * selected).sum(), "masked": selected.sum().astype(jnp.float32), "positions": valid.sum()}
@@ -102,24 +114,6 @@ def masked_nll(
 def masked_report(tokens: float, sums: Mapping[str, Any]) -> dict[str, float]:
     """masked_fraction: the scored (masked) tokens of a split over its valid positions."""
     return {"masked_fraction": tokens / max(sums["positions"], 1.0)}
-
-
-def check_masking(rate: float, mask_prob: float, random_prob: float) -> None:
-    check_number("rate", rate, 0.0, 1.0, open_low=True)
-    check_number("mask_prob", mask_prob, 0.0, 1.0)
-    check_number("random_prob", random_prob, 0.0, 1.0 - mask_prob)
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskedLMOptions:
-    """BERT's masking rates."""
-
-    rate: float = option(0.15, "probability that a valid token is selected (predicted)")
-    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]")
-    random_prob: float = option(0.1, "probability that a selected token is shown as a random word (else itself)")
-
-    def __post_init__(self) -> None:
-        check_masking(self.rate, self.mask_prob, self.random_prob)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,16 +154,7 @@ class MaskedLM(MaskedLMOptions, Objective):
         del step  # the rates do not change over training
         mask_key, model_key, head_key = jax.random.split(key, 3)
         valid = batch["mask"] > 0
-        corrupted, selected = mask_tokens(
-            batch["targets"],
-            valid,
-            mask_key,
-            ids=ids,
-            vocab_size=model.vocab_size,
-            rate=self.rate,
-            mask_prob=self.mask_prob,
-            random_prob=self.random_prob,
-        )
+        corrupted, selected = mask_tokens(batch["targets"], valid, mask_key, self, ids=ids, vocab_size=model.vocab_size)
         hidden = encoded(model, params, corrupted, valid, model_key, train=True)
         loss, metrics = head_loss(model, head, params, hidden, dict(batch, mask=selected.astype(jnp.float32)), head_key)
         return loss, dict(metrics, selected=selected.sum() / jnp.maximum(valid.sum(), 1))

@@ -25,7 +25,7 @@ import numpy as np
 from seqjax.config import ModelConfig
 from seqjax.config.sections import Mlp
 from seqjax.pretrained.mapping import Tensor, reshaped, vocabulary_table
-from seqjax.pretrained.twins import Settings, unmet_settings
+from seqjax.pretrained.twins import Settings, twin_config, unmet_settings
 
 NAME = "gpt2"
 MODEL_TYPES = ("gpt2",)
@@ -61,22 +61,16 @@ def model_config(hf: dict[str, Any]) -> tuple[ModelConfig, bool, int]:
     if hf.get("add_cross_attention", False):
         raise ValueError("GPT-2 add_cross_attention=true has no counterpart: seqjax imports decoder-only LMs")
     d_model = hf.get("n_embd", 768)
-    cfg = ModelConfig(
-        kind="transformer",
+    cfg = twin_config(
+        SETTINGS,
         d_model=d_model,
         layers=hf.get("n_layer", 12),
         num_heads=hf.get("n_head", 12),
         d_ff=hf.get("n_inner") or 4 * d_model,
-        dropout=0.0,
-        positions="learned",
         max_len=hf.get("n_positions", 1024),
-        norm="pre",
-        norm_type="layernorm",
         norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
-        scale_embeddings=False,
         mlp=ACTIVATIONS[activation],
         kv_heads=0,
-        bias=True,
     )
     return cfg, bool(hf.get("tie_word_embeddings", True)), hf.get("vocab_size", 50257)
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from seqjax.config import ModelConfig
 from seqjax.pretrained.mapping import Path, Tensor, linear, reshaped, vocabulary_table
-from seqjax.pretrained.twins import Settings, unmet_settings
+from seqjax.pretrained.twins import Settings, twin_config, unmet_settings
 
 NAME = "llama"
 MODEL_TYPES = ("llama",)
@@ -116,21 +116,15 @@ def decoder_config(hf: dict[str, Any], family: str, **options: Any) -> tuple[Mod
             f"{family} hidden_act={hf['hidden_act']!r} has no counterpart: seqjax's SwiGLU gates with silu"
         )
     head_dim = hf.get("head_dim") or d_model // heads
-    cfg = ModelConfig(
-        kind="transformer",
+    cfg = twin_config(
+        SETTINGS,
         d_model=d_model,
         layers=hf.get("num_hidden_layers", 32),
         num_heads=heads,
         d_ff=hf.get("intermediate_size", 11008),
-        dropout=0.0,
-        positions="rope",
         **_rope(hf),
         max_len=hf.get("max_position_embeddings", 2048),
-        norm="pre",
-        norm_type="rmsnorm",
         norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-        scale_embeddings=False,
-        mlp="swiglu",
         kv_heads=0 if kv_heads == heads else kv_heads,
         head_dim=0 if head_dim * heads == d_model else head_dim,
         **options,

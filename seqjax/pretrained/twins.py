@@ -28,3 +28,11 @@ def unmet_settings(cfg: ModelConfig, settings: Settings, family: str) -> list[st
         for key, (value, what) in (settings | shared).items()
         if getattr(cfg, key) != value
     ]
+
+
+def twin_config(settings: Settings, **read: Any) -> ModelConfig:
+    """The model config of a checkpoint of the family with `settings`: a Transformer LM without
+    dropout that has `settings` and the TRANSFORMER_LM ones, and what its config.json says
+    (`read`, which wins)."""
+    fixed = {key: value for key, (value, _) in (TRANSFORMER_LM | settings).items()}
+    return ModelConfig(kind="transformer", dropout=0.0, **(fixed | read))

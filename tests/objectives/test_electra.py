@@ -18,7 +18,7 @@ from seqjax.models import build_model
 from seqjax.models.encoders.electra import ElectraModelOptions
 from seqjax.objectives import Electra
 from seqjax.objectives.electra import replace_tokens, replaced_labels
-from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens
+from seqjax.objectives.masked_lm import EVAL_RATE, MaskedLMOptions, encoded, mask_tokens
 
 V, B, T = 12, 3, 8
 
@@ -54,9 +54,8 @@ def test_discriminator_loss_is_the_cross_entropy_of_replaced_against_original(ti
     loss, metrics = jax.jit(lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS))(params)
     mask_key, sample_key, _ = jax.random.split(jax.random.split(key, 3)[0], 3)
     valid = batch["mask"] > 0
-    masked, selected = mask_tokens(
-        batch["targets"], valid, mask_key, ids=SPECIAL_IDS, vocab_size=V, rate=0.5, mask_prob=1.0, random_prob=0.0
-    )
+    masking = MaskedLMOptions(rate=0.5, mask_prob=1.0, random_prob=0.0)
+    masked, selected = mask_tokens(batch["targets"], valid, mask_key, masking, ids=SPECIAL_IDS, vocab_size=V)
     hidden = encoded(model, params, masked, valid, key, train=False, method="generator")
     samples = jax.random.categorical(sample_key, token_log_probs(model, head, params, hidden))
     corrupted = np.where(selected, samples, batch["targets"])

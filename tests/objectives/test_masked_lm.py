@@ -13,7 +13,7 @@ from seqjax.heads import build_head
 from seqjax.model_head import token_log_probs
 from seqjax.models import build_model
 from seqjax.objectives import MaskedLM
-from seqjax.objectives.masked_lm import EVAL_RATE, encoded, mask_tokens, masked_nll
+from seqjax.objectives.masked_lm import EVAL_RATE, MaskedLMOptions, encoded, mask_tokens, masked_nll
 
 V, B, T = 12, 3, 8
 MASK = SPECIAL_IDS.mask_id(V)
@@ -31,9 +31,8 @@ def corruption():
     rng = np.random.default_rng(0)
     tokens = jnp.asarray(rng.integers(SPECIAL_IDS.count, V, size=(400, 100)), jnp.int32)
     valid = jnp.arange(100) < jnp.asarray(rng.integers(50, 101, size=(400, 1)))
-    corrupted, selected = mask_tokens(
-        tokens, valid, jax.random.key(42), ids=SPECIAL_IDS, vocab_size=V, rate=0.15, mask_prob=0.8, random_prob=0.1
-    )
+    masking = MaskedLMOptions(rate=0.15, mask_prob=0.8, random_prob=0.1)
+    corrupted, selected = mask_tokens(tokens, valid, jax.random.key(42), masking, ids=SPECIAL_IDS, vocab_size=V)
     return np.asarray(tokens), np.asarray(valid), np.asarray(corrupted), np.asarray(selected)
 
 
@@ -90,15 +89,9 @@ def test_loss_is_the_mean_nll_of_the_original_tokens_at_the_selected_positions_o
     objective = MaskedLM(rate=0.5)
     key = jax.random.key(3)
     loss, metrics = jax.jit(lambda p: objective(model, head, p, batch, key, jnp.int32(0), ids=SPECIAL_IDS))(params)
+    mask_key = jax.random.split(key, 3)[0]
     corrupted, selected = mask_tokens(
-        batch["targets"],
-        batch["mask"] > 0,
-        jax.random.split(key, 3)[0],
-        ids=SPECIAL_IDS,
-        vocab_size=V,
-        rate=0.5,
-        mask_prob=0.8,
-        random_prob=0.1,
+        batch["targets"], batch["mask"] > 0, mask_key, objective, ids=SPECIAL_IDS, vocab_size=V
     )
     assert 0 < int(selected.sum()) < int(batch["mask"].sum())
     _, want = selected_nll(model, head, params, batch, corrupted, selected)
@@ -110,15 +103,9 @@ def test_masked_nll_scores_the_eval_positions_shown_as_mask(tiny_encoder):
     model, head, params, batch = tiny_encoder
     key = jax.random.key(0)
     sums = jax.jit(lambda p: masked_nll(model, head, p, batch, key, ids=SPECIAL_IDS))(params)
+    eval_masking = MaskedLMOptions(rate=EVAL_RATE, mask_prob=1.0, random_prob=0.0)
     corrupted, selected = mask_tokens(
-        batch["targets"],
-        batch["mask"] > 0,
-        key,
-        ids=SPECIAL_IDS,
-        vocab_size=V,
-        rate=EVAL_RATE,
-        mask_prob=1.0,
-        random_prob=0.0,
+        batch["targets"], batch["mask"] > 0, key, eval_masking, ids=SPECIAL_IDS, vocab_size=V
     )
     assert np.all(np.asarray(corrupted)[np.asarray(selected)] == MASK)
     want, _ = selected_nll(model, head, params, batch, corrupted, selected)

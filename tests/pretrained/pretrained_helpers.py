@@ -2,6 +2,7 @@
 tokens of an imported run, in the checkpoint's own ids."""
 
 import functools
+import json
 import pathlib
 
 import jax
@@ -15,17 +16,8 @@ from seqjax.training.features.generation import DecodeOptions, decode_prompts
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GREEDY = DecodeOptions()
-NAMES = (
-    "gpt2",
-    "gpt2_untied",
-    "llama_gqa",
-    "llama_bf16",
-    "llama3_rope",
-    "llama_head_dim",
-    "qwen2_bias",
-    "mistral_window",
-    "qwen3_qk_norm",
-)
+# The fixtures, in the order benchmarks/hf_fixtures.py wrote them: it records each one's export check.
+NAMES = tuple(json.loads((FIXTURES / "export_check.json").read_text()))
 
 
 def expected(name: str) -> dict[str, np.ndarray]:

@@ -8,7 +8,7 @@ from helpers import tiny_config
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import batch_sharding, make_mesh
-from seqjax.training.core.state import init_state, state_shardings
+from seqjax.training.core.state import abstract_state, init_state, placement
 from seqjax.training.core.steps import build_train_step
 
 
@@ -27,7 +27,7 @@ def train_steps(settings, initial, mesh_spec, *overrides):
     optimizer = optim.make_optimizer(cfg.optim, cfg.train.steps)
     schedule = optim.learning_rate_schedule(cfg.optim, cfg.train.steps)
     batches = exp.train_batches()
-    shardings = state_shardings(exp.model, exp.head, optimizer, batches.batch(0), mesh, cfg.train.sharding)
+    shardings = placement(abstract_state(exp.model, exp.head, optimizer, batches.batch(0), mesh, cfg.train.sharding))
     state = jax.device_put(initial, shardings)
     step = build_train_step(exp, optimizer, schedule, mesh, state)
     records = []

@@ -13,8 +13,8 @@ from helpers import tiny, tiny_config
 from seqjax import config as config_lib
 from seqjax.cli import main
 from seqjax.training.core.state import dump_json
-from seqjax.training.features.back_translation import back_translate, combine_pairs
-from seqjax.training.features.generation import DecodeOptions
+from seqjax.training.features.back_translation import combine_pairs
+from seqjax.training.features.generation import DecodeOptions, translate_lines
 from seqjax.training.saved.run import Run
 
 
@@ -131,7 +131,7 @@ def test_a_sampled_lines_translation_does_not_depend_on_the_batch_it_is_in(backw
 
     def translated(batch_size):
         cfg = dataclasses.replace(exp.cfg, train=dataclasses.replace(exp.cfg.train, batch_size=batch_size))
-        return back_translate(dataclasses.replace(exp, cfg=cfg), params, lines, DecodeOptions(sample=True), seed=1)
+        return translate_lines(dataclasses.replace(exp, cfg=cfg), params, lines, DecodeOptions(sample=True), seed=1)
 
     assert translated(8) == translated(3)
 

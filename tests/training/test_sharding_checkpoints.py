@@ -9,7 +9,7 @@ from layout_runs import mesh_of
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.run_dir import RunDir
-from seqjax.training.core.state import init_state, restore_state, state_shardings
+from seqjax.training.core.state import abstract_state, init_state, placement, restore_state
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,9 @@ def test_checkpoint_restores_onto_another_mesh_and_strategy_bit_identically(
     mesh = mesh_of(source_mesh)
     example = exp.train_batches().batch(0)
     optimizer = optim.make_optimizer(exp.cfg.optim, exp.cfg.train.steps)
-    written = jax.device_put(state, state_shardings(exp.model, exp.head, optimizer, example, mesh, source_strategy))
+    written = jax.device_put(
+        state, placement(abstract_state(exp.model, exp.head, optimizer, example, mesh, source_strategy))
+    )
     checkpointer = RunDir(str(tmp_path)).checkpointer(1)
     checkpointer.save(written, {"data_position": 0})
     checkpointer.close()
@@ -50,7 +52,7 @@ def test_checkpoint_restores_onto_another_mesh_and_strategy_bit_identically(
     restored, _ = restore_state(exp, checkpointer, 0, optimizer, mesh, example, target_strategy)
     checkpointer.close()
 
-    expected = state_shardings(exp.model, exp.head, optimizer, example, mesh, target_strategy)
+    expected = placement(abstract_state(exp.model, exp.head, optimizer, example, mesh, target_strategy))
     for got, sharding in zip(jax.tree.leaves(restored), jax.tree.leaves(expected)):
         assert got.sharding.is_equivalent_to(sharding, got.ndim)
     for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(state)):

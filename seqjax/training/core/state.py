@@ -125,29 +125,13 @@ def abstract_state(
     return result
 
 
-def state_shardings(
-    model: Model,
-    head: Head,
-    optimizer: optax.GradientTransformation,
-    batch: ExampleBatch,
-    mesh: Mesh,
-    strategy: str = "data",
-) -> TrainState:
-    """The NamedSharding of every leaf of the state under `strategy` (data | fsdp | tensor |
-    fsdp_tensor): where `jax.device_put` puts a state made elsewhere (a host copy, imported
-    parameters)."""
-    shardings: TrainState = jax.tree.map(
-        lambda s: s.sharding, abstract_state(model, head, optimizer, batch, mesh, strategy)
-    )
-    return shardings
-
-
 def placement(state: TrainState) -> TrainState:
     """The NamedSharding each leaf of a placed state carries: the arrays of `init_state` or
-    `restore_state`, a state put by `state_shardings`, or `abstract_state`'s ShapeDtypeStructs.
+    `restore_state`, or `abstract_state`'s ShapeDtypeStructs; `placement(abstract_state(...))`
+    is where `jax.device_put` puts a state made elsewhere (a host copy, imported parameters).
 
     Raises:
-      ValueError: a leaf on no mesh (a host copy: put it by `state_shardings` first).
+      ValueError: a leaf on no mesh (a host copy: put it by `placement(abstract_state(...))` first).
     """
 
     def of(path: Any, leaf: Any) -> NamedSharding:
@@ -155,7 +139,7 @@ def placement(state: TrainState) -> TrainState:
         if not isinstance(sharding, NamedSharding):
             raise ValueError(
                 f"state leaf {path_name(path)} lies on no mesh ({type(leaf).__name__}): "
-                "put the state by state_shardings"
+                "put the state by placement(abstract_state(...))"
             )
         return sharding
 
@@ -176,7 +160,7 @@ def init_state(
     a sharded parameter is never materialized whole on one device."""
     init = _initializer(model, head, optimizer, batch)
     key = jax.random.PRNGKey(seed)  # raw uint32 key data: checkpoints store it as a plain array
-    shardings = state_shardings(model, head, optimizer, batch, mesh, strategy)
+    shardings = placement(abstract_state(model, head, optimizer, batch, mesh, strategy))
     result: TrainState = jax.jit(lambda k: nn.meta.unbox(init(k)), out_shardings=shardings)(key)
     return result
 

@@ -1,8 +1,8 @@
 """Back-translation (Sennrich et al. 2016; Edunov et al. 2018): a trained target→source model
 translates monolingual target-side text, and the synthetic pairs join the real ones.
 
-`back_translate` decodes the monolingual lines with the backward run (beam search or sampling,
-`DecodeOptions`); `combine_pairs` lays out the training corpus: the real pairs `upsample`
+The backward run decodes the monolingual lines (`generation.translate_lines`: beam search or
+sampling, `DecodeOptions`); `combine_pairs` lays out the training corpus: the real pairs `upsample`
 times, then one synthetic pair per monolingual line, each synthetic source prefixed by `tag`
 (Caswell et al. 2019's tagged back-translation) when one is given; `write_corpus` writes it as
 PREFIX.SRC / PREFIX.TGT, the files of `data.kind=parallel`, for the forward run to train on;
@@ -15,40 +15,19 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from seqjax.contracts import Params
 from seqjax.data.corpora.formats import parallel_files
 from seqjax.data.corpora.readers import read_input, read_parallel
 from seqjax.data.corpora.sources import SPLITS, data_path, side_names, split_files
 from seqjax.models import is_seq2seq
 from seqjax.output_paths import check_output_file
-from seqjax.training.features.generation import DecodeOptions, Progress, translate_lines
+from seqjax.training.features.generation import DecodeOptions, translate_lines
 from seqjax.training.features.run_generation import with_progress
 
 if TYPE_CHECKING:
-    from seqjax.training.core.experiment import Experiment
     from seqjax.training.saved.run import Run
 
 # The forward run's data settings that `forward_corpus` gives: the corpus written, not the user's.
 CORPUS_KEYS = ("data.kind", "data.format", "data.train", "data.src", "data.tgt")
-
-
-def back_translate(
-    exp: Experiment,
-    params: Params,
-    lines: list[str],
-    options: DecodeOptions,
-    progress: Progress | None = None,
-    *,
-    seed: int = 0,
-) -> list[str]:
-    """The backward run's translation of each monolingual line (a blank line stays blank): the
-    synthetic sources of the forward direction, line-aligned with `lines`; sampled, line i draws
-    with its own key from `seed` and i (`generation.row_keys`)."""
-    if not exp.is_seq2seq:
-        raise ValueError(
-            f"back-translation needs an encoder-decoder run (target -> source), got model.kind={exp.cfg.model.kind!r}"
-        )
-    return translate_lines(exp, params, lines, options, progress, seed=seed)
 
 
 def combine_pairs(
@@ -168,7 +147,7 @@ def back_translated_corpus(
     restored = run.restore([])
     synthetic = with_progress(
         len(lines),
-        lambda progress: back_translate(restored.exp, restored.state.params, lines, options, progress, seed=seed),
+        lambda progress: translate_lines(restored.exp, restored.state.params, lines, options, progress, seed=seed),
     )
     pairs = combine_pairs(real_pairs, (synthetic, lines), upsample=upsample, tag=tag)
     paths = write_corpus(output, src, tgt, pairs)
