@@ -11,7 +11,8 @@ top and gathered deep nodes with `seqjax.heads.tree_rows`. Flax heads under the 
 
 Each `head.kind` is one module holding its Linen head, its options (the group `head.<kind>`),
 its builder and its `HEADS.register` call, beside the pure loss it trains on: `full_head`
-(full; its blocked loss, which every word-scoring head evaluates with, is `full`), `sampled`
+(full; its blocked loss, which every word-scoring head evaluates with, is `full`, its training
+loss over blocks of rows `full_mean`), `sampled`
 (sampled, and what every sampling head shares), `nce` (nce, negative), `classes` (class), `tree`
 and `adaptive`. Importing this package registers them.
 """

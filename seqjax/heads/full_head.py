@@ -4,6 +4,9 @@ vocabulary across the mesh's model axis (`vocab_parallel.vocab_parallel_softmax_
 options `head.full.*`.
 
 The blocked loss has a module of its own (`full.py`): every word-scoring head evaluates with it.
+Where that loss would score its blocks twice (`block_residuals=auto` and the exponentials too
+large to keep: four matmuls), the head trains on its masked mean with the gradients made in the
+forward pass over blocks of rows (`full_mean.mean_softmax_loss`, three matmuls, [R, V] memory).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from seqjax.checks import check_int, check_number, check_one_of
 from seqjax.config import HEADS, HeadConfig, option
 from seqjax.heads import full
 from seqjax.heads.base import WordScores
+from seqjax.heads.full_mean import mean_softmax_loss
 from seqjax.heads.vocab_parallel import vocab_parallel_softmax_loss
 
 BlockResiduals = Literal["auto", "bfloat16", "float32", "recompute"]
@@ -36,7 +40,8 @@ class FullOptions:
         "auto",
         "what the blocked loss keeps for its backward pass: float32 | bfloat16 exponentials (three matmuls, "
         "N·V values; bfloat16 moves the gradients by up to 2^-8) or recompute (four matmuls, [N, chunk] memory); "
-        "auto: exponentials at train.precision while they fit 1 GiB, else recompute",
+        "auto: exponentials at train.precision while they fit 1 GiB, else the gradients made in the forward "
+        "pass over blocks of rows (three matmuls, [rows, V] memory)",
     )
     z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")
 
@@ -51,12 +56,29 @@ class FullSoftmax(WordScores):
     materialized [N, V] logits), 0 lets `full_softmax_loss` choose by shape; `z_loss` > 0 adds
     z_loss · (log Z)² to each row's training loss (not to `log_probs`); `block_residuals` is what
     the blocked loss keeps for its backward pass (`full.BLOCK_RESIDUALS`; "": exponentials at
-    `precision`, the run's matmul precision, while they fit, `full.default_block_residuals`)."""
+    `precision`, the run's matmul precision, while they fit, `full.default_block_residuals`, and
+    where they do not, a training loss over blocks of rows, `full_mean`)."""
 
     chunk_size: int = 0
     z_loss: float = 0.0
     block_residuals: str = ""
     precision: str = "float32"
+
+    def loss(
+        self,
+        hidden: Array,
+        targets: Array,
+        key: Array | None = None,
+        mask: Array | None = None,
+        embedding: Array | None = None,
+    ) -> tuple[Array, dict[str, Array]]:
+        rows = hidden.shape[0]
+        blocked = (self.chunk_size or full.default_chunk_size(rows, self.vocab_size)) < self.vocab_size
+        kept = full.default_block_residuals(rows, self.vocab_size, self.precision)
+        if not blocked or self.block_residuals or kept != "recompute":
+            return super().loss(hidden, targets, key, mask, embedding)
+        params = self.parameters(hidden.shape[-1], embedding)
+        return mean_softmax_loss(hidden, params["weights"], params["biases"], targets, mask, z_loss=self.z_loss)
 
     def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
         chunks, rows = self.chunk_size or None, hidden.shape[0]
