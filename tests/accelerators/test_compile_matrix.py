@@ -76,6 +76,14 @@ def test_each_run_compiles_fits_and_uses_the_fused_kernel_where_its_mask_allows(
         assert attention["fallback"] is None and attention["fused_calls"] > 0, attention
 
 
+def test_packed_rows_in_scanned_rematerialized_blocks_reach_cudnn_in_the_backward_pass_too():
+    """A scanned block's backward pass is traced after its forward, where cuDNN's packed layout is
+    checked again against a GPU this machine does not have."""
+    report = compiled("modern_lm", "h100:1", "model.scan_layers=true", "model.remat=full")
+    attention = report["attention"]
+    assert attention["fallback"] is None and attention["fused_calls"] > 0, attention
+
+
 @pytest.mark.parametrize("kernel, resolved, calls", [("splash", "splash", True), ("auto", "xla", False)])
 def test_heads_narrower_than_the_splash_tiles_run_padded_on_it_when_named_and_on_xla_with_a_notice_on_auto(
     kernel, resolved, calls

@@ -15,7 +15,8 @@ JAX's binding are guarded:
   heads first.
 - It checks the compute capability of the machine's first GPU while tracing. Compiling for a GPU
   target on a machine without one (`seqjax compile`), there is none to ask: the model was built
-  for the target's capability (`KernelChoice`), and the check is answered by that.
+  for the target's capability (`KernelChoice`), and in such a process the check is answered by
+  that (`_capability_as_built`).
 
 A dilated window runs on XLA. The kernel takes 16-bit operands and heads of a multiple of 8
 features up to 128, and q, k and v in one placement (`placement.same_placement`). In a compiled
@@ -24,10 +25,8 @@ program its calls are custom calls to `__cudnn$fmha…` (`fmhaSoftmax` forward, 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -113,19 +112,18 @@ def keys_strided_by_query_heads() -> bool:
         return int(key_offsets.reshape(-1)[1]) != 1  # segment 2 starts 1 key (1 head x 1 feature) in
 
 
-@contextlib.contextmanager
-def _capability_as_built() -> Iterator[None]:
-    """JAX's check of the packed layout against the machine's first GPU, answered by the model's
-    build where the machine has none (compiling for a GPU target)."""
-    if jax.default_backend() == "gpu":
-        yield
-        return
-    checked = fused.check_compute_capability
-    fused.check_compute_capability = lambda capability: True
-    try:
-        yield
-    finally:
-        fused.check_compute_capability = checked
+def _capability_as_built() -> None:
+    """On a machine without a GPU, JAX's check of the packed layout against the machine's first
+    GPU answered by the model's build instead, for the process: such a machine compiles only for
+    a GPU target, whose capability the model was built for (`KernelChoice`), and the check runs
+    in whichever trace differentiates the step (a scanned, rematerialized block's backward pass
+    is traced after its forward)."""
+    if jax.default_backend() != "gpu":
+        fused.check_compute_capability = _built_for_the_target
+
+
+def _built_for_the_target(capability: str) -> bool:
+    return True
 
 
 def packed_arguments(q: Array, k: Array, v: Array, mask: SelfMask, segments: Array) -> dict[str, Any]:
@@ -159,8 +157,8 @@ def packed_cudnn_attention(q: Array, k: Array, v: Array, mask: SelfMask, segment
     arguments = packed_arguments(q, k, v, mask, segments)
     placed = same_placement(arguments["query"], arguments["key"], arguments["value"])
     arguments.update(zip(("query", "key", "value"), placed))
-    with _capability_as_built():
-        out = fused.dot_product_attention(**arguments)
+    _capability_as_built()
+    out = fused.dot_product_attention(**arguments)
     in_segment = packed_ids(segments, mask.valid) > 0
     return jnp.where(in_segment[:, :, None, None], out, 0).astype(q.dtype)
 
