@@ -111,7 +111,7 @@ def test_a_fused_kernel_that_leaves_attention_to_xla_says_why(device, overrides,
             TPU,
             ("model.d_model=128", "model.num_heads=2"),
             "the splash kernel takes heads (model.head_dim, else d_model / num_heads) of a multiple of 128 "
-            "features, got 64: XLA runs instead",
+            "features, got 64: XLA runs instead (model.attention_kernel=splash pads them to 128)",
         ),
         (
             H100,
