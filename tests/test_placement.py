@@ -1,12 +1,14 @@
 """`placement.attention_spec`: the one sharding queries, keys and values share, on meshes that
 split the batch, the heads, both, or neither, read from the arrays' shapes [B, T, heads, Dh]."""
 
+from types import SimpleNamespace
+
 import jax
 import pytest
 from jax.sharding import AbstractMesh
 from jax.sharding import PartitionSpec as P
 
-from seqjax.placement import attention_spec
+from seqjax.placement import attention_spec, gpu_capability
 
 
 def arrays(batch, length, *heads, width=16):
@@ -45,3 +47,17 @@ def test_attention_spec_splits_rows_and_heads_only_where_the_mesh_divides_every_
 def test_the_head_width_and_the_length_are_never_split():
     spec = attention_spec(mesh(data=2, model=4), *arrays(4, 16, 8, width=64))
     assert spec[1] is None and spec[3] is None
+
+
+@pytest.mark.parametrize(
+    "device, capability",
+    [
+        (SimpleNamespace(platform="gpu", compute_capability="9.0"), (9, 0)),
+        (SimpleNamespace(platform="gpu", compute_capability="12.1"), (12, 1)),
+        (SimpleNamespace(platform="gpu"), None),  # a GPU described without one
+        (SimpleNamespace(platform="tpu", compute_capability="9.0"), None),
+        (SimpleNamespace(platform="cpu"), None),
+    ],
+)
+def test_gpu_capability_reads_a_gpus_compute_capability_and_nothing_else(device, capability):
+    assert gpu_capability(device) == capability

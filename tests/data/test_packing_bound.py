@@ -81,3 +81,12 @@ def test_a_bad_segment_bound_is_refused_by_name(overrides, message):
     cfg = config_lib.override(Config(), ["data.packing=true", *overrides])
     with pytest.raises(ValueError, match=message):
         validate_train(cfg)
+
+
+@pytest.mark.parametrize("bound", [-1, 2.5, True])
+def test_the_packers_refuse_a_bound_that_is_not_a_count(bound):
+    stream = line_stream([1, 2, 1])
+    with pytest.raises(ValueError, match=r"data.max_segments must be an int >= 0"):
+        PackedLMBatches(stream, batch_size=1, seq_len=8, seed=0, max_segments=bound)
+    with pytest.raises(ValueError, match=r"data.max_segments must be an int >= 0"):
+        PackedSeq2SeqBatches([np.array([10])] * 2, [np.array([11])] * 2, 1, 8, 0, max_segments=bound)
