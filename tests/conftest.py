@@ -1,9 +1,10 @@
 """Test-wide setup, before jax is imported: 8 simulated CPU devices for sharding tests, and the
-compile time cut by unoptimized code generation and one compilation cache for the run."""
+compile time cut by unoptimized code generation, XLA:CPU's loop emitters and one compilation cache for the run."""
 
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -14,8 +15,26 @@ sys.path.insert(0, os.path.dirname(__file__))  # project_scripts, for the tests 
 # skip them: the suite runs in about 70% of the time.
 # XLA reads a flag's last occurrence: an optimization level already in XLA_FLAGS wins, the
 # device count does not.
+# XLA:CPU's MLIR fusion emitters take about twice as long to compile a program as its loop emitters
+# (and the suite a third longer); the loop emitters compute the same values. A flag XLA does not
+# know aborts the process, so it is set only where this JAX's XLA knows it (asked once per run,
+# in a subprocess; the xdist workers and the tests' subprocesses inherit the answer).
+LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+if "SEQJAX_TEST_EMITTERS" not in os.environ:
+    probe = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.jit(lambda x: x + 1)(1.0)"],
+        env={**os.environ, "XLA_FLAGS": LOOP_EMITTERS, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        check=False,
+    )
+    os.environ["SEQJAX_TEST_EMITTERS"] = LOOP_EMITTERS if probe.returncode == 0 else ""
 os.environ["XLA_FLAGS"] = " ".join(
-    ["--xla_backend_optimization_level=0", os.environ.get("XLA_FLAGS", ""), "--xla_force_host_platform_device_count=8"]
+    [
+        "--xla_backend_optimization_level=0",
+        os.environ["SEQJAX_TEST_EMITTERS"],
+        os.environ.get("XLA_FLAGS", ""),
+        "--xla_force_host_platform_device_count=8",
+    ]
 )
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache for the whole run, shared by the xdist workers (which inherit

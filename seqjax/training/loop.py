@@ -209,7 +209,7 @@ def train(
             schedule = optim.learning_rate_schedule(cfg.optim, t.steps)
             batches = exp.train_batches(row_multiple=batch_shards(mesh) * cfg.optim.accum_steps)
             example = batches.batch(0)
-            exp, remat = run_remat(exp, optimizer, schedule, mesh, batches.shapes, example)
+            exp, remat, ready = run_remat(exp, optimizer, schedule, mesh, batches.shapes, example)
             state, start = starting_state(exp, workdir, checkpointer, resume_step, optimizer, mesh, example, echo=echo)
             if schedule_changes:
                 echo(
@@ -249,7 +249,9 @@ def train(
             batch_layout = batch_split(cfg, mesh, example)
             listed = ", ".join(f"{rows}x{length}" for rows, length in batches.shapes)
             echo(f"compiling the train step for {len(batches.shapes)} batch shape(s), rows x length: {listed}")
-            programs, abstract, seconds = compile_train_steps(train_step, state, batches.shapes, example, sharding)
+            programs, abstract, seconds = compile_train_steps(
+                train_step, state, batches.shapes, example, sharding, ready
+            )
             echo(f"compiled in {seconds:.1f} s")
             memory = compiled_memory(programs[example["mask"].shape], state, abstract[example["mask"].shape])
             echo(describe_batch(batch_layout))

@@ -1,9 +1,13 @@
 """`model.remat=auto`: the lightest policy whose compiled train step fits a device, chosen from
 the policies' peaks; on a CPU, which reports no memory limit, `none` without compiling any."""
 
+import json
+
 import jax
 import pytest
 from helpers import tiny_config
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from seqjax import optimizers as optim
 from seqjax.training import loop
@@ -11,6 +15,7 @@ from seqjax.training.core import remat as remat_lib
 from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.remat import RematChoice, choose_remat, resolve_remat
+from seqjax.training.core.steps import CompiledStep
 
 GIB = 2**30
 
@@ -84,11 +89,47 @@ def test_a_run_whose_devices_hold_less_than_the_none_step_builds_its_model_with_
         monkeypatch.setattr(remat_lib, "device_memory_limit", lambda device: limit)
         return remat_lib.run_remat(exp, optimizer, schedule, mesh, batches.shapes, batches.batch(0))
 
-    _, roomy = run_remat_under(2**40)
-    built, tight = run_remat_under(roomy.peaks["none"] - 1)
+    _, roomy, _ = run_remat_under(2**40)
+    built, tight, ready = run_remat_under(roomy.peaks["none"] - 1)
     assert (roomy.policy, tight.policy) == ("none", "dots")
     assert tight.peaks["none"] == roomy.peaks["none"] > tight.peaks["dots"]
     assert (built.model.cfg.remat, built.cfg.model.remat) == ("dots", "auto")  # the config keeps auto
+    assert ready.shape == max(batches.shapes) and ready.program.memory_analysis() is not None
+
+
+def test_a_compiled_step_serves_only_a_state_of_its_own_shapes_dtypes_and_shardings():
+    mesh = jax.make_mesh((8,), ("data",), devices=jax.devices("cpu")[:8])
+    split, whole = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
+    state = {"w": jax.ShapeDtypeStruct((8, 4), "float32", sharding=split)}
+    ready = CompiledStep((8, 16), state, program=object())
+    assert ready.serves({"w": jax.device_put(jax.numpy.zeros((8, 4)), split)}, (8, 16))
+    assert not ready.serves(state, (8, 32))
+    assert not ready.serves({"w": jax.ShapeDtypeStruct((8, 4), "float32", sharding=whole)}, (8, 16))
+    assert not ready.serves({"w": jax.ShapeDtypeStruct((8, 4), "bfloat16", sharding=split)}, (8, 16))
+    assert not ready.serves({"v": state["w"]}, (8, 16))
+
+
+@pytest.mark.slow
+def test_a_run_runs_the_program_auto_compiled_to_choose_and_ends_as_a_run_of_that_policy_set_by_name(
+    monkeypatch, tmp_path
+):
+    compiled = []
+    compile_train_steps = loop.compile_train_steps
+
+    def watched(train_step, state, shapes, example, sharding, ready=None):
+        programs, abstract, seconds = compile_train_steps(train_step, state, shapes, example, sharding, ready)
+        compiled.append((ready, programs))
+        return programs, abstract, seconds
+
+    monkeypatch.setattr(loop, "compile_train_steps", watched)
+    monkeypatch.setattr(remat_lib, "device_memory_limit", lambda device: 2**40)
+    overrides = ("train.steps=3", "train.num_printed_samples=0", "model.dropout=0.0")
+    for remat in ("auto", "none"):
+        loop.train(tiny_config(*overrides, f"model.remat={remat}"), str(tmp_path / remat), echo=lambda _: None)
+    (ready, programs), (no_ready, _) = compiled
+    assert ready.program in programs.values() and no_ready is None
+    got, want = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("auto", "none"))
+    assert got == want
 
 
 @pytest.mark.slow

@@ -25,9 +25,9 @@ from seqjax.config.sections import Remat
 from seqjax.contracts import Model
 from seqjax.training.core.experiment import Experiment
 from seqjax.training.core.layout import batch_sharding
-from seqjax.training.core.memory import format_bytes, memory_report
+from seqjax.training.core.memory import compiled_memory, format_bytes
 from seqjax.training.core.state import abstract_state
-from seqjax.training.core.steps import build_train_step
+from seqjax.training.core.steps import CompiledStep, build_train_step
 
 LIGHTEST_FIRST = tuple(policy for policy in typing.get_args(Remat) if policy != "auto")
 
@@ -122,23 +122,27 @@ def run_remat(
     mesh: Mesh,
     shapes: list[tuple[int, int]],
     example: dict[str, Any],
-) -> tuple[Experiment, RematChoice | None]:
-    """`exp` with its model built under the policy `seqjax train` runs on `mesh`'s devices, and
-    the choice (None for a model without Transformer blocks). A policy's peak is its train step
-    compiled from abstract state for the largest of the batch `shapes` [rows, length] (the keys
-    and dtypes of `example`, a training batch)."""
+) -> tuple[Experiment, RematChoice | None, CompiledStep | None]:
+    """`exp` with its model built under the policy `seqjax train` runs on `mesh`'s devices, the
+    choice (None for a model without Transformer blocks), and the chosen policy's compiled step
+    where one was compiled to choose it (for `compile_train_steps`, which then compiles it no
+    second time). A policy's peak is its train step compiled from abstract state for the largest
+    of the batch `shapes` [rows, length] (the keys and dtypes of `example`, a training batch)."""
     largest = max(shapes, key=lambda shape: shape[0] * shape[1])
     sharding = batch_sharding(mesh)
     batch = {key: jax.ShapeDtypeStruct(largest, value.dtype, sharding=sharding) for key, value in example.items()}
+    compiled: dict[str, CompiledStep] = {}
 
     def peak_of(policy: str) -> int:
         parts = dataclasses.replace(exp, model=with_remat(exp.model, policy))
         state = abstract_state(parts.model, parts.head, optimizer, batch, mesh, exp.cfg.train.sharding)
         step = build_train_step(parts, optimizer, schedule, mesh, state)
-        return memory_report(step, state, batch)["peak_estimate"]
+        program = step.lower(state, batch).compile()  # type: ignore[attr-defined]
+        compiled[policy] = CompiledStep(largest, state, program)
+        return compiled_memory(program, state, batch)["peak_estimate"]
 
     device = mesh.devices.flat[0]
     choice = resolve_remat(exp.cfg.model, device.platform, device_memory_limit(device), peak_of)
     if choice is None:
-        return exp, None
-    return dataclasses.replace(exp, model=with_remat(exp.model, choice.policy)), choice
+        return exp, None, None
+    return dataclasses.replace(exp, model=with_remat(exp.model, choice.policy)), choice, compiled.get(choice.policy)

@@ -15,6 +15,7 @@ random draws differ from the jit step's, not their distribution.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -229,8 +230,34 @@ def build_train_step(
     return make_train_step(*parts, accum_steps=exp.cfg.optim.accum_steps, strategy=t.sharding, step_kind=t.step_kind)
 
 
+@dataclasses.dataclass(frozen=True)
+class CompiledStep:
+    """A train step compiled ahead for batches [rows, length] = `shape` and a state of `state`'s
+    shapes, dtypes and shardings (ShapeDtypeStructs or arrays): `model.remat=auto`'s chosen
+    policy, compiled to measure its peak, which the run then runs rather than compiles again."""
+
+    shape: tuple[int, int]
+    state: TrainState
+    program: Any
+
+    def serves(self, state: TrainState, shape: tuple[int, int]) -> bool:
+        """Whether `program` takes `state` (every leaf's shape, dtype, weak type and sharding as
+        compiled) with batches of `shape`."""
+        return shape == self.shape and _signature(state) == _signature(self.state)
+
+
+def _signature(state: TrainState) -> tuple[Any, list[tuple[Any, ...]]]:
+    leaves, tree = jax.tree.flatten(state)
+    return tree, [(leaf.shape, leaf.dtype, getattr(leaf, "weak_type", False), leaf.sharding) for leaf in leaves]
+
+
 def compile_train_steps(
-    train_step: TrainStep, state: TrainState, shapes: list[tuple[int, int]], example: dict[str, Any], sharding: Any
+    train_step: TrainStep,
+    state: TrainState,
+    shapes: list[tuple[int, int]],
+    example: dict[str, Any],
+    sharding: Any,
+    ready: CompiledStep | None = None,
 ) -> tuple[dict[tuple[int, int], Any], dict[tuple[int, int], dict[str, jax.ShapeDtypeStruct]], float]:
     """`train_step` compiled for each batch shape [rows, length] the training batches can take
     (`IndexedBatches.shapes`: a sequence-to-sequence run's buckets), ahead of the first step: a loop
@@ -240,6 +267,8 @@ def compile_train_steps(
     Args:
       example: a training batch, every array [rows, length]: the keys and dtypes of the batches.
       sharding: the batch arrays' sharding.
+      ready: a program compiled already (`remat.run_remat`'s), taken for its shape where it
+        `serves` `state`, compiled again where it does not.
 
     Returns:
       (programs, abstract batches, seconds spent compiling), each by shape.
@@ -249,7 +278,12 @@ def compile_train_steps(
         shape: {k: jax.ShapeDtypeStruct(shape, v.dtype, sharding=sharding) for k, v in example.items()}
         for shape in shapes
     }
-    programs = {shape: train_step.lower(state, batch).compile() for shape, batch in abstract.items()}  # type: ignore[attr-defined]
+    programs = {
+        shape: ready.program
+        if ready is not None and ready.serves(state, shape)
+        else train_step.lower(state, batch).compile()  # type: ignore[attr-defined]
+        for shape, batch in abstract.items()
+    }
     return programs, abstract, time.perf_counter() - began
 
 
