@@ -25,8 +25,12 @@ def ordered(names: list[str]) -> list[str]:
     return [n for n in known if n in names] + sorted(n for n in names if n not in known)
 
 
+SETTINGS = ["model", "kernel", "remat", "stack", "dropout", "packed", "flags"]
+
+
 def settings(name: str, m: dict[str, Any]) -> list[str]:
-    """model, kernel (→ xla where some attention fell back to XLA's), remat (requested → policy), packed, flags."""
+    """`SETTINGS`: model, kernel (→ xla where some attention fell back to XLA's), remat (requested
+    → policy), the layer stack (scanned or unrolled), dropout, packed, flags."""
     row = parse(name)
     remat = m.get("remat", {}).get("policy", row.remat)
     fallback = (m.get("attention") or {}).get("fallback")
@@ -34,6 +38,8 @@ def settings(name: str, m: dict[str, Any]) -> list[str]:
         row.model,
         f"{row.kernel} → xla" if fallback else row.kernel,
         row.remat if remat == row.remat else f"{row.remat} → {remat}",
+        "scanned" if row.scanned else "unrolled",
+        "0.1" if row.dropout else "0",
         "yes" if row.packed else "no",
         "on" if row.flags else "off",
     ]
@@ -59,7 +65,7 @@ def main_table(rows: dict, predicted: dict, steps: dict, kind: str, peak: float)
             est = [f"{1000 * seconds['step']:.0f} / {1000 * measured:.0f}", f"{errors[-1]:+.0%}"]
             mfu = f"{flops / (seconds['step'] * peak):.0%} / {flops / (measured * peak):.0%}"
             kinds = ("matmul", "attention", "memory", "launch")
-            parts.append([*head[:5], *(f"{1000 * seconds[f'{k}_seconds']:.1f}" for k in kinds)])
+            parts.append([*head[: len(SETTINGS)], *(f"{1000 * seconds[f'{k}_seconds']:.1f}" for k in kinds)])
             parts[-1] += [f"{1000 * p['roofline']['step']:.0f}" if p else DASH]
         else:
             est = [f"{DASH} / {1000 * measured:.0f}", DASH]
@@ -88,13 +94,16 @@ def unmeasured_table(predicted: dict, rows: dict) -> list[list[object]]:
 
 
 def packed_ratios(predicted: dict) -> str:
-    """Each packed row's estimated step against its unpacked twin's: "1B 1.05x, 125M 1.08x"."""
+    """Each packed row's estimated step against its unpacked twin's, in the order of `ordered`:
+    "1B unrolled 1.04x, 125M unrolled 1.06x, 1B scanned with dropout 1.05x"."""
     pairs = []
-    for name, p in predicted.items():
-        twin = predicted.get(name.replace("/packed", ""))
+    for name in ordered(list(predicted)):
+        p, twin = predicted[name], predicted.get(name.replace("/packed", ""))
         if "/packed" in name and twin and p.get("predicted_step_seconds") and twin.get("predicted_step_seconds"):
             ratio = p["predicted_step_seconds"] / twin["predicted_step_seconds"]
-            pairs.append(f"{parse(name).model} {ratio:.2f}x")
+            row = parse(name)
+            stack = ("scanned" if row.scanned else "unrolled") + (" with dropout" if row.dropout else "")
+            pairs.append(f"{row.model} {stack} {ratio:.2f}x")
     return ", ".join(pairs)
 
 
@@ -167,7 +176,7 @@ def render(predicted_path: str, measured_path: str) -> None:
     table, parts, errors = main_table(measured["rows"], predicted, steps, kind, peak)
     runs = measured["runs"]
     lines = [run_line(run, r) for run, r in runs.items()]
-    header = ["model", "kernel", "remat", "packed", "flags", "run", "step ms: estimate / measured", "error"]
+    header = [*SETTINGS, "run", "step ms: estimate / measured", "error"]
     header += [
         "today's code",
         "MFU: estimate / measured",
@@ -203,8 +212,7 @@ def render(predicted_path: str, measured_path: str) -> None:
         "bytes or, the dropout mask's random bits, by their elementwise instructions), and the roofline bound it "
         "replaced (the model's FLOPs at the dense bf16 peak, or the buffers' bytes at the full bandwidth):\n\n"
         + markdown_table(
-            ["model", "kernel", "remat", "packed", "flags", "matmul", "attention", "other kernels", "launches"]
-            + ["roofline bound"],
+            [*SETTINGS, "matmul", "attention", "other kernels", "launches"] + ["roofline bound"],
             parts,
         )
         + "\n\n"
@@ -224,8 +232,7 @@ def render(predicted_path: str, measured_path: str) -> None:
             f"the model's error on the measured steps above is stated there). Packed against unpacked: "
             f"{packed_ratios(predicted) or DASH}.\n\n"
             + markdown_table(
-                ["model", "kernel", "remat", "packed", "flags", "step ms: estimate", "MFU: estimate"]
-                + ["peak GiB: predicted", "fused attn calls (train)"],
+                [*SETTINGS, "step ms: estimate", "MFU: estimate"] + ["peak GiB: predicted", "fused attn calls (train)"],
                 waiting,
             )
             + "\n"

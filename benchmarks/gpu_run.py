@@ -17,12 +17,11 @@ seqjax's requirements, installing them from wheels brought along.) Then, on any 
 
 The rows (`gpu_rows.plan`, most valuable first, with each one's estimate on an H200: process
 start 10 s, compile, state 3-6 s, 13 steps, trace 8 s): per model the baseline `seqjax train`
-runs (cuDNN attention, remat auto, unpacked, GPU flags on; 1B 43 s, 125M 34 s), then one setting
-changed at a time, 1B then 125M: packed rows (43, 34 s), remat full (43, 34 s), flags off (43,
-34 s); last, 125M under XLA's attention (79 s: XLA's attention compiles for a minute). The
-bf16 matmul probe first (15 s). In all about 400 s of the 540 s budget (`--budget`); 1B under
-XLA's attention (94 s) is left out, so that the slack holds slower starts and packed rows whose
-attention would fall back to XLA (an older GPU: +45 s each). Packed rows hold at most 32
+runs (cuDNN attention, remat auto, unpacked, GPU flags on, layers unrolled, no dropout; 1B 57 s,
+125M 46 s), then one setting changed at a time, 1B then 125M: packed rows (57, 46 s), remat full
+(57, 46 s), flags off (57, 46 s), the scanned stack (43, 34 s). The bf16 matmul probe first (15
+s). In all about 500 s of the 540 s budget (`--budget`); XLA's attention (79 s at 125M, 94 s at
+1B) is left out, and the first measurement has it. Packed rows hold at most 32
 segments (`data.max_segments`), which cuDNN's packed layout needs. A row whose estimate
 no longer fits is not started, one past twice its estimate is cut off; `--rows` names others.
 

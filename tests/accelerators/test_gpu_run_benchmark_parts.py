@@ -27,7 +27,9 @@ CPU_ROW = rows.Row("125M", "xla", remat="auto", flags=True)  # cuDNN's attention
 
 def test_the_plan_fits_the_budget_and_starts_with_the_baselines_seqjax_train_runs():
     plan = rows.plan()
-    assert plan[:2] == [rows.Row(model, "cudnn", remat="auto", flags=True) for model in ("1B", "125M")]
+    assert plan[:2] == [
+        rows.Row(model, "cudnn", remat="auto", flags=True, scanned=False, dropout=False) for model in ("1B", "125M")
+    ]
     assert len({row.name for row in plan}) == len(plan)
     assert rows.planned_seconds(plan) == rows.PROBE_SECONDS + sum(row.estimate_seconds() for row in plan)
     assert rows.planned_seconds(plan) <= rows.BUDGET_SECONDS
@@ -35,10 +37,22 @@ def test_the_plan_fits_the_budget_and_starts_with_the_baselines_seqjax_train_run
 
 def test_each_planned_row_changes_one_setting_of_its_models_baseline():
     plan = rows.plan()
-    fields = ("kernel", "remat", "packed", "flags")
+    fields = ("kernel", "remat", "packed", "flags", "scanned", "dropout")
     for row in plan[2:]:
-        base = rows.Row(row.model, "cudnn", remat="auto", flags=True)
+        base = rows.BASELINE[row.model]
         assert sum(getattr(row, f) != getattr(base, f) for f in fields) == 1, row.name
+
+
+def test_an_unrolled_row_without_dropout_sets_both_and_costs_the_unrolled_compile():
+    row, first = rows.BASELINE["1B"], rows.Row("1B", "cudnn", remat="auto", flags=True)
+    assert row.name == "1B/cudnn/remat=auto/unrolled/no-dropout/flags=on"
+    assert [o for o in row.overrides() if o not in first.overrides()] == [
+        "model.scan_layers=false",
+        "model.dropout=0.0",
+    ]
+    cfg, _ = gpu_run.row_config(row.name)
+    assert (cfg.model.scan_layers, cfg.model.dropout) == (False, 0.0)
+    assert row.estimate_seconds() - first.estimate_seconds() == pytest.approx(14 * (rows.UNROLLED_COMPILE - 1))
 
 
 def test_a_rows_estimate_is_start_compile_state_steps_and_trace():
@@ -52,9 +66,12 @@ def test_names_round_trip_and_the_first_measurements_names_keep_their_settings()
         assert rows.parse(row.name) == row
     assert rows.parse("1B/cudnn") == rows.Row("1B", "cudnn", remat="full", packed=False, flags=False)
     assert rows.parse("125M/xla/remat=dots/packed/flags=on") == rows.Row("125M", "xla", "dots", True, True)
+    assert rows.parse("125M/cudnn/unrolled/no-dropout") == rows.Row("125M", "cudnn", scanned=False, dropout=False)
 
 
-@pytest.mark.parametrize("name", ["8B/cudnn", "1B/splash", "1B/cudnn/remat=some", "1B/cudnn/flags=on/packed"])
+@pytest.mark.parametrize(
+    "name", ["8B/cudnn", "1B/splash", "1B/cudnn/remat=some", "1B/cudnn/flags=on/packed", "1B/cudnn/no-dropout/unrolled"]
+)
 def test_a_name_that_is_no_row_is_refused(name):
     with pytest.raises(ValueError, match="row"):
         rows.parse(name)
@@ -94,7 +111,7 @@ def test_a_row_that_failed_keeps_its_line_in_the_table_with_its_error(tmp_path, 
     monkeypatch.setattr(render, "write_result", lambda name, title, body, machine: written.update(body=body) or "")
     render.render(gpu_run.PREDICTED, str(path))
     lines = written["body"].splitlines()
-    (header,) = [line for line in lines if line.startswith("| model | kernel | remat | packed | flags | run |")]
+    (header,) = [line for line in lines if line.startswith("| model | kernel | remat | stack | dropout | packed | flags | run |")]
     (line,) = [line for line in lines if "out of memory" in line]
     assert line.count("|") == header.count("|") and "out of memory / 3 GiB" in line
 
@@ -189,7 +206,7 @@ def test_render_shows_a_new_row_with_its_policy_and_its_kernels(measured, monkey
     written = {}
     monkeypatch.setattr(render, "write_result", lambda name, title, body, machine: written.update(body=body) or "")
     render.render(gpu_run.PREDICTED, str(measured))
-    assert "| 125M | xla | auto → none | no | on | " in written["body"]
+    assert "| 125M | xla | auto → none | scanned | 0.1 | no | on | " in written["body"]
     assert f"`{CPU_ROW.name}`: step " in written["body"]
 
 
