@@ -111,7 +111,9 @@ def test_a_row_that_failed_keeps_its_line_in_the_table_with_its_error(tmp_path, 
     monkeypatch.setattr(render, "write_result", lambda name, title, body, machine: written.update(body=body) or "")
     render.render(gpu_run.PREDICTED, str(path))
     lines = written["body"].splitlines()
-    (header,) = [line for line in lines if line.startswith("| model | kernel | remat | stack | dropout | packed | flags | run |")]
+    (header,) = [
+        line for line in lines if line.startswith("| model | kernel | remat | stack | dropout | packed | flags | run |")
+    ]
     (line,) = [line for line in lines if "out of memory" in line]
     assert line.count("|") == header.count("|") and "out of memory / 3 GiB" in line
 
