@@ -77,6 +77,19 @@ def test_a_name_that_is_no_row_is_refused(name):
         rows.parse(name)
 
 
+def test_packed_ratios_divide_each_packed_step_by_its_unpacked_twins_and_name_its_stack():
+    unrolled = rows.BASELINE["1B"].name
+    packed = unrolled.replace("/flags=on", "/packed/flags=on")
+    predicted = {
+        unrolled: {"predicted_step_seconds": 0.200},
+        packed: {"predicted_step_seconds": 0.210},
+        "125M/cudnn/remat=auto/packed/flags=on": {"predicted_step_seconds": 0.043},  # no unpacked twin
+        "1B/cudnn/remat=auto/packed/flags=on": {"predicted_step_seconds": 0.303},
+        "1B/cudnn/remat=auto/flags=on": {"predicted_step_seconds": 0.290},
+    }
+    assert render.packed_ratios(predicted) == "1B unrolled 1.05x, 1B scanned with dropout 1.04x"
+
+
 def test_a_packed_row_adds_the_packed_settings_and_nothing_else():
     packed, unpacked = rows.Row("1B", "cudnn", packed=True), rows.Row("1B", "cudnn")
     assert packed.overrides()[: len(unpacked.overrides())] == unpacked.overrides()

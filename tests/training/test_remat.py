@@ -107,6 +107,8 @@ def test_a_compiled_step_serves_only_a_state_of_its_own_shapes_dtypes_and_shardi
     assert not ready.serves({"w": jax.ShapeDtypeStruct((8, 4), "float32", sharding=whole)}, (8, 16))
     assert not ready.serves({"w": jax.ShapeDtypeStruct((8, 4), "bfloat16", sharding=split)}, (8, 16))
     assert not ready.serves({"v": state["w"]}, (8, 16))
+    weak = jax.ShapeDtypeStruct((8, 4), "float32", sharding=split, weak_type=True)
+    assert not ready.serves({"w": weak}, (8, 16))  # a compiled program refuses a weakly typed argument
 
 
 @pytest.mark.slow
