@@ -1,5 +1,7 @@
 """Tiny configs shared by the training tests: seconds of CPU, not minutes."""
 
+import os
+
 import jax
 import numpy as np
 
@@ -20,7 +22,7 @@ TINY = [
     "train.steps=4",
     "train.log_every=2",
     "train.eval_every=0",
-    "train.checkpoint_every=2",
+    "train.checkpoint_every=0",
     "train.num_printed_samples=2",
     "train.printed_sample_len=12",
     "optim.warmup_steps=1",
@@ -30,6 +32,16 @@ TINY = [
 # (the shard_map step draws it per device) and no warmup, whose first learning rate is 0 (the
 # first update would change nothing and the first two losses would both be the initial state's).
 EXACT_UPDATES = ("model.dropout=0.0", "optim.warmup_steps=0")
+
+
+def child_environment(devices: int) -> dict[str, str]:
+    """The environment of a run started as a child process on `devices` CPU devices, compiling as
+    the suite does (tests/conftest.py: without LLVM's optimizations, on the loop emitters where
+    this XLA has them) and reaching no proxy."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    flags = ["--xla_backend_optimization_level=0", os.environ.get("SEQJAX_TEST_EMITTERS", "")]
+    env.update(XLA_FLAGS=" ".join([*flags, f"--xla_force_host_platform_device_count={devices}"]), JAX_PLATFORMS="cpu")
+    return env
 
 
 def tiny(*overrides: str) -> list[str]:

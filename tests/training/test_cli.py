@@ -19,6 +19,9 @@ from seqjax.training.core.experiment import build_experiment
 from seqjax.training.core.layout import make_mesh
 from seqjax.training.core.run_dir import RunDir
 from seqjax.training.core.state import restore_state
+from seqjax.training.features import continuation as lm_continuation
+from seqjax.training.features import task_reports
+from seqjax.training.features.evaluation import generation_report
 
 pytestmark = pytest.mark.slow  # long tests: scheduled first (tests/conftest.py)
 
@@ -79,6 +82,27 @@ def test_eval_of_the_valid_split_reproduces_the_runs_summary(trained_run, capsys
     total, tokens = split_nll(exp, params, "valid")  # no eval batching, no `evaluate`
     assert result["valid"]["tokens"] == tokens
     assert result["valid"]["nll"] == pytest.approx(total / tokens, rel=1e-6)
+
+
+def test_a_runs_printed_samples_are_the_first_its_grammar_report_judged_not_decoded_again(trained_run, monkeypatch):
+    exp, params = checkpoint_params(trained_run, 4)
+    expected = lm_continuation.sample_texts(exp, params, num=2)  # continuations 0 and 1, decoded alone
+    decoded = []
+
+    def counted(exp, params, *, num):
+        decoded.append(num)
+        return expected_texts(exp, params, num=num)
+
+    expected_texts = lm_continuation.sample_texts
+    monkeypatch.setattr(lm_continuation, "sample_texts", counted)
+    monkeypatch.setattr(task_reports, "sample_texts", counted)
+    lines = []
+    report = generation_report(exp, params, echo=lines.append)
+    assert decoded == [256] and report["samples"] == expected
+    assert lines[1:] == [f"  sample: {text}" for text in expected] and "are grammatical" in lines[0]
+    decoded.clear()  # too few texts sampled so: the printed ones are decoded
+    assert lm_continuation.lm_samples(exp, params, echo=lines.append, sampled=expected[:1])["samples"] == expected
+    assert decoded == [2]
 
 
 def test_generate_continues_the_prompt(trained_run, capsys):

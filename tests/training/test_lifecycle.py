@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from helpers import tiny, tiny_config
+from helpers import child_environment, tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import load_data
@@ -34,12 +34,8 @@ LONG = tiny(
 
 
 def launch(workdir, log, *overrides, devices=1):
-    """`seqjax train` of LONG in a child process on CPU devices, its output in log.out/err; the
-    child compiles as the suite does (tests/conftest.py): without LLVM's optimizations, a
-    quarter less of its time."""
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    flags = f"--xla_backend_optimization_level=0 --xla_force_host_platform_device_count={devices}"
-    env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
+    """`seqjax train` of LONG in a child process on CPU devices, its output in log.out/err."""
+    env = child_environment(devices)
     with open(f"{log}.out", "w") as out, open(f"{log}.err", "w") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "seqjax.cli", "train", "--workdir", str(workdir), "--set", *LONG, *overrides],

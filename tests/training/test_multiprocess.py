@@ -12,7 +12,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny, tiny_config
+from helpers import EXACT_UPDATES, assert_trains_alike, child_environment, tiny, tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.config import TrainConfig
@@ -83,11 +83,8 @@ def reserved_port():
 
 
 def launch(code, args, log_prefix):
-    """A worker process on 4 CPU devices, compiling as the suite does (tests/conftest.py):
-    without LLVM's optimizations, a quarter less of its time."""
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    flags = "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=4"
-    env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu", PYTHONPATH=REPO)
+    """A worker process on 4 CPU devices (`child_environment`)."""
+    env = {**child_environment(4), "PYTHONPATH": REPO}
     with open(f"{log_prefix}.out", "w") as out, open(f"{log_prefix}.err", "w") as err:  # the child keeps its copies
         return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=out, stderr=err)
 

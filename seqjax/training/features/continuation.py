@@ -181,40 +181,22 @@ def continue_lines(
     return outputs
 
 
-def sample_texts(
-    exp: Experiment,
-    params: Params,
-    *,
-    prompt: str = "",
-    num: int,
-    seed: int = 0,
-    options: DecodeOptions = SAMPLING,
-) -> list[str]:
-    """`num` continuations of `prompt` (up to train.printed_sample_len tokens) by a language
-    model, each as text that starts with the prompt."""
-    return continuations(
-        model_decoder(exp, params, options),
-        prompt,
-        num=num,
-        max_len=exp.cfg.train.printed_sample_len,
-        seed=seed,
-        max_len_name="train.printed_sample_len",
-    )
+def sample_texts(exp: Experiment, params: Params, *, num: int) -> list[str]:
+    """`num` continuations of an empty prompt by a language model (up to train.printed_sample_len
+    tokens; SAMPLING, continuation i drawn with `row_keys(0, [i])`), as texts: a run's samples."""
+    decoder = model_decoder(exp, params, SAMPLING)
+    max_len, name = exp.cfg.train.printed_sample_len, "train.printed_sample_len"
+    return continuations(decoder, "", num=num, max_len=max_len, max_len_name=name)
 
 
 def lm_samples(
-    exp: Experiment,
-    params: Params,
-    *,
-    echo: Callable[[str], None] = print,
-    prompt: str = "",
-    num: int | None = None,
-    seed: int = 0,
-    options: DecodeOptions = SAMPLING,
+    exp: Experiment, params: Params, *, echo: Callable[[str], None] = print, sampled: list[str] | None = None
 ) -> dict:
-    """Prints and returns `num` (default train.num_printed_samples) continuations of `prompt`."""
-    cfg = exp.cfg.train
-    texts = sample_texts(exp, params, prompt=prompt, num=num or cfg.num_printed_samples, seed=seed, options=options)
-    for text in texts[: cfg.num_printed_samples]:
+    """Prints and returns a run's train.num_printed_samples samples: continuations of an empty
+    prompt by SAMPLING, continuation i drawn with `row_keys(0, [i])`; the first of `sampled` where
+    it holds enough, texts drawn so (`task_reports.TaskMeasure.samples`), else decoded here."""
+    num = exp.cfg.train.num_printed_samples
+    texts = sampled[:num] if sampled is not None and len(sampled) >= num else sample_texts(exp, params, num=num)
+    for text in texts:
         echo(f"  sample: {text}")
-    return {"decoding": options.describe(), "samples": texts[: cfg.num_printed_samples]}
+    return {"decoding": SAMPLING.describe(), "samples": texts}

@@ -28,7 +28,7 @@ from seqjax.objectives import objective_of
 from seqjax.training.core.experiment import batch_plan
 from seqjax.training.features.continuation import lm_samples
 from seqjax.training.features.generation import translate
-from seqjax.training.features.task_reports import task_report
+from seqjax.training.features.task_reports import TaskMeasure, task_report
 
 if TYPE_CHECKING:
     from seqjax.training.core.experiment import Experiment
@@ -92,5 +92,5 @@ def generation_report(exp: Experiment, params: Params, *, echo: Callable[[str], 
     if exp.is_seq2seq:
         return translate(exp, params, "valid" if "valid" in exp.data.splits else "train", echo=echo)
     report = task_report(exp.cfg)
-    measure = report(exp, params, echo=echo) if report is not None else {}
-    return {**lm_samples(exp, params, echo=echo), **measure}
+    measure = report(exp, params, echo=echo) if report is not None else TaskMeasure({})
+    return {**lm_samples(exp, params, echo=echo, sampled=measure.samples), **measure.numbers}

@@ -157,7 +157,7 @@ class Run:
             )
             report = task_report(exp.cfg)
             if report is not None:
-                result[exp.cfg.data.task] = report(exp, params)
+                result[exp.cfg.data.task] = report(exp, params).numbers
             return result
 
         scorer = batch_scorer(make_eval_step(exp.model, exp.head, restored.mesh), params, restored.mesh)
