@@ -88,7 +88,8 @@ def test_packed_rows_in_scanned_rematerialized_blocks_reach_cudnn_in_the_backwar
 def test_heads_narrower_than_the_splash_tiles_run_padded_on_it_when_named_and_on_xla_with_a_notice_on_auto(
     kernel, resolved, calls
 ):
-    narrow = ("model.num_heads=8", f"model.attention_kernel={kernel}")  # Llama 3.2 1B's 64-wide heads
+    # Llama 3.2 1B's 64-wide heads; one layer: each holds the same attention
+    narrow = ("model.num_heads=8", f"model.attention_kernel={kernel}", "model.layers=1")
     report = compiled("modern_lm", "v5e:2x2", "train.sharding=fsdp", *narrow)
     attention = report["attention"]
     assert attention["resolved"] == resolved and (attention["fused_calls"] > 0) == calls, attention
