@@ -36,10 +36,10 @@ EXACT_UPDATES = ("model.dropout=0.0", "optim.warmup_steps=0")
 
 def child_environment(devices: int) -> dict[str, str]:
     """The environment of a run started as a child process on `devices` CPU devices, compiling as
-    the suite does (tests/conftest.py: without LLVM's optimizations, on the loop emitters where
-    this XLA has them) and reaching no proxy."""
+    the suite does (tests/conftest.py: without LLVM's optimizations, with the flags that shorten
+    compilation where this XLA has them) and reaching no proxy."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    flags = ["--xla_backend_optimization_level=0", os.environ.get("SEQJAX_TEST_EMITTERS", "")]
+    flags = ["--xla_backend_optimization_level=0", os.environ.get("SEQJAX_TEST_XLA_FLAGS", "")]
     env.update(XLA_FLAGS=" ".join([*flags, f"--xla_force_host_platform_device_count={devices}"]), JAX_PLATFORMS="cpu")
     return env
 
