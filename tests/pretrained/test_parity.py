@@ -10,7 +10,7 @@ from pretrained_helpers import FIXTURES, GREEDY, NAMES, expected, loaded, seqjax
 from seqjax.cli import main
 from seqjax.pretrained import export_run, import_checkpoint
 from seqjax.pretrained.tensor_files import read_checkpoint
-from seqjax.training.features.continuation import continuation_ids
+from seqjax.training.features.continuation import continuations
 from seqjax.training.saved.run import Run
 
 
@@ -33,10 +33,10 @@ def test_generate_reads_a_text_prompt_as_transformers_tokenizer_and_continues_it
     continuation, its `</s>` included when transformers stopped at one, in the checkpoint's ids."""
     want = expected(name)
     decoder = Run.open(str(imported(name))).lm_decoder(GREEDY)
-    prompt, continuation = continuation_ids(decoder, str(want["prompt"]), num=1, max_len=int(want["max_new_tokens"]))
+    drawn = continuations(decoder, str(want["prompt"]), num=1, max_len=int(want["max_new_tokens"]))
     hf_of = decoder.tokenizer.layout.hf_of
-    assert hf_of[prompt].tolist() == want["prompt_ids"].tolist()
-    assert hf_of[continuation[0]].tolist() == want["continuation"].tolist()
+    assert hf_of[drawn.prompt_ids].tolist() == want["prompt_ids"].tolist()
+    assert hf_of[drawn.ids[0]].tolist() == want["continuation"].tolist()
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama_gqa"])

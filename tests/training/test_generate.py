@@ -118,7 +118,7 @@ def decoders(word_run):
 def test_each_input_line_continues_as_it_does_alone_whatever_width_it_is_padded_to(decoders):
     decoder = decoders(DecodeOptions())
     together = continue_lines(decoder, MANY_LENGTHS, max_len=6)
-    alone = [continuations(decoder, line, num=1, max_len=6)[0] for line in MANY_LENGTHS]
+    alone = [continuations(decoder, line, num=1, max_len=6).texts[0] for line in MANY_LENGTHS]
     assert together == alone
 
 
@@ -145,10 +145,10 @@ def test_sampled_lines_do_not_depend_on_the_batch_size_or_the_lines_beside_them(
 @pytest.mark.slow
 def test_continuation_i_of_a_prompt_is_line_i_of_a_file_of_that_prompt(decoders):
     decoder = decoders(SAMPLING)
-    drawn = continuations(decoder, "She said", num=6, max_len=8, seed=2)
+    drawn = continuations(decoder, "She said", num=6, max_len=8, seed=2).texts
     assert drawn == continue_lines(decoder, ["She said"] * 6, max_len=8, seed=2)
-    assert continuations(decoder, "She said", num=6, max_len=8, seed=2) == drawn
-    assert continuations(decoder, "She said", num=6, max_len=8, seed=3) != drawn
+    assert continuations(decoder, "She said", num=6, max_len=8, seed=2).texts == drawn
+    assert continuations(decoder, "She said", num=6, max_len=8, seed=3).texts != drawn
 
 
 def test_a_max_len_beyond_the_models_positions_names_the_flag_and_its_limit_for_the_prompt(word_run, capsys):

@@ -99,24 +99,15 @@ def padded_width(length: int, widest: int | None) -> int:
     return width if widest is None else min(width, widest)
 
 
-def continuation_ids(
-    decoder: LMDecoder,
-    prompt: str,
-    *,
-    num: int,
-    max_len: int,
-    seed: int = 0,
-    max_len_name: str = "--max-len",
-) -> tuple[list[int], list[list[int]]]:
-    """The ids the model reads for `prompt` (`Framing.prompt`) and `num` continuations of it,
-    each up to `max_len` tokens (its `</s>` included when it ends), continuation i drawn with
-    `row_keys(seed, [i])`."""
-    tokenizer = decoder.tokenizer
-    ids = tokenizer.framing.prompt(tokenizer.encode(prompt))
-    check_room(decoder.positions, len(ids), max_len, "the prompt", max_len_name)
-    prompts = np.tile(np.asarray(ids, np.int32), (num, 1))
-    tokens, lengths = decoder.decode(prompts, np.full(num, len(ids), np.int32), row_keys(seed, range(num)), max_len)
-    return ids, [row[:n].tolist() for row, n in zip(tokens, lengths)]
+@dataclasses.dataclass(frozen=True)
+class Continuations:
+    """What `continuations` decoded: `prompt_ids`, the ids the model read for the prompt
+    (`Framing.prompt`); `ids`, each continuation's (its `</s>` included when it ends); `texts`,
+    each continuation one text with the prompt (`Tokenizer.continue_text`)."""
+
+    prompt_ids: list[int]
+    ids: list[list[int]]
+    texts: list[str]
 
 
 def continuations(
@@ -127,11 +118,16 @@ def continuations(
     max_len: int,
     seed: int = 0,
     max_len_name: str = "--max-len",
-) -> list[str]:
-    """`num` continuations of `prompt` (`continuation_ids`), each one text with the prompt
-    (`Tokenizer.continue_text`)."""
-    _, rows = continuation_ids(decoder, prompt, num=num, max_len=max_len, seed=seed, max_len_name=max_len_name)
-    return [decoder.tokenizer.continue_text(prompt, row) for row in rows]
+) -> Continuations:
+    """`num` continuations of `prompt`, each up to `max_len` tokens, continuation i drawn with
+    `row_keys(seed, [i])`."""
+    tokenizer = decoder.tokenizer
+    ids = tokenizer.framing.prompt(tokenizer.encode(prompt))
+    check_room(decoder.positions, len(ids), max_len, "the prompt", max_len_name)
+    prompts = np.tile(np.asarray(ids, np.int32), (num, 1))
+    tokens, lengths = decoder.decode(prompts, np.full(num, len(ids), np.int32), row_keys(seed, range(num)), max_len)
+    rows = [row[:n].tolist() for row, n in zip(tokens, lengths)]
+    return Continuations(ids, rows, [tokenizer.continue_text(prompt, row) for row in rows])
 
 
 def continue_lines(
@@ -186,7 +182,7 @@ def sample_texts(exp: Experiment, params: Params, *, num: int) -> list[str]:
     tokens; SAMPLING, continuation i drawn with `row_keys(0, [i])`), as texts: a run's samples."""
     decoder = model_decoder(exp, params, SAMPLING)
     max_len, name = exp.cfg.train.printed_sample_len, "train.printed_sample_len"
-    return continuations(decoder, "", num=num, max_len=max_len, max_len_name=name)
+    return continuations(decoder, "", num=num, max_len=max_len, max_len_name=name).texts
 
 
 def lm_samples(

@@ -63,7 +63,8 @@ def prompt_outputs(
         translation = translate_lines(restored.exp, restored.state.params, [prompt or ""], options, seed=seed)[0]
         return [f"{prompt} -> {translation}"]
     decoder = run.lm_decoder(options)
-    return [f"  sample: {text}" for text in continuations(decoder, prompt or "", num=num, max_len=max_len, seed=seed)]
+    drawn = continuations(decoder, prompt or "", num=num, max_len=max_len, seed=seed)
+    return [f"  sample: {text}" for text in drawn.texts]
 
 
 def line_outputs(run: Run, lines: list[str], options: DecodeOptions, *, max_len: int, seed: int = 0) -> list[str]:
