@@ -23,10 +23,14 @@ TINY = [
     "train.log_every=2",
     "train.eval_every=0",
     "train.checkpoint_every=0",
-    "train.num_printed_samples=2",
+    "train.num_printed_samples=0",
     "train.printed_sample_len=12",
     "optim.warmup_steps=1",
 ]
+
+# A tiny run prints no samples (decoding them compiles a program of its own); a test of what a
+# run prints at its end asks for them.
+SAMPLES = "train.num_printed_samples=2"
 
 # Settings under which two layouts of one run must train alike, update by update: no dropout
 # (the shard_map step draws it per device) and no warmup, whose first learning rate is 0 (the

@@ -7,7 +7,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from helpers import split_nll, tiny
+from helpers import SAMPLES, split_nll, tiny
 
 from seqjax import config as config_lib
 from seqjax import decoding
@@ -42,7 +42,7 @@ def listing(directory):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("run")
-    assert train(workdir) == 0
+    assert train(workdir, SAMPLES) == 0
     return workdir
 
 
@@ -313,7 +313,7 @@ def test_evaluated_pairs_longer_than_the_model_reads_are_refused_before_training
 def test_seq2seq_train_eval_and_generate(tmp_path, capsys):
     # One bucket: every bucket length is its own compiled program, and compiling dominates here.
     seq2seq = ["data.task=reverse", "model.kind=transformer_seq2seq", "data.buckets=24", "data.max_pair_len=20"]
-    assert train(tmp_path, *seq2seq) == 0
+    assert train(tmp_path, *seq2seq, SAMPLES) == 0
     assert "copy-the-source" in capsys.readouterr().out
     assert main(["eval", "--workdir", str(tmp_path), "--split", "test", "--beam", "2", "--length-penalty", "0.6"]) == 0
     out = capsys.readouterr().out

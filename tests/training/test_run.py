@@ -24,8 +24,8 @@ def test_opening_a_folder_without_a_run_is_refused_naming_it(tmp_path):
 
 def test_a_run_is_opened_with_its_saved_config_under_the_overrides(trained_run):
     saved = config_lib.from_dict(json.loads((trained_run / "config.json").read_text()))
-    run = Run.open(str(trained_run), ["train.num_printed_samples=0"])
-    assert run.cfg == config_lib.override(saved, ["train.num_printed_samples=0"]) != saved
+    run = Run.open(str(trained_run), ["train.num_printed_samples=3"])
+    assert run.cfg == config_lib.override(saved, ["train.num_printed_samples=3"]) != saved
 
 
 def test_restore_gives_the_latest_checkpoint_and_the_runs_own_tokenizer(trained_run):

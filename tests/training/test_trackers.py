@@ -7,7 +7,7 @@ import json
 import struct
 
 import pytest
-from helpers import tiny
+from helpers import SAMPLES, tiny
 
 from seqjax.cli import main
 from seqjax.training.core.trackers import WANDB_ID, validate_trackers
@@ -71,9 +71,12 @@ def test_a_wandb_run_holds_the_run_and_a_resumed_run_goes_on_in_it(tmp_path, mon
     monkeypatch.setenv("WANDB_SILENT", "true")
     run = tmp_path / "run"
     loggers = "train.loggers=tensorboard,wandb"
-    assert main(["train", "--workdir", str(run), "--set", *tiny(loggers)]) == 0
+    assert main(["train", "--workdir", str(run), "--set", *tiny(loggers, SAMPLES)]) == 0
     first_id = (run / WANDB_ID).read_text().strip()
-    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny(loggers, "train.steps=6")]) == 0
+    assert (
+        main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny(loggers, SAMPLES, "train.steps=6")])
+        == 0
+    )
     ids, config, history, summary = logged(run)
     assert ids == [first_id, first_id]  # the resumed session is the same W&B run
     assert config["model"]["d_model"] == 32 and config["train"]["loggers"] == ["tensorboard", "wandb"]
