@@ -47,6 +47,7 @@ from common import (  # noqa: E402
     transformer_config,
     write_result,
 )
+from decode_loops import empty_cache, python_loop_beam, python_loop_greedy  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
@@ -191,76 +192,6 @@ def compiled_beam(
     )
 
 
-# The empty KV cache of `init_decode_state`, built by one compiled call rather than op by op.
-empty_cache = jax.jit(init_decode_state, static_argnames=("model", "batch_size", "max_len"))
-
-
-@functools.partial(jax.jit, static_argnames=("model", "head"), donate_argnames=("state",))
-def greedy_step(model: Model, head: Head, params: Params, state: Any, tokens: jax.Array) -> tuple[jax.Array, Any]:
-    """One greedy step: tokens [B] int32 -> (next tokens [B] int32, state)."""
-    log_probs, state = make_step_fn(model, head, params)(state, tokens)
-    return jnp.argmax(log_probs, axis=-1).astype(jnp.int32), state
-
-
-def python_loop_greedy(model: Model, head: Head, params: Params, shapes: Shapes) -> jax.Array:
-    """Greedy decoding by a Python loop over `greedy_step`: tokens [B, max_len] int32."""
-    state = empty_cache(model, params, batch_size=shapes.batch, max_len=shapes.cache_len)
-    tokens = jnp.full((shapes.batch,), BOS_ID, jnp.int32)
-    generated: list[jax.Array] = []
-    for _ in range(shapes.max_len):
-        tokens, state = greedy_step(model, head, params, state, tokens)
-        generated.append(tokens)
-    return jnp.stack(generated, axis=1)
-
-
-@functools.partial(jax.jit, static_argnames=("model", "head"), donate_argnames=("beams", "sequences"))
-def beam_step(
-    model: Model,
-    head: Head,
-    params: Params,
-    beams: Any,
-    totals: jax.Array,
-    sequences: jax.Array,
-    last: jax.Array,
-    t: jax.Array | np.integer,
-) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
-    """One step of the live beams, ranked by total log-prob.
-
-    Args:
-      beams: the decode state with B * K rows (row b * K + k is beam k of row b).
-      totals: [B, K] float32 log-prob sums; sequences: [B, K, max_len] int32;
-      last: [B * K] int32 tokens to feed; t: [] int32 the step.
-    Returns:
-      (beams, totals, sequences, last) after extending by the K best of the K * V extensions.
-    """
-    batch_size, k = totals.shape
-    log_probs, beams = make_step_fn(model, head, params)(beams, last)
-    vocab = log_probs.shape[-1]
-    extended = (totals[:, :, None] + log_probs.reshape(batch_size, k, vocab)).reshape(batch_size, k * vocab)
-    totals, index = jax.lax.top_k(extended, k)
-    parents, tokens = index // vocab, (index % vocab).astype(jnp.int32)
-    sequences = jnp.take_along_axis(sequences, parents[:, :, None], axis=1).at[:, :, t].set(tokens)
-    rows = (jnp.arange(batch_size)[:, None] * k + parents).reshape(-1)
-    beams = jax.tree.map(lambda leaf: leaf[rows], beams)
-    return beams, totals, sequences, tokens.reshape(-1)
-
-
-def python_loop_beam(model: Model, head: Head, params: Params, shapes: Shapes) -> tuple[jax.Array, jax.Array]:
-    """Beam search by a Python loop over `beam_step`: sequences [B, K, max_len] int32, scores [B, K].
-
-    With EOS unreachable and no length penalty no hypothesis finishes before the last step, so
-    the live beams at the end are `decoding.beam_search`'s result, best first.
-    """
-    b, k = shapes.batch, shapes.beam_size
-    beams = empty_cache(model, params, batch_size=b * k, max_len=shapes.cache_len)
-    totals = jnp.full((b, k), -jnp.inf, jnp.float32).at[:, 0].set(0.0)  # one live beam, no duplicates
-    sequences = jnp.zeros((b, k, shapes.max_len), jnp.int32)
-    last = jnp.full((b * k,), BOS_ID, jnp.int32)
-    for t in range(shapes.max_len):
-        beams, totals, sequences, last = beam_step(model, head, params, beams, totals, sequences, last, np.int32(t))
-    return sequences, totals
-
-
 @functools.partial(jax.jit, static_argnames=("model", "recompute", "steps"))
 def model_steps_at_position(
     model: Model, model_params: Params, state: Any, tokens: jax.Array, *, recompute: bool, steps: int
@@ -319,14 +250,19 @@ def decode_variants(
     Beam search recomputing the prefix runs only with `quick`: at full size its cost per step
     is what the step-time table measures, times B * K rows.
     """
+    batch, max_len = shapes.batch, shapes.max_len
     greedy = {
         REFERENCE: lambda: compiled_greedy(model, head, params, shapes=shapes, recompute=False),
-        "KV cache, Python loop of jitted steps": lambda: python_loop_greedy(model, head, params, shapes),
+        "KV cache, Python loop of jitted steps": lambda: python_loop_greedy(
+            model, head, params, batch=batch, max_len=max_len
+        ),
         RECOMPUTE: lambda: compiled_greedy(model, head, params, shapes=shapes, recompute=True),
     }
     beam = {
         REFERENCE: lambda: compiled_beam(model, head, params, shapes=shapes, recompute=False)[0],
-        "KV cache, Python loop of jitted steps": lambda: python_loop_beam(model, head, params, shapes)[0],
+        "KV cache, Python loop of jitted steps": lambda: python_loop_beam(
+            model, head, params, batch=batch, beam_size=shapes.beam_size, max_len=max_len
+        )[0],
     }
     if quick:  # at full size one call would run B * K rows x max_len full-prefix passes: ~10 CPU-minutes
         beam[RECOMPUTE] = lambda: compiled_beam(model, head, params, shapes=shapes, recompute=True)[0]

@@ -41,14 +41,16 @@ def test_unreachable_eos_makes_every_row_run_every_step(lm):
 
 def test_python_loop_greedy_equals_the_compiled_greedy_decoder(lm):
     model, head, params = lm
-    tokens = bench.python_loop_greedy(model, head, params, TINY)
+    tokens = bench.python_loop_greedy(model, head, params, batch=TINY.batch, max_len=TINY.max_len)
     expected = bench.compiled_greedy(model, head, params, shapes=TINY, recompute=False)
     np.testing.assert_array_equal(tokens, expected)
 
 
 def test_python_loop_beam_equals_beam_search_when_eos_is_unreachable(lm):
     model, head, params = lm
-    sequences, scores = bench.python_loop_beam(model, head, params, TINY)
+    sequences, scores = bench.python_loop_beam(
+        model, head, params, batch=TINY.batch, beam_size=TINY.beam_size, max_len=TINY.max_len
+    )
     expected_sequences, expected_scores = bench.compiled_beam(model, head, params, shapes=TINY, recompute=False)
     np.testing.assert_array_equal(sequences, expected_sequences)
     np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)
