@@ -57,8 +57,7 @@ def test_train_writes_the_run_directory(trained_run, capsys):
 
 def test_running_the_same_command_again_resumes_where_it_stopped(trained_run, tmp_path, capsys):
     run = shutil.copytree(trained_run, tmp_path / "run")
-    quiet = "train.num_printed_samples=0"  # no samples to generate: this run is about its steps
-    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny("train.steps=6", quiet)]) == 0
+    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny("train.steps=6")]) == 0
     out = capsys.readouterr().out
     assert "resuming" in out and "at step 4" in out
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -210,7 +209,6 @@ def test_init_from_starts_a_new_run_from_the_sources_latest_parameters(trained_r
             f"train.init_from={trained_run}",
             "optim.learning_rate=1e-12",
             "train.steps=1",
-            "train.num_printed_samples=0",
         )
         == 0
     )

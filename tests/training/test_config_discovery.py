@@ -100,12 +100,12 @@ def test_train_help_lists_every_section_and_key_with_type_and_default(capsys):
 
 
 def test_a_run_prints_only_the_keys_that_differ_from_the_defaults(tmp_path, capsys):
-    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("train.num_printed_samples=0")]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny()]) == 0
     out = capsys.readouterr().out
     start = out.index("config, where it differs from the defaults")
     printed = [line.strip() for line in out[start:].splitlines()[1:] if line.startswith("  ") and " = " in line]
-    assert printed == config_text.changed(config_lib.override(Config(), tiny("train.num_printed_samples=0")))
+    assert printed == config_text.changed(config_lib.override(Config(), tiny()))
     assert "train.steps = 4" in printed and not any(p.startswith("model.kind") for p in printed)
     assert '"d_ff"' not in out  # the whole JSON config is not printed; config.json holds it
     saved = config_lib.from_dict(json.loads((tmp_path / "config.json").read_text()))
-    assert saved == config_lib.override(Config(), tiny("train.num_printed_samples=0"))
+    assert saved == config_lib.override(Config(), tiny())

@@ -43,7 +43,7 @@ def word_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("word")
     (root / "corpus.txt").write_text("\n".join(LINES * 20) + "\n")
     corpus = [f"data.{split}={root / 'corpus.txt'}" for split in ("train", "valid", "test")]
-    settings = tiny("data.kind=text", "data.tokenizer=word", *corpus, "train.num_printed_samples=0")
+    settings = tiny("data.kind=text", "data.tokenizer=word", *corpus)
     assert main(["train", "--workdir", str(root / "run"), "--set", *settings]) == 0
     return root / "run"
 

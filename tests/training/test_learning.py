@@ -17,7 +17,6 @@ def test_150_steps_on_the_grammar_drive_the_loss_far_below_chance(tmp_path):
         "train.steps=150",
         "train.log_every=25",
         "train.checkpoint_every=0",
-        "train.num_printed_samples=0",
         "optim.learning_rate=2e-2",
         "optim.warmup_steps=10",
     )

@@ -18,8 +18,6 @@ from seqjax.cli import main
 from seqjax.data import load_data
 from seqjax.training.core.signals import SYNC_EVERY, StopRequest
 
-# Runs about their steps and schedules, with no samples to generate at their end.
-QUIET = "train.num_printed_samples=0"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 300
 # Every step logged, so that the losses of two runs compare step by step; no checkpoint but
@@ -29,7 +27,6 @@ LONG = tiny(
     "train.log_every=1",
     "train.checkpoint_every=0",
     "train.eval_batches=1",
-    "train.num_printed_samples=0",
 )
 
 
@@ -146,10 +143,10 @@ def test_the_first_signal_is_recorded_and_a_second_takes_the_handler_from_before
 
 @pytest.fixture(scope="module")
 def quiet_run(tmp_path_factory):
-    """The run directory of a tiny run of 4 steps with QUIET, trained once for the tests below
+    """The run directory of a tiny run of 4 steps trained once for the tests below
     that resume it, refuse to, or evaluate it; a test that changes it works on a copy."""
     workdir = tmp_path_factory.mktemp("quiet")
-    assert main(["train", "--workdir", str(workdir), "--set", *tiny(QUIET)]) == 0
+    assert main(["train", "--workdir", str(workdir), "--set", *tiny()]) == 0
     return workdir
 
 
@@ -159,7 +156,7 @@ def test_a_resume_that_changes_the_schedule_is_refused_naming_both_values(quiet_
         ("optim.learning_rate=0.001", "optim.learning_rate: checkpoint has 0.003, now 0.001"),
     ]:
         capsys.readouterr()
-        assert main(["train", "--workdir", str(quiet_run), "--set", *tiny(QUIET, change)]) == 2
+        assert main(["train", "--workdir", str(quiet_run), "--set", *tiny(change)]) == 2
         err = capsys.readouterr().err
         assert message in err and "--extend-schedule" in err and "Traceback" not in err
     assert [r["step"] for r in train_records(quiet_run)] == [2, 4]
@@ -167,14 +164,14 @@ def test_a_resume_that_changes_the_schedule_is_refused_naming_both_values(quiet_
 
 def test_extend_schedule_goes_on_under_the_new_schedule_and_says_so(quiet_run, tmp_path, capsys):
     run = shutil.copytree(quiet_run, tmp_path / "run")
-    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny(QUIET, "train.steps=6")]) == 0
+    assert main(["train", "--extend-schedule", "--workdir", str(run), "--set", *tiny("train.steps=6")]) == 0
     out = capsys.readouterr().out
     assert "--extend-schedule: going on from step 4 under the new learning-rate schedule" in out
     assert "train.steps: checkpoint has 4, now 6" in out
     assert [r["step"] for r in train_records(run)] == [2, 4, 6]
     assert json.loads((run / "config.json").read_text())["train"]["steps"] == 6
     # The run is now one of 6 steps: the same command resumes (nothing left to do) without the flag.
-    assert main(["train", "--workdir", str(run), "--set", *tiny(QUIET, "train.steps=6")]) == 0
+    assert main(["train", "--workdir", str(run), "--set", *tiny("train.steps=6")]) == 0
 
 
 def test_training_pairs_dropped_for_length_are_printed_per_split_and_saved(tmp_path, capsys):
@@ -184,7 +181,6 @@ def test_training_pairs_dropped_for_length_are_printed_per_split_and_saved(tmp_p
         "data.buckets=24",
         "data.max_pair_len=8",
         "train.steps=2",
-        "train.num_printed_samples=0",
     )
     expected = load_data(tiny_config(*seq2seq).data)
     assert expected.dropped["train"] > 0

@@ -25,7 +25,6 @@ RUN = tiny(
     "train.checkpoint_every=2",
     "train.keep_checkpoints=2",
     "train.eval_batches=2",
-    "train.num_printed_samples=0",
     "model.dropout=0.2",
 )
 

@@ -132,7 +132,7 @@ def trained_records(cfg, workdir):
 
 
 def test_every_logged_training_interval_reports_throughput_per_device_and_mfu(tmp_path):
-    cfg = tiny_config("train.steps=2", "train.log_every=1", "train.num_printed_samples=0", "train.peak_tflops=1.0")
+    cfg = tiny_config("train.steps=2", "train.log_every=1", "train.peak_tflops=1.0")
     records = trained_records(cfg, tmp_path)
     assert len(records) == 2
     for record in records:
@@ -158,7 +158,6 @@ def test_a_token_budget_run_counts_the_flops_of_each_steps_own_row_length(tmp_pa
         "train.log_every=1",
         "train.checkpoint_every=0",
         "train.eval_batches=1",
-        "train.num_printed_samples=0",
         "train.peak_tflops=1.0",
     )
     records = trained_records(cfg, tmp_path)
@@ -176,7 +175,6 @@ def test_a_sampled_head_run_logs_the_flops_of_its_k_plus_one_rows_not_the_vocabu
         "head.num_samples=8",
         "train.steps=1",
         "train.log_every=1",
-        "train.num_printed_samples=0",
         "train.peak_tflops=1.0",
     )
     (record,) = trained_records(cfg, tmp_path)

@@ -36,7 +36,6 @@ SETTINGS = [
     "train.log_every=1",
     f"train.checkpoint_every={STEPS}",
     "train.eval_batches=1",
-    "train.num_printed_samples=0",
 ]
 # Seconds without heartbeats before a process counts as dead: generous, so that a healthy
 # process on starved cores is never declared dead.

@@ -122,7 +122,6 @@ def test_kinds_registered_from_outside_train_together_through_the_command_line(r
         "objective.scaled_teacher_forcing.factor=0.5",
         "optim.kind=sign_sgd",
         "optim.sign_sgd.scale=0.5",
-        "train.num_printed_samples=0",
     ]
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny(*chosen)]) == 0
     assert USED["model"] and USED["objective"] == [0.5] and USED["optimizer"] == [0.5]

@@ -125,7 +125,7 @@ def test_a_run_runs_the_program_auto_compiled_to_choose_and_ends_as_a_run_of_tha
 
     monkeypatch.setattr(loop, "compile_train_steps", watched)
     monkeypatch.setattr(remat_lib, "device_memory_limit", lambda device: 2**40)
-    overrides = ("train.steps=3", "train.num_printed_samples=0", "model.dropout=0.0")
+    overrides = ("train.steps=3", "model.dropout=0.0")
     for remat in ("auto", "none"):
         loop.train(tiny_config(*overrides, f"model.remat={remat}"), str(tmp_path / remat), echo=lambda _: None)
     (ready, programs), (no_ready, _) = compiled
@@ -137,6 +137,6 @@ def test_a_run_runs_the_program_auto_compiled_to_choose_and_ends_as_a_run_of_tha
 @pytest.mark.slow
 def test_the_cpu_train_command_prints_that_auto_chose_none(tmp_path):
     lines = []
-    cfg = tiny_config("train.steps=1", "train.num_printed_samples=0")
+    cfg = tiny_config("train.steps=1")
     loop.train(cfg, str(tmp_path), echo=lines.append)
     assert "remat: auto chose none (cpu devices report no memory limit: no other policy compiled)" in lines

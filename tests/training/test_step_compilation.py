@@ -21,7 +21,6 @@ SEQ2SEQ = tiny(
     "data.max_pair_len=20",
     "train.steps=8",
     "train.eval_every=0",
-    "train.num_printed_samples=0",
 )
 
 

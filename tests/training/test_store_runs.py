@@ -29,7 +29,7 @@ def _corpus(tmp_path):
 def test_a_stored_run_resumes_on_its_store_and_refuses_a_changed_source(tmp_path):
     train_file, valid_file = _corpus(tmp_path)
     keys = ("data.kind=text", f"data.train={train_file}", f"data.valid={valid_file}", "data.tokenizer=word")
-    keys += ("model.kind=rnn", "train.num_printed_samples=0", f"data.store={tmp_path / 'store'}")
+    keys += ("model.kind=rnn", f"data.store={tmp_path / 'store'}")
     messages: list[str] = []
     train(tiny_config(*keys, "train.steps=2"), str(tmp_path / "run"), echo=messages.append, extend_schedule=True)
     assert any("preparing it" in m for m in messages)
@@ -85,7 +85,7 @@ def run_without_train_text(tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
     train_file, valid_file = _corpus(root)
     keys = ("data.kind=text", f"data.train={train_file}", f"data.valid={valid_file}", "data.tokenizer=word")
-    settings = tiny(*keys, "model.kind=rnn", "train.num_printed_samples=0", f"data.store={root / 'store'}")
+    settings = tiny(*keys, "model.kind=rnn", f"data.store={root / 'store'}")
     assert main(["train", "--workdir", str(root / "run"), "--set", *settings]) == 0
     os.rename(train_file, root / "train.txt.away")
     return root
@@ -136,7 +136,7 @@ def test_eval_reads_the_runs_store_when_its_relative_paths_now_resolve_where_no_
     _corpus(tmp_path)
     monkeypatch.setenv("SEQJAX_DATA", str(tmp_path))
     keys = ("data.kind=text", "data.train=train.txt", "data.valid=valid.txt", "data.tokenizer=word")
-    settings = tiny(*keys, "model.kind=rnn", "train.num_printed_samples=0")
+    settings = tiny(*keys, "model.kind=rnn")
     assert main(["train", "--workdir", str(tmp_path / "run"), "--set", *settings]) == 0
     capsys.readouterr()
     monkeypatch.delenv("SEQJAX_DATA")
