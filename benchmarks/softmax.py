@@ -63,18 +63,20 @@ from softmax_cases import (  # noqa: E402
     CaseBuilder,
     Shapes,
     adaptive_capacity_case,
-    adaptive_floor_case,
     baseline_cases,
-    full_floor_case,
     head_configs,
-    huffman_floor_case,
     jax_case,
     make_inputs,
-    peak_case,
     row_gradient_case,
-    sampled_floor_case,
     torch_cases,
     tree_row_gradient_case,
+)
+from softmax_floors import (  # noqa: E402
+    adaptive_floor_case,
+    full_floor_case,
+    huffman_floor_case,
+    peak_case,
+    sampled_floor_case,
 )
 from softmax_targets import (  # noqa: E402
     ADAPTIVE_FLOOR,
