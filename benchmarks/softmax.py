@@ -26,7 +26,8 @@ itself with transparent huge pages for the host heap where that applies, which t
 GLIBC_TUNABLES shows), for the JAX cases and torch alike: each fresh allocation otherwise
 faults its pages in anew at every call, a cost that weighs most on the fastest heads
 (the Huffman rows at V = 100k: 35.3 -> 28.0 ms, medians of 25 calls, 2-core Intel Xeon).
-The cases live in softmax_cases.py. The 1-minute load average is sampled while the cases run,
+The cases live in softmax_cases.py, the floors in softmax_floors.py and the targets checked in
+softmax_targets.py. The 1-minute load average is sampled while the cases run,
 and the whole run's wall time, both reported.
 
 Writes benchmarks/results/softmax.md and softmax.png (time against V, log-log);
