@@ -4,6 +4,7 @@ with the memory XLA reports for it."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable
 from types import ModuleType
@@ -42,6 +43,17 @@ class Shapes:
     rows: int  # N
     features: int  # D
     samples: int  # K
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """--rows, --features and --samples, defaulting to the GPU benchmark's shapes."""
+        parser.add_argument("--rows", type=int, default=16384)
+        parser.add_argument("--features", type=int, default=1024)
+        parser.add_argument("--samples", type=int, default=1024)
+
+    @classmethod
+    def parsed(cls, args: argparse.Namespace) -> Shapes:
+        return cls(args.rows, args.features, args.samples)
 
 
 # A compiled case: (blocking call, temporaries + arguments + outputs bytes, temporaries bytes).

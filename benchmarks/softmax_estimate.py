@@ -189,9 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="h200:1")
     parser.add_argument("--vocab", type=int, default=100_000)
-    parser.add_argument("--rows", type=int, default=16384)
-    parser.add_argument("--features", type=int, default=1024)
-    parser.add_argument("--samples", type=int, default=1024)
+    Shapes.add_arguments(parser)
     parser.add_argument("--measured", default=os.path.join(RESULTS, "softmax_gpu.json"))
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
@@ -200,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--target must be one GPU (kind:1, e.g. h200:1), got {args.target}")
     kind = args.target.split(":")[0].lower()
     mesh = Mesh(np.array(target_devices(target)), ("devices",))
-    shapes = Shapes(args.rows, args.features, args.samples)
+    shapes = Shapes.parsed(args)
     measured = measured_seconds(args.measured, args.vocab)
     report: dict[str, Any] = {
         "machine": {**machine(), "target": target.describe()},

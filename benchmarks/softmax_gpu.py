@@ -173,13 +173,8 @@ def matmul_rate(precision: str | None, size: int = 8192, repeats: int = 10) -> f
     a = jnp.asarray(np.random.default_rng(0).normal(size=(size, size)), jnp.float32)
     with jax.default_matmul_precision(precision) if precision else contextlib.nullcontext():
         product = jax.jit(lambda x: x @ x).lower(a).compile()
-    product(a).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        product(a).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return 2 * size**3 / float(np.median(times)) / 1e12
+    seconds = interleaved({"matmul": lambda: product(a).block_until_ready()}, repeats, warm_up=True)["matmul"]
+    return 2 * size**3 / seconds / 1e12
 
 
 def render(report: dict[str, Any]) -> str:
@@ -223,9 +218,7 @@ def render(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", default="100000,1000000")
-    parser.add_argument("--rows", type=int, default=16384)
-    parser.add_argument("--features", type=int, default=1024)
-    parser.add_argument("--samples", type=int, default=1024)
+    Shapes.add_arguments(parser)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--memory-limit-gb", type=float, default=100.0)
     parser.add_argument("--agreement-vocab", type=int, default=10_000)
@@ -243,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"softmax_gpu.py needs a GPU as JAX's default backend, got {jax.default_backend()}")
     began = time.perf_counter()
     torch = torch_or_none()
-    shapes = Shapes(args.rows, args.features, args.samples)
+    shapes = Shapes.parsed(args)
     report: dict[str, Any] = {
         "machine": machine(),
         "shapes": {"rows": shapes.rows, "features": shapes.features, "samples": shapes.samples},

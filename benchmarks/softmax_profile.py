@@ -41,18 +41,8 @@ from jax import lax
 from seqjax.training.core.host_heap import restart_with_huge_pages
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import softmax_cases as cases  # noqa: E402
 from common import interleaved, machine, markdown_table, matmul_peak, torch_or_none, write_result  # noqa: E402
-from softmax_cases import (  # noqa: E402
-    TOP_LEVELS,
-    Shapes,
-    adaptive_cutoffs,
-    head_configs,
-    jax_case,
-    make_inputs,
-    row_gradient_case,
-    torch_cases,
-    tree_row_gradient_case,
-)
 
 from seqjax.heads import (  # noqa: E402
     full_softmax_loss,
@@ -73,7 +63,7 @@ def blocking(fn: Callable[..., object], *args: Any) -> Callable[[], object]:
 
 
 def full_softmax_parts(
-    vocab_size: int, shapes: Shapes, hidden: jax.Array, targets: jax.Array
+    vocab_size: int, shapes: cases.Shapes, hidden: jax.Array, targets: jax.Array
 ) -> dict[str, tuple[Callable[[], object], float]]:
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
@@ -140,10 +130,10 @@ def full_softmax_parts(
 
 
 def adaptive_parts(
-    torch: ModuleType, vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
+    torch: ModuleType, vocab_size: int, shapes: cases.Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
 ) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
     """{part: (seqjax call, torch call)} for the head, each tail on its own rows, and the whole."""
-    cutoffs = adaptive_cutoffs(vocab_size)
+    cutoffs = cases.adaptive_cutoffs(vocab_size)
     bounds = (0,) + cutoffs + (vocab_size,)
     targets_np = np.asarray(targets)
     cluster = np.searchsorted(np.array(cutoffs), targets_np, side="right")
@@ -172,8 +162,12 @@ def adaptive_parts(
         torch_call = _torch_part(torch, part_hidden, projection, weights, local, index == 0)
         name = f"head: {shapes.rows} rows x {size:,} entries" if index == 0 else f"tail {index}: {rows.size} rows"
         parts[f"{name}, d = {width}"] = (jax_call, torch_call)
-    whole_jax = jax_case(head_configs(vocab_size, shapes)["adaptive (div 4)"], vocab_size, counts, hidden, targets)[0]
-    whole_torch = torch_cases(torch, vocab_size, hidden, targets, float("inf"))["torch AdaptiveLogSoftmaxWithLoss"]()[0]
+    whole_jax = cases.jax_case(
+        cases.head_configs(vocab_size, shapes)["adaptive (div 4)"], vocab_size, counts, hidden, targets
+    )[0]
+    whole_torch = cases.torch_cases(torch, vocab_size, hidden, targets, float("inf"))[
+        "torch AdaptiveLogSoftmaxWithLoss"
+    ]()[0]
     assert whole_torch is not None  # no memory limit: the case is always built
     parts["whole head (AdaptiveLogSoftmaxWithLoss / adaptive head)"] = (whole_jax, whole_torch)
     return parts
@@ -196,15 +190,15 @@ def _torch_part(
 
 
 def huffman_parts(
-    vocab_size: int, shapes: Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
+    vocab_size: int, shapes: cases.Shapes, counts: np.ndarray, hidden: jax.Array, targets: jax.Array
 ) -> dict[str, Callable[[], object] | None]:
     tree = huffman_tree(counts)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size - 1, shapes.features)), jnp.float32)
     biases = jnp.zeros((vocab_size - 1,), jnp.float32)
-    size, capacity = top_size(tree, TOP_LEVELS), deep_capacity(tree, np.asarray(targets), TOP_LEVELS)
-    steps = deep_steps(tree, np.asarray(targets), TOP_LEVELS)
-    paths = jax.jit(lambda t: split_paths(tree, t, TOP_LEVELS, capacity))(targets)
+    size, capacity = top_size(tree, cases.TOP_LEVELS), deep_capacity(tree, np.asarray(targets), cases.TOP_LEVELS)
+    steps = deep_steps(tree, np.asarray(targets), cases.TOP_LEVELS)
+    paths = jax.jit(lambda t: split_paths(tree, t, cases.TOP_LEVELS, capacity))(targets)
     nodes, codes, mask = tree_paths(tree, targets)
 
     def all_path_rows(
@@ -221,24 +215,26 @@ def huffman_parts(
 
     name = "tree, Huffman, row gradients"
     return {
-        f"the whole step (top {TOP_LEVELS} levels dense: split_paths, gathers, loss, row gradients)": (
-            tree_row_gradient_case(name, vocab_size, shapes, counts, hidden, targets)[0]
+        f"the whole step (top {cases.TOP_LEVELS} levels dense: split_paths, gathers, loss, row gradients)": (
+            cases.tree_row_gradient_case(name, vocab_size, shapes, counts, hidden, targets)[0]
         ),
-        "splitting the paths (split_paths)": blocking(lambda t: split_paths(tree, t, TOP_LEVELS, capacity), targets),
+        "splitting the paths (split_paths)": blocking(
+            lambda t: split_paths(tree, t, cases.TOP_LEVELS, capacity), targets
+        ),
         f"the top's three [N, D] x [D, T = {size}] products": blocking(top_products, weights, hidden),
         f"gathering the deep steps' node and hidden rows, [M = {capacity}, D] each": blocking(
             lambda w, h, p: (w[p.step_nodes], h[p.step_rows]), weights, hidden, paths
         ),
         f"before: every path step on gathered rows, [N, L, D] = [{shapes.rows}, {nodes.shape[1]}, "
         f"{shapes.features}]": blocking(all_path_rows, weights, biases, hidden),
-        f"path steps below the top {TOP_LEVELS} levels: mean {steps.mean():.2f}, max {steps.max()} "
+        f"path steps below the top {cases.TOP_LEVELS} levels: mean {steps.mean():.2f}, max {steps.max()} "
         f"(whole paths: mean {tree.depths[np.asarray(targets)].mean():.1f} of L = {nodes.shape[1]})": None,
     }
 
 
-def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict[str, Callable[[], object]]:
+def sampled_row_parts(vocab_size: int, shapes: cases.Shapes) -> dict[str, Callable[[], object]]:
     """{part: call} of the log-uniform sampled softmax step with row gradients at V."""
-    counts, hidden, targets = make_inputs(vocab_size, shapes)
+    counts, hidden, targets = cases.make_inputs(vocab_size, shapes)
     sampler = samplers.log_uniform(vocab_size)
     rng = np.random.default_rng(2)
     weights = jnp.asarray(0.05 * rng.normal(size=(vocab_size, shapes.features)), jnp.float32)
@@ -258,7 +254,9 @@ def sampled_row_parts(vocab_size: int, shapes: Shapes) -> dict[str, Callable[[],
 
         return jax.value_and_grad(mean_loss, argnums=(0, 1, 2))(h, w, b)
 
-    whole = row_gradient_case("sampled (log-uniform), row gradients", vocab_size, shapes, counts, hidden, targets)[0]
+    whole = cases.row_gradient_case(
+        "sampled (log-uniform), row gradients", vocab_size, shapes, counts, hidden, targets
+    )[0]
     return {
         "the whole step": whole,
         "drawing K unique samples and both expected counts": blocking(draw, key),
@@ -276,11 +274,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sweep", default="10000,1000000", help="the two V of the sampled row-gradient breakdown")
     args = parser.parse_args(argv)
-    shapes, vocab_size = Shapes(2048, 512, 1024), args.vocab
+    shapes, vocab_size = cases.Shapes(2048, 512, 1024), args.vocab
     info = machine()
     print("machine:", "; ".join(f"{k} {v}" for k, v in info.items()))
     peak = matmul_peak()
-    counts, hidden, targets = make_inputs(vocab_size, shapes)
+    counts, hidden, targets = cases.make_inputs(vocab_size, shapes)
     flops = 6.0 * shapes.rows * shapes.features * vocab_size
     sections = [
         f"Measured fp32 matmul peak (JAX, 2048^3): {peak:.0f} GFLOP/s. V = {vocab_size:,}, N = {shapes.rows}, "
@@ -307,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
             ours, theirs = pair_seconds[("seqjax", name)], pair_seconds[("torch", name)]
             rows.append([name, f"{ours * 1e3:,.1f} ms", f"{theirs * 1e3:,.1f} ms", f"{theirs / ours:.2f}x"])
         sections.append(
-            f"### Adaptive softmax (cutoffs {adaptive_cutoffs(vocab_size)}, div 4)\n\n"
+            f"### Adaptive softmax (cutoffs {cases.adaptive_cutoffs(vocab_size)}, div 4)\n\n"
             + markdown_table(["part (fwd + bwd)", "seqjax", "torch", "torch time / seqjax time"], rows)
         )
 

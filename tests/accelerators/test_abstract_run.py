@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
-from helpers import tiny_config
+from tiny_runs import tiny_config
 
 from seqjax.accelerators.abstract_run import abstract_batch, compiled_programs, zipf_counts
 from seqjax.models import kernel_choice

@@ -3,7 +3,7 @@ abstract state the train step is compiled for) are the optimizer's: Adafactor ke
 second moment as its row and column means, R + C numbers where AdamW keeps two of R x C."""
 
 import jax
-from helpers import tiny_config
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.accelerators.abstract_run import abstract_batch, build

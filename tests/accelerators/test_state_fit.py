@@ -9,8 +9,8 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from helpers import tiny, tiny_config
 from jax.sharding import AbstractMesh
+from tiny_runs import tiny, tiny_config
 
 from seqjax.accelerators import abstract_run as abstract_run_lib
 from seqjax.accelerators import report as report_lib

@@ -37,33 +37,33 @@ def evaluated(cfg, tokenizer, fingerprint, notices=None):
     return np.asarray(data.splits["test"]), data.fingerprint
 
 
-def test_the_split_is_read_from_the_store_when_its_text_is_gone(trained, tmp_path):
-    cfg, tokenizer, stored, fingerprint = trained
-    shutil.rmtree(tmp_path / "corpus")
-    got, source = evaluated(cfg, tokenizer, fingerprint)
+def assert_scored_from_the_store(run):
+    """`run` (a `trained` or `sharded` tuple): its test split is read from its token store, without a notice."""
+    cfg, tokenizer, stored, fingerprint = run
+    notices = []
+    got, source = evaluated(cfg, tokenizer, fingerprint, notices)
     np.testing.assert_array_equal(got, stored)
-    assert source == fingerprint
+    assert source == fingerprint and notices == []
+
+
+def test_the_split_is_read_from_the_store_when_its_text_is_gone(trained, tmp_path):
+    shutil.rmtree(tmp_path / "corpus")
+    assert_scored_from_the_store(trained)
 
 
 def test_the_runs_store_is_found_by_its_fingerprint_where_the_paths_resolve_elsewhere(trained, tmp_path, monkeypatch):
-    cfg, tokenizer, stored, fingerprint = trained
+    cfg, tokenizer, _, _ = trained
     monkeypatch.setenv("SEQJAX_DATA", str(tmp_path / "elsewhere"))  # test.txt now means a file that is not there
-    got, source = evaluated(cfg, tokenizer, fingerprint)
-    np.testing.assert_array_equal(got, stored)
-    assert source == fingerprint
+    assert_scored_from_the_store(trained)
     with pytest.raises(ValueError, match=r"data.test must name existing files, missing \[.*elsewhere/test.txt'\]"):
         evaluated(cfg, tokenizer, None)  # not the run's own corpus: no store stands in for it
 
 
 def test_an_unchanged_copy_of_the_text_elsewhere_is_scored_from_the_store(trained, tmp_path, monkeypatch):
-    cfg, tokenizer, stored, fingerprint = trained
     shutil.copytree(tmp_path / "corpus", tmp_path / "copy")
     (tmp_path / "copy" / "train.txt").unlink()
     monkeypatch.setenv("SEQJAX_DATA", str(tmp_path / "copy"))
-    notices = []
-    got, source = evaluated(cfg, tokenizer, fingerprint, notices)
-    np.testing.assert_array_equal(got, stored)
-    assert source == fingerprint and notices == []
+    assert_scored_from_the_store(trained)
 
 
 def test_a_split_text_changed_since_the_store_was_made_is_scored_as_it_is_now(trained, tmp_path):
@@ -98,14 +98,10 @@ def sharded(tmp_path, monkeypatch):
 def test_a_split_of_shards_some_gone_the_others_unchanged_elsewhere_is_scored_from_the_store(
     sharded, tmp_path, monkeypatch
 ):
-    cfg, tokenizer, stored, fingerprint = sharded
     (tmp_path / "corpus" / "test-0.jsonl").unlink()
     (tmp_path / "corpus").rename(tmp_path / "moved")
     monkeypatch.setenv("SEQJAX_DATA", str(tmp_path / "moved"))
-    notices = []
-    got, source = evaluated(cfg, tokenizer, fingerprint, notices)
-    np.testing.assert_array_equal(got, stored)
-    assert source == fingerprint and notices == []
+    assert_scored_from_the_store(sharded)
 
 
 def test_a_shard_added_since_the_store_was_made_is_scored_with_the_others_as_they_are_now(sharded, tmp_path):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from jax import Array
+from tiny_runs import tiny
 
 from seqjax.checks import check_number
 from seqjax.cli import main
@@ -60,26 +61,8 @@ def scaled_kind():
     BUILT.clear()
 
 
-TINY_RUN = [
-    "data.num_train=200",
-    "data.num_eval=20",
-    "data.seq_len=8",
-    "model.d_model=16",
-    "model.layers=1",
-    "model.num_heads=2",
-    "model.d_ff=32",
-    "model.max_len=16",
-    "train.batch_size=8",
-    "train.steps=2",
-    "train.log_every=1",
-    "train.eval_every=0",
-    "train.checkpoint_every=0",
-    "train.num_printed_samples=0",
-]
-
-
 def test_a_head_kind_registered_here_is_trained_saved_and_listed_until_removed(scaled_kind, tmp_path, capsys):
-    settings = [*TINY_RUN, "head.kind=scaled", "head.scaled.scale=0.0"]
+    settings = tiny("head.kind=scaled", "head.scaled.scale=0.0", "train.log_every=1")
     assert main(["train", "--workdir", str(tmp_path), "--set", *settings]) == 0
     (head,) = BUILT
     assert head.scale == 0.0

@@ -13,6 +13,7 @@ import pathlib
 
 import jax.numpy as jnp
 import pytest
+from tiny_runs import tiny
 
 import seqjax
 from seqjax.cli import main
@@ -21,22 +22,6 @@ from seqjax.models import SelfAttentionRows, build_model, kernel_choice
 from seqjax.models.attention_kernels.kernel import MASK_PARTS, AttentionKernel
 from seqjax.models.attention_kernels.xla import xla_attention
 
-TINY_RUN = [
-    "data.num_train=200",
-    "data.num_eval=20",
-    "data.seq_len=16",
-    "model.d_model=16",
-    "model.layers=1",
-    "model.num_heads=2",
-    "model.d_ff=32",
-    "model.max_len=32",
-    "train.batch_size=8",
-    "train.steps=2",
-    "train.log_every=1",
-    "train.eval_every=0",
-    "train.checkpoint_every=0",
-    "train.num_printed_samples=0",
-]
 TINY_MODEL = ModelConfig(kind="transformer", d_model=16, num_heads=2, d_ff=32, layers=1, max_len=32)
 
 
@@ -62,7 +47,7 @@ def toy_kernel():
 @pytest.mark.slow
 def test_a_kernel_registered_at_run_time_trains_a_transformer_through_the_cli(toy_kernel, tmp_path, capsys):
     calls = toy_kernel()
-    assert main(["train", "--workdir", str(tmp_path), "--set", *TINY_RUN, "model.attention_kernel=toy"]) == 0
+    assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("model.attention_kernel=toy")]) == 0
     assert calls  # traced into the train step
     losses = [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()[:2]]
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
@@ -72,7 +57,7 @@ def test_a_kernel_registered_at_run_time_trains_a_transformer_through_the_cli(to
 @pytest.mark.slow
 def test_packed_rows_a_kernel_cannot_segment_run_on_xla_and_the_run_says_why(toy_kernel, tmp_path, capsys):
     calls = toy_kernel(masks=frozenset(MASK_PARTS) - {"segments"})
-    overrides = [*TINY_RUN, "model.attention_kernel=toy", "data.packing=true"]
+    overrides = tiny("model.attention_kernel=toy", "data.packing=true")
     assert main(["train", "--workdir", str(tmp_path), "--set", *overrides]) == 0
     assert calls and all(mask.segments is None for mask in calls)  # packed rows went to XLA, eval's rows not
     out = capsys.readouterr().out

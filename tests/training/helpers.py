@@ -1,36 +1,12 @@
-"""Tiny configs shared by the training tests: seconds of CPU, not minutes."""
+"""What the training tests share beyond the tiny runs (`tiny_runs`): the environment of a child
+run, the check that two layouts train alike, a split's summed NLL."""
 
 import os
 
 import jax
 import numpy as np
 
-from seqjax import config as config_lib
-from seqjax.config import Config
 from seqjax.data.tokenizers.vocab import EOS_ID, PAD_ID
-
-TINY = [
-    "data.num_train=400",
-    "data.num_eval=40",
-    "data.seq_len=16",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.num_heads=2",
-    "model.d_ff=64",
-    "model.max_len=64",
-    "train.batch_size=8",
-    "train.steps=4",
-    "train.log_every=2",
-    "train.eval_every=0",
-    "train.checkpoint_every=0",
-    "train.num_printed_samples=0",
-    "train.printed_sample_len=12",
-    "optim.warmup_steps=1",
-]
-
-# A tiny run prints no samples (decoding them compiles a program of its own); a test of what a
-# run prints at its end asks for them.
-SAMPLES = "train.num_printed_samples=2"
 
 # Settings under which two layouts of one run must train alike, update by update: no dropout
 # (the shard_map step draws it per device) and no warmup, whose first learning rate is 0 (the
@@ -46,17 +22,6 @@ def child_environment(devices: int) -> dict[str, str]:
     flags = ["--xla_backend_optimization_level=0", os.environ.get("SEQJAX_TEST_XLA_FLAGS", "")]
     env.update(XLA_FLAGS=" ".join([*flags, f"--xla_force_host_platform_device_count={devices}"]), JAX_PLATFORMS="cpu")
     return env
-
-
-def tiny(*overrides: str) -> list[str]:
-    """TINY's keys that apply to the kinds the overrides choose, then the overrides: the
-    `--set` list of a tiny run (a key for another kind would be refused)."""
-    kinds = config_lib.override(Config(), [o for o in overrides if o.split("=")[0].endswith(".kind")])
-    return [a for a in TINY if config_lib.inapplicable(kinds, a.split("=")[0]) is None] + list(overrides)
-
-
-def tiny_config(*overrides: str) -> Config:
-    return config_lib.override(Config(), tiny(*overrides))
 
 
 def assert_trains_alike(got, want, *, learning_rate: float, steps: int) -> None:

@@ -3,7 +3,7 @@ device does: the mesh a spec names, STEPS updates from one host state, the one-d
 
 import jax
 import numpy as np
-from helpers import tiny_config
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import tiny
+from tiny_runs import tiny
 
 from seqjax.cli import main
 

@@ -7,7 +7,8 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from helpers import SAMPLES, split_nll, tiny
+from helpers import split_nll
+from tiny_runs import SAMPLES, tiny
 
 from seqjax import config as config_lib
 from seqjax import decoding

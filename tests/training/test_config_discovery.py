@@ -6,7 +6,7 @@ import os
 import tomllib
 
 import pytest
-from helpers import tiny
+from tiny_runs import tiny
 
 from seqjax import config as config_lib
 from seqjax.cli import main

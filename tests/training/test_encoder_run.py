@@ -7,7 +7,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from helpers import tiny, tiny_config
+from tiny_runs import tiny, tiny_config
 
 from seqjax.cli import main
 

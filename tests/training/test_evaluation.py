@@ -4,7 +4,8 @@ head's log-probabilities."""
 import jax
 import numpy as np
 import pytest
-from helpers import split_nll, tiny_config
+from helpers import split_nll
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment

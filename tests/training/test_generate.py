@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import tiny, tiny_config
+from tiny_runs import tiny, tiny_config
 
 from seqjax import config as config_lib
 from seqjax.cli import main

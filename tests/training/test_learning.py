@@ -3,7 +3,7 @@
 import json
 import math
 
-from helpers import tiny
+from tiny_runs import tiny
 
 from seqjax.cli import main
 

@@ -12,7 +12,8 @@ import sys
 import time
 
 import pytest
-from helpers import child_environment, tiny, tiny_config
+from helpers import child_environment
+from tiny_runs import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import load_data

@@ -8,7 +8,7 @@ import shutil
 
 import jax
 import pytest
-from helpers import tiny
+from tiny_runs import tiny
 
 from seqjax import config as config_lib
 from seqjax.cli import main

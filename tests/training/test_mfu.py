@@ -8,7 +8,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from helpers import tiny_config
+from tiny_runs import tiny_config
 
 from seqjax.accelerators.targets import CHIPS
 from seqjax.config import HEADS as KINDS

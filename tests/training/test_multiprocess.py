@@ -12,7 +12,8 @@ import time
 import jax
 import numpy as np
 import pytest
-from helpers import EXACT_UPDATES, assert_trains_alike, child_environment, tiny, tiny_config
+from helpers import EXACT_UPDATES, assert_trains_alike, child_environment
+from tiny_runs import tiny, tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.config import TrainConfig

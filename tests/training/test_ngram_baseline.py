@@ -5,7 +5,7 @@ import json
 import math
 
 import pytest
-from helpers import tiny, tiny_config
+from tiny_runs import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import EOS_ID, lm_eval_batches, load_data

@@ -4,9 +4,10 @@ factored run trains under FSDP and tensor parallelism as on one device."""
 
 import jax
 import pytest
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
+from helpers import EXACT_UPDATES, assert_trains_alike
 from jax.sharding import PartitionSpec as P
 from layout_runs import mesh_of, one_device_run, train_steps
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment

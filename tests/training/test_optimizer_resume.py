@@ -6,7 +6,7 @@ tests/training/test_loop.py's.)"""
 import jax
 import numpy as np
 import pytest
-from helpers import tiny_config
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.config import OPTIMIZERS

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 import pytest
-from helpers import tiny
+from tiny_runs import tiny
 
 from seqjax.checks import check_number
 from seqjax.cli import main

@@ -5,9 +5,9 @@ import json
 
 import jax
 import pytest
-from helpers import tiny_config
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.training import loop

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from helpers import tiny
+from tiny_runs import tiny
 
 from seqjax import config as config_lib
 from seqjax.cli import main

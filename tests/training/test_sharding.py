@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
+from helpers import EXACT_UPDATES, assert_trains_alike
 from jax.sharding import PartitionSpec as P
 from layout_runs import mesh_of, one_device_run, train_steps
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.heads.full_head import FullSoftmax, VocabParallelSoftmax

@@ -3,8 +3,8 @@
 import jax
 import numpy as np
 import pytest
-from helpers import tiny_config
 from layout_runs import mesh_of
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.training.core.experiment import build_experiment

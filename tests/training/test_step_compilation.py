@@ -4,7 +4,7 @@ counts steps: its rate and time left are the steps', not the compiler's."""
 
 import jax
 import pytest
-from helpers import tiny
+from tiny_runs import tiny
 from tqdm import tqdm
 
 from seqjax import config as config_lib

@@ -8,7 +8,7 @@ import os
 import random
 
 import pytest
-from helpers import tiny, tiny_config
+from tiny_runs import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data import SPECIAL_TOKENS

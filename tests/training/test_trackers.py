@@ -7,7 +7,7 @@ import json
 import struct
 
 import pytest
-from helpers import SAMPLES, tiny
+from tiny_runs import SAMPLES, tiny
 
 from seqjax.cli import main
 from seqjax.training.core.trackers import WANDB_ID, validate_trackers

@@ -4,7 +4,8 @@ whole batch at once when microbatches hold unequal numbers of target tokens."""
 import jax
 import numpy as np
 import pytest
-from helpers import EXACT_UPDATES, assert_trains_alike, tiny_config
+from helpers import EXACT_UPDATES, assert_trains_alike
+from tiny_runs import tiny_config
 
 from seqjax import optimizers as optim
 from seqjax.contracts import SPECIAL_IDS

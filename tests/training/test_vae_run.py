@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import tiny, tiny_config
+from tiny_runs import tiny, tiny_config
 
 from seqjax.cli import main
 from seqjax.data.tokenizers.vocab import EOS_ID

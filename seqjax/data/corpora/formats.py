@@ -95,6 +95,10 @@ class SideFile:
     def __post_init__(self) -> None:
         object.__setattr__(self, "shards", shard_paths(self.path))
 
+    def texts(self, block: Sequence[Record]) -> list[str]:
+        """This side's texts of a block of its records (`shard_blocks`)."""
+        return list(cast(Sequence[str], block)) if len(self.fields) == 1 else [record[self.pick] for record in block]
+
 
 def corpus_format(name: str) -> CorpusFormat:
     """The format registered as `name`. Raises ValueError naming the registered ones."""
@@ -202,26 +206,6 @@ def file_records(file: BinaryIO, label: str, fields: tuple[str, ...], *, format:
     return decompressed_records(lambda stream: corpus.read(stream, label, fields), file, label)
 
 
-def side_blocks(
-    side: SideFile,
-    format: str,
-    *,
-    name: str = "path",
-    hashed: Callable[[str, str], object] | None = None,
-    progress: Callable[[int], object] | None = None,
-) -> Iterator[list[str]]:
-    """The texts of one side of a split (`SideFile`) in `format`, a block at a time, its shards
-    one after another (`name`, `progress`: as `record_blocks`; `hashed`: called with each shard's
-    path and content hash).
-
-    Raises:
-      ValueError: as `record_blocks`, or `side.path` is a pattern that matches no file.
-    """
-    for block in shard_blocks(side, format, name=name, hashed=hashed, progress=progress):
-        records = cast(Sequence[str], block) if len(side.fields) == 1 else [record[side.pick] for record in block]
-        yield list(records)
-
-
 def shard_blocks(
     side: SideFile,
     format: str,
@@ -230,8 +214,13 @@ def shard_blocks(
     hashed: Callable[[str, str], object] | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> Iterator[Sequence[Record]]:
-    """The records of every shard of `side`, in order, as `record_blocks` gives each (`hashed`:
-    as `side_blocks`)."""
+    """The records of every shard of `side` in `format`, a block at a time, its shards one after
+    another (`name`, `progress`: as `record_blocks`; `hashed`: called with each shard's path and
+    content hash); `side.texts` of a block are this side's texts.
+
+    Raises:
+      ValueError: as `record_blocks`, or `side.path` is a pattern that matches no file.
+    """
     if not side.shards:
         raise ValueError(f"{name} must name existing files, got the pattern {side.path!r}, which matches none")
     for shard in side.shards:

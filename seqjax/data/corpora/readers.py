@@ -17,7 +17,6 @@ from seqjax.data.corpora.formats import (
     file_records,
     parallel_files,
     shard_blocks,
-    side_blocks,
 )
 from seqjax.data.corpora.sources import side_names, split_path
 
@@ -40,7 +39,8 @@ def read_texts(
       ValueError: the path is a directory, does not exist or is empty, or a record is
         unreadable (the message names the file and the 1-based line or row).
     """
-    return [text for block in side_blocks(SideFile(os.fspath(path), (field,)), format, name=name) for text in block]
+    side = SideFile(os.fspath(path), (field,))
+    return [text for block in shard_blocks(side, format, name=name) for text in side.texts(block)]
 
 
 def read_input(path: str, flag: str, cfg: DataConfig) -> list[str]:
@@ -80,7 +80,9 @@ def read_parallel(
         ]
         return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
     files = parallel_files(prefix, src, tgt, format)
-    sources, targets = ([t for block in side_blocks(files[side], format, name=name) for t in block] for side in files)
+    sources, targets = (
+        [t for block in shard_blocks(file, format, name=name) for t in file.texts(block)] for file in files.values()
+    )
     if len(sources) != len(targets):
         raise ValueError(
             f"parallel files must have equal line counts, got {len(sources)} lines in "

@@ -31,7 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from seqjax.config import DataConfig
-from seqjax.data.corpora.formats import SideFile, side_blocks
+from seqjax.data.corpora.formats import SideFile, shard_blocks
 from seqjax.data.corpora.sources import (
     SOURCES,
     SPLITS,
@@ -96,7 +96,8 @@ def _write_store(cfg: DataConfig, directory: str, files: dict[str, dict[str, Sid
         # training pass reads nothing (its vocabulary comes from the encoding pass). A later pass hashes
         # nothing: a reader that seeks (Parquet) would have its file read again for the hash.
         hashed = None if all(shard in digests for shard in side.shards) else digests.setdefault
-        return side_blocks(side, cfg.format, name=f"data.{split}", hashed=hashed, progress=bar.update)
+        records = shard_blocks(side, cfg.format, name=f"data.{split}", hashed=hashed, progress=bar.update)
+        return (side.texts(block) for block in records)
 
     stats = {path: os.stat(path) for path in paths}
     lm = not source_of(cfg).pairs
