@@ -3,15 +3,20 @@
 Each raises `ValueError` naming the value and its rule in one line
 (`model.d_model must be an int >= 1, got 0`), and returns the value as a plain Python number, so
 that a NumPy scalar (`np.int64(3)`) passes where an int is meant and a bool never does. The
-config, the heads, the decoders and the data readers all check through these.
+config, the heads, the decoders and the data readers all check through these. `integer`,
+`number`, `one_of` and `check_rate` are the same checks as a kind's options declare them
+(`seqjax.config.option(..., check=integer(0))`).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
+
+# A check declared on an option: called with the option's name and value; raises ValueError.
+Check = Callable[[str, Any], object]
 
 
 def is_int(value: Any) -> bool:
@@ -45,3 +50,25 @@ def check_one_of(name: str, value: Any, choices: Collection[str]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     return str(value)
+
+
+def check_rate(name: str, value: Any) -> float:
+    """`value` as a float in [0, 1), an optimizer's running-average rate."""
+    if check_number(name, value, 0.0) >= 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    return float(value)
+
+
+def integer(minimum: int = 1, maximum: int | None = None) -> Check:
+    """`check_int` within these bounds, as an option declares it."""
+    return lambda name, value: check_int(name, value, minimum, maximum)
+
+
+def number(low: float, high: float = math.inf, *, open_low: bool = False) -> Check:
+    """`check_number` within these bounds, as an option declares it."""
+    return lambda name, value: check_number(name, value, low, high, open_low=open_low)
+
+
+def one_of(choices: Collection[str]) -> Check:
+    """`check_one_of` these choices, as an option declares it."""
+    return lambda name, value: check_one_of(name, value, choices)

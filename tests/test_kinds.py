@@ -13,9 +13,27 @@ import pytest
 
 from seqjax import config as config_lib
 from seqjax import models
+from seqjax.checks import integer
 from seqjax.cli import main
-from seqjax.config import HEADS, MODELS, OBJECTIVES, OPTIMIZERS, Config, HeadConfig, ModelConfig, Registry, option
+from seqjax.config import (
+    HEADS,
+    MODELS,
+    OBJECTIVES,
+    OPTIMIZERS,
+    Config,
+    HeadConfig,
+    ModelConfig,
+    Options,
+    Registry,
+    option,
+)
 from seqjax.heads import build
+from seqjax.heads.classes import ClassOptions
+from seqjax.heads.tree import TreeOptions
+from seqjax.objectives.masked_lm import MaskedLMOptions
+from seqjax.objectives.reinforce import Mixer, Reinforce
+from seqjax.objectives.teacher_forcing import TeacherForcingOptions
+from seqjax.optimizers.adamw import AdamWOptions
 
 
 @pytest.mark.parametrize("section, registry", [(ModelConfig, MODELS), (HeadConfig, HEADS)])
@@ -41,6 +59,43 @@ def test_each_kinds_options_are_a_frozen_dataclass_whose_defaults_construct(regi
         options()
 
 
+@pytest.mark.parametrize(
+    "options, values, message",
+    [
+        (TreeOptions, {"tree": "bogus"}, "tree must be one of huffman, balanced, got 'bogus'"),  # its Literal type
+        (ClassOptions, {"num_classes": -1}, "num_classes must be an int >= 0, got -1"),  # check=integer(0)
+        (AdamWOptions, {"b2": 1.0}, r"b2 must be in \[0, 1\), got 1.0"),  # check=check_rate
+        (TeacherForcingOptions, {}, None),  # no fields: nothing to refuse
+        # A rule between fields, after the declared ones: random_prob in [0, 1 - mask_prob].
+        (
+            MaskedLMOptions,
+            {"mask_prob": 0.8, "random_prob": 0.3},
+            r"random_prob must be a finite number in \[0.0, 0.19",
+        ),
+        (MaskedLMOptions, {"mask_prob": 1.5, "random_prob": 0.0}, r"mask_prob must be a finite number in \[0.0, 1.0\]"),
+        # An objective is its options and the contract; its fields are checked as its options' are.
+        (Reinforce, {"baseline": "bogus"}, "baseline must be one of self_critical, mean, none, got 'bogus'"),
+        (Mixer, {"delta_every": 0}, "delta_every must be an int >= 1, got 0"),
+    ],
+)
+def test_options_are_checked_when_made_by_their_types_and_declared_rules(options, values, message):
+    if message is None:
+        options(**values)
+        return
+    with pytest.raises(ValueError, match=message):
+        options(**values)
+
+
+def test_a_bad_option_is_refused_at_set_with_its_key_and_rule():
+    for setting, message in [
+        ("head.tree.tree=bogus", "head.tree.tree must be one of huffman, balanced, got 'bogus'"),
+        ("head.class.num_classes=-1", "head.class.num_classes must be an int >= 0, got -1"),
+    ]:
+        kind = "head.kind=" + setting.split(".")[1]
+        with pytest.raises(ValueError, match=message):
+            config_lib.override(Config(), [kind, setting])
+
+
 def test_a_kinds_options_class_taken_by_another_kind_is_refused():
     registry = Registry("model.kind")
     registry.register("a", object, options=_DummyOptions)
@@ -49,8 +104,15 @@ def test_a_kinds_options_class_taken_by_another_kind_is_refused():
 
 
 def test_options_that_are_not_a_frozen_dataclass_are_refused():
-    with pytest.raises(ValueError, match="options must be a frozen dataclass"):
+    with pytest.raises(ValueError, match="options must be a frozen dataclass deriving from seqjax.config.Options"):
         Registry("head.kind").register("a", object, options=dict)
+
+    @dataclasses.dataclass(frozen=True)
+    class Unchecked:
+        width: int = option(2, "a width")
+
+    with pytest.raises(ValueError, match="options must be a frozen dataclass deriving from seqjax.config.Options"):
+        Registry("head.kind").register("a", object, options=Unchecked)
 
 
 def test_a_family_the_registry_does_not_declare_is_refused():
@@ -98,14 +160,10 @@ def registered():
 
 
 @dataclasses.dataclass(frozen=True)
-class _DummyOptions:
+class _DummyOptions(Options):
     """The options only the dummy head reads."""
 
-    width: int = option(2, "a width of the dummy head's own")
-
-    def __post_init__(self) -> None:
-        if self.width < 1:
-            raise ValueError(f"width must be >= 1, got {self.width}")
+    width: int = option(2, "a width of the dummy head's own", check=integer())
 
 
 class _Dummy(nn.Module):
@@ -133,7 +191,7 @@ def test_a_head_kind_registered_once_is_accepted_by_validation_with_its_own_opti
     assert config_lib.from_dict(config_lib.to_dict(cfg)) == cfg
     with pytest.raises(ValueError, match="head.num_samples applies to head.kind in"):
         config_lib.override(Config(), ["head.kind=dummy", "head.num_samples=8"])
-    with pytest.raises(ValueError, match="head.dummy.width must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="head.dummy.width must be an int >= 1, got 0"):
         config_lib.override(Config(), ["head.kind=dummy", "head.dummy.width=0"])
 
 

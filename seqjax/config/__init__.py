@@ -9,7 +9,7 @@ with `override`. A key set explicitly for a kind that is not the resolved one is
 be ignored; an old key is refused with its new name, and a saved config still reads moved keys.
 """
 
-from seqjax.config.fields import OrAuto, applies_to, choices, describe, option
+from seqjax.config.fields import Options, OrAuto, applies_to, choices, describe, option
 from seqjax.config.groups import KindSection, member_types, members
 from seqjax.config.kinds import ATTENTION_KERNELS, DATA_FORMATS, HEADS, MODELS, OBJECTIVES, OPTIMIZERS
 from seqjax.config.migrations import MOVED, RENAMED
@@ -57,6 +57,7 @@ __all__ = [
     "OPTIMIZERS",
     "ObjectiveConfig",
     "OptimConfig",
+    "Options",
     "OrAuto",
     "RECURRENT",
     "RENAMED",

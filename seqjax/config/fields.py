@@ -4,22 +4,55 @@ choices of a field, from its type (`Literal["pre", "post"]`) or from a registry.
 A field whose values are a few fixed names is annotated with a `Literal` of them; a field whose
 values are registered kinds (`model.kind`, `optim.kind`) names its registry in `choices`. Either
 way `choices(cls, field)` gives them, and the config refuses any other value where it is set.
+A field with another rule declares it (`check=integer(0)`, `seqjax.checks`); a kind's options
+class derives from `Options`, which applies both rules whenever one is made.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from collections.abc import Collection, Iterator
 from typing import Any
 
+from seqjax.checks import Check, check_one_of
 
-def option(default: Any, doc: str, *, kinds: Collection[str] = (), choices: Collection[str] = ()) -> Any:
+
+def option(
+    default: Any, doc: str, *, kinds: Collection[str] = (), choices: Collection[str] = (), check: Check | None = None
+) -> Any:
     """A dataclass field with its one-line description; `kinds`: the values of its section's
     `kind` it means something for (a registry's live `family` view, or names), others refused
     when it is set explicitly (it would be ignored); `choices`: a registry whose kinds are its
-    values (a field of a few fixed values says them in its `Literal` type instead)."""
-    return dataclasses.field(default=default, metadata={"doc": doc, "kinds": kinds, "choices": choices})
+    values (a field of a few fixed values says them in its `Literal` type instead); `check`: the
+    rule its values follow, applied by `Options`."""
+    metadata = {"doc": doc, "kinds": kinds, "choices": choices, "check": check}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+class Options:
+    """The base of a kind's options dataclass: each field is checked when the options are made,
+    one of a `Literal` type against its values, one declared with `check` by that rule, so that
+    a bad value is refused wherever it comes from (`--set`, a config file, a saved run, Python).
+    A rule between fields goes in the subclass's `__post_init__`, after `super().__post_init__()`."""
+
+    def __post_init__(self) -> None:
+        cls: type = type(self)  # hashable as mypy sees it, for the cache
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            values = _literal_values(cls, field.name)
+            if values:
+                check_one_of(field.name, value, values)
+            check = field.metadata.get("check")
+            if check is not None:
+                check(field.name, value)
+
+
+@functools.cache
+def _literal_values(cls: type, name: str) -> tuple[str, ...]:
+    annotation = typing.get_type_hints(cls).get(name)
+    return tuple(typing.get_args(annotation)) if typing.get_origin(annotation) is typing.Literal else ()
 
 
 def choices(cls: type, field: dataclasses.Field) -> tuple[str, ...]:

@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from seqjax.config.fields import Options
+
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
@@ -75,12 +77,13 @@ class Registry:
         self._kinds: dict[str, Kind] = {}
 
     def register(self, name: str, build: Any, *, options: type | None = None, families: tuple[str, ...] = ()) -> Kind:
-        """Adds kind `name`, made by `build`, with its own `options` (a frozen dataclass whose
-        defaults construct, or None) reading `families`. Returns the `Kind`.
+        """Adds kind `name`, made by `build`, with its own `options` (a frozen dataclass of
+        `Options`, checked when made, whose defaults construct; or None) reading `families`.
+        Returns the `Kind`.
 
         Raises:
           ValueError: a name that is not an identifier or is taken, options that are not a frozen
-            dataclass or are another kind's, a family the registry does not declare.
+            dataclass of `Options` or are another kind's, a family the registry does not declare.
         """
         if not name.isidentifier():
             raise ValueError(f"{self.key} must be a Python identifier, got {name!r}")
@@ -88,8 +91,11 @@ class Registry:
             raise ValueError(f"{self.key} {name!r} is already registered")
         if options is not None:
             params = getattr(options, "__dataclass_params__", None)
-            if params is None or not params.frozen:
-                raise ValueError(f"{self.key} {name!r}: options must be a frozen dataclass, got {options!r}")
+            if params is None or not params.frozen or not issubclass(options, Options):
+                raise ValueError(
+                    f"{self.key} {name!r}: options must be a frozen dataclass deriving from seqjax.config.Options, "
+                    f"got {options!r}"
+                )
             if options in self.options.values():
                 raise ValueError(f"{self.key} {name!r}: {options.__name__} are another kind's options")
         unknown = sorted(set(families) - set(self.families))

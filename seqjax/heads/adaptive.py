@@ -22,8 +22,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from seqjax.checks import check_int, check_number
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.checks import check_int, check_number, number
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.heads import checks
 from seqjax.heads.adaptive_tails import (
     blocked_tail_losses,
@@ -211,15 +211,12 @@ def _validate(
 
 
 @dataclasses.dataclass(frozen=True)
-class AdaptiveOptions:
+class AdaptiveOptions(Options):
     """The adaptive softmax's clusters."""
 
     cutoffs: tuple[int, ...] = option((), "increasing, < V: shortlist end, then cluster starts")
-    div_value: float = option(4.0, "tail cluster i projects to D / div_value^i")
+    div_value: float = option(4.0, "tail cluster i projects to D / div_value^i", check=number(1.0))
     head_bias: bool = option(False, "a bias on the head (shortlist + cluster) scores, as torch's head_bias")
-
-    def __post_init__(self) -> None:
-        check_number("div_value", self.div_value, 1.0)
 
 
 class AdaptiveSoftmax(LinenHead):

@@ -26,8 +26,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from seqjax.checks import check_int
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.checks import check_int, integer
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.heads import checks
 from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares, word_parameters
 from seqjax.heads.class_blocks import tiers_of, within_class_losses
@@ -213,13 +213,10 @@ def _validate(hidden: ArrayLike, class_layer: Layer, word_layer: Layer, classes:
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassOptions:
+class ClassOptions(Options):
     """The class-factored softmax's number of frequency classes."""
 
-    num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))")
-
-    def __post_init__(self) -> None:
-        check_int("num_classes", self.num_classes, 0)
+    num_classes: int = option(0, "number of classes, 0 for ceil(sqrt(V))", check=integer(0))
 
 
 class ClassSoftmax(LinenHead):

@@ -12,15 +12,14 @@ forward pass over blocks of rows (`full_mean.mean_softmax_loss`, three matmuls, 
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Literal
 
 import numpy as np
 from jax import Array
 from jax.sharding import Mesh
 
-from seqjax.checks import check_int, check_number, check_one_of
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.checks import integer, number
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.heads import full
 from seqjax.heads.base import WordScores
 from seqjax.heads.full_mean import mean_softmax_loss
@@ -30,11 +29,13 @@ BlockResiduals = Literal["auto", "bfloat16", "float32", "recompute"]
 
 
 @dataclasses.dataclass(frozen=True)
-class FullOptions:
+class FullOptions(Options):
     """The full softmax's blocked loss and its z-loss."""
 
     chunk_size: int = option(
-        0, "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)"
+        0,
+        "words per vocabulary block of the loss (>= V: materialized [N, V] logits; 0: chosen by shape)",
+        check=integer(0),
     )
     block_residuals: BlockResiduals = option(
         "auto",
@@ -43,12 +44,9 @@ class FullOptions:
         "auto: exponentials at train.precision while they fit 1 GiB, else the gradients made in the forward "
         "pass over blocks of rows (three matmuls, [rows, V] memory)",
     )
-    z_loss: float = option(0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)")
-
-    def __post_init__(self) -> None:
-        check_int("chunk_size", self.chunk_size, 0)
-        check_one_of("block_residuals", self.block_residuals, typing.get_args(BlockResiduals))
-        check_number("z_loss", self.z_loss, 0.0)
+    z_loss: float = option(
+        0.0, "weight of PaLM's z-loss (log Z)² per token, keeping the normalizer near 1 (0: off)", check=number(0.0)
+    )
 
 
 class FullSoftmax(WordScores):

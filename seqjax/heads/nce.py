@@ -17,7 +17,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.heads.base import word_parameters
 from seqjax.heads.sampled import (
     SamplingHead,
@@ -142,7 +142,7 @@ _softplus_sum.defvjp(_softplus_sum_fwd, _softplus_sum_bwd)
 
 
 @dataclasses.dataclass(frozen=True)
-class NCEOptions:
+class NCEOptions(Options):
     """NCE's normalizer, fixed or learned."""
 
     log_normalizer: float = option(0.0, "log Z (the initial value when learned)")

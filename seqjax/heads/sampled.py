@@ -32,7 +32,7 @@ from jax import Array, lax
 from jax.typing import ArrayLike
 
 from seqjax.checks import check_number, check_one_of
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.config.sections import Proposal
 from seqjax.contracts import SPECIAL_IDS
 from seqjax.heads import checks, samplers
@@ -284,7 +284,7 @@ def sampling_options(cfg: HeadConfig, vocab_size: int, counts: np.ndarray) -> di
 
 
 @dataclasses.dataclass(frozen=True)
-class SampledOptions:
+class SampledOptions(Options):
     """Sampled softmax's treatment of a sample equal to the target."""
 
     remove_accidental_hits: bool = option(True, "a sample equal to the target is not a negative")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import typing
 from typing import ClassVar, Literal
 
 import flax.linen as nn
@@ -24,8 +23,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from seqjax.checks import check_int, check_one_of
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.checks import check_int
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.heads import checks
 from seqjax.heads.base import LinenHead, normal_init, smoothed_counts, smoothed_shares
 from seqjax.placement import logical_param
@@ -320,13 +319,10 @@ def _from_children(left: np.ndarray, right: np.ndarray, root: int) -> Tree:
 
 
 @dataclasses.dataclass(frozen=True)
-class TreeOptions:
+class TreeOptions(Options):
     """The hierarchical softmax's tree."""
 
     tree: TreeShape = option("huffman", "huffman | balanced")
-
-    def __post_init__(self) -> None:
-        check_one_of("tree", self.tree, typing.get_args(TreeShape))
 
 
 class HierarchicalSoftmax(LinenHead):

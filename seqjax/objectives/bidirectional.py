@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import jax
 import numpy as np
 
-from seqjax.config import OBJECTIVES
+from seqjax.config import OBJECTIVES, Options
 from seqjax.contracts import Batch, BidirectionalModel, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states, token_nll
 
@@ -62,7 +62,7 @@ def direction_nlls(model: Model, head: Head, params: Params, batch: Batch) -> di
 
 
 @dataclasses.dataclass(frozen=True)
-class BidirectionalLMOptions:
+class BidirectionalLMOptions(Options):
     """The joint forward + backward LM objective has no options."""
 
 

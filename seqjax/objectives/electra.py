@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from seqjax.checks import check_number
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import number
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, ReplacedTokenModel, SpecialIds
 from seqjax.metrics.detection import detection_report, detection_sums
 from seqjax.model_head import head_loss, token_log_probs
@@ -75,17 +75,14 @@ def discriminator_logits(
 
 
 @dataclasses.dataclass(frozen=True)
-class ElectraOptions:
+class ElectraOptions(Options):
     """ELECTRA's masking rate, discriminator weight and sampling temperature."""
 
-    rate: float = option(0.15, "probability that a valid token is masked for the generator")
-    discriminator_weight: float = option(50.0, "λ, the weight of the replaced-token detection loss")
-    temperature: float = option(1.0, "temperature of the generator's samples")
-
-    def __post_init__(self) -> None:
-        check_number("rate", self.rate, 0.0, 1.0, open_low=True)
-        check_number("discriminator_weight", self.discriminator_weight, 0.0)
-        check_number("temperature", self.temperature, 0.0, open_low=True)
+    rate: float = option(
+        0.15, "probability that a valid token is masked for the generator", check=number(0.0, 1.0, open_low=True)
+    )
+    discriminator_weight: float = option(50.0, "λ, the weight of the replaced-token detection loss", check=number(0.0))
+    temperature: float = option(1.0, "temperature of the generator's samples", check=number(0.0, open_low=True))
 
 
 @dataclasses.dataclass(frozen=True)

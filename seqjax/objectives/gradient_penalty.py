@@ -9,8 +9,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_number
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import number
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import embed_tokens, head_loss, hidden_states
 
@@ -32,13 +32,10 @@ def embedding_gradient(
 
 
 @dataclasses.dataclass(frozen=True)
-class GradientPenaltyOptions:
+class GradientPenaltyOptions(Options):
     """The weight of the embedding gradient penalty."""
 
-    penalty: float = option(0.5, "λ of λ·||∂CE/∂(input embeddings)||²")
-
-    def __post_init__(self) -> None:
-        check_number("penalty", self.penalty, 0.0)
+    penalty: float = option(0.5, "λ of λ·||∂CE/∂(input embeddings)||²", check=number(0.0))
 
 
 @dataclasses.dataclass(frozen=True)

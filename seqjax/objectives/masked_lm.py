@@ -17,28 +17,25 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_number
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import check_number, number
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, EvalSums, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 
 
-def check_masking(rate: float, mask_prob: float, random_prob: float) -> None:
-    check_number("rate", rate, 0.0, 1.0, open_low=True)
-    check_number("mask_prob", mask_prob, 0.0, 1.0)
-    check_number("random_prob", random_prob, 0.0, 1.0 - mask_prob)
-
-
 @dataclasses.dataclass(frozen=True)
-class MaskedLMOptions:
+class MaskedLMOptions(Options):
     """BERT's masking rates."""
 
-    rate: float = option(0.15, "probability that a valid token is selected (predicted)")
-    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]")
+    rate: float = option(
+        0.15, "probability that a valid token is selected (predicted)", check=number(0.0, 1.0, open_low=True)
+    )
+    mask_prob: float = option(0.8, "probability that a selected token is shown as [MASK]", check=number(0.0, 1.0))
     random_prob: float = option(0.1, "probability that a selected token is shown as a random word (else itself)")
 
     def __post_init__(self) -> None:
-        check_masking(self.rate, self.mask_prob, self.random_prob)
+        super().__post_init__()
+        check_number("random_prob", self.random_prob, 0.0, 1.0 - self.mask_prob)
 
 
 EVAL_RATE = 0.15  # positions scored by the masked-token perplexity

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from seqjax import decoding
-from seqjax.checks import check_int, check_number, check_one_of
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import integer, number, one_of
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import init_decode_state, make_step_fn
 from seqjax.objectives.reinforce import mix_with_mle
@@ -87,19 +87,15 @@ def expected_risk(log_probs: jax.Array, costs: jax.Array, available: jax.Array, 
 
 
 @dataclasses.dataclass(frozen=True)
-class MinimumRiskOptions:
+class MinimumRiskOptions(Options):
     """Minimum-risk training's candidates, sharpness and mix with teacher forcing."""
 
-    num_candidates: int = option(8, "n, candidates per source")
-    search: str = option("sample", "how candidates are found: sample (ancestral) | beam (the n best)")
-    alpha: float = option(5e-3, "Q ∝ p^alpha on the candidates")
-    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·risk")
-
-    def __post_init__(self) -> None:
-        check_int("num_candidates", self.num_candidates, 1)
-        check_one_of("search", self.search, SEARCHES)
-        check_number("alpha", self.alpha, 0.0, open_low=True)
-        check_number("mle_weight", self.mle_weight, 0.0, 1.0)
+    num_candidates: int = option(8, "n, candidates per source", check=integer())
+    search: str = option(
+        "sample", "how candidates are found: sample (ancestral) | beam (the n best)", check=one_of(SEARCHES)
+    )
+    alpha: float = option(5e-3, "Q ∝ p^alpha on the candidates", check=number(0.0, open_low=True))
+    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·risk", check=number(0.0, 1.0))
 
 
 @dataclasses.dataclass(frozen=True)

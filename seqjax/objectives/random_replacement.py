@@ -8,8 +8,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_number, check_one_of
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import number, one_of
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 
@@ -62,17 +62,18 @@ def replace_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomReplacementOptions:
+class RandomReplacementOptions(Options):
     """How often decoder inputs are replaced, and by what."""
 
-    sequence_rate: float = option(0.5, "probability that a row gets replacements")
-    token_rate: float = option(0.3, "probability that a decoder input of a chosen row (after the first) is replaced")
-    pool: str = option("target", "replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)")
-
-    def __post_init__(self) -> None:
-        check_number("sequence_rate", self.sequence_rate, 0.0, 1.0)
-        check_number("token_rate", self.token_rate, 0.0, 1.0)
-        check_one_of("pool", self.pool, POOLS)
+    sequence_rate: float = option(0.5, "probability that a row gets replacements", check=number(0.0, 1.0))
+    token_rate: float = option(
+        0.3, "probability that a decoder input of a chosen row (after the first) is replaced", check=number(0.0, 1.0)
+    )
+    pool: str = option(
+        "target",
+        "replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)",
+        check=one_of(POOLS),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

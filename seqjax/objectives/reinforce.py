@@ -8,8 +8,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_int, check_number, check_one_of
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import integer, number, one_of
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
@@ -144,37 +144,31 @@ def mix_with_mle(
 
 
 @dataclasses.dataclass(frozen=True)
-class ReinforceOptions:
+class ReinforceOptions(Options):
     """REINFORCE's samples, baseline and mix with teacher forcing."""
 
-    sequences_per_source: int = option(4, "K, sequences sampled per source")
-    baseline: str = option("self_critical", "self_critical | mean (of the other samples) | none")
-    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·sequence loss")
+    sequences_per_source: int = option(4, "K, sequences sampled per source", check=integer())
+    baseline: str = option(
+        "self_critical", "self_critical | mean (of the other samples) | none", check=one_of(BASELINES)
+    )
+    mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·sequence loss", check=number(0.0, 1.0))
 
     def __post_init__(self) -> None:
-        check_int("sequences_per_source", self.sequences_per_source, 1)
-        check_one_of("baseline", self.baseline, BASELINES)
+        super().__post_init__()
         if self.baseline == "mean" and self.sequences_per_source < 2:
             raise ValueError(
                 "sequences_per_source must be >= 2 for the mean-of-the-others baseline, "
                 f"got {self.sequences_per_source}"
             )
-        check_number("mle_weight", self.mle_weight, 0.0, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
 class MixerOptions(ReinforceOptions):
     """MIXER's growth of Δ, beside REINFORCE's options."""
 
-    delta_start: int = option(2, "Δ at step 0: the last Δ target tokens of a row are REINFORCE's")
-    delta_growth: int = option(2, "Δ grows by this every delta_every steps")
-    delta_every: int = option(1000, "steps between growths of Δ")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("delta_start", self.delta_start, 1)
-        check_int("delta_growth", self.delta_growth, 0)
-        check_int("delta_every", self.delta_every, 1)
+    delta_start: int = option(2, "Δ at step 0: the last Δ target tokens of a row are REINFORCE's", check=integer())
+    delta_growth: int = option(2, "Δ grows by this every delta_every steps", check=integer(0))
+    delta_every: int = option(1000, "steps between growths of Δ", check=integer())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_int, check_one_of
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import integer, one_of
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import (
     embed_tokens,
@@ -87,25 +87,31 @@ def parallel_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class ScheduledSamplingOptions:
+class ScheduledSamplingOptions(Options):
     """Scheduled sampling's schedule of ε and how the model's own tokens are fed."""
 
     schedule: str = option("inverse_sigmoid", "decay of ε, the probability of feeding gold: " + " | ".join(SCHEDULES))
     k: float = option(200.0, "linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1")
     c: float = option(1e-4, "linear: decrease of ε per step")
     eps_min: float = option(0.0, "linear: floor of ε")
-    feed: str = option("argmax", "the model's own token: argmax | sample | soft (parallel mode: expected embedding)")
-    mode: str = option("auto", "scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens")
-    passes: int = option(2, "parallel: model passes, the last one gets the loss")
+    feed: str = option(
+        "argmax",
+        "the model's own token: argmax | sample | soft (parallel mode: expected embedding)",
+        check=one_of(PARALLEL_FEEDS),
+    )
+    mode: str = option(
+        "auto",
+        "scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens",
+        check=one_of(MODES),
+    )
+    passes: int = option(2, "parallel: model passes, the last one gets the loss", check=integer(2))
     first_pass_grad: bool = option(False, "parallel with soft feed: backpropagate through the earlier passes")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_schedule(self.schedule, k=self.k, c=self.c, eps_min=self.eps_min)
-        check_one_of("mode", self.mode, MODES)
-        check_one_of("feed", self.feed, PARALLEL_FEEDS)
         if self.feed == "soft" and self.mode == "scan":
             raise ValueError("feed must be argmax or sample for mode=scan (the decode step takes tokens), got 'soft'")
-        check_int("passes", self.passes, 2)
         if self.first_pass_grad and self.feed != "soft":
             raise ValueError(f"first_pass_grad needs feed=soft (tokens carry no gradient), got feed={self.feed!r}")
 

@@ -7,13 +7,13 @@ from typing import ClassVar
 
 import jax
 
-from seqjax.config import OBJECTIVES
+from seqjax.config import OBJECTIVES, Options
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 
 
 @dataclasses.dataclass(frozen=True)
-class TeacherForcingOptions:
+class TeacherForcingOptions(Options):
     """Teacher forcing has no options."""
 
 

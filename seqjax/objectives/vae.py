@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_int, check_number, check_one_of
-from seqjax.config import OBJECTIVES, option
+from seqjax.checks import check_one_of, integer, number, one_of
+from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, EvalSums, Head, LatentModel, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 
@@ -138,23 +138,25 @@ def prior_reconstruction_nll(model: Model, head: Head, params: Params, batch: Ba
 
 
 @dataclasses.dataclass(frozen=True)
-class VAEOptions:
+class VAEOptions(Options):
     """The VAE LM objective's KL weight, its annealing, word dropout and free bits."""
 
-    beta: float = option(1.0, "the KL weight β reached at the end of annealing")
-    schedule: str = option("linear", "KL annealing: linear | sigmoid (β from 0 at step 0) | constant (β throughout)")
-    anneal_steps: int = option(1000, "updates over which β rises from 0 to beta (linear, sigmoid)")
-    sharpness: float = option(10.0, "sigmoid: slope k of σ(k (step / anneal_steps − ½))")
-    word_dropout: float = option(0.0, "probability that a decoder input (after the first) is replaced by <unk>")
-    free_bits: float = option(0.0, "λ nats per latent dimension: batch-mean KL below it is not penalized")
-
-    def __post_init__(self) -> None:
-        check_number("beta", self.beta, 0.0)
-        check_one_of("schedule", self.schedule, KL_SCHEDULES)
-        check_int("anneal_steps", self.anneal_steps, 1)
-        check_number("sharpness", self.sharpness, 0.0, open_low=True)
-        check_number("word_dropout", self.word_dropout, 0.0, 1.0)
-        check_number("free_bits", self.free_bits, 0.0)
+    beta: float = option(1.0, "the KL weight β reached at the end of annealing", check=number(0.0))
+    schedule: str = option(
+        "linear",
+        "KL annealing: linear | sigmoid (β from 0 at step 0) | constant (β throughout)",
+        check=one_of(KL_SCHEDULES),
+    )
+    anneal_steps: int = option(1000, "updates over which β rises from 0 to beta (linear, sigmoid)", check=integer())
+    sharpness: float = option(
+        10.0, "sigmoid: slope k of σ(k (step / anneal_steps − ½))", check=number(0.0, open_low=True)
+    )
+    word_dropout: float = option(
+        0.0, "probability that a decoder input (after the first) is replaced by <unk>", check=number(0.0, 1.0)
+    )
+    free_bits: float = option(
+        0.0, "λ nats per latent dimension: batch-mean KL below it is not penalized", check=number(0.0)
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,29 +14,24 @@ from typing import Any
 
 import optax
 
-from seqjax.checks import check_int, check_number
-from seqjax.config import OPTIMIZERS, option
-from seqjax.optimizers.rates import check_rates
+from seqjax.checks import check_rate, integer, number
+from seqjax.config import OPTIMIZERS, Options, option
 
 
 @dataclasses.dataclass(frozen=True)
-class AdafactorOptions:
+class AdafactorOptions(Options):
     """Adafactor's factoring, clipping and scaling."""
 
     factored: bool = option(True, "keep a matrix's second moment as row and column means (else whole, as Adam)")
     min_dim_size_to_factor: int = option(
-        128, "a parameter is factored when its two largest dimensions are at least this (smaller ones kept whole)"
+        128,
+        "a parameter is factored when its two largest dimensions are at least this (smaller ones kept whole)",
+        check=integer(),
     )
-    decay_rate: float = option(0.8, "the second moment's decay is 1 - (step + 1)^-decay_rate")
-    clipping_threshold: float = option(1.0, "each update's RMS is clipped to this; 0 disables")
+    decay_rate: float = option(0.8, "the second moment's decay is 1 - (step + 1)^-decay_rate", check=number(0.0))
+    clipping_threshold: float = option(1.0, "each update's RMS is clipped to this; 0 disables", check=number(0.0))
     multiply_by_parameter_scale: bool = option(True, "steps relative to the parameter's RMS (at least 1e-3)")
-    momentum: float = option(0.0, "decay rate of a first moment (0: none, Adafactor's memory saving)")
-
-    def __post_init__(self) -> None:
-        check_int("min_dim_size_to_factor", self.min_dim_size_to_factor)
-        check_number("decay_rate", self.decay_rate, 0.0)
-        check_number("clipping_threshold", self.clipping_threshold, 0.0)
-        check_rates(self, "momentum")
+    momentum: float = option(0.0, "decay rate of a first moment (0: none, Adafactor's memory saving)", check=check_rate)
 
 
 def adafactor(

@@ -8,19 +8,16 @@ from typing import Any
 
 import optax
 
-from seqjax.config import OPTIMIZERS, option
-from seqjax.optimizers.rates import check_rates
+from seqjax.checks import check_rate
+from seqjax.config import OPTIMIZERS, Options, option
 
 
 @dataclasses.dataclass(frozen=True)
-class AdamWOptions:
+class AdamWOptions(Options):
     """AdamW's moment decay rates."""
 
-    b1: float = option(0.9, "decay rate of the first moment (the gradient's running mean)")
-    b2: float = option(0.98, "decay rate of the second moment (the squared gradient's running mean)")
-
-    def __post_init__(self) -> None:
-        check_rates(self, "b1", "b2")
+    b1: float = option(0.9, "decay rate of the first moment (the gradient's running mean)", check=check_rate)
+    b2: float = option(0.98, "decay rate of the second moment (the squared gradient's running mean)", check=check_rate)
 
 
 def adamw(

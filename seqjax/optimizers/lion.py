@@ -10,19 +10,16 @@ from typing import Any
 
 import optax
 
-from seqjax.config import OPTIMIZERS, option
-from seqjax.optimizers.rates import check_rates
+from seqjax.checks import check_rate
+from seqjax.config import OPTIMIZERS, Options, option
 
 
 @dataclasses.dataclass(frozen=True)
-class LionOptions:
+class LionOptions(Options):
     """Lion's two interpolation rates."""
 
-    b1: float = option(0.9, "weight of the running mean against the gradient in the step's sign")
-    b2: float = option(0.99, "decay rate of the gradient's running mean")
-
-    def __post_init__(self) -> None:
-        check_rates(self, "b1", "b2")
+    b1: float = option(0.9, "weight of the running mean against the gradient in the step's sign", check=check_rate)
+    b2: float = option(0.99, "decay rate of the gradient's running mean", check=check_rate)
 
 
 def lion(

@@ -20,25 +20,24 @@ import jax
 import optax
 import optax.contrib
 
-from seqjax.checks import check_int
-from seqjax.config import OPTIMIZERS, option
+from seqjax.checks import check_rate, integer
+from seqjax.config import OPTIMIZERS, Options, option
 from seqjax.optimizers.decay import is_matrix
-from seqjax.optimizers.rates import check_rates
 
 
 @dataclasses.dataclass(frozen=True)
-class MuonOptions:
+class MuonOptions(Options):
     """Muon's momentum and orthogonalization, and the moments of the AdamW beside it."""
 
-    beta: float = option(0.95, "decay rate of the matrices' momentum")
+    beta: float = option(0.95, "decay rate of the matrices' momentum", check=check_rate)
     nesterov: bool = option(True, "Nesterov momentum (for the matrices and the AdamW part)")
-    ns_steps: int = option(5, "Newton-Schulz iterations orthogonalizing each matrix's momentum")
-    adam_b1: float = option(0.9, "AdamW's first-moment decay rate, for the parameters that are not matrices")
-    adam_b2: float = option(0.98, "AdamW's second-moment decay rate, for the parameters that are not matrices")
-
-    def __post_init__(self) -> None:
-        check_rates(self, "beta", "adam_b1", "adam_b2")
-        check_int("ns_steps", self.ns_steps)
+    ns_steps: int = option(5, "Newton-Schulz iterations orthogonalizing each matrix's momentum", check=integer())
+    adam_b1: float = option(
+        0.9, "AdamW's first-moment decay rate, for the parameters that are not matrices", check=check_rate
+    )
+    adam_b2: float = option(
+        0.98, "AdamW's second-moment decay rate, for the parameters that are not matrices", check=check_rate
+    )
 
 
 def muon(

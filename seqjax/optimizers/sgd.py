@@ -10,19 +10,19 @@ from typing import Any
 
 import optax
 
-from seqjax.config import OPTIMIZERS, option
-from seqjax.optimizers.rates import check_rates
+from seqjax.checks import check_rate
+from seqjax.config import OPTIMIZERS, Options, option
 
 
 @dataclasses.dataclass(frozen=True)
-class SGDOptions:
+class SGDOptions(Options):
     """SGD's momentum."""
 
-    momentum: float = option(0.9, "decay rate of the gradients' running sum (0: plain SGD)")
+    momentum: float = option(0.9, "decay rate of the gradients' running sum (0: plain SGD)", check=check_rate)
     nesterov: bool = option(False, "Nesterov momentum: the step looks ahead along the running sum")
 
     def __post_init__(self) -> None:
-        check_rates(self, "momentum")
+        super().__post_init__()
         if self.nesterov and self.momentum == 0.0:
             raise ValueError(f"nesterov needs momentum > 0 (a running sum to look ahead along), got {self.momentum!r}")
 

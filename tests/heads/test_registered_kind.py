@@ -11,22 +11,19 @@ import pytest
 from jax import Array
 from tiny_runs import tiny
 
-from seqjax.checks import check_number
+from seqjax.checks import number
 from seqjax.cli import main
-from seqjax.config import HEADS, HeadConfig, option
+from seqjax.config import HEADS, HeadConfig, Options, option
 from seqjax.heads.base import WordScores
 
 pytestmark = pytest.mark.slow  # a training run through the command line
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledOptions:
+class ScaledOptions(Options):
     """The scaled softmax's factor on the hidden state."""
 
-    scale: float = option(1.0, "factor on the hidden state before the output layer")
-
-    def __post_init__(self) -> None:
-        check_number("scale", self.scale, 0.0)
+    scale: float = option(1.0, "factor on the hidden state before the output layer", check=number(0.0))
 
 
 class ScaledSoftmax(WordScores):

@@ -19,9 +19,9 @@ import optax
 import pytest
 from tiny_runs import tiny
 
-from seqjax.checks import check_number
+from seqjax.checks import integer, number
 from seqjax.cli import main
-from seqjax.config import MODELS, OBJECTIVES, OPTIMIZERS, option
+from seqjax.config import MODELS, OBJECTIVES, OPTIMIZERS, Options, option
 from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.objectives.teacher_forcing import TeacherForcing
 
@@ -31,10 +31,10 @@ USED: dict[str, list[Any]] = {"model": [], "objective": [], "optimizer": []}
 
 
 @dataclasses.dataclass(frozen=True)
-class BigramOptions:
+class BigramOptions(Options):
     """The bigram model's hidden width multiple."""
 
-    widen: int = option(2, "hidden units per model dimension")
+    widen: int = option(2, "hidden units per model dimension", check=integer())
 
 
 class BigramLM(TokenModel):
@@ -61,13 +61,10 @@ class BigramLM(TokenModel):
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledTeacherForcingOptions:
+class ScaledTeacherForcingOptions(Options):
     """The factor on the teacher-forced loss."""
 
-    factor: float = option(1.0, "what the loss is multiplied by")
-
-    def __post_init__(self) -> None:
-        check_number("factor", self.factor, 0.0, open_low=True)
+    factor: float = option(1.0, "what the loss is multiplied by", check=number(0.0, open_low=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +80,7 @@ class ScaledTeacherForcing(ScaledTeacherForcingOptions, TeacherForcing):
 
 
 @dataclasses.dataclass(frozen=True)
-class SignSGDOptions:
+class SignSGDOptions(Options):
     """Sign SGD has no options but its name's."""
 
     scale: float = option(1.0, "factor on the learning rate")

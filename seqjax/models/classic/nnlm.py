@@ -17,13 +17,13 @@ import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.config import MODELS, option
+from seqjax.config import MODELS, Options, option
 from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.models.input_checks import check_decode_size
 
 
 @dataclasses.dataclass(frozen=True)
-class NNLMOptions:
+class NNLMOptions(Options):
     """Bengio's feed-forward LM's direct connections."""
 
     direct: bool = option(False, "direct (linear) connections from the context to the output")

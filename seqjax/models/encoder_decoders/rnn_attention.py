@@ -12,7 +12,6 @@ The source-side half of each score (W_k m_s, W_a m_s) is computed once per sourc
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Any, ClassVar, Literal
 
 import flax.linen as nn
@@ -20,8 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.checks import check_one_of
-from seqjax.config import MODELS, ModelConfig, option
+from seqjax.config import MODELS, ModelConfig, Options, option
 from seqjax.models.base import EncoderDecoder, dense_axes
 from seqjax.models.input_checks import check_decode_size, check_source
 from seqjax.models.recurrent.layers import Recurrent, RNNEncoder
@@ -126,13 +124,10 @@ def _decode_sequence(
 
 
 @dataclasses.dataclass(frozen=True)
-class AttentionSeq2SeqOptions:
+class AttentionSeq2SeqOptions(Options):
     """The RNN encoder-decoder's attention score."""
 
     attention: AttentionScore = option("additive", "attention score: additive | dot | general")
-
-    def __post_init__(self) -> None:
-        check_one_of("attention", self.attention, typing.get_args(AttentionScore))
 
 
 class AttentionSeq2Seq(EncoderDecoder):

@@ -15,8 +15,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 from jax import Array
 
-from seqjax.checks import check_int, check_number
-from seqjax.config import MODELS, option
+from seqjax.checks import integer, number
+from seqjax.config import MODELS, Options, option
 from seqjax.models.base import dense_axes
 from seqjax.models.encoders.transformer import EncoderStack, TransformerEncoder
 
@@ -55,19 +55,16 @@ def generator_config(cfg: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class ElectraModelOptions:
+class ElectraModelOptions(Options):
     """ELECTRA's generator, as a fraction of the discriminator (whose size the flat options give)."""
 
-    generator_layers: int = option(1, "blocks of the generator (the discriminator has model.layers)")
+    generator_layers: int = option(1, "blocks of the generator (the discriminator has model.layers)", check=integer())
     generator_width: float = option(
         1.0,
         "the generator's d_model, d_ff and heads as a fraction of the discriminator's, in (0, 1] "
         "(Clark et al.: 1/4 to 1/2)",
+        check=number(0.0, 1.0, open_low=True),
     )
-
-    def __post_init__(self) -> None:
-        check_int("generator_layers", self.generator_layers, 1)
-        check_number("generator_width", self.generator_width, 0.0, 1.0, open_low=True)
 
 
 class ElectraEncoder(TransformerEncoder):

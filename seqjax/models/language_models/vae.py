@@ -23,8 +23,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from seqjax.checks import check_int
-from seqjax.config import MODELS, option
+from seqjax.checks import integer
+from seqjax.config import MODELS, Options, option
 from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.models.input_checks import check_decode_size, check_mask, check_tokens
 from seqjax.models.recurrent.cells import CARRY_SIZE, Carry
@@ -32,16 +32,13 @@ from seqjax.models.recurrent.layers import Recurrent, step_stack
 
 
 @dataclasses.dataclass(frozen=True)
-class RNNVAEOptions:
+class RNNVAEOptions(Options):
     """The VAE LM's latent: its size and where the decoder reads it."""
 
-    latent_size: int = option(32, "dimensions Z of the latent z")
+    latent_size: int = option(32, "dimensions Z of the latent z", check=integer())
     feed_latent: bool = option(
         False, "z is also concatenated to every decoder input (else it only sets the initial carries)"
     )
-
-    def __post_init__(self) -> None:
-        check_int("latent_size", self.latent_size, 1)
 
 
 class RNNVAE(TokenModel):
