@@ -59,9 +59,9 @@ def check_rate(name: str, value: Any) -> float:
     return float(value)
 
 
-def integer(minimum: int = 1, maximum: int | None = None) -> Check:
-    """`check_int` within these bounds, as an option declares it."""
-    return lambda name, value: check_int(name, value, minimum, maximum)
+def integer(minimum: int = 1) -> Check:
+    """`check_int` from `minimum` up, as an option declares it."""
+    return lambda name, value: check_int(name, value, minimum)
 
 
 def number(low: float, high: float = math.inf, *, open_low: bool = False) -> Check:
