@@ -4,7 +4,7 @@ Each raises `ValueError` naming the value and its rule in one line
 (`model.d_model must be an int >= 1, got 0`), and returns the value as a plain Python number, so
 that a NumPy scalar (`np.int64(3)`) passes where an int is meant and a bool never does. The
 config, the heads, the decoders and the data readers all check through these. `integer`,
-`number`, `one_of` and `check_rate` are the same checks as a kind's options declare them
+`number` and `check_rate` are the same checks as a kind's options declare them
 (`seqjax.config.option(..., check=integer(0))`).
 """
 
@@ -67,8 +67,3 @@ def integer(minimum: int = 1) -> Check:
 def number(low: float, high: float = math.inf, *, open_low: bool = False) -> Check:
     """`check_number` within these bounds, as an option declares it."""
     return lambda name, value: check_number(name, value, low, high, open_low=open_low)
-
-
-def one_of(choices: Collection[str]) -> Check:
-    """`check_one_of` these choices, as an option declares it."""
-    return lambda name, value: check_one_of(name, value, choices)

@@ -90,8 +90,13 @@ def test_a_bad_option_is_refused_at_set_with_its_key_and_rule():
     for setting, message in [
         ("head.tree.tree=bogus", "head.tree.tree must be one of huffman, balanced, got 'bogus'"),
         ("head.class.num_classes=-1", "head.class.num_classes must be an int >= 0, got -1"),
+        (
+            "objective.reinforce.baseline=critic",
+            "objective.reinforce.baseline must be one of self_critical, mean, none",
+        ),
     ]:
-        kind = "head.kind=" + setting.split(".")[1]
+        section, kind = setting.split(".")[:2]
+        kind = f"{section}.kind={kind}"
         with pytest.raises(ValueError, match=message):
             config_lib.override(Config(), [kind, setting])
 

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
 from seqjax import decoding
-from seqjax.checks import integer, number, one_of
+from seqjax.checks import integer, number
 from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import init_decode_state, make_step_fn
@@ -26,7 +27,7 @@ from seqjax.objectives.sequences import (
     valid_rows,
 )
 
-SEARCHES = ("sample", "beam")  # how candidates are found
+Search = Literal["sample", "beam"]  # how candidates are found
 
 
 def draw_candidates(
@@ -91,9 +92,7 @@ class MinimumRiskOptions(Options):
     """Minimum-risk training's candidates, sharpness and mix with teacher forcing."""
 
     num_candidates: int = option(8, "n, candidates per source", check=integer())
-    search: str = option(
-        "sample", "how candidates are found: sample (ancestral) | beam (the n best)", check=one_of(SEARCHES)
-    )
+    search: Search = option("sample", "how candidates are found: sample (ancestral) | beam (the n best)")
     alpha: float = option(5e-3, "Q ∝ p^alpha on the candidates", check=number(0.0, open_low=True))
     mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·risk", check=number(0.0, 1.0))
 

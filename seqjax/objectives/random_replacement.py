@@ -4,16 +4,17 @@ draw of the noisy inputs, `replace_inputs`."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import number, one_of
+from seqjax.checks import number
 from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, hidden_states
 
-POOLS = ("target", "vocab")  # where replacement tokens come from
+Pool = Literal["target", "vocab"]  # where replacement tokens come from
 
 
 def replace_inputs(
@@ -69,10 +70,9 @@ class RandomReplacementOptions(Options):
     token_rate: float = option(
         0.3, "probability that a decoder input of a chosen row (after the first) is replaced", check=number(0.0, 1.0)
     )
-    pool: str = option(
+    pool: Pool = option(
         "target",
         "replacement tokens: target (the row's own tokens) | vocab (uniform, no specials)",
-        check=one_of(POOLS),
     )
 
 

@@ -4,18 +4,19 @@ and the pure functions they are made of."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import integer, number, one_of
+from seqjax.checks import integer, number
 from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.objectives.rollout import choose_per_row, rollout
 from seqjax.objectives.sequences import bleu_rewards, candidate_log_probs, lengths_after, repeat_rows, valid_rows
 from seqjax.objectives.teacher_forcing import TeacherForcing
 
-BASELINES = ("self_critical", "mean", "none")
+Baseline = Literal["self_critical", "mean", "none"]
 
 
 def leave_one_out_mean(rewards: jax.Array) -> jax.Array:
@@ -148,9 +149,7 @@ class ReinforceOptions(Options):
     """REINFORCE's samples, baseline and mix with teacher forcing."""
 
     sequences_per_source: int = option(4, "K, sequences sampled per source", check=integer())
-    baseline: str = option(
-        "self_critical", "self_critical | mean (of the other samples) | none", check=one_of(BASELINES)
-    )
+    baseline: Baseline = option("self_critical", "self_critical | mean (of the other samples) | none")
     mle_weight: float = option(0.0, "w of loss = w·teacher forcing + (1 − w)·sequence loss", check=number(0.0, 1.0))
 
     def __post_init__(self) -> None:

@@ -4,11 +4,12 @@ the objective `ScheduledSampling` and the pure functions that feed the model its
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import integer, one_of
+from seqjax.checks import integer
 from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, Head, Model, Objective, Params, SpecialIds
 from seqjax.model_head import (
@@ -17,11 +18,11 @@ from seqjax.model_head import (
     hidden_states,
     token_log_probs,
 )
-from seqjax.objectives.rollout import FEEDS, choose, rollout
-from seqjax.objectives.schedules import SCHEDULES, check_schedule, gold_probability
+from seqjax.objectives.rollout import choose, rollout
+from seqjax.objectives.schedules import SCHEDULES, EpsilonSchedule, check_schedule, gold_probability
 
-PARALLEL_FEEDS = (*FEEDS, "soft")
-MODES = ("auto", "scan", "parallel")
+ParallelFeed = Literal["argmax", "sample", "soft"]  # the rollout's FEEDS, and the expected embedding
+Mode = Literal["auto", "scan", "parallel"]
 
 
 def resolve_mode(model: Model, mode: str, feed: str) -> str:
@@ -90,19 +91,19 @@ def parallel_inputs(
 class ScheduledSamplingOptions(Options):
     """Scheduled sampling's schedule of ε and how the model's own tokens are fed."""
 
-    schedule: str = option("inverse_sigmoid", "decay of ε, the probability of feeding gold: " + " | ".join(SCHEDULES))
+    schedule: EpsilonSchedule = option(
+        "inverse_sigmoid", "decay of ε, the probability of feeding gold: " + " | ".join(SCHEDULES)
+    )
     k: float = option(200.0, "linear: in (0, 1]; exponential: in (0, 1); inverse_sigmoid: >= 1")
     c: float = option(1e-4, "linear: decrease of ε per step")
     eps_min: float = option(0.0, "linear: floor of ε")
-    feed: str = option(
+    feed: ParallelFeed = option(
         "argmax",
         "the model's own token: argmax | sample | soft (parallel mode: expected embedding)",
-        check=one_of(PARALLEL_FEEDS),
     )
-    mode: str = option(
+    mode: Mode = option(
         "auto",
         "scan (over the decode step) | parallel (n passes) | auto: scan for RNNs fed tokens",
-        check=one_of(MODES),
     )
     passes: int = option(2, "parallel: model passes, the last one gets the loss", check=integer(2))
     first_pass_grad: bool = option(False, "parallel with soft feed: backpropagate through the earlier passes")

@@ -12,13 +12,16 @@ float parameters, checked on the host, and returns ε: [] float32 in [0, 1].
 from __future__ import annotations
 
 import math
+import typing
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
 from seqjax.checks import is_real
 
-SCHEDULES = ("linear", "exponential", "inverse_sigmoid")  # scheduled sampling's decay of ε
+EpsilonSchedule = Literal["linear", "exponential", "inverse_sigmoid"]  # scheduled sampling's decay of ε
+SCHEDULES = typing.get_args(EpsilonSchedule)
 
 
 def linear_decay(step: int | jax.Array, *, k: float, c: float, eps_min: float) -> jax.Array:

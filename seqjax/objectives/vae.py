@@ -13,18 +13,20 @@ dropout (decoder inputs replaced by <unk>, so the decoder must lean on z) and fr
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
 
-from seqjax.checks import check_one_of, integer, number, one_of
+from seqjax.checks import check_one_of, integer, number
 from seqjax.config import OBJECTIVES, Options, option
 from seqjax.contracts import Batch, EvalSums, Head, LatentModel, Model, Objective, Params, SpecialIds
 from seqjax.model_head import head_loss, token_nll
 
-KL_SCHEDULES = ("linear", "sigmoid", "constant")  # the annealing of β
+KLSchedule = Literal["linear", "sigmoid", "constant"]  # the annealing of β
+KL_SCHEDULES = typing.get_args(KLSchedule)
 
 
 def gaussian_kl(mean: jax.Array, log_variance: jax.Array) -> jax.Array:
@@ -142,10 +144,9 @@ class VAEOptions(Options):
     """The VAE LM objective's KL weight, its annealing, word dropout and free bits."""
 
     beta: float = option(1.0, "the KL weight β reached at the end of annealing", check=number(0.0))
-    schedule: str = option(
+    schedule: KLSchedule = option(
         "linear",
         "KL annealing: linear | sigmoid (β from 0 at step 0) | constant (β throughout)",
-        check=one_of(KL_SCHEDULES),
     )
     anneal_steps: int = option(1000, "updates over which β rises from 0 to beta (linear, sigmoid)", check=integer())
     sharpness: float = option(
