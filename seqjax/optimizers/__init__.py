@@ -3,9 +3,9 @@
 rate schedule, after global-norm gradient clipping. Gradient accumulation happens in the train
 step, not here (one update per step).
 
-An optimizer's builder takes (its options, the learning-rate schedule, optim.weight_decay, the
-weight-decay mask of optim.decay: None for every parameter) and returns an
-`optax.GradientTransformation` whose update adds learning rate x weight_decay x parameter to
+An optimizer's builder takes (its options, the `SharedSettings` every kind reads: the
+learning-rate schedule, optim.weight_decay and the weight-decay mask of optim.decay) and returns
+an `optax.GradientTransformation` whose update adds learning rate x weight_decay x parameter to
 the decayed parameters' steps, so that the schedule, clipping and decay mean the same whatever
 the kind.
 """
@@ -21,6 +21,7 @@ from seqjax.config import OPTIMIZERS, OptimConfig
 from seqjax.config.sections import Decay, Schedule
 from seqjax.optimizers import adafactor, adamw, lion, muon, sgd  # noqa: F401  (register the built-in optimizers)
 from seqjax.optimizers.decay import decay_mask
+from seqjax.optimizers.settings import SharedSettings
 
 
 def validate(cfg: OptimConfig) -> None:
@@ -57,5 +58,5 @@ def make_optimizer(cfg: OptimConfig, total_steps: int) -> optax.GradientTransfor
     chain = [optax.clip_by_global_norm(cfg.clip_norm)] if cfg.clip_norm > 0 else []
     build = OPTIMIZERS[cfg.kind].build
     schedule = learning_rate_schedule(cfg, total_steps)
-    chain.append(build(cfg.options, schedule, cfg.weight_decay, decay_mask(cfg.decay)))
+    chain.append(build(cfg.options, SharedSettings(schedule, cfg.weight_decay, decay_mask(cfg.decay))))
     return optax.chain(*chain)

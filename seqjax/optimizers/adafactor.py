@@ -9,13 +9,13 @@ parameter per step), not optax's default of weight_decay x parameter with no lea
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import optax
 
 from seqjax.checks import check_rate, integer, number
 from seqjax.config import OPTIMIZERS, Options, option
+from seqjax.optimizers.settings import SharedSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,26 +34,21 @@ class AdafactorOptions(Options):
     momentum: float = option(0.0, "decay rate of a first moment (0: none, Adafactor's memory saving)", check=check_rate)
 
 
-def adafactor(
-    options: AdafactorOptions,
-    learning_rate: optax.Schedule,
-    weight_decay: float,
-    mask: Callable[[Any], Any] | None,
-) -> optax.GradientTransformation:
-    """optax's Adafactor under `learning_rate`, decaying the parameters `mask` picks (None: all)."""
+def adafactor(options: AdafactorOptions, shared: SharedSettings) -> optax.GradientTransformation:
+    """optax's Adafactor under `shared`'s schedule, decaying the parameters its mask picks."""
 
     def decay(step: Any) -> Any:  # per step: learning rate x weight_decay
-        return learning_rate(step) * weight_decay
+        return shared.learning_rate(step) * shared.weight_decay
 
     return optax.adafactor(
-        learning_rate,
+        shared.learning_rate,
         min_dim_size_to_factor=options.min_dim_size_to_factor,
         decay_rate=options.decay_rate,
         multiply_by_parameter_scale=options.multiply_by_parameter_scale,
         clipping_threshold=options.clipping_threshold or None,
         momentum=options.momentum or None,
-        weight_decay_rate=decay if weight_decay else None,
-        weight_decay_mask=mask,
+        weight_decay_rate=decay if shared.weight_decay else None,
+        weight_decay_mask=shared.mask,
         factored=options.factored,
     )
 

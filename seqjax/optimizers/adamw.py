@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import optax
 
 from seqjax.checks import check_rate
 from seqjax.config import OPTIMIZERS, Options, option
+from seqjax.optimizers.settings import SharedSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,14 +19,11 @@ class AdamWOptions(Options):
     b2: float = option(0.98, "decay rate of the second moment (the squared gradient's running mean)", check=check_rate)
 
 
-def adamw(
-    options: AdamWOptions,
-    learning_rate: optax.Schedule,
-    weight_decay: float,
-    mask: Callable[[Any], Any] | None,
-) -> optax.GradientTransformation:
-    """optax's AdamW under `learning_rate`, decaying the parameters `mask` picks (None: all)."""
-    return optax.adamw(learning_rate, b1=options.b1, b2=options.b2, weight_decay=weight_decay, mask=mask)
+def adamw(options: AdamWOptions, shared: SharedSettings) -> optax.GradientTransformation:
+    """optax's AdamW under `shared`'s schedule, decaying the parameters its mask picks."""
+    return optax.adamw(
+        shared.learning_rate, b1=options.b1, b2=options.b2, weight_decay=shared.weight_decay, mask=shared.mask
+    )
 
 
 OPTIMIZERS.register("adamw", adamw, options=AdamWOptions)

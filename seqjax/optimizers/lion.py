@@ -5,13 +5,12 @@ the learning rate, so Lion wants one 3-10x smaller than AdamW's, and a larger we
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import optax
 
 from seqjax.checks import check_rate
 from seqjax.config import OPTIMIZERS, Options, option
+from seqjax.optimizers.settings import SharedSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,14 +21,11 @@ class LionOptions(Options):
     b2: float = option(0.99, "decay rate of the gradient's running mean", check=check_rate)
 
 
-def lion(
-    options: LionOptions,
-    learning_rate: optax.Schedule,
-    weight_decay: float,
-    mask: Callable[[Any], Any] | None,
-) -> optax.GradientTransformation:
-    """optax's Lion under `learning_rate`, decaying the parameters `mask` picks (None: all)."""
-    return optax.lion(learning_rate, b1=options.b1, b2=options.b2, weight_decay=weight_decay, mask=mask)
+def lion(options: LionOptions, shared: SharedSettings) -> optax.GradientTransformation:
+    """optax's Lion under `shared`'s schedule, decaying the parameters its mask picks."""
+    return optax.lion(
+        shared.learning_rate, b1=options.b1, b2=options.b2, weight_decay=shared.weight_decay, mask=shared.mask
+    )
 
 
 OPTIMIZERS.register("lion", lion, options=LionOptions)

@@ -13,7 +13,6 @@ the learning rate (Muon's usual 0.02 is several times AdamW's).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -23,6 +22,7 @@ import optax.contrib
 from seqjax.checks import check_rate, integer
 from seqjax.config import OPTIMIZERS, Options, option
 from seqjax.optimizers.decay import is_matrix
+from seqjax.optimizers.settings import SharedSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,13 +40,8 @@ class MuonOptions(Options):
     )
 
 
-def muon(
-    options: MuonOptions,
-    learning_rate: optax.Schedule,
-    weight_decay: float,
-    mask: Callable[[Any], Any] | None,
-) -> optax.GradientTransformation:
-    """optax's Muon for the matrices, AdamW for the rest, under `learning_rate`, decaying the
+def muon(options: MuonOptions, shared: SharedSettings) -> optax.GradientTransformation:
+    """optax's Muon for the matrices, AdamW for the rest, under `shared.learning_rate`, decaying the
     parameters `mask` picks (None: all)."""
 
     def labels(params: Any) -> Any:
@@ -60,19 +55,19 @@ def muon(
     return optax.partition(
         {
             "muon": optax.contrib.muon(
-                learning_rate,
+                shared.learning_rate,
                 ns_steps=options.ns_steps,
                 beta=options.beta,
-                weight_decay=weight_decay,
-                weight_decay_mask=mask,
+                weight_decay=shared.weight_decay,
+                weight_decay_mask=shared.mask,
                 nesterov=options.nesterov,
             ),
             "adamw": optax.adamw(
-                learning_rate,
+                shared.learning_rate,
                 b1=options.adam_b1,
                 b2=options.adam_b2,
-                weight_decay=weight_decay,
-                mask=mask,
+                weight_decay=shared.weight_decay,
+                mask=shared.mask,
                 nesterov=options.nesterov,
             ),
         },

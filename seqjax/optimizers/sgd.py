@@ -5,13 +5,12 @@ weight decay decoupled from the momentum as AdamW's is: the step is learning rat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import optax
 
 from seqjax.checks import check_rate
 from seqjax.config import OPTIMIZERS, Options, option
+from seqjax.optimizers.settings import SharedSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,16 +26,13 @@ class SGDOptions(Options):
             raise ValueError(f"nesterov needs momentum > 0 (a running sum to look ahead along), got {self.momentum!r}")
 
 
-def sgd(
-    options: SGDOptions,
-    learning_rate: optax.Schedule,
-    weight_decay: float,
-    mask: Callable[[Any], Any] | None,
-) -> optax.GradientTransformation:
-    """Momentum, then the decay of the parameters `mask` picks (None: all), under `learning_rate`."""
+def sgd(options: SGDOptions, shared: SharedSettings) -> optax.GradientTransformation:
+    """Momentum, then the decay of the parameters `shared`'s mask picks, under its schedule."""
     momentum = optax.trace(options.momentum, nesterov=options.nesterov) if options.momentum else optax.identity()
     return optax.chain(
-        momentum, optax.add_decayed_weights(weight_decay, mask), optax.scale_by_learning_rate(learning_rate)
+        momentum,
+        optax.add_decayed_weights(shared.weight_decay, shared.mask),
+        optax.scale_by_learning_rate(shared.learning_rate),
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import flax.linen as nn
@@ -24,6 +23,7 @@ from seqjax.cli import main
 from seqjax.config import MODELS, OBJECTIVES, OPTIMIZERS, Options, option
 from seqjax.models.base import TokenModel, dense_axes, token_embedding
 from seqjax.objectives.teacher_forcing import TeacherForcing
+from seqjax.optimizers.settings import SharedSettings
 
 pytestmark = pytest.mark.slow  # a training run through the command line
 
@@ -86,14 +86,12 @@ class SignSGDOptions(Options):
     scale: float = option(1.0, "factor on the learning rate")
 
 
-def sign_sgd(
-    options: SignSGDOptions, learning_rate: optax.Schedule, weight_decay: float, mask: Callable[[Any], Any] | None
-) -> optax.GradientTransformation:
+def sign_sgd(options: SignSGDOptions, shared: SharedSettings) -> optax.GradientTransformation:
     USED["optimizer"].append(options.scale)
     return optax.chain(
         optax.stateless(lambda updates, params=None: jax.tree.map(jnp.sign, updates)),
-        optax.add_decayed_weights(weight_decay, mask),
-        optax.scale_by_learning_rate(lambda step: options.scale * learning_rate(step)),
+        optax.add_decayed_weights(shared.weight_decay, shared.mask),
+        optax.scale_by_learning_rate(lambda step: options.scale * shared.learning_rate(step)),
     )
 
 
