@@ -41,8 +41,8 @@ class MuonOptions(Options):
 
 
 def muon(options: MuonOptions, shared: SharedSettings) -> optax.GradientTransformation:
-    """optax's Muon for the matrices, AdamW for the rest, under `shared.learning_rate`, decaying the
-    parameters `mask` picks (None: all)."""
+    """optax's Muon for the matrices, AdamW for the rest, under `shared`'s schedule, decaying the
+    parameters its mask picks."""
 
     def labels(params: Any) -> Any:
         def label(path: Any, leaf: Any) -> str:

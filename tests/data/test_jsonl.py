@@ -118,16 +118,18 @@ def test_a_bad_record_is_one_message_naming_the_file_and_line(bad, layout):
         read_blocks(data, block_bytes=block_bytes)
 
 
-def test_an_unknown_field_is_refused_listing_the_fields_the_records_have(tmp_path):
+@pytest.mark.parametrize(
+    "field, message",
+    [
+        ("body", r"field 'body', got none in .*c.jsonl' at line 1, whose fields are id, text, meta"),
+        ("meta.title", r"field 'meta.title', got none .* whose fields are meta.url, meta.score"),
+        ("text.body", r"field 'text.body', got 'text' holding a string in .* at line 1"),
+    ],
+)
+def test_an_unknown_field_is_refused_listing_the_fields_the_records_have(tmp_path, field, message):
     path = write_jsonl(tmp_path / "c.jsonl", records_of(TEXTS))
-    with pytest.raises(
-        ValueError, match=r"field 'body', got none in .*c.jsonl' at line 1, whose fields are id, text, meta"
-    ):
-        read_texts(path, format="jsonl", field="body")
-    with pytest.raises(ValueError, match=r"field 'meta.title', got none .* whose fields are meta.url, meta.score"):
-        read_texts(path, format="jsonl", field="meta.title")
-    with pytest.raises(ValueError, match=r"field 'text.body', got 'text' holding a string in .* at line 1"):
-        read_texts(path, format="jsonl", field="text.body")
+    with pytest.raises(ValueError, match=message):
+        read_texts(path, format="jsonl", field=field)
 
 
 def test_generate_input_is_read_as_the_runs_corpus_its_text_field_included(tmp_path):

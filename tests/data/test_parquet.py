@@ -88,14 +88,18 @@ def test_line_breaks_in_a_text_become_spaces(tmp_path):
     assert read_texts(path, format="parquet") == ["two lines", "crlf end"]
 
 
-def test_a_field_the_file_lacks_is_refused_listing_the_fields_it_has(tmp_path):
+@pytest.mark.parametrize(
+    "field, message",
+    [
+        ("body", r"field 'body', got none in .*c.parquet', whose fields are id, text, "),
+        ("translation.fr", r"fields are id, text, translation.en, translation.de$"),
+        ("text.en", r"field 'text.en', got 'text' of the type string in .*c.parquet'$"),
+    ],
+)
+def test_a_field_the_file_lacks_is_refused_listing_the_fields_it_has(tmp_path, field, message):
     path = write_parquet(tmp_path / "c.parquet", {"id": [1], "text": ["a"], "translation": [{"en": "a", "de": "b"}]})
-    with pytest.raises(ValueError, match=r"field 'body', got none in .*c.parquet', whose fields are id, text, "):
-        read_texts(path, format="parquet", field="body")
-    with pytest.raises(ValueError, match=r"fields are id, text, translation.en, translation.de$"):
-        read_texts(path, format="parquet", field="translation.fr")
-    with pytest.raises(ValueError, match=r"field 'text.en', got 'text' of the type string in .*c.parquet'$"):
-        read_texts(path, format="parquet", field="text.en")
+    with pytest.raises(ValueError, match=message):
+        read_texts(path, format="parquet", field=field)
 
 
 def test_a_column_of_another_type_is_refused_naming_it(tmp_path):
