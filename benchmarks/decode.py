@@ -48,13 +48,14 @@ from common import (  # noqa: E402
     write_result,
 )
 from decode_loops import empty_cache, python_loop_beam, python_loop_greedy  # noqa: E402
+from decode_steps import empty_prefix, model_steps_at_position, recomputing_step_fn  # noqa: E402
 
 from seqjax import decoding  # noqa: E402
 from seqjax.config import HeadConfig, ModelConfig  # noqa: E402
 from seqjax.contracts import Head, Model, Params, StepFn  # noqa: E402
 from seqjax.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from seqjax.heads import build_head  # noqa: E402
-from seqjax.model_head import init_decode_state, init_params, make_step_fn, tied_embedding  # noqa: E402
+from seqjax.model_head import init_decode_state, init_params, make_step_fn  # noqa: E402
 from seqjax.models import build_model  # noqa: E402
 
 # Far below any real log-prob, yet finite: sums of K x V extensions stay ordered.
@@ -121,44 +122,6 @@ def build_lm(shapes: Shapes, seed: int = 0) -> tuple[Model, Head, Params]:
     return model, head, {"model": params["model"], "head": dict(params["head"], biases=biases)}
 
 
-def empty_prefix(batch_size: int, length: int) -> dict[str, jax.Array]:
-    """Recomputing state: prefix [B, length] int32 of written tokens, positions [B] int32 (next slot)."""
-    return {"prefix": jnp.zeros((batch_size, length), jnp.int32), "positions": jnp.zeros((batch_size,), jnp.int32)}
-
-
-def recomputing_decode_step(
-    model: Model, model_params: Params, state: dict[str, jax.Array], tokens: jax.Array
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The decode-step contract without a cache: (state, tokens [B] int32) -> (hidden [B, D] float32, state).
-
-    Writes each row's token at its position and re-runs the causal model on the whole prefix
-    buffer; the slots after a row's position are zeros that causality keeps out of its hidden.
-    """
-    rows = jnp.arange(tokens.shape[0])
-    positions = state["positions"]
-    prefix = state["prefix"].at[rows, positions].set(tokens)
-    hidden: jax.Array = model.apply({"params": model_params}, prefix)[rows, positions]
-    return hidden, {"prefix": prefix, "positions": positions + 1}
-
-
-def cached_decode_step(model: Model, model_params: Params, state: Any, tokens: jax.Array) -> tuple[jax.Array, Any]:
-    """The model's own KV-cache step: (state, tokens [B] int32) -> (hidden [B, D] float32, state)."""
-    step: tuple[jax.Array, Any] = model.apply({"params": model_params}, state, tokens, method="decode_step")
-    return step
-
-
-def recomputing_step_fn(model: Model, head: Head, params: Params) -> StepFn:
-    """step_fn(state, tokens [B] int32) -> (log_probs [B, V] float32, state), state from `empty_prefix`."""
-    embedding = tied_embedding(model, head, params)
-
-    def step_fn(state: dict[str, jax.Array], tokens: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-        hidden, state = recomputing_decode_step(model, params["model"], state, tokens)
-        log_probs: jax.Array = head.apply({"params": params["head"]}, hidden, embedding=embedding, method="log_probs")
-        return log_probs, state
-
-    return step_fn
-
-
 def decoding_setup(
     model: Model, head: Head, params: Params, batch_size: int, cache_len: int, recompute: bool
 ) -> tuple[StepFn, Any]:
@@ -190,28 +153,6 @@ def compiled_beam(
     return decoding.beam_search(
         step_fn, state, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, beam_size=shapes.beam_size, max_len=shapes.max_len
     )
-
-
-@functools.partial(jax.jit, static_argnames=("model", "recompute", "steps"))
-def model_steps_at_position(
-    model: Model, model_params: Params, state: Any, tokens: jax.Array, *, recompute: bool, steps: int
-) -> jax.Array:
-    """`steps` model steps that all write the position `state["positions"]` holds: summed hidden [B, D].
-
-    The positions are reset before every step so that each one costs what a step at that
-    position costs; the hidden states are summed so that no step's computation is dropped.
-    """
-    decode_step = recomputing_decode_step if recompute else cached_decode_step
-    positions = state["positions"]
-
-    def step(_: jax.Array, carry: tuple[jax.Array, Any]) -> tuple[jax.Array, Any]:
-        total, state = carry
-        hidden, state = decode_step(model, model_params, dict(state, positions=positions), tokens)
-        return total + hidden, state
-
-    hidden = jax.eval_shape(functools.partial(decode_step, model, model_params), state, tokens)[0]  # [B, D]
-    summed: jax.Array = jax.lax.fori_loop(0, steps, step, (jnp.zeros(hidden.shape, jnp.float32), state))[0]
-    return summed
 
 
 def step_times(model: Model, params: Params, shapes: Shapes, repeats: int) -> dict[str, dict[int, float]]:

@@ -10,6 +10,7 @@ from seqjax.data import BOS_ID, EOS_ID
 from seqjax.model_head import init_decode_state, make_step_fn
 
 bench = load_script("benchmarks/decode.py", "decode_benchmark")
+decode_steps = load_script("benchmarks/decode_steps.py", "decode_benchmark_steps")
 TINY = bench.Shapes(
     batch=3, max_len=6, beam_size=3, vocab=13, d_model=16, layers=1, num_heads=2, d_ff=32, cached_steps_per_call=3
 )
@@ -24,9 +25,9 @@ def test_recomputing_step_gives_the_cached_step_log_probs(lm):
     model, head, params = lm
     inputs = np.random.default_rng(0).integers(0, TINY.vocab, (TINY.cache_len, TINY.batch)).astype(np.int32)
     cached_step = jax.jit(make_step_fn(model, head, params))
-    recomputing_step = jax.jit(bench.recomputing_step_fn(model, head, params))
+    recomputing_step = jax.jit(decode_steps.recomputing_step_fn(model, head, params))
     cached_state = init_decode_state(model, params, TINY.batch, TINY.cache_len)
-    recomputing_state = bench.empty_prefix(TINY.batch, TINY.cache_len)
+    recomputing_state = decode_steps.empty_prefix(TINY.batch, TINY.cache_len)
     for tokens in inputs:
         cached, cached_state = cached_step(cached_state, tokens)
         recomputed, recomputing_state = recomputing_step(recomputing_state, tokens)
@@ -62,12 +63,14 @@ def test_timed_model_steps_all_decode_the_same_position(lm, recompute):
     position, steps = 2, 3
     at_position = jnp.full((TINY.batch,), position, jnp.int32)
     if recompute:
-        state = dict(bench.empty_prefix(TINY.batch, position + 1), positions=at_position)
-        decode_step = bench.recomputing_decode_step
+        state = dict(decode_steps.empty_prefix(TINY.batch, position + 1), positions=at_position)
+        decode_step = decode_steps.recomputing_decode_step
     else:
         state = dict(init_decode_state(model, params, TINY.batch, TINY.cache_len), positions=at_position)
-        decode_step = bench.cached_decode_step
+        decode_step = decode_steps.cached_decode_step
     tokens = jnp.arange(TINY.batch, dtype=jnp.int32) + BOS_ID
-    total = bench.model_steps_at_position(model, params["model"], state, tokens, recompute=recompute, steps=steps)
+    total = decode_steps.model_steps_at_position(
+        model, params["model"], state, tokens, recompute=recompute, steps=steps
+    )
     one, _ = jax.jit(decode_step, static_argnums=0)(model, params["model"], state, tokens)
     np.testing.assert_allclose(total, steps * one, rtol=1e-5, atol=1e-5)
