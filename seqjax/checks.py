@@ -1,4 +1,4 @@
-"""Host-side value checks, one of each: an int, a real number, a name among choices.
+"""Host-side value checks, one of each: an int, a real number, a name among choices, a rate.
 
 Each raises `ValueError` naming the value and its rule in one line
 (`model.d_model must be an int >= 1, got 0`), and returns the value as a plain Python number, so

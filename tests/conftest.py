@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(__file__))  # project_scripts, for the tests of benchmarks and experiments
+sys.path.insert(0, os.path.dirname(__file__))  # project_scripts and tiny_runs, for the tests of every folder
 
 # The suite's time is mostly compilation, and LLVM's optimizations are most of that; the programs
 # (their HLO) are the same without them and the tests' tolerances hold either way, so the tests

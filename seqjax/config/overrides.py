@@ -25,7 +25,7 @@ def coerce(text_or_value: Any, kind: Any, key: str) -> Any:
         (item,) = {a for a in typing.get_args(kind) if a is not Ellipsis}
         parts = _items(text_or_value, key) if isinstance(text_or_value, str) else list(text_or_value)
         return tuple(coerce(p, item, key) for p in parts)
-    if origin is typing.Literal:  # one of its names: `check_choices`, which names the one likely meant
+    if origin is typing.Literal:  # one of its names: `check_choice`, which names the one likely meant
         return coerce(text_or_value, str, key)
     if origin in (typing.Union, types.UnionType):
         raise TypeError(f"unsupported config type {kind} for {key}")
@@ -124,11 +124,17 @@ def check_choices(node: Any, prefix: str = "") -> None:
     for name, field, value in members(node):
         if dataclasses.is_dataclass(value):
             check_choices(value, f"{prefix}{name}.")
-            continue
-        allowed = choices(type(node), field) if field is not None else ()
-        if allowed and value not in allowed:
-            hint = _choice_hint(node, prefix, name, value, allowed)
-            raise ValueError(f"{prefix}{name} must be one of {', '.join(allowed)}, got {value!r}{hint}")
+        elif field is not None:
+            check_choice(node, prefix, field, value)
+
+
+def check_choice(node: Any, prefix: str, field: dataclasses.Field, value: Any) -> None:
+    """Raises ValueError when `value` is not one of the choices of `node`'s `field` (any value when
+    it has none), naming the key and the value likely meant."""
+    allowed = choices(type(node), field)
+    if allowed and value not in allowed:
+        hint = _choice_hint(node, prefix, field.name, value, allowed)
+        raise ValueError(f"{prefix}{field.name} must be one of {', '.join(allowed)}, got {value!r}{hint}")
 
 
 def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: Config, prefix: str = "") -> Any:
@@ -159,6 +165,11 @@ def _replace(node: Any, assignments: list[tuple[list[str], Any, str]], config: C
             raise unknown_key(config, key)
     for name, group in groups.items():
         updates[name] = _replace(values[name], group, config, f"{prefix}{name}.")
+    # Refused here, with the value likely meant, before a kind's `Options` refuses it while the
+    # node is rebuilt (without the hint: it knows neither the key nor the other kinds).
+    for field in dataclasses.fields(node):
+        if field.name in updates:
+            check_choice(node, prefix, field, updates[field.name])
     try:
         return rebuilt(node, updates)
     except ValueError as error:

@@ -1,7 +1,8 @@
 """`Registry`: the kinds one config key may name, each registered by one call in its own module.
 
 A kind's module declares, in one `register` call, its name, the code that builds it, the frozen
-dataclass of the options only it reads (its group in the config, named for it:
+dataclass of the options only it reads (deriving from `Options`, which checks each when made; its
+group in the config, named for it:
 `model.rnn_vae.latent_size`) and the families of shared options it reads (`neural`: the flat
 `model.d_model`, `model.layers`, ...). Everything else is derived from the registry: the key's
 choices and their check at `--set`, the config's groups, `seqjax config` and `--help`, which flat
@@ -28,7 +29,7 @@ class Kind:
     Attributes:
       name: what the config key names it (a Python identifier).
       build: the code that makes it (a class or a function; each registry says which signature).
-      options: the frozen dataclass of the options only this kind reads, or None.
+      options: the frozen dataclass (of `Options`) of the options only this kind reads, or None.
       families: the families of shared options it reads (declared by its registry).
     """
 
@@ -91,7 +92,7 @@ class Registry:
             raise ValueError(f"{self.key} {name!r} is already registered")
         if options is not None:
             params = getattr(options, "__dataclass_params__", None)
-            if params is None or not params.frozen or not issubclass(options, Options):
+            if params is None or not params.frozen or not (isinstance(options, type) and issubclass(options, Options)):
                 raise ValueError(
                     f"{self.key} {name!r}: options must be a frozen dataclass deriving from seqjax.config.Options, "
                     f"got {options!r}"

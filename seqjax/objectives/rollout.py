@@ -9,8 +9,9 @@ decode-step contract; the decode step is the inference path, so it runs without 
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,8 @@ from seqjax.contracts import Batch, Head, Model, Params
 from seqjax.decoding import most_probable
 from seqjax.model_head import decode_step, init_decode_state, token_log_probs
 
-FEEDS = ("argmax", "sample")  # the model's own token in a rollout
+Feed = Literal["argmax", "sample"]  # the model's own token in a rollout
+FEEDS = typing.get_args(Feed)
 
 Select = Callable[[jax.Array, jax.Array], jax.Array]
 

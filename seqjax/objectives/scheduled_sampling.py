@@ -18,10 +18,10 @@ from seqjax.model_head import (
     hidden_states,
     token_log_probs,
 )
-from seqjax.objectives.rollout import choose, rollout
+from seqjax.objectives.rollout import Feed, choose, rollout
 from seqjax.objectives.schedules import SCHEDULES, EpsilonSchedule, check_schedule, gold_probability
 
-ParallelFeed = Literal["argmax", "sample", "soft"]  # the rollout's FEEDS, and the expected embedding
+ParallelFeed = Literal[Feed, "soft"]  # the rollout's feeds, and the expected embedding
 Mode = Literal["auto", "scan", "parallel"]
 
 
