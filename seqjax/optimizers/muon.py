@@ -21,6 +21,7 @@ import optax.contrib
 
 from seqjax.checks import check_rate, integer
 from seqjax.config import OPTIMIZERS, Options, option
+from seqjax.optimizers.adamw import AdamWOptions, adamw
 from seqjax.optimizers.decay import is_matrix
 from seqjax.optimizers.settings import SharedSettings
 
@@ -51,7 +52,7 @@ def muon(options: MuonOptions, shared: SharedSettings) -> optax.GradientTransfor
         return jax.tree_util.tree_map_with_path(label, params)
 
     # optax's muon sends what is not 2-D to its own AdamW, whose decay takes no mask: it is given
-    # the matrices alone, and the rest goes to an AdamW of ours that takes `mask`.
+    # the matrices alone, and the rest goes to the adamw kind's optimizer, which takes `mask`.
     return optax.partition(
         {
             "muon": optax.contrib.muon(
@@ -62,14 +63,7 @@ def muon(options: MuonOptions, shared: SharedSettings) -> optax.GradientTransfor
                 weight_decay_mask=shared.mask,
                 nesterov=options.nesterov,
             ),
-            "adamw": optax.adamw(
-                shared.learning_rate,
-                b1=options.adam_b1,
-                b2=options.adam_b2,
-                weight_decay=shared.weight_decay,
-                mask=shared.mask,
-                nesterov=options.nesterov,
-            ),
+            "adamw": adamw(AdamWOptions(b1=options.adam_b1, b2=options.adam_b2, nesterov=options.nesterov), shared),
         },
         labels,
     )

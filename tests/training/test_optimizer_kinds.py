@@ -3,6 +3,7 @@ much, and each kind's options group, refused under another kind and checked wher
 
 import jax
 import numpy as np
+import optax
 import pytest
 
 from seqjax import config as config_lib
@@ -39,6 +40,42 @@ def test_with_zero_gradients_the_update_is_the_decay_of_the_leaves_the_rule_pick
         name = jax.tree_util.keystr(path)
         want = -LR * WEIGHT_DECAY * 2.0 if decayed is None or name in decayed else 0.0
         np.testing.assert_allclose(update, np.full(np.shape(update), want), rtol=1e-6, err_msg=name)
+
+
+def trained(opt, steps=4):
+    """PARAMS after `steps` updates of `opt` by random gradients (the same draws for every optimizer)."""
+    rng = np.random.default_rng(0)
+    params, state = PARAMS, opt.init(PARAMS)
+    for _ in range(steps):
+        grads = jax.tree.map(lambda leaf: rng.normal(size=np.shape(leaf)).astype(np.float32), PARAMS)
+        updates, state = opt.update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+    return params
+
+
+ADAM = dict(b1=0.9, b2=0.98, weight_decay=WEIGHT_DECAY)
+MUON_MATRICES = {"['dense']['kernel']", "['embed']['embedding']"}  # 2-D: Muon's; the rest, its AdamW's
+
+
+@pytest.mark.parametrize(
+    "settings, reference, skipped",
+    [
+        (["optim.kind=adamw"], optax.adamw(LR, **ADAM), set()),
+        (["optim.kind=adamw", "optim.adamw.nesterov=true"], optax.nadamw(LR, **ADAM), set()),
+        (["optim.kind=muon"], optax.nadamw(LR, **ADAM), MUON_MATRICES),
+        (["optim.kind=muon", "optim.muon.nesterov=false"], optax.adamw(LR, **ADAM), MUON_MATRICES),
+    ],
+)
+def test_adam_steps_are_optax_adamw_or_with_nesterov_its_nadamw(settings, reference, skipped):
+    """optim.adamw.nesterov (and Muon's AdamW part, under optim.muon.nesterov) move the parameters
+    as optax's NAdamW, otherwise as its AdamW, over steps of random gradients."""
+    got, want = trained(optimizer("optim.clip_norm=0", *settings)), trained(reference)
+    assert not np.allclose(
+        trained(optax.adamw(LR, **ADAM))["norm"]["scale"], trained(optax.nadamw(LR, **ADAM))["norm"]["scale"]
+    )
+    for (path, leaf), expected in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
+        if jax.tree_util.keystr(path) not in skipped:
+            np.testing.assert_allclose(leaf, expected, rtol=1e-6, err_msg=jax.tree_util.keystr(path))
 
 
 def test_the_default_decays_every_parameter_as_adamw_always_did():
