@@ -73,9 +73,10 @@ def pytest_collection_modifyitems(items):
 def pytest_collection_finish(session):
     """The imported modules and collected tests frozen out of the garbage collector's scans, and its
     young generations collected less often. Tracing and compiling leave millions of long-lived
-    objects (jaxprs, cached executables' metadata), and each full collection scans them all: at
-    Python's default thresholds a worker spends about 5% of its time in such scans (measured with
-    `gc.callbacks`), at these a tenth of that. Cycles are still collected, later."""
+    objects (jaxprs, cached executables' metadata), and each full collection scans them all. At
+    Python's default thresholds each worker spent about 5% of its time collecting (40-45 s of
+    about 910 s, measured with `gc.callbacks`); at these, one file of model tests (38 tests) spends
+    0.85 s instead of 3.7 s, for the same peak memory. Cycles are still collected, later."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
