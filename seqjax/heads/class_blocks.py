@@ -4,8 +4,12 @@
 Gathering those words per row reads [N, |class|, D] floats, many times the [V, D] table when
 several rows share a class. Here the rows are sorted by class instead, and a loop walks the
 classes: each class's words are one contiguous slice of the table, read once and multiplied
-with that class's rows, ROWS_PER_STEP at a time (a class with more rows takes more steps).
+with that class's rows, `rows_per_step` at a time (a class with more rows takes more steps).
 The table is read once per call and the gradient written once, whatever the batch holds.
+
+The steps run one after another, so their number sets the time where each is too small to fill
+the device (a GPU's launches): a step holds about the rows a class expects, N / C with
+equal-mass classes, and the walk takes about 2C steps whatever N is.
 
 Static shapes: a slice of the table has a fixed width per tier of similar class sizes (the
 largest class of the tier; the extra words are masked), and a step a fixed number of rows
@@ -27,11 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array, lax
 
+from seqjax.checks import check_int
+
 WordParams = tuple[Array, Array]  # the word table [V, D] and biases [V], float32
 Grads = tuple[Array, Array, Array]  # the gradients of hidden, the word table and the biases
 Carry = TypeVar("Carry")  # what the walk over the classes carries: the losses [N], or Grads
 
-ROWS_PER_STEP = 8  # rows of one class per matmul: ~N / C rows per class with equal-mass classes
+MIN_ROWS_PER_STEP = 8
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -51,7 +57,7 @@ class Tier:
 
 
 class Step(NamedTuple):
-    """One step of the walk: up to ROWS_PER_STEP rows of one class and that class's window.
+    """One step of the walk: up to `rows_per_step` rows of one class and that class's window.
 
     picked: [R] int32 rows; valid: [R] bool, a row of the class (not padding); window: []
     int32 first table row of the window; width: its width (static); first: [] int32 the
@@ -64,6 +70,18 @@ class Step(NamedTuple):
     width: int
     first: Array
     size: Array
+
+
+def rows_per_step(rows: int, num_classes: int) -> int:
+    """Rows of one class per step: N / C, what each of C equal-mass classes expects of N rows,
+    rounded up to a power of two, at least MIN_ROWS_PER_STEP.
+
+    Example:
+      >>> from seqjax.heads.class_blocks import rows_per_step
+      >>> [rows_per_step(n, c) for n, c in ((43, 3), (512, 100), (4096, 182), (16384, 317), (5, 1))]
+      [16, 8, 32, 64, 8]
+    """
+    return 1 << (max(MIN_ROWS_PER_STEP, -(-rows // num_classes)) - 1).bit_length()
 
 
 def tiers_of(starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray) -> tuple[Tier, ...]:
@@ -86,35 +104,44 @@ def within_class_losses(
     targets: Array,
     class_of: Array,
     tiers: tuple[Tier, ...],
+    step_rows: int = 0,
 ) -> Array:
     """[N] float32 −log p(t | c(t), h) of each row.
 
     hidden: [N, D] float32; word_weights: [V, D] float32; word_biases: [V] float32 or None;
     targets: [N] int32; class_of: [N] int32 class of each target; tiers: `Tier`s covering every
-    class. Differentiable in hidden, word_weights and word_biases.
+    class; step_rows: rows per step, 0 for `rows_per_step` of N and the classes. Differentiable
+    in hidden, word_weights and word_biases.
     """
+    step_rows = check_int("step_rows", step_rows, minimum=0) or rows_per_step(hidden.shape[0], _num_classes(tiers))
     biases = jnp.zeros(word_weights.shape[:1], jnp.float32) if word_biases is None else word_biases
-    return _losses(tiers, hidden, (word_weights, biases), targets, class_of)
+    return _losses(tiers, step_rows, hidden, (word_weights, biases), targets, class_of)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _losses(tiers: tuple[Tier, ...], hidden: Array, params: WordParams, targets: Array, class_of: Array) -> Array:
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _losses(
+    tiers: tuple[Tier, ...], step_rows: int, hidden: Array, params: WordParams, targets: Array, class_of: Array
+) -> Array:
     def add_step(losses: Array, step: Step) -> Array:
         scores, target_columns, log_normalizers = _step_scores(hidden, params, targets, step)
         target_scores = jnp.take_along_axis(scores, target_columns[:, None], axis=1)[:, 0]
         return losses.at[step.picked].add(jnp.where(step.valid, log_normalizers - target_scores, 0.0))
 
-    return _walk(tiers, class_of, add_step, jnp.zeros((hidden.shape[0],), jnp.float32))
+    return _walk(tiers, step_rows, class_of, add_step, jnp.zeros((hidden.shape[0],), jnp.float32))
 
 
 def _losses_fwd(
-    tiers: tuple[Tier, ...], hidden: Array, params: WordParams, targets: Array, class_of: Array
+    tiers: tuple[Tier, ...], step_rows: int, hidden: Array, params: WordParams, targets: Array, class_of: Array
 ) -> tuple[Array, tuple[Array, WordParams, Array, Array]]:
-    return _losses(tiers, hidden, params, targets, class_of), (hidden, params, targets, class_of)
+    losses = _losses(tiers, step_rows, hidden, params, targets, class_of)
+    return losses, (hidden, params, targets, class_of)
 
 
 def _losses_bwd(
-    tiers: tuple[Tier, ...], residuals: tuple[Array, WordParams, Array, Array], loss_grads: Array
+    tiers: tuple[Tier, ...],
+    step_rows: int,
+    residuals: tuple[Array, WordParams, Array, Array],
+    loss_grads: Array,
 ) -> tuple[Array, WordParams, None, None]:
     hidden, params, targets, class_of = residuals
     weights, biases = params
@@ -133,7 +160,7 @@ def _losses_bwd(
         return hidden_grad, weights_grad, lax.dynamic_update_slice_in_dim(biases_grad, bias_grad, window, 0)
 
     zeros = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
-    hidden_grad, weights_grad, biases_grad = _walk(tiers, class_of, add_step, zeros)
+    hidden_grad, weights_grad, biases_grad = _walk(tiers, step_rows, class_of, add_step, zeros)
     return hidden_grad, (weights_grad, biases_grad), None, None
 
 
@@ -153,15 +180,20 @@ def _step_scores(hidden: Array, params: WordParams, targets: Array, step: Step) 
     return scores, target_columns, jax.nn.logsumexp(scores, axis=1)
 
 
-def _walk(tiers: tuple[Tier, ...], class_of: Array, add_step: Callable[[Carry, Step], Carry], init: Carry) -> Carry:
-    """`init` updated by `add_step` for every step of every class, tier by tier."""
-    num_classes = int(max(tier.classes.max() for tier in tiers)) + 1
-    counts = jnp.zeros((num_classes,), jnp.int32).at[class_of].add(1)
+def _num_classes(tiers: tuple[Tier, ...]) -> int:
+    return int(max(tier.classes.max() for tier in tiers)) + 1
+
+
+def _walk(
+    tiers: tuple[Tier, ...], step_rows: int, class_of: Array, add_step: Callable[[Carry, Step], Carry], init: Carry
+) -> Carry:
+    """`init` updated by `add_step` for every step of `step_rows` rows of every class, tier by tier."""
+    counts = jnp.zeros((_num_classes(tiers),), jnp.int32).at[class_of].add(1)
     offsets = jnp.cumsum(counts) - counts
     order = jnp.argsort(class_of, stable=True).astype(jnp.int32)
     # Padded so that a step's slice past the last row is never shifted back to fit.
-    order = jnp.concatenate([order, jnp.zeros((ROWS_PER_STEP,), jnp.int32)])
-    step_rows = jnp.arange(ROWS_PER_STEP, dtype=jnp.int32)
+    order = jnp.concatenate([order, jnp.zeros((step_rows,), jnp.int32)])
+    rows_of_step = jnp.arange(step_rows, dtype=jnp.int32)
     carry = init
     for tier in tiers:
         tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
@@ -173,11 +205,11 @@ def _walk(tiers: tuple[Tier, ...], class_of: Array, add_step: Callable[[Carry, S
             count, offset = counts[class_id], offsets[class_id]
 
             def one_step(number: Array, carry: Carry) -> Carry:
-                start = number * ROWS_PER_STEP
-                picked = lax.dynamic_slice_in_dim(order, offset + start, ROWS_PER_STEP)
-                return add_step(carry, Step(picked, start + step_rows < count, window, width, first, size))
+                start = number * step_rows
+                picked = lax.dynamic_slice_in_dim(order, offset + start, step_rows)
+                return add_step(carry, Step(picked, start + rows_of_step < count, window, width, first, size))
 
-            result: Carry = lax.fori_loop(0, (count + ROWS_PER_STEP - 1) // ROWS_PER_STEP, one_step, carry)
+            result: Carry = lax.fori_loop(0, (count + step_rows - 1) // step_rows, one_step, carry)
             return result
 
         carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)

@@ -1,13 +1,16 @@
 """Class-based softmax: equal-mass classes, normalized exact log-probs, loss consistency."""
 
+import functools
+
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from seqjax.heads import class_log_probs, class_softmax_loss, frequency_classes
-from seqjax.heads.class_blocks import ROWS_PER_STEP
-from seqjax.heads.classes import Classes
+from seqjax.heads.class_blocks import rows_per_step, tiers_of, within_class_losses
+from seqjax.heads.classes import Classes, _tier_of_class
 
 COUNTS = np.array([50, 20, 10, 6, 5, 3, 2, 1, 1, 1, 1])
 
@@ -98,11 +101,11 @@ def test_class_softmax_over_size_tiers_matches_log_probs_in_value_and_gradient()
 
 def test_class_softmax_walks_many_rows_of_one_class_and_windows_moved_back_from_the_end():
     # Sizes 1, 6, 3 share one tier of width 6: the last class's window starts 3 words before it.
-    # 40 rows in the middle class take three steps of ROWS_PER_STEP (the last one partial).
+    # 40 rows in the middle class take three steps of rows_per_step(43, 3) = 16 (the last one partial).
     sizes = np.array([1, 6, 3], np.int32)
     starts = np.array([0, 1, 7], np.int32)
     classes = Classes(starts, sizes, np.repeat(np.arange(3, dtype=np.int32), sizes))
-    assert 40 > 2 * ROWS_PER_STEP
+    assert 40 > 2 * rows_per_step(43, 3)
     hidden, cw, cb, ww, wb, _ = random_parameters(9, 3, 10, rows=43, features=4)
     targets = np.concatenate([np.arange(40) % 6 + 1, [0, 7, 9]]).astype(np.int32)
     rows = np.arange(len(targets))
@@ -136,3 +139,42 @@ def test_class_softmax_loss_rejects_class_table_of_wrong_size():
     hidden, cw, cb, ww, wb, targets = random_parameters(7, 4, len(COUNTS))
     with pytest.raises(ValueError, match=r"class_weights must have shape \[3, 4\]"):
         class_softmax_loss(hidden, cw, None, ww, wb, targets, classes)
+
+
+@pytest.mark.parametrize(
+    "rows, num_classes, expected",
+    [(1, 1, 8), (64, 8, 8), (65, 8, 16), (128, 8, 16), (129, 8, 32), (16384, 317, 64), (16384, 128, 128)],
+)
+def test_a_step_holds_the_rows_a_class_expects_rounded_up_to_a_power_of_two_and_at_least_eight(
+    rows, num_classes, expected
+):
+    assert rows_per_step(rows, num_classes) == expected
+
+
+@pytest.mark.parametrize("step_rows", [1, 3, 64])
+def test_within_class_losses_are_the_same_whatever_rows_a_step_holds(step_rows):
+    """One row per step, a step that ends inside a class's rows, and one step wider than the batch:
+    the walk's padding rows drop out of the losses and the gradients."""
+    classes = frequency_classes(np.arange(30, 0, -1), 5)
+    hidden, _, _, ww, wb, targets = random_parameters(11, 5, 30, rows=37, features=4)
+    targets = jnp.asarray(targets)
+    class_of = jnp.asarray(classes.class_of)[targets]
+    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes))
+    cotangent = np.random.default_rng(12).normal(size=len(targets)).astype(np.float32)
+
+    def loss(step_rows, h, w, b):
+        return jnp.vdot(cotangent, within_class_losses(h, w, b, targets, class_of, tiers, step_rows))
+
+    for got, want in zip(
+        jax.jit(jax.value_and_grad(functools.partial(loss, step_rows), argnums=(0, 1, 2)))(hidden, ww, wb),
+        jax.jit(jax.value_and_grad(functools.partial(loss, 0), argnums=(0, 1, 2)))(hidden, ww, wb),
+    ):
+        chex.assert_trees_all_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_within_class_losses_reject_a_negative_step_size_naming_it():
+    classes = frequency_classes(np.arange(4, 0, -1), 2)
+    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes))
+    zeros = jnp.zeros((3, 2))
+    with pytest.raises(ValueError, match="step_rows must be an int >= 0, got -1"):
+        within_class_losses(zeros, jnp.zeros((4, 2)), None, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32), tiers, -1)
