@@ -36,7 +36,7 @@ from seqjax.accelerators import estimate as estimate_lib
 from seqjax.accelerators import program
 from seqjax.accelerators.abstract_run import OutOfMemory, abstract_run, compile_run
 from seqjax.accelerators.state_fit import state_fit_report
-from seqjax.accelerators.targets import Target, target_devices
+from seqjax.accelerators.targets import Target, target_devices, uncached_compiles
 from seqjax.config import Config
 from seqjax.models import kernel_choice
 from seqjax.training.core.memory import format_bytes, per_device_bytes
@@ -103,7 +103,8 @@ def compile_report(
     early = state_fit_report(run["state"], run["placer"], run["mesh"], run["parts"].cfg.train.sharding, usable)
     if early is not None:
         return {**_placement(target, run, early["per_device_bytes"]["peak"]), **early}
-    built = compile_run(run, memory_limit=usable, echo=echo)
+    with uncached_compiles():
+        built = compile_run(run, memory_limit=usable, echo=echo)
     parts, state, batch = built["parts"], built["state"], built["batch"]
     if isinstance(built["train"], OutOfMemory):
         return out_of_memory_report(target, built, built["train"])

@@ -15,12 +15,13 @@ compile`, and, with the measured figures of `calibration.json`, its per-kernel e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.resources
 import importlib.util
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 GPU_HOST = 8  # GPUs per host in a GPU target of more than one host
@@ -122,6 +123,24 @@ def use_target_compiler() -> None:
             raise ValueError(f"compiling for a target needs JAX on the CPU, but it runs on {jax.default_backend()}")
         return
     jax.config.update("jax_platforms", "cpu")
+
+
+@contextlib.contextmanager
+def uncached_compiles() -> Iterator[None]:
+    """Compiles inside the block write nothing to JAX's persistent compilation cache (where the
+    user set one): an executable built for a target's devices cannot be loaded on this machine,
+    so an entry would only fill the disk, and the next `seqjax compile` reading it back would
+    print a warning per program ("PjRtCompiler must be constructed with a Client") before
+    compiling anew. No compile takes forever, so none reaches the cache's minimum time."""
+    import jax
+
+    key = "jax_persistent_cache_min_compile_time_secs"
+    before = getattr(jax.config, key)
+    jax.config.update(key, math.inf)
+    try:
+        yield
+    finally:
+        jax.config.update(key, before)
 
 
 def _require_plugin(chip: Chip) -> None:

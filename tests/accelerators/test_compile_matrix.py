@@ -159,6 +159,29 @@ def test_a_program_compiled_here_for_an_accelerator_has_none_of_the_cpu_only_for
     assert not barriers(target_devices(parse_target(target)))
 
 
+def test_a_report_made_twice_under_a_persistent_cache_writes_no_entry_to_read_back_and_keeps_the_setting():
+    """The suite runs under a persistent compilation cache (tests/conftest.py). A target's
+    executable written there would be read back by the second report, which cannot load it here
+    and warns; the warnings are errors here."""
+    import warnings
+
+    import jax
+    from tiny_runs import tiny_config
+
+    from seqjax.accelerators.report import compile_report
+    from seqjax.accelerators.targets import parse_target, use_target_compiler
+
+    use_target_compiler()
+    assert jax.config.jax_compilation_cache_dir
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    cfg = config_lib.override(tiny_config(), ["train.precision=bfloat16"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reports = [compile_report(cfg, parse_target("h100:1")) for _ in range(2)]
+    assert reports[0]["per_device_bytes"] == reports[1]["per_device_bytes"]
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == before
+
+
 @pytest.mark.parametrize("target", ["h100:1", "h200:1", "a100:1", "v4:2x2x1", "v5e:2x2", "v5p:2x2x1"])
 def test_each_targets_devices_name_a_kind_whose_mfu_peak_is_the_targets(target):
     """A run's logged MFU (`mfu.known_peak_tflops` of its devices' device_kind) is against the
