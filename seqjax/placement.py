@@ -76,15 +76,22 @@ def compute_platform() -> str:
     return "gpu" if platform in ("cuda", "rocm") else platform
 
 
-def attention_spec(mesh: AbstractMesh, *arrays: jax.Array) -> P:
-    """One PartitionSpec for [B, T, heads, Dh] arrays: the batch over the mesh's batch axes
-    (where they divide it), the heads over `model` where it divides every array's heads, the
-    length and the head width whole."""
+def batch_split(mesh: AbstractMesh, rows: int) -> tuple[str, ...]:
+    """The mesh's batch axes that split `rows` rows evenly, outermost first; () where there are
+    none or they do not divide the rows."""
     batch = tuple(axis for axis in BATCH_AXES if axis in mesh.axis_names and mesh.shape[axis] > 1)
     parts = 1
     for axis in batch:
         parts *= mesh.shape[axis]
-    rows = batch if batch and all(x.shape[0] % parts == 0 for x in arrays) else None
+    return batch if rows % parts == 0 else ()
+
+
+def attention_spec(mesh: AbstractMesh, *arrays: jax.Array) -> P:
+    """One PartitionSpec for [B, T, heads, Dh] arrays: the batch over the mesh's batch axes
+    (where they divide it), the heads over `model` where it divides every array's heads, the
+    length and the head width whole."""
+    splits = {batch_split(mesh, x.shape[0]) for x in arrays}
+    rows = splits.pop() if len(splits) == 1 and () not in splits else None
     split = mesh.shape.get(HEAD_AXIS, 1)
     heads = HEAD_AXIS if split > 1 and all(x.shape[2] % split == 0 for x in arrays) else None
     return P(rows, None, heads, None)
@@ -100,11 +107,8 @@ def rows_placement(x: jax.Array) -> jax.Array:
     mesh = context_mesh()
     if mesh is None:
         return x
-    batch = tuple(axis for axis in BATCH_AXES if axis in mesh.axis_names and mesh.shape[axis] > 1)
-    parts = 1
-    for axis in batch:
-        parts *= mesh.shape[axis]
-    if not batch or x.shape[0] % parts:
+    batch = batch_split(mesh, x.shape[0])
+    if not batch:
         return x
     result: jax.Array = jax.lax.with_sharding_constraint(x, P(batch))
     return result

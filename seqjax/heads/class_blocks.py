@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
@@ -30,8 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array, lax
+from jax.sharding import PartitionSpec as P
 
 from seqjax.checks import check_int
+from seqjax.placement import batch_split, context_mesh, gathered
 
 WordParams = tuple[Array, Array]  # the word table [V, D] and biases [V], float32
 Grads = tuple[Array, Array, Array]  # the gradients of hidden, the word table and the biases
@@ -113,9 +116,32 @@ def within_class_losses(
     class; step_rows: rows per step, 0 for `rows_per_step` of N and the classes. Differentiable
     in hidden, word_weights and word_biases.
     """
-    step_rows = check_int("step_rows", step_rows, minimum=0) or rows_per_step(hidden.shape[0], _num_classes(tiers))
+    step_rows = check_int("step_rows", step_rows, minimum=0)
     biases = jnp.zeros(word_weights.shape[:1], jnp.float32) if word_biases is None else word_biases
-    return _losses(tiers, step_rows, hidden, (word_weights, biases), targets, class_of)
+    params = (word_weights, biases)
+    mesh = context_mesh()
+    split = () if mesh is None else batch_split(mesh, hidden.shape[0])
+    if mesh is None or not split:
+        # One walk over every row. Under a step's mesh, the table each step reads a window of
+        # and the rows it picks across the batch are made whole on every device once, not
+        # gathered at each step.
+        hidden, targets, class_of, params = jax.tree.map(gathered, (hidden, targets, class_of, params))
+        step_rows = step_rows or rows_per_step(hidden.shape[0], _num_classes(tiers))
+        return _losses(tiers, step_rows, hidden, params, targets, class_of)
+    # Each device walks its own rows against the whole table (gathered once, as the in_specs
+    # say); the table's gradient is summed over the batch axes once.
+    local_rows = hidden.shape[0] // math.prod(mesh.shape[axis] for axis in split)
+    step_rows = step_rows or rows_per_step(local_rows, _num_classes(tiers))
+    rows = P(split)
+    walk = jax.shard_map(
+        functools.partial(_losses, tiers, step_rows),
+        mesh=mesh,
+        in_specs=(rows, (P(), P()), rows, rows),
+        out_specs=rows,
+        check_vma=False,  # the walk's loop carries start as zeros, unvarying, and end varying
+    )
+    losses: Array = walk(hidden, params, targets, class_of)
+    return losses
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))

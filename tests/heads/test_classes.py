@@ -178,3 +178,27 @@ def test_within_class_losses_reject_a_negative_step_size_naming_it():
     zeros = jnp.zeros((3, 2))
     with pytest.raises(ValueError, match="step_rows must be an int >= 0, got -1"):
         within_class_losses(zeros, jnp.zeros((4, 2)), None, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32), tiers, -1)
+
+
+@pytest.mark.parametrize("rows, mesh_spec", [(64, "data:8"), (64, "data:4,model:2"), (60, "data:8")])
+def test_under_a_mesh_each_device_walks_its_rows_and_the_loss_and_gradients_are_the_same(rows, mesh_spec):
+    """Rows split over the batch axes (each device walks its own against the whole table, whose
+    gradient the batch axes sum), or, where they do not divide the rows, one walk of them all."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from seqjax.placement import under_mesh
+    from seqjax.training.core.layout import make_mesh
+
+    classes = frequency_classes(np.arange(60, 0, -1), 8)
+    arrays = random_parameters(13, 8, 60, rows=rows, features=8)
+    cotangent = np.random.default_rng(14).normal(size=rows).astype(np.float32)
+
+    def loss(hidden, cw, cb, ww, wb, targets):
+        return jnp.vdot(cotangent, class_softmax_loss(hidden, cw, cb, ww, wb, targets, classes))
+
+    value_and_grads = jax.value_and_grad(loss, argnums=(0, 1, 2, 3, 4))
+    mesh = make_mesh(mesh_spec, jax.devices()[:8])
+    placed = [jax.device_put(x, NamedSharding(mesh, P())) for x in arrays]
+    got = jax.jit(under_mesh(value_and_grads, mesh))(*placed)
+    chex.assert_trees_all_close(got, jax.jit(value_and_grads)(*arrays), rtol=1e-5, atol=1e-5)
