@@ -38,7 +38,7 @@ from seqjax.accelerators.abstract_run import OutOfMemory, abstract_run, compile_
 from seqjax.accelerators.state_fit import state_fit_report
 from seqjax.accelerators.targets import Target, target_devices, uncached_compiles
 from seqjax.config import Config
-from seqjax.models import kernel_choice
+from seqjax.models import describe_kernel, kernel_choice
 from seqjax.training.core.memory import format_bytes, per_device_bytes
 from seqjax.training.core.mfu import train_flops_per_token
 from seqjax.training.core.remat import RematChoice
@@ -72,10 +72,11 @@ def attention_report(model: Any, calls: dict[str, dict[str, int]]) -> dict[str, 
     program (`calls`: `program.fused_attention_calls` of each), and any fallback."""
     choice = kernel_choice(model)
     if choice is None:
-        return {"requested": None, "resolved": None, "fused_calls": 0, "fallback": None}
+        return {"requested": None, "resolved": None, "padded_heads": None, "fused_calls": 0, "fallback": None}
     return {
         "requested": choice.requested,
         "resolved": choice.kernel,
+        "padded_heads": None if choice.padded_heads is None else list(choice.padded_heads),
         "fused_calls": calls["train"].get(choice.kernel, 0),
         "fused_calls_by_step": {name: counts.get(choice.kernel, 0) for name, counts in calls.items()},
         "fallback": choice.fallback,
@@ -251,9 +252,8 @@ def describe(report: dict[str, Any]) -> str:
     attention = report["attention"]
     if attention["requested"] is not None:
         steps = ", ".join(f"{k} {v}" for k, v in attention["fused_calls_by_step"].items())
-        lines.append(
-            f"attention: requested {attention['requested']}, resolved {attention['resolved']}; fused calls: {steps}"
-        )
+        resolved = describe_kernel(attention["resolved"], attention["padded_heads"])
+        lines.append(f"attention: requested {attention['requested']}, resolved {resolved}; fused calls: {steps}")
         if attention["fallback"]:
             lines.append(f"notice: {attention['fallback']}")
     kinds = ", ".join(f"{k} x{v['count']} {format_bytes(v['bytes'])}" for k, v in report["collectives"].items())

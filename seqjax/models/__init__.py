@@ -27,7 +27,7 @@ from seqjax.models import language_models  # noqa: F401  (the language models re
 
 # Importing a kind's module registers it: every built-in model kind (the classes) and attention kernel.
 from seqjax.models.attention_kernels import cudnn, splash, xla  # noqa: F401
-from seqjax.models.attention_kernels.choice import KernelChoice, SelfAttentionRows
+from seqjax.models.attention_kernels.choice import WHY_PADDED, KernelChoice, SelfAttentionRows, describe_kernel
 from seqjax.models.build import build_model, kernel_choice
 from seqjax.models.classic import ngram
 from seqjax.models.classic.ngram import KneserNeyLM
@@ -71,6 +71,8 @@ __all__ = [
     "TransformerSeq2Seq",
     "KernelChoice",
     "SelfAttentionRows",
+    "WHY_PADDED",
+    "describe_kernel",
     "ENCODER_KINDS",
     "MODEL_OBJECTIVES",
     "ENCODER_PARTS",

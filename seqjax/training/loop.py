@@ -41,7 +41,7 @@ from seqjax.contracts import Batch, Params
 from seqjax.data.batching.loader import Loader
 from seqjax.heads import build_head
 from seqjax.model_head import init_params
-from seqjax.models import is_trained, kernel_choice
+from seqjax.models import WHY_PADDED, is_trained, kernel_choice
 from seqjax.training.core import distributed, mfu
 from seqjax.training.core.experiment import (
     Experiment,
@@ -227,6 +227,8 @@ def train(
             distributed.barrier("run directory written")
             echo(config_text.describe_changes(cfg))
             attention = kernel_choice(exp.model)
+            if attention is not None and attention.padded_heads:
+                echo(f"attention: {attention.describe()}: {WHY_PADDED}")
             if attention is not None and attention.fallback:
                 echo(f"notice: {attention.fallback}")
             if remat is not None and remat.requested == "auto":

@@ -108,10 +108,10 @@ def test_a_fused_kernel_that_leaves_attention_to_xla_says_why(device, overrides,
     "device, overrides, notice",
     [
         (
-            TPU,
-            ("model.d_model=128", "model.num_heads=2"),
-            "the splash kernel takes heads (model.head_dim, else d_model / num_heads) of a multiple of 128 "
-            "features, got 64: XLA runs instead (model.attention_kernel=splash pads them to 128)",
+            H100,
+            ("model.d_model=36", "model.num_heads=3"),
+            "cuDNN's fused attention takes heads (model.head_dim, else d_model / num_heads) of a multiple of 8 "
+            "and at most 128 features, got 12: XLA runs instead",
         ),
         (
             H100,
@@ -125,6 +125,21 @@ def test_auto_says_which_kernel_made_for_the_devices_it_passed_over_and_why(devi
     cfg = tiny_config("train.precision=bfloat16", *overrides)
     choice = kernel_choice(run_model(cfg, 40, device))
     assert choice is not None and choice.kernel == "xla" and choice.fallback == notice
+
+
+@pytest.mark.parametrize("seq_len, fallback", [(128, None), (16, "tiles rows by 128 tokens: rows of 16 tokens")])
+def test_auto_pads_heads_narrower_than_the_splash_kernels_tiles_on_a_tpu_and_says_so(seq_len, fallback):
+    cfg = tiny_config("train.precision=bfloat16", "model.d_model=128", "model.num_heads=2", f"data.seq_len={seq_len}")
+    choice = kernel_choice(run_model(cfg, 40, TPU))
+    assert (choice.kernel, choice.padded_heads) == ("splash", (64, 128))
+    assert choice.describe() == "splash (heads padded from 64 to 128 features)"
+    assert choice.fallback is None if fallback is None else fallback in choice.fallback
+
+
+def test_heads_as_wide_as_the_splash_kernels_tiles_are_not_padded():
+    cfg = tiny_config("train.precision=bfloat16", "model.d_model=256", "model.num_heads=2", "data.seq_len=128")
+    choice = kernel_choice(run_model(cfg, 40, TPU))
+    assert (choice.kernel, choice.padded_heads, choice.describe()) == ("splash", None, "splash")
 
 
 @pytest.mark.parametrize("device, bound", [(H100, 8), (A100, 0)])

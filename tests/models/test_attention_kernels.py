@@ -18,7 +18,7 @@ from tiny_runs import tiny
 import seqjax
 from seqjax.cli import main
 from seqjax.config import ATTENTION_KERNELS, ModelConfig
-from seqjax.models import SelfAttentionRows, build_model, kernel_choice
+from seqjax.models import WHY_PADDED, SelfAttentionRows, build_model, kernel_choice
 from seqjax.models.attention_kernels.kernel import MASK_PARTS, AttentionKernel
 from seqjax.models.attention_kernels.xla import xla_attention
 
@@ -46,12 +46,15 @@ def toy_kernel():
 
 @pytest.mark.slow
 def test_a_kernel_registered_at_run_time_trains_a_transformer_through_the_cli(toy_kernel, tmp_path, capsys):
-    calls = toy_kernel()
+    """A kernel that pads heads narrower than its multiple: the run says it does, and why."""
+    calls = toy_kernel(head_multiple=32, pads_heads=True)
     assert main(["train", "--workdir", str(tmp_path), "--set", *tiny("model.attention_kernel=toy")]) == 0
     assert calls  # traced into the train step
     losses = [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()[:2]]
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
-    assert "notice:" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"attention: toy (heads padded from 16 to 32 features): {WHY_PADDED}\n" in out
+    assert "notice:" not in out
 
 
 @pytest.mark.slow
@@ -91,12 +94,11 @@ def test_a_kernel_named_for_what_it_does_not_take_is_refused(toy_kernel, declara
         build_model(dataclasses.replace(TINY_MODEL, attention_kernel="toy"), 10, platform="cpu")
 
 
-def test_the_splash_kernel_named_for_heads_narrower_than_its_tiles_pads_them_and_auto_says_it_could():
-    cfg = dataclasses.replace(TINY_MODEL, d_model=128)
-    named = kernel_choice(build_model(dataclasses.replace(cfg, attention_kernel="splash"), 10, platform="tpu"))
-    assert named.kernel == "splash" and named.fallback is None
-    auto = kernel_choice(build_model(cfg, 10, platform="tpu"))
-    assert auto.kernel == "xla" and auto.fallback.endswith("(model.attention_kernel=splash pads them to 128)")
+@pytest.mark.parametrize("requested", ["splash", "auto"])
+def test_the_splash_kernel_pads_heads_narrower_than_its_tiles_named_or_chosen_by_auto(requested):
+    cfg = dataclasses.replace(TINY_MODEL, d_model=128, attention_kernel=requested)
+    choice = kernel_choice(build_model(cfg, 10, platform="tpu"))
+    assert (choice.kernel, choice.padded_heads) == ("splash", (128 // TINY_MODEL.num_heads, 128))
 
 
 def test_each_reason_a_kernel_leaves_attention_to_xla_is_one_clause_of_the_fallback(toy_kernel):

@@ -105,7 +105,7 @@ def test_dense_attention_in_bfloat16_keeps_the_dtype_and_agrees_with_float32():
         ("gpu", jnp.bfloat16, 160, "xla"),  # wider heads than cuDNN takes
         ("tpu", jnp.bfloat16, 128, "splash"),
         ("tpu", jnp.float32, 256, "splash"),
-        ("tpu", jnp.bfloat16, 64, "xla"),  # the splash kernel's blocks are 128 wide
+        ("tpu", jnp.bfloat16, 64, "splash"),  # padded to the kernel's 128-wide blocks
         ("cpu", jnp.bfloat16, 128, "xla"),
     ],
 )

@@ -6,6 +6,7 @@ leaves it for XLA. The built model carries the answer (`KernelChoice`); the run'
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from seqjax.config import ATTENTION_KERNELS, TRANSFORMERS, ModelConfig
@@ -37,6 +38,8 @@ class KernelChoice:
     requested: `model.attention_kernel` as configured ("auto" or a registered kernel's name).
     kernel: the registered kernel it is on the run's devices.
     fallback: why some of the run's self-attention runs on XLA instead, or None.
+    padded_heads: (the heads' width, the width the kernel pads them to) where it pads them
+      (`AttentionKernel.pads_heads`), else None.
     max_segments: the bound on a packed row's segments the model's masks carry
       (`SelfMask.max_segments`): the rows' where the kernel takes packed rows so bounded on the
       run's devices, else 0 (packed rows then attend on XLA).
@@ -46,6 +49,26 @@ class KernelChoice:
     kernel: str
     fallback: str | None = None
     max_segments: int = 0
+    padded_heads: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        return describe_kernel(self.kernel, self.padded_heads)
+
+
+# Why a kernel that pads heads (`AttentionKernel.pads_heads`) is chosen for narrower ones.
+WHY_PADDED = (
+    "the devices' matrix unit is as wide as the padded heads, so they take the same matrix passes as on XLA, "
+    "whose attention moves every query-key score through memory besides"
+)
+
+
+def describe_kernel(name: str, padded_heads: Sequence[int] | None) -> str:
+    """A resolved kernel as a run and its report name it: "splash", or "splash (heads padded
+    from 64 to 128 features)"."""
+    if not padded_heads:
+        return name
+    width, padded = padded_heads
+    return f"{name} (heads padded from {width} to {padded} features)"
 
 
 def run_mask_parts(cfg: ModelConfig, rows: SelfAttentionRows) -> frozenset[MaskPart]:
@@ -69,7 +92,7 @@ def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
     """The registered kernel `requested` ("auto" or a kernel's name) means on `platform`'s
     devices ("cpu" | "gpu" | "tpu") for operands of `dtype` and heads `head_width` wide: a named
     kernel where it runs there (else ValueError saying why), for auto the kernel of the highest
-    `auto_priority` among those that do."""
+    `auto_priority` among those that do, padding the heads for a kernel that pads them."""
     if requested != "auto":
         refusal = kernel(requested).refusal(platform, dtype, head_width, padded=True)
         if refusal is not None:
@@ -79,7 +102,7 @@ def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
     fitting = [
         k
         for k in ATTENTION_KERNELS.kinds()
-        if k.build.auto_priority is not None and k.build.refusal(platform, dtype, head_width) is None
+        if k.build.auto_priority is not None and k.build.refusal(platform, dtype, head_width, padded=True) is None
     ]
     if not fitting:
         raise ValueError(f"model.attention_kernel=auto: no registered kernel runs on {platform!r} devices")
@@ -88,20 +111,15 @@ def resolve(requested: str, dtype: Any, head_width: int, platform: str) -> str:
 
 def passed_over(requested: str, name: str, dtype: Any, head_width: int, platform: str) -> str | None:
     """For `model.attention_kernel=auto` resolved to `name`: why each kernel made for `platform`'s
-    devices that auto prefers to it does not run (cuDNN's on a GPU in 32 bits, the splash kernel
-    on a TPU for heads not a multiple of 128 wide), or None."""
+    devices that auto prefers to it does not run (cuDNN's on a GPU in 32 bits), or None."""
     if requested != "auto":
         return None
     ranked = kernel(name).auto_priority or 0
     reasons = []
     for k in ATTENTION_KERNELS.kinds():
         if platform in k.build.platforms and (k.build.auto_priority or 0) > ranked:
-            refusal = k.build.refusal(platform, dtype, head_width)
-            reason = f"{k.build.title} {refusal}: {kernel(name).title} runs instead"
-            if k.build.refusal(platform, dtype, head_width, padded=True) is None:
-                wide = -(-head_width // k.build.head_multiple) * k.build.head_multiple
-                reason += f" (model.attention_kernel={k.name} pads them to {wide})"
-            reasons.append(reason)
+            refusal = k.build.refusal(platform, dtype, head_width, padded=True)
+            reasons.append(f"{k.build.title} {refusal}: {kernel(name).title} runs instead")
     return "; ".join(reasons) or None
 
 
@@ -119,4 +137,6 @@ def choose_kernel(
     skipped = passed_over(cfg.attention_kernel, name, dtype, cfg.head_width, platform)
     fallback = "; ".join(filter(None, (skipped, fallback))) or None
     packed_here = rows.packed and chosen.packed_refusal(rows.max_segments, capability) is None
-    return KernelChoice(cfg.attention_kernel, name, fallback, rows.max_segments if packed_here else 0)
+    width, multiple = cfg.head_width, chosen.head_multiple
+    padded = (width, -(-width // multiple) * multiple) if chosen.pads_heads and width % multiple else None
+    return KernelChoice(cfg.attention_kernel, name, fallback, rows.max_segments if packed_here else 0, padded)

@@ -65,9 +65,11 @@ class AttentionKernel:
       dtypes: the operand dtypes it takes, by name ("bfloat16"); () for any.
       head_multiple, max_head: the head widths Dh it takes: multiples of head_multiple, up to
         max_head (0: no bound).
-      pads_heads: narrower heads are padded with zeros to a multiple of head_multiple when the
-        config names the kernel (its FLOPs grow by that ratio); `auto`, which has no estimate to
-        weigh that against XLA on every device, passes it over for them and says so.
+      pads_heads: narrower heads are padded with zeros to a multiple of head_multiple, named
+        or chosen by `auto`. Declare it only where the devices' matrix unit is head_multiple
+        wide: a narrower head then fills the same matrix passes padded or not, in XLA's
+        attention as in the kernel's, and XLA's moves every query-key score through memory
+        besides, so the padded kernel's estimate is never the slower.
       row_multiple: the tokens it tiles rows by; rows of another length run on XLA.
       bounded_segments: it takes packed rows as each segment's length and offset, arrays as
         long as the most segments a row holds: only with that bound (`data.max_segments`).
