@@ -189,6 +189,13 @@ How to read it:
   words on 8 x H100 (4.0 after; the estimated step 17.4 s, 71 ms after) and 68 GiB on a v5p
   4x4x4 (8.7 after). Its step estimate counts each class's data-dependent loop once, so it is a
   lower bound.
+- The 125M rows on TPUs are at 503ab02, their 64-wide heads padded onto the splash kernel
+  (`auto`). Compiled at that commit, the v5p data row on XLA has the same collectives (1.6 GiB)
+  and peak (9.1 GiB) as on splash, and 13.7 ms of memory time against splash's 9.0. The rows
+  they replace, compiled at 40bea58 on XLA, had 0.2-0.6 GiB of collectives and a 2.7-5.1 GiB
+  peak. Where that difference comes from is not found: the same older commit compiled here to
+  0.21 GiB and, half an hour later, to 1.61 GiB, so a bisection over the commits between
+  could not settle it.
 - Which rows are recompiled: the H100 rows at a8b92f6 (the last three at 4dd5923, whose seqjax
   code differs only in calibration.json's measured steps), with the per-kernel estimate and with a
   combined asynchronous collective counted by all its outputs (7707127; before, by its largest
