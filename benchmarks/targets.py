@@ -194,7 +194,7 @@ How to read it:
   and peak (9.1 GiB) as on splash, and 13.7 ms of memory time against splash's 9.0. The rows
   they replace, compiled at 40bea58 on XLA, had 0.2-0.6 GiB of collectives and a 2.7-5.1 GiB
   peak. Where that difference comes from is not found: the same older commit compiled here to
-  0.21 GiB and, half an hour later, to 1.61 GiB, so a bisection over the commits between
+  0.21 GiB and, some minutes later, to 1.61 GiB, so a bisection over the commits between
   could not settle it.
 - Which rows are recompiled: the H100 rows at a8b92f6 (the last three at 4dd5923, whose seqjax
   code differs only in calibration.json's measured steps), with the per-kernel estimate and with a
