@@ -66,7 +66,8 @@ def test_each_run_compiles_fits_and_uses_the_fused_kernel_where_its_mask_allows(
         assert attention["requested"] is None
         return
     fused = attention["resolved"] in ("cudnn", "splash")
-    expected = {"h100": "cudnn", "v5e": "splash" if run == "modern_lm" else "xla"}[target.split(":")[0]]
+    # On v5e the default runs' 64-wide heads are padded onto splash; their short rows attend on XLA.
+    expected = {"h100": "cudnn", "v5e": "splash"}[target.split(":")[0]]
     assert attention["resolved"] == expected  # auto, resolved for the target's devices
     if fused and attention["fallback"] is None:
         assert attention["fused_calls"] > 0, attention
