@@ -13,6 +13,7 @@ mesh (`seqjax.training.core.layout`).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -84,6 +85,16 @@ def batch_split(mesh: AbstractMesh, rows: int) -> tuple[str, ...]:
     for axis in batch:
         parts *= mesh.shape[axis]
     return batch if rows % parts == 0 else ()
+
+
+def device_rows(rows: int) -> int:
+    """The rows of a [rows, ...] batch each device holds under a step's mesh (split over its batch
+    axes where they divide it); `rows` itself otherwise. What a per-device choice (a block size, a
+    memory limit) is made from: the same rows on each device give the same program at any count."""
+    mesh = context_mesh()
+    if mesh is None:
+        return rows
+    return rows // math.prod(mesh.shape[axis] for axis in batch_split(mesh, rows))
 
 
 def attention_spec(mesh: AbstractMesh, *arrays: jax.Array) -> P:

@@ -29,7 +29,10 @@ COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "coll
 _DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2}
 _DTYPE_BYTES.update({"s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16})
 _SHAPE = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\(", re.M)
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\((.*)$", re.M)
+# Groups of one device each: a collective over no mesh axis (a psum that shard_map's transpose
+# writes for an input split over every axis), which moves nothing.
+_ALONE = re.compile(r"replica_groups=\{\{\d+\}(?:,\{\d+\})*\}")
 
 
 def array_bytes(text: str) -> list[int]:
@@ -78,12 +81,12 @@ def computations(hlo: str) -> dict[str, tuple[str, int]]:
 def collectives(hlo: str) -> dict[str, dict[str, int]]:
     """{kind: {"count", "bytes"}} of the collectives one execution runs within a slice or host
     (result bytes; `-start` halves counted for asynchronous ones, their `-done` halves not;
-    loop bodies times their known trip counts)."""
+    loop bodies times their known trip counts; none over groups of one device)."""
     found: dict[str, dict[str, int]] = {}
     for text, runs in computations(hlo).values():
-        for result, op in _INSTRUCTION.findall(text):
+        for result, op, rest in _INSTRUCTION.findall(text):
             kind = op.removesuffix("-start")
-            if kind not in COLLECTIVES:
+            if kind not in COLLECTIVES or _ALONE.search(rest):
                 continue
             entry = found.setdefault(kind, {"count": 0, "bytes": 0})
             entry["count"] += runs

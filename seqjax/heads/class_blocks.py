@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
@@ -34,7 +33,7 @@ from jax import Array, lax
 from jax.sharding import PartitionSpec as P
 
 from seqjax.checks import check_int
-from seqjax.placement import batch_split, context_mesh, gathered
+from seqjax.placement import batch_split, context_mesh, device_rows, gathered
 
 WordParams = tuple[Array, Array]  # the word table [V, D] and biases [V], float32
 Grads = tuple[Array, Array, Array]  # the gradients of hidden, the word table and the biases
@@ -130,8 +129,7 @@ def within_class_losses(
         return _losses(tiers, step_rows, hidden, params, targets, class_of)
     # Each device walks its own rows against the whole table (gathered once, as the in_specs
     # say); the table's gradient is summed over the batch axes once.
-    local_rows = hidden.shape[0] // math.prod(mesh.shape[axis] for axis in split)
-    step_rows = step_rows or rows_per_step(local_rows, _num_classes(tiers))
+    step_rows = step_rows or rows_per_step(device_rows(hidden.shape[0]), _num_classes(tiers))
     rows = P(split)
     walk = jax.shard_map(
         functools.partial(_losses, tiers, step_rows),

@@ -24,6 +24,7 @@ from seqjax.heads import full
 from seqjax.heads.base import WordScores
 from seqjax.heads.full_mean import mean_softmax_loss
 from seqjax.heads.vocab_parallel import vocab_parallel_softmax_loss
+from seqjax.placement import device_rows
 
 BlockResiduals = Literal["auto", "bfloat16", "float32", "recompute"]
 
@@ -70,7 +71,7 @@ class FullSoftmax(WordScores):
         mask: Array | None = None,
         embedding: Array | None = None,
     ) -> tuple[Array, dict[str, Array]]:
-        rows = hidden.shape[0]
+        rows = device_rows(hidden.shape[0])  # the choices are of each device's memory
         blocked = (self.chunk_size or full.default_chunk_size(rows, self.vocab_size)) < self.vocab_size
         kept = full.default_block_residuals(rows, self.vocab_size, self.precision)
         if not blocked or self.block_residuals or kept != "recompute":
@@ -79,7 +80,7 @@ class FullSoftmax(WordScores):
         return mean_softmax_loss(hidden, params["weights"], params["biases"], targets, mask, z_loss=self.z_loss)
 
     def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
-        chunks, rows = self.chunk_size or None, hidden.shape[0]
+        chunks, rows = self.chunk_size or None, device_rows(hidden.shape[0])
         residuals = self.block_residuals or full.default_block_residuals(rows, self.vocab_size, self.precision)
         params = self.parameters(hidden.shape[-1], embedding)
         weights, biases = params["weights"], params["biases"]

@@ -10,6 +10,8 @@ rows is scored against the whole table once, and its rows' softmax gradients G [
 once the block's hidden gradient G·W and its share Gᵀ·h of the table's — three matmuls, as the
 materialized logits take, at [R, V] memory. The backward pass only scales what the forward pass
 made by the cotangent of the mean. Evaluated without a gradient, the loss makes none (one matmul).
+Under a step's mesh each device walks the blocks of its own rows, and only the table's gradient
+crosses devices.
 
 Exact: the loss and its gradients equal the materialized softmax's masked mean to float32
 rounding (tests/heads/test_full_mean.py), the z-loss included.
@@ -22,11 +24,12 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import Array, lax
+from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from seqjax.checks import check_int
 from seqjax.heads import checks
-from seqjax.placement import gathered
+from seqjax.placement import batch_split, context_mesh, device_rows, gathered
 
 ROW_BLOCK_BYTES = 2**29  # a block's [R, V] float32 logits (512 MiB): R = 1024 rows at V = 100k
 # Rows per block at least: the table's gradient is read and written whole by each block's Gᵀ·h
@@ -70,8 +73,8 @@ def mean_softmax_loss(
       weights: [V, D] float; biases: [V] float or None.
       targets: [N] int32 ids in [0, V).
       mask: [N] float (1 keeps a row, 0 drops it; a dropped row's loss may be inf or nan) or None.
-      block_rows: rows per block R > 0 (the last block padded with dropped rows);
-        None: `row_block(N, V)`.
+      block_rows: rows per block R > 0 (the last block padded with dropped rows); under a step's
+        mesh, of each device's rows. None: `row_block` of the rows each device holds.
       z_loss: weight >= 0 of each row's squared log-normalizer.
 
     Returns:
@@ -87,7 +90,7 @@ def mean_softmax_loss(
     """
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     rows = int(jnp.shape(hidden)[0])
-    block = row_block(rows, vocab_size) if block_rows is None else check_int("block_rows", block_rows)
+    block = row_block(device_rows(rows), vocab_size) if block_rows is None else check_int("block_rows", block_rows)
     if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)) or not 0.0 <= z_loss < float("inf"):
         raise ValueError(f"z_loss must be a finite float >= 0 (0: off), got {z_loss!r}")
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets, jnp.int32)
@@ -96,12 +99,37 @@ def mean_softmax_loss(
     mask = jnp.ones((rows,), jnp.float32) if mask is None else jnp.asarray(mask, jnp.float32)
     tokens = mask.sum()
     row_weights = jnp.where(mask > 0, mask, 0.0) / jnp.maximum(tokens, 1.0)
-    padding = -rows % min(block, rows)
-    if padding:  # dropped rows (weight 0) fill the last block
+    total = functools.partial(_rows_loss, block, float(z_loss))
+    mesh = context_mesh()
+    split = () if mesh is None else batch_split(mesh, rows)
+    if mesh is None or not split:
+        return total(hidden, weights, biases, targets, row_weights), {"tokens": tokens}
+    # A scan over blocks of rows split across devices would have every device gather every row
+    # and score every block; each device walks its own rows against the whole table instead
+    # (gathered once, as the in_specs say), and the table's gradient is summed over the batch axes.
+    split_rows = P(split)
+    per_device = jax.shard_map(
+        lambda *arrays: total(*arrays)[None],
+        mesh=mesh,
+        in_specs=(split_rows, P(), P(), split_rows, split_rows),
+        out_specs=split_rows,
+        check_vma=False,  # the custom VJP's table gradients vary over devices until summed
+    )
+    return per_device(hidden, weights, biases, targets, row_weights).sum(), {"tokens": tokens}
+
+
+def _rows_loss(
+    block: int, z_loss: float, hidden: Array, weights: Array, biases: Array, targets: Array, row_weights: Array
+) -> Array:
+    """Σ_n row_weights_n · loss_n over these rows, [] float32, in blocks of `block` rows (at most
+    N; dropped rows of weight 0 fill the last block)."""
+    rows = hidden.shape[0]
+    block = min(block, rows)
+    padding = -rows % block
+    if padding:
         hidden = jnp.pad(hidden, ((0, padding), (0, 0)))
         targets, row_weights = jnp.pad(targets, (0, padding)), jnp.pad(row_weights, (0, padding))
-    loss = _weighted_loss(hidden, weights, biases, targets, row_weights, min(block, rows), float(z_loss))
-    return loss, {"tokens": tokens}
+    return _weighted_loss(hidden, weights, biases, targets, row_weights, block, z_loss)
 
 
 def _block_losses(

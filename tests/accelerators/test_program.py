@@ -39,6 +39,11 @@ def test_sends_to_the_megascale_runtime_are_the_collectives_across_slices():
     }
 
 
+def test_a_collective_over_groups_of_one_device_moves_nothing_and_is_not_counted():
+    alone = "  %psum.2 = f32[128,16]{1,0} all-reduce(%g), channel_id=2, replica_groups={{0},{1},{2},{3}}\n"
+    assert program.collectives(HLO + alone) == program.collectives(HLO)
+
+
 LOOP = """
 %body.1 (p: (s32[], f32[8])) -> (s32[], f32[8]) {
   %all-gather.7 = f32[64]{0} all-gather(%x), channel_id=7

@@ -8,11 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import softmax_problems
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jaxpr_tools import matmuls
 
+from seqjax.accelerators import program
 from seqjax.config import HeadConfig
 from seqjax.heads import FullOptions, build_head, full, full_softmax_loss, masked_mean
 from seqjax.heads.full_mean import mean_softmax_loss
+from seqjax.placement import under_mesh
+from seqjax.training.core.layout import make_mesh
 
 ROWS, FEATURES, VOCAB = 10, 5, 23
 random_problem = functools.partial(softmax_problems.random_problem, rows=ROWS, features=FEATURES, vocab=VOCAB)
@@ -132,3 +137,53 @@ def test_full_head_trains_on_row_blocks_in_three_matmuls_where_exponentials_do_n
     got = jax.value_and_grad(loss, argnums=(0, 1))(*args)
     recomputing, _ = head_value_and_grads("recompute")
     assert_close_to_float32_rounding(got, jax.value_and_grad(recomputing, argnums=(0, 1))(*args))
+
+
+@pytest.mark.parametrize("rows, mesh_spec", [(64, "data:8"), (64, "data:4,model:2"), (60, "data:8")])
+def test_under_a_mesh_each_device_walks_its_rows_and_the_loss_and_gradients_are_the_same(rows, mesh_spec):
+    """Rows split over the batch axes (each device's blocks of its own rows, the table's gradient
+    summed over the batch axes), or, where they do not divide the rows, one walk of them all."""
+    hidden, weights, biases, targets = softmax_problems.random_problem(5, rows=rows, features=FEATURES, vocab=VOCAB)
+    mask = np.random.default_rng(6).choice([0.0, 1.0, 0.5], size=rows).astype(np.float32)
+    loss = jax.value_and_grad(blocked(targets, 4, z_loss=0.1), argnums=(0, 1, 2, 3))
+    mesh = make_mesh(mesh_spec, jax.devices()[:8])
+    placed = [jax.device_put(x, NamedSharding(mesh, P())) for x in (hidden, weights, biases, mask)]
+    got = jax.jit(under_mesh(loss, mesh))(*placed)
+    assert_close_to_float32_rounding(got, jax.jit(loss)(hidden, weights, biases, mask))
+
+
+def test_under_a_mesh_no_device_gathers_the_rows_or_scores_another_devices_blocks():
+    """A scan over blocks of rows split across devices gathered every row to every device (an
+    [N, D] all-gather, then N / 8 rows scored 8 times over); split, only the [V, D] table's
+    gradient is summed and each device scores its own N / 8 rows once."""
+    rows, features, vocab = 1024, 16, 40
+    hidden, weights, biases, targets = softmax_problems.random_problem(7, rows=rows, features=features, vocab=vocab)
+    mesh = make_mesh("data:8", jax.devices()[:8])
+    split = NamedSharding(mesh, P("data"))
+    placed = (jax.device_put(hidden, split), weights, biases, jax.device_put(np.ones(rows, np.float32), split))
+    step = jax.jit(under_mesh(jax.grad(blocked(jax.device_put(targets, split), 32), argnums=(0, 1, 2)), mesh))
+    text = step.lower(*placed).compile().as_text()
+    sent = sum(entry["bytes"] for entry in program.collectives(text).values())
+    table = 4 * (vocab * features + vocab)
+    assert table <= sent < 4 * features * rows // 8, sent  # less than one device's rows
+    assert f"f32[{rows}," not in text and f"[{rows // 32},32,{features}]" not in text
+
+
+@pytest.mark.parametrize("fits_per_device, expected", [(True, "the kept exponentials"), (False, "the rows' blocks")])
+def test_under_a_mesh_the_full_head_chooses_by_the_rows_each_device_holds(monkeypatch, fits_per_device, expected):
+    """64 rows over data:8 hold 8 a device: the keep limit is weighed against 8 rows' exponentials,
+    so 8 devices run the program one device runs on its 8 rows."""
+    rows = 64
+    monkeypatch.setattr(full, "KEEP_LIMIT_BYTES", 4 * (rows // 8) * VOCAB - (0 if fits_per_device else 1))
+    hidden, _, _, targets = softmax_problems.random_problem(8, rows=rows, features=FEATURES, vocab=VOCAB)
+    cfg = HeadConfig(kind="full", groups=(FullOptions(chunk_size=8),))
+    head = build_head(cfg, VOCAB, np.ones(VOCAB))
+    variables = head.init({"params": jax.random.key(0)}, hidden, targets, None, None, method="loss")
+    mesh = make_mesh("data:8", jax.devices()[:8])
+
+    def loss(variables):
+        return head.apply(variables, hidden, targets, None, None, method="loss")[0]
+
+    jaxpr = str(jax.make_jaxpr(under_mesh(jax.grad(loss), mesh))(variables))
+    walked = "the rows' blocks" if "shard_map" in jaxpr else "the kept exponentials"
+    assert walked == expected
