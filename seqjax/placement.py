@@ -94,7 +94,8 @@ def device_rows(rows: int) -> int:
     mesh = context_mesh()
     if mesh is None:
         return rows
-    return rows // math.prod(mesh.shape[axis] for axis in batch_split(mesh, rows))
+    parts: int = math.prod(mesh.shape[axis] for axis in batch_split(mesh, rows))
+    return rows // parts
 
 
 def attention_spec(mesh: AbstractMesh, *arrays: jax.Array) -> P:
