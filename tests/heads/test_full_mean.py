@@ -139,10 +139,14 @@ def test_full_head_trains_on_row_blocks_in_three_matmuls_where_exponentials_do_n
     assert_close_to_float32_rounding(got, jax.value_and_grad(recomputing, argnums=(0, 1))(*args))
 
 
-@pytest.mark.parametrize("rows, mesh_spec", [(64, "data:8"), (64, "data:4,model:2"), (60, "data:8")])
-def test_under_a_mesh_each_device_walks_its_rows_and_the_loss_and_gradients_are_the_same(rows, mesh_spec):
+@pytest.mark.parametrize(
+    "rows, mesh_spec, split",
+    [(64, "data:8", True), (64, "data:4,model:2", True), (60, "data:8", False), (16, "data:8", False)],
+)
+def test_under_a_mesh_each_device_walks_its_rows_and_the_loss_and_gradients_are_the_same(rows, mesh_spec, split):
     """Rows split over the batch axes (each device's blocks of its own rows, the table's gradient
-    summed over the batch axes), or, where they do not divide the rows, one walk of them all."""
+    summed over the batch axes), or one walk of them all where the batch axes do not divide the
+    rows (60 over 8) or the table has more words than the batch rows (23 over 16)."""
     hidden, weights, biases, targets = softmax_problems.random_problem(5, rows=rows, features=FEATURES, vocab=VOCAB)
     mask = np.random.default_rng(6).choice([0.0, 1.0, 0.5], size=rows).astype(np.float32)
     loss = jax.value_and_grad(blocked(targets, 4, z_loss=0.1), argnums=(0, 1, 2, 3))
@@ -150,6 +154,7 @@ def test_under_a_mesh_each_device_walks_its_rows_and_the_loss_and_gradients_are_
     placed = [jax.device_put(x, NamedSharding(mesh, P())) for x in (hidden, weights, biases, mask)]
     got = jax.jit(under_mesh(loss, mesh))(*placed)
     assert_close_to_float32_rounding(got, jax.jit(loss)(hidden, weights, biases, mask))
+    assert ("shard_map" in str(jax.make_jaxpr(under_mesh(loss, mesh))(*placed))) == split
 
 
 def test_under_a_mesh_no_device_gathers_the_rows_or_scores_another_devices_blocks():
