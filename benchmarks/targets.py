@@ -184,28 +184,29 @@ How to read it:
   inside those loops, the TPU compiler less so: the 800k-word LSTM with the full head sent 1,791
   GiB per step on 8 x H100 (8.6 after) and 11.2 GiB on a v5p 4x4x4 (7.7 after); the 8B LM under
   fsdp 242 GiB on 8 x H100 (61 after).
-- The class head's rows are at 50e81a5, where each device walks its own rows against the table
+- The class head's rows: since 50e81a5 each device walks its own rows against the table
   gathered once. Before, its walk gathered the table at every step: 8,203 GiB per step for 800k
   words on 8 x H100 (4.0 after; the estimated step 17.4 s, 71 ms after) and 68 GiB on a v5p
   4x4x4 (8.7 after). Its step estimate counts each class's data-dependent loop once, so it is a
   lower bound.
-- The 125M rows on TPUs are at 503ab02, their 64-wide heads padded onto the splash kernel
-  (`auto`). Compiled at that commit, the v5p data row on XLA has the same collectives (1.6 GiB)
-  and peak (9.1 GiB) as on splash, and 13.7 ms of memory time against splash's 9.0. The rows
-  they replace, compiled at 40bea58 on XLA, had 0.2-0.6 GiB of collectives and a 2.7-5.1 GiB
-  peak. Where that difference comes from is not found: the same older commit compiled here to
-  0.21 GiB and, some minutes later, to 1.61 GiB, so a bisection over the commits between
-  could not settle it.
-- Which rows are recompiled: the H100 rows at a8b92f6 (the last three at 4dd5923, whose seqjax
-  code differs only in calibration.json's measured steps), with the per-kernel estimate and with a
-  combined asynchronous collective counted by all its outputs (7707127; before, by its largest
-  array, or a reduce-scatter by its operands too: the 8B LM under fsdp 60.8 GiB per step before,
-  42.9 after). Their compile times are inflated: the machine's 2 cores were shared with other
-  compiles (load 10-13). The TPU rows are not recompiled (they were compiled earlier, on the
-  2-core Intel Xeon of the earlier table): some twenty compiles of one to three minutes each on
-  these cores would have taken over an hour, and nothing in them changed but the label — no TPU
-  step was measured, so their step column is the roofline bound they were compiled with, now shown
-  as one.
+- The Transformer rows and the LSTM's full-head rows are at 20e5cc2 and 85bdd6c, where each
+  device walks the full head's row blocks of its own rows (`seqjax.heads.full_mean`) and the head
+  weighs its memory choices against the rows a device holds. Before, the scan over blocks of
+  rows split across devices gathered the rows to every device and scored every block there:
+  compiled at 0fcc39d, the 125M data row sent 12.0 GiB per step on 8 x H100 (estimated 142 ms; 0.4
+  GiB and 48 ms after) and 1.6 GiB on a v5p 4x4x4 with a 9.1 GiB peak (0.2 GiB, 4.7 GiB after). The
+  same rows compiled at 40bea58, before that loss existed, had sent 0.2-0.6 GiB. On 8 x H100 the
+  125M data row's peak rose from 3.0 to 3.8 GiB: its 16,384 rows a device keep their bfloat16
+  exponentials (1 GiB), as one H200 running the same rows does. An 800k-word table has more words
+  than the batch rows, and its rows are not split: summing its gradient over devices sent 4.0 GiB
+  per step on 8 x H100 against the compiler's own 1.1.
+- Which rows are recompiled: the rows above, and the class head's at 85bdd6c (the same figures as
+  at 50e81a5), on a quiet machine (their compile times are this 2-core CPU's). The other LSTM heads'
+  rows are older: the H100 rows at a8b92f6 and 4dd5923 (whose seqjax code differs only in
+  calibration.json's measured steps), with the per-kernel estimate and with a combined
+  asynchronous collective counted by all its outputs (7707127), their compile times inflated by
+  other compiles sharing the cores (load 10-13); the TPU rows at 40bea58, compiled then with the
+  roofline bound their step column shows.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """

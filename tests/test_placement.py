@@ -1,5 +1,6 @@
-"""`placement.attention_spec`: the one sharding queries, keys and values share, on meshes that
-split the batch, the heads, both, or neither, read from the arrays' shapes [B, T, heads, Dh]."""
+"""`seqjax.placement`: the one sharding queries, keys and values share (`attention_spec`), on
+meshes that split the batch, the heads, both, or neither, read from the arrays' shapes
+[B, T, heads, Dh]; the rows each device holds (`device_rows`)."""
 
 from types import SimpleNamespace
 
@@ -8,7 +9,7 @@ import pytest
 from jax.sharding import AbstractMesh
 from jax.sharding import PartitionSpec as P
 
-from seqjax.placement import attention_spec, gpu_capability
+from seqjax.placement import attention_spec, device_rows, gpu_capability
 
 
 def arrays(batch, length, *heads, width=16):
@@ -61,3 +62,21 @@ def test_the_head_width_and_the_length_are_never_split():
 )
 def test_gpu_capability_reads_a_gpus_compute_capability_and_nothing_else(device, capability):
     assert gpu_capability(device) == capability
+
+
+@pytest.mark.parametrize(
+    "axes, rows, held",
+    [
+        (None, 64, 64),  # no step's mesh: every row
+        (dict(data=8, model=1), 64, 8),
+        (dict(data=2, model=4), 64, 32),  # the model axis holds the same rows
+        (dict(slice=2, data=4, model=1), 64, 8),
+        (dict(data=8, model=1), 60, 60),  # not split evenly: whole on every device
+    ],
+)
+def test_device_rows_are_the_rows_a_device_holds_under_the_steps_mesh(axes, rows, held):
+    if axes is None:
+        assert device_rows(rows) == held
+        return
+    with jax.sharding.use_abstract_mesh(mesh(**axes)):
+        assert device_rows(rows) == held
