@@ -222,3 +222,23 @@ def test_adaptive_loss_rejects_a_tail_capacity_below_its_targets_on_the_host():
         ValueError, match=f"tail_capacities\\[1\\] must hold the {len(hidden)} targets in tail cluster 2"
     ):
         adaptive_softmax_loss(hidden, head, projections, tails, targets, CUTOFFS, tail_capacities=(1, len(hidden) - 1))
+
+
+def test_under_a_mesh_the_blocked_tail_walk_reads_tables_made_whole_before_it_not_in_each_block():
+    """A sharding constraint inside the walk's loop is a gather of the tail at every block."""
+    from jaxpr_tools import equations
+
+    from seqjax.placement import under_mesh
+    from seqjax.training.core.layout import make_mesh
+
+    hidden, head, projections, tails = random_parameters(11, rows=64)
+    targets = np.random.default_rng(12).integers(0, VOCAB, size=64)
+    mesh = make_mesh("data:8", jax.devices()[:8])
+
+    def loss(hidden, projections, tails):  # no capacities: every tail on the blocked walk
+        return adaptive_softmax_loss(hidden, head, projections, tails, targets, CUTOFFS).sum()
+
+    jaxpr = jax.make_jaxpr(under_mesh(jax.grad(loss, argnums=(0, 1, 2)), mesh))(hidden, projections, tails).jaxpr
+    loops = list(equations(jaxpr, "while"))
+    assert loops and len(list(equations(jaxpr, "sharding_constraint"))) > 0
+    assert not [eqn for loop in loops for eqn in equations(loop.params["body_jaxpr"].jaxpr, "sharding_constraint")]
