@@ -47,7 +47,7 @@ from jax.typing import ArrayLike
 
 from seqjax.checks import check_int
 from seqjax.heads import checks
-from seqjax.placement import device_rows, gathered
+from seqjax.placement import gathered
 
 MATERIALIZE_LIMIT = 2**25  # N·V logits (128 MiB of float32) up to which the default materializes them
 DEFAULT_CHUNK = 4096  # words per block beyond it (measured best of 2k/4k/8k at V = 30k-100k)
@@ -115,15 +115,14 @@ def full_softmax_loss(
       chunk_size: words per vocabulary block C > 0; C >= V materializes the [N, V] logits,
         C < V never holds more than [N, C] of them (the blocks are `dividing_block(V, C)`
         words); both give the same value and gradients.
-        None (default): `default_chunk_size(N, V)`, the faster of the two for the shapes (N the
-        rows each device holds under a step's mesh, `seqjax.placement.device_rows`).
+        None (default): `default_chunk_size(N, V)`, the faster of the two for the shapes.
       z_loss: weight >= 0 of the squared log-normalizer (0: the plain negative log-likelihood).
       block_residuals: what the blocked path keeps for its backward pass, one of
         BLOCK_RESIDUALS: each block's exponentials in "float32" or "bfloat16" (three matmuls;
         bfloat16 halves their memory and moves the gradients by up to 2^-8 of their sums over
         absolute values, the module's docstring says how much) or nothing ("recompute", four);
         ignored when the logits are materialized. None (default): `default_block_residuals(N,
-        V)` (N as for chunk_size), float32 or recompute: both agree with the materialized logits to float32 rounding.
+        V)`, float32 or recompute: both agree with the materialized logits to float32 rounding.
 
     Returns:
       [N] float32 losses (the caller masks and reduces).
@@ -137,14 +136,13 @@ def full_softmax_loss(
       [2.3026 2.3026] float32
     """
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
-    rows = device_rows(int(np.shape(hidden)[0]))  # the defaults are of each device's memory
     if chunk_size is None:
-        chunk_size = default_chunk_size(rows, vocab_size)
+        chunk_size = default_chunk_size(int(np.shape(hidden)[0]), vocab_size)
     check_int("chunk_size", chunk_size)
     if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)) or not 0.0 <= z_loss < float("inf"):
         raise ValueError(f"z_loss must be a finite float >= 0 (0: off), got {z_loss!r}")
     if block_residuals is None:
-        block_residuals = default_block_residuals(rows, vocab_size)
+        block_residuals = default_block_residuals(int(np.shape(hidden)[0]), vocab_size)
     if block_residuals not in BLOCK_RESIDUALS:
         raise ValueError(f"block_residuals must be one of {', '.join(BLOCK_RESIDUALS)}, got {block_residuals!r}")
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets)

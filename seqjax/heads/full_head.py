@@ -80,7 +80,8 @@ class FullSoftmax(WordScores):
         return mean_softmax_loss(hidden, params["weights"], params["biases"], targets, mask, z_loss=self.z_loss)
 
     def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
-        chunks, rows = self.chunk_size or None, device_rows(hidden.shape[0])
+        rows = device_rows(hidden.shape[0])  # the choices are of each device's memory
+        chunks = self.chunk_size or full.default_chunk_size(rows, self.vocab_size)
         residuals = self.block_residuals or full.default_block_residuals(rows, self.vocab_size, self.precision)
         params = self.parameters(hidden.shape[-1], embedding)
         weights, biases = params["weights"], params["biases"]

@@ -20,6 +20,7 @@ rounding (tests/heads/test_full_mean.py), the z-loss included.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +30,7 @@ from jax.typing import ArrayLike
 
 from seqjax.checks import check_int
 from seqjax.heads import checks
-from seqjax.placement import batch_split, context_mesh, device_rows, gathered
+from seqjax.placement import batch_split, context_mesh, gathered
 
 ROW_BLOCK_BYTES = 2**29  # a block's [R, V] float32 logits (512 MiB): R = 1024 rows at V = 100k
 # Rows per block at least: the table's gradient is read and written whole by each block's Gᵀ·h
@@ -73,8 +74,8 @@ def mean_softmax_loss(
       weights: [V, D] float; biases: [V] float or None.
       targets: [N] int32 ids in [0, V).
       mask: [N] float (1 keeps a row, 0 drops it; a dropped row's loss may be inf or nan) or None.
-      block_rows: rows per block R > 0 (the last block padded with dropped rows); under a step's
-        mesh, of each device's rows. None: `row_block` of the rows each device holds.
+      block_rows: rows per block R > 0 (the last block padded with dropped rows), of each
+        device's own rows where they are split (below). None: `row_block` of the rows walked.
       z_loss: weight >= 0 of each row's squared log-normalizer.
 
     Returns:
@@ -90,7 +91,6 @@ def mean_softmax_loss(
     """
     vocab_size, _ = checks.require_output_layer(hidden, weights, biases, targets)
     rows = int(jnp.shape(hidden)[0])
-    block = row_block(device_rows(rows), vocab_size) if block_rows is None else check_int("block_rows", block_rows)
     if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)) or not 0.0 <= z_loss < float("inf"):
         raise ValueError(f"z_loss must be a finite float >= 0 (0: off), got {z_loss!r}")
     hidden, targets = jnp.asarray(hidden, jnp.float32), jnp.asarray(targets, jnp.int32)
@@ -99,7 +99,6 @@ def mean_softmax_loss(
     mask = jnp.ones((rows,), jnp.float32) if mask is None else jnp.asarray(mask, jnp.float32)
     tokens = mask.sum()
     row_weights = jnp.where(mask > 0, mask, 0.0) / jnp.maximum(tokens, 1.0)
-    total = functools.partial(_rows_loss, block, float(z_loss))
     # Left to the compiler, a scan over blocks of rows split across devices gathers the rows to
     # every device (an 8 x H100 step of 131,072 rows at V = 32,000 gathered 12 GiB and scored
     # every block on every device). Each device walks its own rows instead, against the whole
@@ -109,6 +108,9 @@ def mean_softmax_loss(
     # a step against 4.0 split by rows).
     mesh = context_mesh()
     split = () if mesh is None or vocab_size > rows else batch_split(mesh, rows)
+    walks: int = 1 if mesh is None else math.prod(mesh.shape[axis] for axis in split)
+    block = row_block(rows // walks, vocab_size) if block_rows is None else check_int("block_rows", block_rows)
+    total = functools.partial(_rows_loss, block, float(z_loss))
     if mesh is None or not split:
         return total(hidden, weights, biases, targets, row_weights), {"tokens": tokens}
     split_rows = P(split)
