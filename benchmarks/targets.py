@@ -200,6 +200,13 @@ How to read it:
   exponentials (1 GiB), as one H200 running the same rows does. An 800k-word table has more words
   than the batch rows, and its rows are not split: summing its gradient over devices sent 4.0 GiB
   per step on 8 x H100 against the compiler's own 1.1.
+- The adaptive head's rows are at b50dd17, where the walk over a tail's rows in blocks (taken by
+  a batch beyond the tail's capacity) reads the tail made whole once before it. The GPU compiler
+  had gathered the tail at every block: 0.19 GiB a block for the first tail on 8 x H100, counted
+  once here because the walk's trip count depends on the data (1.8 GiB per step counted, 1.5
+  after; peak 3.6 to 2.7 GiB). On the v5p the TPU compiler had not gathered inside that walk and
+  the change compiles to the same bytes; that row's 5.9 GiB against 4.8 at 40bea58 comes from
+  the code between, not from it.
 - Which rows are recompiled: the rows above, and the class head's at 85bdd6c (the same figures as
   at 50e81a5), on a quiet machine (their compile times are this 2-core CPU's). The other LSTM heads'
   rows are older: the H100 rows at a8b92f6 and 4dd5923 (whose seqjax code differs only in
