@@ -203,8 +203,8 @@ How to read it:
 - The adaptive head's rows are at b50dd17, where the walk over a tail's rows in blocks (taken by
   a batch beyond the tail's capacity) reads the tail made whole once before it. The GPU compiler
   had gathered the tail at every block: 0.19 GiB a block for the first tail on 8 x H100, counted
-  once here because the walk's trip count depends on the data (1.8 GiB per step counted, 1.5
-  after; peak 3.6 to 2.7 GiB). On the v5p the TPU compiler had not gathered inside that walk and
+  once here because the walk's trip count depends on the data (1.8 GiB per step counted at
+  58f7d7d, 1.5 after). On the v5p the TPU compiler had not gathered inside that walk and
   the change compiles to the same bytes; that row's 5.9 GiB against 4.8 at 40bea58 comes from
   the code between, not from it.
 - Which rows are recompiled: the rows above, and the class head's at 85bdd6c (the same figures as
