@@ -113,7 +113,8 @@ def smoothed_shares(frequencies: ArrayLike) -> np.ndarray:
 
 class LinenHead(nn.Module):
     """The base of the Linen heads: the contract's `loss`, the masked mean of `row_losses`,
-    which are the exact NLL −`target_log_probs` unless a head trains on another loss."""
+    which are the exact NLL −`target_log_probs` unless a head trains on another loss (or
+    `fused_mean_loss`, that mean made another way)."""
 
     def loss(
         self,
@@ -123,7 +124,15 @@ class LinenHead(nn.Module):
         mask: Array | None = None,
         embedding: Array | None = None,
     ) -> tuple[Array, dict[str, Array]]:
-        return masked_mean(self.row_losses(hidden, targets, key, embedding), mask)
+        fused = self.fused_mean_loss(hidden, targets, mask, embedding)
+        return masked_mean(self.row_losses(hidden, targets, key, embedding), mask) if fused is None else fused
+
+    def fused_mean_loss(
+        self, hidden: Array, targets: Array, mask: Array | None, embedding: Array | None
+    ) -> tuple[Array, dict[str, Array]] | None:
+        """The masked mean training loss and its aux made without per-row losses, where a head
+        has a cheaper way to it for these shapes; None (here): the masked mean of `row_losses`."""
+        return None
 
     def row_losses(self, hidden: Array, targets: Array, key: Array | None, embedding: Array | None) -> Array:
         """[N] float32 training loss of each row (key: what a sampling head draws from)."""

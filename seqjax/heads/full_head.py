@@ -63,19 +63,14 @@ class FullSoftmax(WordScores):
     block_residuals: str = ""
     precision: str = "float32"
 
-    def loss(
-        self,
-        hidden: Array,
-        targets: Array,
-        key: Array | None = None,
-        mask: Array | None = None,
-        embedding: Array | None = None,
-    ) -> tuple[Array, dict[str, Array]]:
+    def fused_mean_loss(
+        self, hidden: Array, targets: Array, mask: Array | None, embedding: Array | None
+    ) -> tuple[Array, dict[str, Array]] | None:
         rows = device_rows(hidden.shape[0])  # the choices are of each device's memory
         blocked = (self.chunk_size or full.default_chunk_size(rows, self.vocab_size)) < self.vocab_size
         kept = full.default_block_residuals(rows, self.vocab_size, self.precision)
         if not blocked or self.block_residuals or kept != "recompute":
-            return super().loss(hidden, targets, key, mask, embedding)
+            return None
         params = self.parameters(hidden.shape[-1], embedding)
         return mean_softmax_loss(hidden, params["weights"], params["biases"], targets, mask, z_loss=self.z_loss)
 
