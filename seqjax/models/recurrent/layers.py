@@ -1,10 +1,14 @@
 """Recurrent layers (Elman, GRU, LSTM; uni- or bidirectional), their stacks and the RNN encoder.
 
-Each layer computes the input projection of every time step in one `[T*B, D] x [D, G*H]`
+Each layer computes the input projection of every time step in one `[B*T, D] x [D, G*H]`
 matmul before the scan, so the sequential loop holds only the recurrent `h @ W_hh` and
 the elementwise gates (cells.py); its backward pass is the hand-written one in
-recurrence.py. Matmul operands are cast to the computation dtype; gates and carries stay
-float32 so a bfloat16 run does not accumulate rounding through time.
+recurrence.py. The rows stay batch-major through that matmul and only its result turns
+time-major: merged time-major, the rows a mesh splits by batch are interleaved, and under FSDP
+the TPU compiler all-reduced the whole batch's [T*B, G*H] product (2 GiB per step for an
+800k-word LSTM LM on a v5p 4x4x4; benchmarks/results/targets.md). Matmul operands are cast to
+the computation dtype; gates and carries stay float32 so a bfloat16 run does not accumulate
+rounding through time.
 """
 
 from __future__ import annotations
@@ -78,10 +82,10 @@ class Recurrent(nn.Module):
         batch, time, _ = inputs.shape
         if carry is None:
             carry = self.initial_carry(batch)
-        time_major = jnp.swapaxes(inputs, 0, 1).reshape(time * batch, self.in_features)
-        gates_x = matmul(time_major, self.input_kernel, self.dtype) + self.input_bias
+        gates_x = matmul(inputs.reshape(batch * time, self.in_features), self.input_kernel, self.dtype)
+        gates_x = jnp.swapaxes((gates_x + self.input_bias).reshape(batch, time, -1), 0, 1)
         valid = None if mask is None else jnp.swapaxes(mask, 0, 1)
-        sequence = RecurrenceInputs(gates_x.reshape(time, batch, -1), valid, carry, self.recurrent_kernel, self._bias())
+        sequence = RecurrenceInputs(gates_x, valid, carry, self.recurrent_kernel, self._bias())
         outputs, carry = recurrence(self.cell, self.dtype, self.reverse, sequence)
         return jnp.swapaxes(outputs, 0, 1), carry
 
