@@ -184,36 +184,36 @@ How to read it:
   inside those loops, the TPU compiler less so: the 800k-word LSTM with the full head sent 1,791
   GiB per step on 8 x H100 (8.6 after) and 11.2 GiB on a v5p 4x4x4 (7.7 after); the 8B LM under
   fsdp 242 GiB on 8 x H100 (61 after).
-- The class head's rows: since 50e81a5 each device walks its own rows against the table
-  gathered once. Before, its walk gathered the table at every step: 8,203 GiB per step for 800k
-  words on 8 x H100 (4.0 after; the estimated step 17.4 s, 71 ms after) and 68 GiB on a v5p
-  4x4x4 (8.7 after). Its step estimate counts each class's data-dependent loop once, so it is a
-  lower bound.
-- The Transformer rows and the LSTM's full-head rows are at 20e5cc2 and 85bdd6c, where each
-  device walks the full head's row blocks of its own rows (`seqjax.heads.full_mean`) and the head
-  weighs its memory choices against the rows a device holds. Before, the scan over blocks of
-  rows split across devices gathered the rows to every device and scored every block there:
-  compiled at 0fcc39d, the 125M data row sent 12.0 GiB per step on 8 x H100 (estimated 142 ms; 0.4
-  GiB and 48 ms after) and 1.6 GiB on a v5p 4x4x4 with a 9.1 GiB peak (0.2 GiB, 4.7 GiB after). The
-  same rows compiled at 40bea58, before that loss existed, had sent 0.2-0.6 GiB. On 8 x H100 the
-  125M data row's peak rose from 3.0 to 3.8 GiB: its 16,384 rows a device keep their bfloat16
-  exponentials (1 GiB), as one H200 running the same rows does. An 800k-word table has more words
-  than the batch rows, and its rows are not split: summing its gradient over devices sent 4.0 GiB
-  per step on 8 x H100 against the compiler's own 1.1.
-- The adaptive head's rows are at b50dd17, where the walk over a tail's rows in blocks (taken by
-  a batch beyond the tail's capacity) reads the tail made whole once before it. The GPU compiler
-  had gathered the tail at every block: 0.19 GiB a block for the first tail on 8 x H100, counted
+- The class head: since 50e81a5 each device walks its own rows against the table gathered once.
+  Before, its walk gathered the table at every step: 8,203 GiB per step for 800k words on 8 x
+  H100 (4.0 after; the estimated step 17.4 s, 71 ms after) and 68 GiB on a v5p 4x4x4 (8.7
+  after). Its step estimate counts each class's data-dependent loop once, so it is a lower bound.
+- The full head: since 20e5cc2 each device walks the row blocks of its own rows
+  (`seqjax.heads.full_mean`) and the head weighs its memory choices against the rows a device
+  holds. Before, the scan over blocks of rows split across devices gathered the rows to every
+  device and scored every block there: compiled at 0fcc39d, the 125M data row sent 12.0 GiB per
+  step on 8 x H100 (estimated 142 ms; 0.4 GiB and 48 ms after) and 1.6 GiB on a v5p 4x4x4 with a
+  9.1 GiB peak (0.2 GiB, 4.7 GiB after). The same rows compiled at 40bea58, before that loss
+  existed, had sent 0.2-0.6 GiB. On 8 x H100 the 125M data row's peak rose from 3.0 to 3.8 GiB:
+  its 16,384 rows a device keep their bfloat16 exponentials (1 GiB), as one H200 running the same
+  rows does. An 800k-word table has more words than the batch rows, and its rows are not split
+  (85bdd6c): summing its gradient over devices sent 4.0 GiB per step on 8 x H100 against the
+  compiler's own 1.1.
+- The adaptive head: since 0f55fb4 the walk over a tail's rows in blocks (taken by a batch
+  beyond the tail's capacity) reads the tail made whole once before it. The GPU compiler had
+  gathered the tail at every block: 0.19 GiB a block for the first tail on 8 x H100, counted
   once here because the walk's trip count depends on the data (1.8 GiB per step counted at
-  58f7d7d, 1.5 after). On the v5p the TPU compiler had not gathered inside that walk and
-  the change compiles to the same bytes; that row's 5.9 GiB against 4.8 at 40bea58 comes from
-  the code between, not from it.
-- Which rows are recompiled: the rows above, and the class head's at 85bdd6c (the same figures as
-  at 50e81a5), on a quiet machine (their compile times are this 2-core CPU's). The other LSTM heads'
-  rows are older: the H100 rows at a8b92f6 and 4dd5923 (whose seqjax code differs only in
-  calibration.json's measured steps), with the per-kernel estimate and with a combined
-  asynchronous collective counted by all its outputs (7707127), their compile times inflated by
-  other compiles sharing the cores (load 10-13); the TPU rows at 40bea58, compiled then with the
-  roofline bound their step column shows.
+  58f7d7d, 1.5 after). On the v5p the TPU compiler had not gathered inside that walk, and the
+  change compiled to the same bytes there.
+- The LSTM rows: since 9c110a0 a recurrent layer's input projection keeps its rows batch-major
+  through the matmul. Merged time-major, the rows the mesh splits by batch were interleaved, and
+  under FSDP the TPU compiler all-reduced the whole batch's [T*B, 4H] product, 2 GiB per step.
+  At one commit, before and after: on the v5p, the full head's row 5.1 to 2.3 GiB per step
+  (bound 31 to 26 ms, peak 7.2 to 7.7 GiB), the sampled heads' 5.2 to 3.2 GiB (23 to 16 ms); on
+  8 x H100 the estimate fell from 63 to 53 ms for the full head, whose counted bytes rose from 1.1
+  to 2.3 GiB (all-gathers 0.6 to 2.2 GiB; its kernels' launches 15.5 to 2.7 ms of the step), and from 9.5 to 8.1 ms for the sampled heads (0.74 to 0.44 GiB).
+- Every row here was compiled on this 2-core CPU on a quiet machine (its compile times are
+  these cores'): the Transformer rows at 20e5cc2 and the LSTM rows at 9c110a0.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """
