@@ -211,7 +211,8 @@ How to read it:
   At one commit, before and after: on the v5p, the full head's row 5.1 to 2.3 GiB per step
   (bound 31 to 26 ms, peak 7.2 to 7.7 GiB), the sampled heads' 5.2 to 3.2 GiB (23 to 16 ms); on
   8 x H100 the estimate fell from 63 to 53 ms for the full head, whose counted bytes rose from 1.1
-  to 2.3 GiB (all-gathers 0.6 to 2.2 GiB; its kernels' launches 15.5 to 2.7 ms of the step), and from 9.5 to 8.1 ms for the sampled heads (0.74 to 0.44 GiB).
+  to 2.3 GiB (all-gathers 0.6 to 2.2 GiB; its kernels' launches 15.5 to 2.7 ms of the step),
+  and from 9.5 to 8.1 ms for the sampled heads (0.74 to 0.44 GiB).
 - Every row here was compiled on this 2-core CPU on a quiet machine (its compile times are
   these cores'): the Transformer rows at 20e5cc2 and the LSTM rows at 9c110a0.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
