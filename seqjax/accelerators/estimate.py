@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from seqjax.accelerators import kernels as kernels_lib
+from seqjax.accelerators import program
 from seqjax.accelerators.kernels import Kernel
 from seqjax.accelerators.targets import CHIPS, Chip, Target, gpu_description
 
@@ -133,7 +134,8 @@ def measured_errors(kind: str) -> list[dict[str, Any]]:
 def for_target(target: Target, train_hlo: str, model_flops: float | None, bound: dict[str, float] | None) -> dict:
     """The report's step-time keys for `target`'s train step `train_hlo`: "predicted_step_seconds"
     and "predicted_mfu" (None for a chip no calibration covers) and "estimate": the model used,
-    its parts and its errors on the measured steps — or, uncalibrated, why there is none and the
+    its parts, its errors on the measured steps and the loops it counts at one trip per entry
+    because their trip counts depend on the data — or, uncalibrated, why there is none and the
     roofline `bound` (report.roofline) in its place."""
     kind = target.name.split(":")[0].lower()
     cal = calibration(kind) if target.chip.platform == "gpu" else None
@@ -159,6 +161,8 @@ def for_target(target: Target, train_hlo: str, model_flops: float | None, bound:
             "family": cal.family,
             "seconds": seconds,
             "measured": measured_errors(kind),
+            # each counted at one trip per entry: the step takes longer where an entry takes more
+            "data_dependent_loops": program.data_dependent_loops(train_hlo),
         },
         "predicted_step_seconds": seconds["step"],
         # a program without kernels (a stand-in) takes no time: no MFU to state

@@ -9,7 +9,9 @@ not of a fused computation: a fusion (one kernel whatever it fuses), a custom ca
 (its `-start` half when asynchronous; the `-done` half launches nothing), or a lone copy,
 transpose, reduce. Parameters, constants, tuples, bitcasts, calls and the loop instructions
 themselves launch nothing. A kernel in a loop body runs the loop's known trip count
-times (`program.computations`).
+times (`program.computations`); where the trip count depends on the data, once per entry unless
+told otherwise. Each branch of a conditional counts as run, the one not taken too: the time
+model has no branch to choose, and the heads' conditionals guard a rarely taken fallback.
 
 What a kernel computes: a matmul's FLOPs (a dot, in a fusion — Triton's GEMM fusions — or alone,
 or a cuBLAS call) are 2 x its output's elements x its contraction, at the dtype of its operands; a
@@ -35,7 +37,7 @@ from seqjax.accelerators import program
 
 _LINE = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\((.*)$")
 _ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
-_CONTROL = re.compile(r"(?:body|condition|branch_computations|true_computation|false_computation)=\{?%?([\w.\-]+)")
+_CONTROL = re.compile(r"(?:body|condition|true_computation|false_computation)=%?([\w.\-]+)")
 _FREE = {
     "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "conditional", "call",
     "async-start", "after-all", "partition-id", "replica-id", "opt-barrier", "add-dependency",
@@ -70,7 +72,8 @@ class Kernel:
     bytes: bytes read and written in device memory per launch; a collective's: what each device
       sends over the links.
     vector: elementwise instructions per launch by unit, (float, integer, special).
-    count: launches per execution of the program.
+    count: launches per execution of the program (fractional where a loop's trips per entry are
+      a mean over its entries).
     """
 
     kind: str
@@ -78,7 +81,7 @@ class Kernel:
     dtype: str
     bytes: int
     vector: tuple[int, int, int] = (0, 0, 0)
-    count: int = 1
+    count: float = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,7 +251,7 @@ def _executed(hlo: str, parsed: dict[str, list[_Instruction]]) -> list[str]:
     found, pending = [entry.group(1)], [entry.group(1)]
     while pending:
         for inst in parsed[pending.pop()]:
-            called = _CONTROL.findall(inst.attributes)
+            called = _CONTROL.findall(inst.attributes) + program.branches(inst.attributes)
             wrapped = {"call": r"to_apply=%?([\w.\-]+)", "async-start": r"calls=%?([\w.\-]+)"}.get(inst.op)
             called += re.findall(wrapped, inst.attributes) if wrapped else []
             for name in called:
@@ -258,10 +261,11 @@ def _executed(hlo: str, parsed: dict[str, list[_Instruction]]) -> list[str]:
     return found
 
 
-def kernels(hlo: str, devices: int = 1) -> list[Kernel]:
+def kernels(hlo: str, devices: int = 1, trips: program.Trips | None = None) -> list[Kernel]:
     """The kernels one execution of the program `hlo` (GPU HLO text, `Compiled.as_text()`)
-    launches on each of its `devices`."""
-    texts = program.computations(hlo)
+    launches on each of its `devices`, the body of a loop whose trip count depends on the data
+    run `trips` of its `while` line times per entry (once without `trips`)."""
+    texts = program.computations(hlo, trips)
     parsed = {name: _parse(text) for name, (text, _) in texts.items()}
     found = []
     for name in _executed(hlo, parsed):
@@ -310,7 +314,7 @@ def _kernel(
 def summary(found: list[Kernel]) -> list[list]:
     """The kernels as a compact JSON-able list, identical kernels merged (their counts added):
     [kind, flops, dtype, bytes, [float, integer, special], count] each."""
-    merged: dict[tuple, int] = {}
+    merged: dict[tuple, float] = {}
     for k in found:
         key = (k.kind, k.flops, k.dtype, k.bytes, k.vector)
         merged[key] = merged.get(key, 0) + k.count
@@ -320,4 +324,4 @@ def summary(found: list[Kernel]) -> list[list]:
 
 def from_summary(rows: list[list]) -> list[Kernel]:
     """The kernels of a `summary`."""
-    return [Kernel(k, float(f), d, int(b), (int(v[0]), int(v[1]), int(v[2])), int(c)) for k, f, d, b, v, c in rows]
+    return [Kernel(k, float(f), d, int(b), (int(v[0]), int(v[1]), int(v[2])), c) for k, f, d, b, v, c in rows]

@@ -12,12 +12,14 @@ of several slices sends what crosses the data-center network as host transfers t
 megascale runtime (`send` with `_xla_megascale_transfer_type`): those are the DCN collectives,
 counted apart (`dcn_collectives`). An instruction inside a loop counts as many times as the
 loop runs where the compiler knows its trip count (`known_trip_count`: a scanned layer stack,
-gradient accumulation), once where it does not.
+gradient accumulation), once where it does not (a loop whose trip count depends on the data: a
+walk over the rows of each class or tail cluster; `data_dependent_loops` counts them).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,13 +47,24 @@ def array_bytes(text: str) -> list[int]:
 
 
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-_WHILE = re.compile(r"\bwhile\(.*?body=%?([\w.\-]+).*?known_trip_count\":\{\"n\":\"(\d+)\"")
-_CALLED = re.compile(r"(?:body|condition|to_apply|calls|branch_computations)=\{?%?([\w.\-]+)")
+_WHILE = re.compile(r"^(.*\bwhile\(.*?body=%?([\w.\-]+).*)$", re.M)
+# Trips per entry of a loop whose trip count depends on the data, from its `while` instruction's
+# line (its metadata names the scopes it was traced in).
+Trips = Callable[[str], float]
+_KNOWN_TRIPS = re.compile(r"known_trip_count\":\{\"n\":\"(\d+)\"")
+_CALLED = re.compile(r"(?:body|condition|to_apply|calls|true_computation|false_computation)=%?([\w.\-]+)")
+_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 
 
-def computations(hlo: str) -> dict[str, tuple[str, int]]:
+def branches(text: str) -> list[str]:
+    """The computations that the conditionals in `text` branch to, each branch of each."""
+    return [name.strip().lstrip("%") for listed in _BRANCHES.findall(text) for name in listed.split(",")]
+
+
+def computations(hlo: str, trips: Trips | None = None) -> dict[str, tuple[str, float]]:
     """{name: (text, runs)} of the program's computations: how many times each runs per
-    execution, the entry's once, a loop body's its caller's times its known trip count."""
+    execution, the entry's once, a loop body's its caller's times its known trip count or,
+    where the compiler knows none, times `trips` of its line (one without `trips`)."""
     texts: dict[str, list[str]] = {}
     entry, current = None, None
     for line in hlo.splitlines():
@@ -66,16 +79,31 @@ def computations(hlo: str) -> dict[str, tuple[str, int]]:
     if not texts:  # instructions without their computation (a fragment): one that runs once
         return {"": (hlo, 1)}
     bodies = {name: "\n".join(lines) for name, lines in texts.items()}
-    runs = {entry: 1} if entry is not None else {name: 1 for name in bodies}
+    runs: dict[str, float] = {entry: 1} if entry is not None else {name: 1 for name in bodies}
     pending = list(runs)
     while pending:
         name = pending.pop()
-        trips = {body: int(n) for body, n in _WHILE.findall(bodies.get(name, ""))}
-        for called in _CALLED.findall(bodies.get(name, "")):
+        loops = {body: _trips(line, trips) for line, body in _WHILE.findall(bodies.get(name, ""))}
+        for called in _CALLED.findall(bodies.get(name, "")) + branches(bodies.get(name, "")):
             if called in bodies and called not in runs:
-                runs[called] = runs[name] * trips.get(called, 1)
+                runs[called] = runs[name] * loops.get(called, 1)
                 pending.append(called)
     return {name: (bodies[name], runs.get(name, 1)) for name in bodies}
+
+
+def _trips(line: str, trips: Trips | None) -> float:
+    known = _KNOWN_TRIPS.search(line)
+    if known is not None:
+        return int(known.group(1))
+    return 1 if trips is None else trips(line)
+
+
+def data_dependent_loops(hlo: str) -> int:
+    """The loops in the program whose trip count the compiler does not know (each loop
+    instruction once, however often its caller runs)."""
+    return sum(
+        _KNOWN_TRIPS.search(line) is None for text, _ in computations(hlo).values() for line, _ in _WHILE.findall(text)
+    )
 
 
 def collectives(hlo: str) -> dict[str, dict[str, int]]:
@@ -89,9 +117,9 @@ def collectives(hlo: str) -> dict[str, dict[str, int]]:
             if kind not in COLLECTIVES or _ALONE.search(rest):
                 continue
             entry = found.setdefault(kind, {"count": 0, "bytes": 0})
-            entry["count"] += runs
+            entry["count"] += int(runs)
             holds_operands = op.endswith("-start") and kind != "all-reduce"
-            entry["bytes"] += runs * sum(array_bytes(_tuple_elements(result)[1] if holds_operands else result))
+            entry["bytes"] += int(runs) * sum(array_bytes(_tuple_elements(result)[1] if holds_operands else result))
     return found
 
 
@@ -131,8 +159,8 @@ def dcn_collectives(hlo: str) -> dict[str, dict[str, int]]:
     for text, runs in computations(hlo).values():
         for result, kind in _DCN_SEND.findall(text):
             entry = found.setdefault(kind.lower().replace("_", "-"), {"count": 0, "bytes": 0})
-            entry["count"] += runs
-            entry["bytes"] += runs * next(iter(array_bytes(result)), 0)  # the data, before the count and token
+            entry["count"] += int(runs)
+            entry["bytes"] += int(runs) * next(iter(array_bytes(result)), 0)  # the data, before the count and token
     return found
 
 

@@ -295,10 +295,17 @@ def estimate_line(report: dict[str, Any]) -> str:
     parts = ", ".join(
         f"{name} {seconds[f'{name}_seconds'] * 1e3:.2f}" for name in ("matmul", "attention", "memory", "collective")
     )
+    loops = estimate["data_dependent_loops"]
+    counted = (
+        f"; {loops} loop{'s' if loops > 1 else ''} whose trip count depends on the data counted at one trip "
+        "per entry: longer where an entry takes more"
+        if loops
+        else ""
+    )
     return (
         f"estimate (per-kernel model, {estimate['family']} calibration; {held}): "
         f"{report['predicted_step_seconds'] * 1e3:.2f} ms per step ({parts}, launches "
-        f"{seconds['launch_seconds'] * 1e3:.2f} ms)" + ("" if mfu is None else f", MFU {mfu:.1%}")
+        f"{seconds['launch_seconds'] * 1e3:.2f} ms)" + ("" if mfu is None else f", MFU {mfu:.1%}") + counted
     )
 
 

@@ -40,6 +40,9 @@ Grads = tuple[Array, Array, Array]  # the gradients of hidden, the word table an
 Carry = TypeVar("Carry")  # what the walk over the classes carries: the losses [N], or Grads
 
 MIN_ROWS_PER_STEP = 8
+# Each tier's loops are traced in a scope of this name and the tier's index, which the compiled
+# program's metadata keeps: a profile, or an estimate given each tier's steps, tells them apart.
+TIER_SCOPE = "class_walk_tier"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -219,7 +222,7 @@ def _walk(
     order = jnp.concatenate([order, jnp.zeros((step_rows,), jnp.int32)])
     rows_of_step = jnp.arange(step_rows, dtype=jnp.int32)
     carry = init
-    for tier in tiers:
+    for tier_index, tier in enumerate(tiers):
         tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
 
         def class_steps(
@@ -236,5 +239,6 @@ def _walk(
             result: Carry = lax.fori_loop(0, (count + step_rows - 1) // step_rows, one_step, carry)
             return result
 
-        carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)
+        with jax.named_scope(f"{TIER_SCOPE}{tier_index}"):
+            carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)
     return carry

@@ -84,6 +84,32 @@ def test_a_calibrated_chip_states_the_estimates_error_on_the_measured_steps():
     assert keys["predicted_step_seconds"] == pytest.approx(gemm + cal.launch_seconds)
 
 
+def test_a_program_with_a_data_dependent_loop_says_it_counts_one_trip_per_entry():
+    walk = GEMM_STEP.replace("ENTRY", WALK_BODY + "ENTRY").replace(
+        "  ROOT %c", "  %w = (s32[], bf16[4096,4096]) while(%t), condition=%cond.1, body=%walk\n  ROOT %c"
+    )
+    keys = estimate.for_target(parse_target("h100:1"), walk, 2 * 4096**3, None)
+    assert keys["estimate"]["data_dependent_loops"] == 1
+    assert "; 1 loop whose trip count depends on the data counted at one trip per entry" in estimate_line(
+        {**keys, "roofline": None}
+    )
+    plain = estimate.for_target(parse_target("h100:1"), GEMM_STEP, 2 * 4096**3, None)
+    assert plain["estimate"]["data_dependent_loops"] == 0
+    assert "trip" not in estimate_line({**plain, "roofline": None})
+    copy = 2 * 4096**2 * 2 / (3.35e12 * estimate.calibration("h100").bandwidth_fraction)  # the body's copy, once
+    assert keys["predicted_step_seconds"] - plain["predicted_step_seconds"] == pytest.approx(
+        copy + estimate.calibration("h100").launch_seconds
+    )
+
+
+WALK_BODY = """%walk (p: (s32[], bf16[4096,4096])) -> (s32[], bf16[4096,4096]) {
+  %p = (s32[], bf16[4096,4096]{1,0}) parameter(0)
+  %v = bf16[4096,4096]{1,0} get-tuple-element(%p), index=1
+  %copy.1 = bf16[4096,4096]{1,0} copy(%v)
+  ROOT %t = (s32[], bf16[4096,4096]{1,0}) tuple(%i, %copy.1)
+}
+"""
+
 GEMM_STEP = """
 %gemm_fusion_dot (parameter_0: bf16[4096,4096], parameter_1: bf16[4096,4096]) -> bf16[4096,4096] {
   %parameter_0 = bf16[4096,4096]{1,0} parameter(0)

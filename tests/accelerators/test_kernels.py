@@ -1,6 +1,8 @@
 """The kernels of a compiled GPU program, read from HLO text in the compiler's own form: what each
 computes (matrix FLOPs, elementwise instructions), what it moves, and how often it runs."""
 
+import pytest
+
 from seqjax.accelerators.kernels import Kernel, from_summary, kernels, summary
 
 GEMM = """
@@ -113,6 +115,31 @@ ENTRY %main (a: f32[1024]) -> f32[1024] {
 def test_a_kernel_in_a_loop_body_runs_the_loops_known_trip_count_times():
     counts = sorted(k.count for k in kernels(LOOP) if k.bytes == 2 * 1024 * 4)
     assert counts == [1, 24]  # the entry's copy once, the body's 24 times
+
+
+def test_a_kernel_in_a_loop_of_data_dependent_trips_runs_once_per_entry_or_the_trips_given():
+    walk = LOOP.replace(', backend_config={"known_trip_count":{"n":"24"}}', "")
+    assert sorted(k.count for k in kernels(walk) if k.bytes == 2 * 1024 * 4) == [1, 1]
+    told = kernels(walk, trips=lambda line: 2.5 if "body=%body.1" in line else 7)
+    assert sorted(k.count for k in told if k.bytes == 2 * 1024 * 4) == [1, 2.5]  # a mean over entries
+
+
+@pytest.mark.parametrize(
+    "branches",
+    ["true_computation=%body.1, false_computation=%other", "branch_computations={%other, %body.1}"],
+    ids=["predicate", "index"],
+)
+def test_each_branch_of_a_conditional_counts_as_run_even_in_a_loop(branches):
+    other = "%other (p: (s32[], f32[1024])) -> (s32[], f32[1024]) {\n  %copy.3 = f32[512]{0} copy(%v)\n}\n"
+    branched = other + LOOP.replace("condition=%cond.1, body=%body.1", "condition=%cond.1, body=%looped")
+    branched = branched.replace(
+        "%body.1 (",
+        "%looped (p: (s32[], f32[1024])) -> (s32[], f32[1024]) {\n"
+        f"  %c = (s32[], f32[1024]) conditional(%p, %t, %t), {branches}\n}}\n%body.1 (",
+    )
+    copies = sorted((k.bytes, k.count) for k in kernels(branched) if k.bytes >= 512 * 4)
+    # the other branch's copy (its operand not in view: its result), the entry's, the looped branch's
+    assert copies == [(512 * 4, 24), (2 * 1024 * 4, 1), (2 * 1024 * 4, 24)]
 
 
 COLLECTIVES = """

@@ -65,6 +65,48 @@ def test_a_collective_in_a_loop_body_counts_once_per_trip():
     }
 
 
+LOOP_LINE = next(line for line in LOOP.splitlines() if " while(" in line) + "\n"
+WALK_LINE = "  %walk = (s32[], f32[8]) while(%t), condition=%cond.2, body=%body.2"
+WALK = LOOP.replace("ENTRY %main (a: f32[8]) -> f32[8] {", "ENTRY %main (a: f32[8]) -> f32[8] {\n" + WALK_LINE)
+WALK += """
+%body.2 (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %all-gather.9 = f32[16]{0} all-gather(%y), channel_id=9
+}
+%cond.2 (p: (s32[], f32[8])) -> pred[] {
+  ROOT %lt = pred[] compare(%i, %count), direction=LT
+}
+"""
+
+
+def test_a_loop_whose_trip_count_depends_on_the_data_runs_once_per_entry_or_as_told_and_is_counted():
+    assert program.data_dependent_loops(LOOP) == 0 and program.data_dependent_loops(WALK) == 1
+    assert program.computations(WALK)["body.2"][1] == 1
+    runs = program.computations(WALK, trips=lambda line: 3 if "body=%body.2" in line else 5)
+    assert (runs["body.2"][1], runs["body.1"][1]) == (3, 24)  # a known trip count stays as known
+    assert program.collectives(WALK)["all-gather"] == {"count": 25, "bytes": 24 * 64 * 4 + 16 * 4}
+
+
+BRANCHED = (
+    LOOP.split("ENTRY")[0]
+    + "%outer (p: (s32[], f32[8])) -> (s32[], f32[8]) {\n"
+    + LOOP_LINE
+    + "}\n%other (p: (s32[], f32[8])) -> (s32[], f32[8]) {\n}\n"
+    + "ENTRY %main (a: f32[8]) -> f32[8] {\n  %c = (s32[], f32[8]) conditional(%p, %t, %t), {}\n}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "branches",
+    ["true_computation=%outer, false_computation=%other", "branch_computations={%other, %outer}"],
+    ids=["predicate", "index"],
+)
+def test_a_loop_in_any_branch_of_a_conditional_runs_its_trip_count_per_run_of_the_branch(branches):
+    hlo = BRANCHED.replace("{}", branches)
+    runs = program.computations(hlo)
+    assert (runs["outer"][1], runs["body.1"][1]) == (1, 24)
+    assert program.collectives(hlo)["all-gather"] == {"count": 24, "bytes": 24 * 64 * 4}
+
+
 def test_fused_attention_calls_are_cudnn_custom_calls_and_splash_pallas_kernels():
     assert program.fused_attention_calls(HLO) == {"cudnn": 2, "splash": 1}
 
