@@ -4,12 +4,14 @@ Each kernel of the program (`kernels.kernels`) takes the longest of its matrix F
 matmul rate measured for its dtype on the chip's family, its elementwise instructions at the
 rate of the units that run them, and its bytes at the sustained share of the memory bandwidth —
 plus a fixed launch cost; a collective takes its bytes over the links plus a collective's launch
-cost. The step is their sum: kernels run one after another on one stream, nothing overlaps.
+cost; each time the host reads a value of the device's to go on (a conditional, a trip of a loop
+whose trip count depends on the data) costs a round trip. The step is their sum: kernels run one
+after another on one stream, nothing overlaps.
 
 The figures are in `calibration.json`, one place: per chip family the matmul rates measured on
 one of its chips, the sustained bandwidth share, the elementwise units per multiprocessor and
-clock, the launch costs, and the GPU steps measured so far with the kernels of their programs —
-what the model is held against (`measured_errors`). A chip of no calibrated family gets no
+clock, the launch costs, the round trip, and the GPU steps measured so far with the kernels of
+their programs — what the model is held against (`measured_errors`). A chip of no calibrated family gets no
 estimate, only the roofline bound (`report.roofline`).
 """
 
@@ -39,6 +41,7 @@ class Calibration:
     vector_per_clock: tuple[int, int, int]  # (float, integer, special) instructions per SM per clock
     launch_seconds: float
     collective_launch_seconds: float
+    round_trip_seconds: float  # the host reading a value of the device's: copy, drain, relaunch
 
 
 @functools.cache
@@ -63,6 +66,7 @@ def calibration(kind: str) -> Calibration | None:
                 tuple(entry["vector_per_sm_clock"]),
                 entry["launch_seconds"],
                 entry["collective_launch_seconds"],
+                entry["round_trip_seconds"],
             )
     return None
 
@@ -82,6 +86,8 @@ def kernel_seconds(kernel: Kernel, chip: Chip, kind: str, cal: Calibration) -> d
     """One launch of `kernel` on `chip` ({"work", "launch"} seconds)."""
     if kernel.kind == "collective":
         return {"work": kernel.bytes / chip.link_bandwidth, "launch": cal.collective_launch_seconds}
+    if kernel.kind == "round_trip":
+        return {"work": cal.round_trip_seconds, "launch": 0.0}
     efficiency = cal.matmul_efficiency.get(kernel.dtype, cal.matmul_efficiency["bf16"])
     matrix = kernel.flops / (chip.peak_tflops * 1e12 * efficiency)
     sms, clock = _multiprocessors(kind)
@@ -92,13 +98,13 @@ def kernel_seconds(kernel: Kernel, chip: Chip, kind: str, cal: Calibration) -> d
 
 def step_seconds(found: list[Kernel], kind: str) -> dict[str, float] | None:
     """Seconds per step of the program of kernels `found` on GPU `kind`: the total ("step") and
-    its parts (time in matmul, attention, memory and collective kernels, and in launches); None
-    for a chip no calibration covers."""
+    its parts (time in matmul, attention, memory and collective kernels, in the host's round trips
+    and in launches); None for a chip no calibration covers."""
     cal = calibration(kind)
     if cal is None:
         return None
     chip = CHIPS[kind]
-    parts = dict.fromkeys(("matmul", "attention", "memory", "collective", "launch"), 0.0)
+    parts = dict.fromkeys(("matmul", "attention", "memory", "collective", "round_trip", "launch"), 0.0)
     for kernel in found:
         seconds = kernel_seconds(kernel, chip, kind, cal)
         parts[kernel.kind] += kernel.count * seconds["work"]

@@ -11,7 +11,11 @@ transpose, reduce. Parameters, constants, tuples, bitcasts, calls and the loop i
 themselves launch nothing. A kernel in a loop body runs the loop's known trip count
 times (`program.computations`); where the trip count depends on the data, once per entry unless
 told otherwise. Each branch of a conditional counts as run, the one not taken too: the time
-model has no branch to choose, and the heads' conditionals guard a rarely taken fallback.
+model has no branch to choose, and the heads' conditionals guard a rarely taken fallback. Such a
+conditional, and each trip of such a loop, also costs a round trip to the host: XLA's GPU
+runtime copies the branch index or the loop's condition to the host and waits for the stream
+to drain before it goes on (`WhileThunk`, `ConditionalThunk`); a loop of known trip count runs
+from the host without waiting.
 
 What a kernel computes: a matmul's FLOPs (a dot, in a fusion — Triton's GEMM fusions — or alone,
 or a cuBLAS call) are 2 x its output's elements x its contraction, at the dtype of its operands; a
@@ -66,7 +70,9 @@ class Kernel:
     """One kernel of a program and how many times one execution launches it.
 
     kind: "matmul" (a GEMM, alone or fused), "attention" (a fused attention call), "memory" (any
-      other fusion, copy or lone op) or "collective".
+      other fusion, copy or lone op), "collective", or "round_trip": the host waiting for the
+      device, which XLA's GPU runtime does to read a conditional's branch index and, before each
+      trip and to stop, the condition of a loop whose trip count depends on the data.
     flops: matrix FLOPs per launch (matmul and attention kernels).
     dtype: the matrix operands' dtype ("bf16", "f32", ...; "" for the others).
     bytes: bytes read and written in device memory per launch; a collective's: what each device
@@ -270,10 +276,17 @@ def kernels(hlo: str, devices: int = 1, trips: program.Trips | None = None) -> l
     found = []
     for name in _executed(hlo, parsed):
         shapes = {inst.name: inst.shape for inst in parsed[name]}
+        runs = texts[name][1]
         for inst in parsed[name]:
             kernel = _kernel(inst, shapes, parsed, devices)
             if kernel is not None:
-                found.append(dataclasses.replace(kernel, count=texts[name][1]))
+                found.append(dataclasses.replace(kernel, count=runs))
+            elif inst.op == "conditional":
+                found.append(Kernel("round_trip", 0.0, "", 0, count=runs))
+            elif inst.op == "while" and not program.knows_trips(inst.attributes):
+                # the condition is read on the host before each trip and once more to stop
+                per_entry = program.unknown_trips(inst.attributes, trips)
+                found.append(Kernel("round_trip", 0.0, "", 0, count=runs * (per_entry + 1)))
     return found
 
 

@@ -93,16 +93,25 @@ def computations(hlo: str, trips: Trips | None = None) -> dict[str, tuple[str, f
 
 def _trips(line: str, trips: Trips | None) -> float:
     known = _KNOWN_TRIPS.search(line)
-    if known is not None:
-        return int(known.group(1))
+    return int(known.group(1)) if known is not None else unknown_trips(line, trips)
+
+
+def unknown_trips(line: str, trips: Trips | None) -> float:
+    """Trips per entry of the loop of `line` whose trip count depends on the data: `trips` of
+    it, or one."""
     return 1 if trips is None else trips(line)
+
+
+def knows_trips(line: str) -> bool:
+    """Whether the compiler knows the trip count of the loop of `line` (its `while` instruction)."""
+    return _KNOWN_TRIPS.search(line) is not None
 
 
 def data_dependent_loops(hlo: str) -> int:
     """The loops in the program whose trip count the compiler does not know (each loop
     instruction once, however often its caller runs)."""
     return sum(
-        _KNOWN_TRIPS.search(line) is None for text, _ in computations(hlo).values() for line, _ in _WHILE.findall(text)
+        not knows_trips(line) for text, _ in computations(hlo).values() for line, _ in _WHILE.findall(text)
     )
 
 

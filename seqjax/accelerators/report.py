@@ -302,6 +302,8 @@ def estimate_line(report: dict[str, Any]) -> str:
         if loops
         else ""
     )
+    if seconds["round_trip_seconds"]:
+        parts += f", host round trips {seconds['round_trip_seconds'] * 1e3:.2f}"
     return (
         f"estimate (per-kernel model, {estimate['family']} calibration; {held}): "
         f"{report['predicted_step_seconds'] * 1e3:.2f} ms per step ({parts}, launches "

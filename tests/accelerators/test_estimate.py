@@ -37,6 +37,13 @@ def test_a_kernel_takes_the_longest_of_its_matrix_elementwise_and_memory_time_pl
     assert seconds == {"work": pytest.approx(work(cal)), "launch": cal.launch_seconds}
 
 
+def test_a_round_trip_to_the_host_takes_the_calibrated_time_and_launches_nothing():
+    cal = estimate.calibration("h200")
+    assert 0 < cal.round_trip_seconds < 1e-4
+    seconds = estimate.kernel_seconds(Kernel("round_trip", 0.0, "", 0), H200, "h200", cal)
+    assert seconds == {"work": cal.round_trip_seconds, "launch": 0.0}
+
+
 def test_a_step_is_its_kernels_times_their_launches_added_by_kind():
     cal = estimate.calibration("h200")
     found = [Kernel("memory", 0.0, "", 10**9, count=3), Kernel("collective", 0.0, "", 45 * 10**7, count=2)]
@@ -96,9 +103,15 @@ def test_a_program_with_a_data_dependent_loop_says_it_counts_one_trip_per_entry(
     plain = estimate.for_target(parse_target("h100:1"), GEMM_STEP, 2 * 4096**3, None)
     assert plain["estimate"]["data_dependent_loops"] == 0
     assert "trip" not in estimate_line({**plain, "roofline": None})
-    copy = 2 * 4096**2 * 2 / (3.35e12 * estimate.calibration("h100").bandwidth_fraction)  # the body's copy, once
+    cal = estimate.calibration("h100")
+    copy = 2 * 4096**2 * 2 / (3.35e12 * cal.bandwidth_fraction)  # the body's copy, once
+    # and the host reads the condition twice: before the trip and to stop
     assert keys["predicted_step_seconds"] - plain["predicted_step_seconds"] == pytest.approx(
-        copy + estimate.calibration("h100").launch_seconds
+        copy + cal.launch_seconds + 2 * cal.round_trip_seconds
+    )
+    assert keys["estimate"]["seconds"]["round_trip_seconds"] == pytest.approx(2 * cal.round_trip_seconds)
+    assert f"host round trips {2 * cal.round_trip_seconds * 1e3:.2f}, launches" in estimate_line(
+        {**keys, "roofline": None}
     )
 
 

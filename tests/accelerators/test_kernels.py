@@ -122,6 +122,10 @@ def test_a_kernel_in_a_loop_of_data_dependent_trips_runs_once_per_entry_or_the_t
     assert sorted(k.count for k in kernels(walk) if k.bytes == 2 * 1024 * 4) == [1, 1]
     told = kernels(walk, trips=lambda line: 2.5 if "body=%body.1" in line else 7)
     assert sorted(k.count for k in told if k.bytes == 2 * 1024 * 4) == [1, 2.5]  # a mean over entries
+    # the host reads the condition before each trip and once more to stop; not where the count is known
+    assert [k.count for k in told if k.kind == "round_trip"] == [3.5]
+    assert [k.count for k in kernels(walk) if k.kind == "round_trip"] == [2]
+    assert not [k for k in kernels(LOOP) if k.kind == "round_trip"]
 
 
 @pytest.mark.parametrize(
@@ -140,6 +144,8 @@ def test_each_branch_of_a_conditional_counts_as_run_even_in_a_loop(branches):
     copies = sorted((k.bytes, k.count) for k in kernels(branched) if k.bytes >= 512 * 4)
     # the other branch's copy (its operand not in view: its result), the entry's, the looped branch's
     assert copies == [(512 * 4, 24), (2 * 1024 * 4, 1), (2 * 1024 * 4, 24)]
+    # the host reads the branch index at each of the loop's trips
+    assert [k.count for k in kernels(branched) if k.kind == "round_trip"] == [24]
 
 
 COLLECTIVES = """
