@@ -63,7 +63,7 @@ def timed_case(classes: Classes, targets: np.ndarray, features: int) -> dict[int
     biases = jnp.zeros((classes.vocab_size,), jnp.float32)
     targets_ = jnp.asarray(targets)
     class_of = jnp.asarray(classes.class_of)[targets_]
-    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes))
+    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes), classes.shares)
     calls: dict[int, Callable[[], object]] = {}
     results: list[object] = []
     for step_rows in (MIN_ROWS_PER_STEP, 0):

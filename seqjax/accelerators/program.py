@@ -110,9 +110,7 @@ def knows_trips(line: str) -> bool:
 def data_dependent_loops(hlo: str) -> int:
     """The loops in the program whose trip count the compiler does not know (each loop
     instruction once, however often its caller runs)."""
-    return sum(
-        not knows_trips(line) for text, _ in computations(hlo).values() for line, _ in _WHILE.findall(text)
-    )
+    return sum(not knows_trips(line) for text, _ in computations(hlo).values() for line, _ in _WHILE.findall(text))
 
 
 def collectives(hlo: str) -> dict[str, dict[str, int]]:

@@ -9,14 +9,22 @@ The table is read once per call and the gradient written once, whatever the batc
 
 The steps run one after another, so their number sets the time where each is too small to fill
 the device (a GPU's launches): a step holds about the rows a class expects, N / C with
-equal-mass classes, and the walk takes about 2C steps whatever N is.
+equal-mass classes, and the walk takes between C and 2C steps whatever N is.
 
 Static shapes: a slice of the table has a fixed width per tier of similar class sizes (the
 largest class of the tier; the extra words are masked), and a step a fixed number of rows
-(rows past the class's count are padding whose losses and gradients are dropped). The row
-counts are data-dependent, so the loops have data-dependent trip counts; such loops have no
-reverse-mode derivative in JAX, and the custom VJP runs the same walk to accumulate the
-gradients.
+(rows past the class's count are padding whose losses and gradients are dropped). How many
+steps a class takes depends on the batch, so each tier walks a fixed number of step slots, its
+capacity (`slot_capacities`: the most steps the tier took over batches drawn from the classes'
+shares of the words' counts), each slot finding its class and part on the device; slots past
+the tier's steps are padding. The steps beyond a capacity, which a batch rarely has, take a loop
+whose trip count depends on the data. A GPU runs a loop of known trip count from the host
+without waiting, but reads the condition of any other loop on the host before every trip and
+once more to stop (about 20 µs each on an H200, more than a step's work): per tier, the walk
+waits once where its steps fit its slots. (A conditional skipping those loops would wait once
+for all, but keeps a second copy of the table's gradient.) Loops with data-dependent trip
+counts have no reverse-mode derivative in JAX, so the custom VJP runs the same walk to
+accumulate the gradients.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ MIN_ROWS_PER_STEP = 8
 # Each tier's loops are traced in a scope of this name and the tier's index, which the compiled
 # program's metadata keeps: a profile, or an estimate given each tier's steps, tells them apart.
 TIER_SCOPE = "class_walk_tier"
+CAPACITY_DRAWS = 64  # batches drawn to size the tiers' slots (`slot_capacities`)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -51,7 +60,8 @@ class Tier:
 
     classes: [K] int32 class ids; window_starts: [K] int32 first table row of each window,
     moved back where a window would run past the table; shifts: [K] int32 offset of the class's
-    first word inside its window; sizes: [K] int32 words of each class; width: the windows' width.
+    first word inside its window; sizes: [K] int32 words of each class; width: the windows' width;
+    shares: [K] float64 each class's share of the words' counts, or None where not known.
     """
 
     classes: np.ndarray
@@ -59,6 +69,7 @@ class Tier:
     shifts: np.ndarray
     sizes: np.ndarray
     width: int
+    shares: np.ndarray | None = None
 
 
 class Step(NamedTuple):
@@ -89,8 +100,11 @@ def rows_per_step(rows: int, num_classes: int) -> int:
     return 1 << (max(MIN_ROWS_PER_STEP, -(-rows // num_classes)) - 1).bit_length()
 
 
-def tiers_of(starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray) -> tuple[Tier, ...]:
-    """The `Tier`s of classes [starts, starts + sizes) grouped by `tier_of_class` [C]."""
+def tiers_of(
+    starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray, shares: np.ndarray | None = None
+) -> tuple[Tier, ...]:
+    """The `Tier`s of classes [starts, starts + sizes) grouped by `tier_of_class` [C], with the
+    classes' shares [C] of the words' counts where given."""
     vocab_size = int(starts[-1] + sizes[-1])
     tiers = []
     for tier in range(int(tier_of_class.max()) + 1):
@@ -98,8 +112,32 @@ def tiers_of(starts: np.ndarray, sizes: np.ndarray, tier_of_class: np.ndarray) -
         width = int(sizes[classes].max())
         window_starts = np.minimum(starts[classes], vocab_size - width).astype(np.int32)
         shifts = (starts[classes] - window_starts).astype(np.int32)
-        tiers.append(Tier(classes, window_starts, shifts, sizes[classes].astype(np.int32), width))
+        tier_shares = None if shares is None else np.asarray(shares, np.float64)[classes]
+        tiers.append(Tier(classes, window_starts, shifts, sizes[classes].astype(np.int32), width, tier_shares))
     return tuple(tiers)
+
+
+def slot_capacities(tiers: tuple[Tier, ...], rows: int, step_rows: int, seed: int = 0) -> tuple[int, ...]:
+    """Each tier's step slots for a batch of `rows` rows (host): the most steps of `step_rows`
+    rows the tier took over CAPACITY_DRAWS batches drawn from the classes' shares (seeded: the
+    same capacities for the same shapes). All zero where the tiers have no shares.
+
+    Example:
+      >>> import numpy as np
+      >>> from seqjax.heads.class_blocks import slot_capacities, tiers_of
+      >>> starts, sizes = np.array([0, 1, 2]), np.array([1, 1, 4])
+      >>> tiers = tiers_of(starts, sizes, np.array([0, 0, 1]), shares=np.array([0.5, 0.2, 0.3]))
+      >>> slot_capacities(tiers, rows=64, step_rows=8)  # about 32 + 13 rows and 19 rows expected
+      (8, 4)
+    """
+    if any(tier.shares is None for tier in tiers):
+        return (0,) * len(tiers)
+    shares = np.zeros(_num_classes(tiers))
+    for tier in tiers:
+        shares[tier.classes] = tier.shares
+    drawn = np.random.default_rng(seed).multinomial(rows, shares / shares.sum(), size=CAPACITY_DRAWS)
+    steps = -(-drawn // step_rows)
+    return tuple(int(steps[:, tier.classes].sum(axis=1).max()) for tier in tiers)
 
 
 def within_class_losses(
@@ -116,7 +154,8 @@ def within_class_losses(
     hidden: [N, D] float32; word_weights: [V, D] float32; word_biases: [V] float32 or None;
     targets: [N] int32; class_of: [N] int32 class of each target; tiers: `Tier`s covering every
     class; step_rows: rows per step, 0 for `rows_per_step` of N and the classes. Differentiable
-    in hidden, word_weights and word_biases.
+    in hidden, word_weights and word_biases. Where the tiers carry the classes' shares, each
+    walks `slot_capacities` step slots of known count before any steps beyond them.
     """
     step_rows = check_int("step_rows", step_rows, minimum=0)
     biases = jnp.zeros(word_weights.shape[:1], jnp.float32) if word_biases is None else word_biases
@@ -128,14 +167,12 @@ def within_class_losses(
         # and the rows it picks across the batch are made whole on every device once, not
         # gathered at each step.
         hidden, targets, class_of, params = jax.tree.map(gathered, (hidden, targets, class_of, params))
-        step_rows = step_rows or rows_per_step(hidden.shape[0], _num_classes(tiers))
-        return _losses(tiers, step_rows, hidden, params, targets, class_of)
+        return _losses(_plan(tiers, step_rows, hidden.shape[0]), hidden, params, targets, class_of)
     # Each device walks its own rows against the whole table (gathered once, as the in_specs
     # say); the table's gradient is summed over the batch axes once.
-    step_rows = step_rows or rows_per_step(device_rows(hidden.shape[0]), _num_classes(tiers))
     rows = P(split)
     walk = jax.shard_map(
-        functools.partial(_losses, tiers, step_rows),
+        functools.partial(_losses, _plan(tiers, step_rows, device_rows(hidden.shape[0]))),
         mesh=mesh,
         in_specs=(rows, (P(), P()), rows, rows),
         out_specs=rows,
@@ -145,30 +182,39 @@ def within_class_losses(
     return losses
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _losses(
-    tiers: tuple[Tier, ...], step_rows: int, hidden: Array, params: WordParams, targets: Array, class_of: Array
-) -> Array:
+class Plan(NamedTuple):
+    """A walk's static choices: the tiers, the rows a step holds, and each tier's step slots."""
+
+    tiers: tuple[Tier, ...]
+    step_rows: int
+    capacities: tuple[int, ...]
+
+
+def _plan(tiers: tuple[Tier, ...], step_rows: int, rows: int) -> Plan:
+    """The walk of `rows` rows (each device's, under a mesh) in steps of `step_rows` (0: chosen)."""
+    step_rows = step_rows or rows_per_step(rows, _num_classes(tiers))
+    return Plan(tiers, step_rows, slot_capacities(tiers, rows, step_rows))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _losses(plan: Plan, hidden: Array, params: WordParams, targets: Array, class_of: Array) -> Array:
     def add_step(losses: Array, step: Step) -> Array:
         scores, target_columns, log_normalizers = _step_scores(hidden, params, targets, step)
         target_scores = jnp.take_along_axis(scores, target_columns[:, None], axis=1)[:, 0]
         return losses.at[step.picked].add(jnp.where(step.valid, log_normalizers - target_scores, 0.0))
 
-    return _walk(tiers, step_rows, class_of, add_step, jnp.zeros((hidden.shape[0],), jnp.float32))
+    return _walk(plan, class_of, add_step, jnp.zeros((hidden.shape[0],), jnp.float32))
 
 
 def _losses_fwd(
-    tiers: tuple[Tier, ...], step_rows: int, hidden: Array, params: WordParams, targets: Array, class_of: Array
+    plan: Plan, hidden: Array, params: WordParams, targets: Array, class_of: Array
 ) -> tuple[Array, tuple[Array, WordParams, Array, Array]]:
-    losses = _losses(tiers, step_rows, hidden, params, targets, class_of)
+    losses = _losses(plan, hidden, params, targets, class_of)
     return losses, (hidden, params, targets, class_of)
 
 
 def _losses_bwd(
-    tiers: tuple[Tier, ...],
-    step_rows: int,
-    residuals: tuple[Array, WordParams, Array, Array],
-    loss_grads: Array,
+    plan: Plan, residuals: tuple[Array, WordParams, Array, Array], loss_grads: Array
 ) -> tuple[Array, WordParams, None, None]:
     hidden, params, targets, class_of = residuals
     weights, biases = params
@@ -187,7 +233,7 @@ def _losses_bwd(
         return hidden_grad, weights_grad, lax.dynamic_update_slice_in_dim(biases_grad, bias_grad, window, 0)
 
     zeros = (jnp.zeros_like(hidden), jnp.zeros_like(weights), jnp.zeros_like(biases))
-    hidden_grad, weights_grad, biases_grad = _walk(tiers, step_rows, class_of, add_step, zeros)
+    hidden_grad, weights_grad, biases_grad = _walk(plan, class_of, add_step, zeros)
     return hidden_grad, (weights_grad, biases_grad), None, None
 
 
@@ -211,34 +257,46 @@ def _num_classes(tiers: tuple[Tier, ...]) -> int:
     return int(max(tier.classes.max() for tier in tiers)) + 1
 
 
-def _walk(
-    tiers: tuple[Tier, ...], step_rows: int, class_of: Array, add_step: Callable[[Carry, Step], Carry], init: Carry
-) -> Carry:
-    """`init` updated by `add_step` for every step of `step_rows` rows of every class, tier by tier."""
-    counts = jnp.zeros((_num_classes(tiers),), jnp.int32).at[class_of].add(1)
+def _walk(plan: Plan, class_of: Array, add_step: Callable[[Carry, Step], Carry], init: Carry) -> Carry:
+    """`init` updated by `add_step` for every step of `plan.step_rows` rows of every class: each
+    tier's step slots (loops of known trip count), then each tier's steps beyond its slots (loops
+    whose trip counts depend on the data, none where the batch fits)."""
+    step_rows = plan.step_rows
+    counts = jnp.zeros((_num_classes(plan.tiers),), jnp.int32).at[class_of].add(1)
     offsets = jnp.cumsum(counts) - counts
     order = jnp.argsort(class_of, stable=True).astype(jnp.int32)
     # Padded so that a step's slice past the last row is never shifted back to fit.
     order = jnp.concatenate([order, jnp.zeros((step_rows,), jnp.int32)])
     rows_of_step = jnp.arange(step_rows, dtype=jnp.int32)
-    carry = init
-    for tier_index, tier in enumerate(tiers):
+    walks = []  # per tier: (its step at a slot, its steps in all)
+    for tier in plan.tiers:
         tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
+        steps_of = (counts[tier_arrays[0]] + step_rows - 1) // step_rows  # [K] steps of each class
+        ends = jnp.cumsum(steps_of)
 
-        def class_steps(
-            index: Array, carry: Carry, tier_arrays: tuple[Array, ...] = tier_arrays, width: int = tier.width
+        def slot_step(
+            slot: Array,
+            carry: Carry,
+            tier_arrays: tuple[Array, ...] = tier_arrays,
+            steps_of: Array = steps_of,
+            ends: Array = ends,
+            width: int = tier.width,
         ) -> Carry:
+            index = jnp.minimum((ends <= slot).sum(), ends.size - 1)  # the class whose steps hold the slot
             class_id, window, first, size = (a[index] for a in tier_arrays)
-            count, offset = counts[class_id], offsets[class_id]
+            start = (slot - ends[index] + steps_of[index]) * step_rows
+            picked = lax.dynamic_slice_in_dim(order, offsets[class_id] + start, step_rows)
+            # a slot past the tier's steps falls past its last class's rows: all padding
+            valid = start + rows_of_step < counts[class_id]
+            return add_step(carry, Step(picked, valid, window, width, first, size))
 
-            def one_step(number: Array, carry: Carry) -> Carry:
-                start = number * step_rows
-                picked = lax.dynamic_slice_in_dim(order, offset + start, step_rows)
-                return add_step(carry, Step(picked, start + rows_of_step < count, window, width, first, size))
+        walks.append((slot_step, ends[-1]))
 
-            result: Carry = lax.fori_loop(0, (count + step_rows - 1) // step_rows, one_step, carry)
-            return result
-
+    carry = init
+    for tier_index, (slot_step, _) in enumerate(walks):
         with jax.named_scope(f"{TIER_SCOPE}{tier_index}"):
-            carry = lax.fori_loop(0, tier.classes.size, class_steps, carry)
+            carry = lax.fori_loop(0, plan.capacities[tier_index], slot_step, carry)
+    for tier_index, (slot_step, total) in enumerate(walks):
+        with jax.named_scope(f"{TIER_SCOPE}{tier_index}"):
+            carry = lax.fori_loop(plan.capacities[tier_index], total, slot_step, carry)
     return carry

@@ -44,12 +44,15 @@ class Classes:
     """Contiguous classes over ids [0, V) (numpy, host side).
 
     starts: [C] int32 first id of each class; sizes: [C] int32 words per class;
-    class_of: [V] int32 class of each word.
+    class_of: [V] int32 class of each word; shares: [C] float64 each class's share of the counts
+    the classes were made from (what sizes the loss's steps, `class_blocks.slot_capacities`), or
+    None.
     """
 
     starts: np.ndarray
     sizes: np.ndarray
     class_of: np.ndarray
+    shares: np.ndarray | None = None
 
     @property
     def num_classes(self) -> int:
@@ -75,7 +78,8 @@ def frequency_classes(counts: ArrayLike, num_classes: int) -> Classes:
       num_classes: 1 <= C <= V.
 
     Returns:
-      `Classes` of numpy int32 arrays: starts [C], sizes [C], class_of [V].
+      `Classes` of numpy int32 arrays: starts [C], sizes [C], class_of [V]; and shares [C]
+      float64, each class's share of the counts.
 
     Example:
       >>> from seqjax.heads import frequency_classes
@@ -97,7 +101,8 @@ def frequency_classes(counts: ArrayLike, num_classes: int) -> Classes:
     starts = np.array(first_ids, np.int32)
     sizes = np.diff(np.append(starts, vocab_size)).astype(np.int32)
     class_of = np.repeat(np.arange(num_classes, dtype=np.int32), sizes)
-    return Classes(starts, sizes, class_of)
+    shares = np.add.reduceat(values.astype(np.float64), starts) / values.sum()
+    return Classes(starts, sizes, class_of, shares)
 
 
 def class_softmax_loss(
@@ -147,7 +152,7 @@ def class_softmax_loss(
         None if word_biases is None else jnp.asarray(word_biases, jnp.float32),
         targets,
         class_of,
-        tiers_of(classes.starts, classes.sizes, _tier_of_class(classes)),
+        tiers_of(classes.starts, classes.sizes, _tier_of_class(classes), classes.shares),
     )
     return word_losses - target_class_log_probs
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from seqjax.heads import class_log_probs, class_softmax_loss, frequency_classes
-from seqjax.heads.class_blocks import rows_per_step, tiers_of, within_class_losses
+from seqjax.heads.class_blocks import rows_per_step, slot_capacities, tiers_of, within_class_losses
 from seqjax.heads.classes import Classes, _tier_of_class
 
 COUNTS = np.array([50, 20, 10, 6, 5, 3, 2, 1, 1, 1, 1])
@@ -202,3 +202,69 @@ def test_under_a_mesh_each_device_walks_its_rows_and_the_loss_and_gradients_are_
     placed = [jax.device_put(x, NamedSharding(mesh, P())) for x in arrays]
     got = jax.jit(under_mesh(value_and_grads, mesh))(*placed)
     chex.assert_trees_all_close(got, jax.jit(value_and_grads)(*arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_frequency_classes_give_each_class_its_share_of_the_counts():
+    classes = frequency_classes([50, 20, 10, 10, 5, 5], 3)  # {0}, {1}, {2, 3, 4, 5}
+    np.testing.assert_allclose(classes.shares, [0.5, 0.2, 0.3])
+
+
+def test_slot_capacities_hold_the_steps_of_batches_drawn_from_the_shares_and_none_without_them():
+    counts = np.round(1e5 / np.arange(1, 701)).astype(np.int64)
+    classes = frequency_classes(counts, 20)
+    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes), classes.shares)
+    step_rows = rows_per_step(512, 20)
+    capacities = slot_capacities(tiers, 512, step_rows)
+    assert capacities == slot_capacities(tiers, 512, step_rows)  # the same for the same shapes
+    fitted = 0
+    for seed in range(200):
+        targets = np.random.default_rng(seed).choice(700, size=512, p=counts / counts.sum())
+        steps = -(-np.bincount(classes.class_of[targets], minlength=20) // step_rows)
+        fitted += all(steps[tier.classes].sum() <= capacity for tier, capacity in zip(tiers, capacities))
+    assert fitted >= 190, fitted
+    # at least a step for each class a batch can reach, and not twice what one expects
+    assert len(tiers) <= sum(capacities) < 2 * (20 + 512 // step_rows)
+    unshared = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes))
+    assert slot_capacities(unshared, 512, step_rows) == (0,) * len(tiers)
+
+
+@pytest.mark.parametrize("fits", [True, False], ids=["within the slots", "beyond them"])
+def test_the_walk_is_exact_within_its_slots_and_beyond_them_and_waits_on_the_host_only_for_the_rest(fits):
+    """Targets drawn from the shares fit each tier's slots; all of them in the last class do not,
+    and the steps beyond take each tier's loop of data-dependent trips. Either way value and
+    gradients equal the exact log-probs'. The only loops of unknown trip count are those, one per
+    tier forward and one backward; the slots are walked in loops of known trip count."""
+    from jaxpr_tools import equations
+
+    counts = np.round(1e5 / np.arange(1, 701)).astype(np.int64)
+    classes = frequency_classes(counts, 20)
+    hidden, cw, cb, ww, wb, _ = random_parameters(15, 20, 700, rows=256, features=4)
+    rng = np.random.default_rng(16)
+    targets = rng.choice(700, size=256, p=counts / counts.sum()) if fits else np.full(256, 699)
+    targets = targets.astype(np.int32)
+    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes), classes.shares)
+    step_rows = rows_per_step(256, 20)
+    steps = -(-np.bincount(classes.class_of[targets], minlength=20) // step_rows)
+    beyond = [steps[t.classes].sum() - c for t, c in zip(tiers, slot_capacities(tiers, 256, step_rows))]
+    assert (max(beyond) <= 0) == fits
+    rows = np.arange(256)
+    cotangent = rng.normal(size=256).astype(np.float32)
+
+    def loss(h, w, b):
+        return jnp.vdot(cotangent, class_softmax_loss(h, cw, cb, w, b, targets, classes))
+
+    def exact(h, w, b):
+        return jnp.vdot(cotangent, -class_log_probs(h, cw, cb, w, b, classes)[rows, targets])
+
+    value_and_grads = jax.value_and_grad(loss, argnums=(0, 1, 2))
+    chex.assert_trees_all_close(
+        jax.jit(value_and_grads)(hidden, ww, wb),
+        jax.value_and_grad(exact, argnums=(0, 1, 2))(hidden, ww, wb),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    jaxpr = jax.make_jaxpr(value_and_grads)(hidden, ww, wb).jaxpr
+    assert len(list(equations(jaxpr, "while"))) == 2 * len(tiers)
+    # the slots: loops of known trip count, forward and backward
+    capacities = slot_capacities(tiers, 256, step_rows)
+    assert sum(eqn.params["length"] for eqn in equations(jaxpr, "scan")) == 2 * sum(capacities) > 0
