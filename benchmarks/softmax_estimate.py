@@ -269,13 +269,13 @@ def loop_lines(report: dict[str, Any]) -> list[str]:
     return [
         "## Loops whose trip count depends on the data",
         "",
-        "Such a loop runs one trip per entry in the model unless told its trips, and the branches of a "
-        "conditional count as if both ran. The class head's walk is told them: each tier of class sizes "
+        "Such a loop runs one trip per entry in the model unless told its trips, and a conditional costs "
+        "its costliest branch. The class head's walk is told them: each tier of class sizes "
         "walks its step slots in a loop of known trip count, then the steps beyond them in a loop "
         "(forward and backward, named for the tier) whose trips here are the timed batch's. The "
         "adaptive head's loops are its fallback for tails beyond their capacity, which this batch does "
-        "not reach: counted once, they make its estimate high. Each case at one and at two trips per "
-        "entry, and at the batch's:",
+        "not reach, in the branch of a conditional the model counts where it is the costlier. Each case "
+        "at one and at two trips per entry, and at the batch's:",
         "",
         markdown_table(["case", "loops", "one trip per entry", "two", "the batch's trips"], rows),
         "",

@@ -104,11 +104,20 @@ def step_seconds(found: list[Kernel], kind: str) -> dict[str, float] | None:
     if cal is None:
         return None
     chip = CHIPS[kind]
-    parts = dict.fromkeys(("matmul", "attention", "memory", "collective", "round_trip", "launch"), 0.0)
+    names = ("matmul", "attention", "memory", "collective", "round_trip", "launch")
+    parts = dict.fromkeys(names, 0.0)
+    # a conditional runs one of its branches: the costliest of them counts
+    branches: dict[str, dict[str, dict[str, float]]] = {}
     for kernel in found:
+        conditional, _, branch = kernel.branch.partition("/")
+        into = branches.setdefault(conditional, {}).setdefault(branch, dict.fromkeys(names, 0.0)) if branch else parts
         seconds = kernel_seconds(kernel, chip, kind, cal)
-        parts[kernel.kind] += kernel.count * seconds["work"]
-        parts["launch"] += kernel.count * seconds["launch"]
+        into[kernel.kind] += kernel.count * seconds["work"]
+        into["launch"] += kernel.count * seconds["launch"]
+    for taken in branches.values():
+        costliest = max(taken.values(), key=lambda branch_parts: sum(branch_parts.values()))
+        for name in names:
+            parts[name] += costliest[name]
     return {**{f"{name}_seconds": value for name, value in parts.items()}, "step": sum(parts.values())}
 
 

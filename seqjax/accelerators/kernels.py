@@ -10,9 +10,9 @@ not of a fused computation: a fusion (one kernel whatever it fuses), a custom ca
 transpose, reduce. Parameters, constants, tuples, bitcasts, calls and the loop instructions
 themselves launch nothing. A kernel in a loop body runs the loop's known trip count
 times (`program.computations`); where the trip count depends on the data, once per entry unless
-told otherwise. Each branch of a conditional counts as run, the one not taken too: the time
-model has no branch to choose, and the heads' conditionals guard a rarely taken fallback. Such a
-conditional, and each trip of such a loop, also costs a round trip to the host: XLA's GPU
+told otherwise. A kernel inside a conditional's branch is marked with the branch
+(`Kernel.branch`), as only one branch runs. A conditional, and each trip of a loop whose trip
+count depends on the data, also costs a round trip to the host: XLA's GPU
 runtime copies the branch index or the loop's condition to the host and waits for the stream
 to drain before it goes on (`WhileThunk`, `ConditionalThunk`); a loop of known trip count runs
 from the host without waiting.
@@ -41,7 +41,8 @@ from seqjax.accelerators import program
 
 _LINE = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s+([a-z][a-z0-9\-]*)\((.*)$")
 _ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
-_CONTROL = re.compile(r"(?:body|condition|true_computation|false_computation)=%?([\w.\-]+)")
+_CONTROL = re.compile(r"(?:body|condition)=%?([\w.\-]+)")
+_BRANCH = re.compile(r"(?:true_computation|false_computation)=%?([\w.\-]+)")
 _FREE = {
     "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "conditional", "call",
     "async-start", "after-all", "partition-id", "replica-id", "opt-barrier", "add-dependency",
@@ -80,6 +81,8 @@ class Kernel:
     vector: elementwise instructions per launch by unit, (float, integer, special).
     count: launches per execution of the program (fractional where a loop's trips per entry are
       a mean over its entries).
+    branch: "" outside conditionals; inside one, "<conditional>/<branch index>" of the outermost
+      conditional holding it (one branch runs: `estimate.step_seconds` takes the costliest).
     """
 
     kind: str
@@ -88,6 +91,7 @@ class Kernel:
     bytes: int
     vector: tuple[int, int, int] = (0, 0, 0)
     count: float = 1
+    branch: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,21 +252,25 @@ def _sent_bytes(inst: _Instruction, shapes: dict[str, str], devices: int) -> int
     return int(share[inst.op.removesuffix("-start")] * inputs)
 
 
-def _executed(hlo: str, parsed: dict[str, list[_Instruction]]) -> list[str]:
-    """The computations the device executes: the entry, what its loops and branches run, and
-    what a `call` (a command buffer) or an `async-start` wraps."""
+def _executed(hlo: str, parsed: dict[str, list[_Instruction]]) -> dict[str, str]:
+    """The computations the device executes — the entry, what its loops and branches run, and
+    what a `call` (a command buffer) or an `async-start` wraps — each with its `Kernel.branch`."""
     entry = re.search(r"^ENTRY\s+%?([\w.\-]+)", hlo, re.M)
     if entry is None:  # a fragment of instructions
-        return list(parsed)
-    found, pending = [entry.group(1)], [entry.group(1)]
+        return dict.fromkeys(parsed, "")
+    found, pending = {entry.group(1): ""}, [entry.group(1)]
     while pending:
-        for inst in parsed[pending.pop()]:
-            called = _CONTROL.findall(inst.attributes) + program.branches(inst.attributes)
+        caller = pending.pop()
+        for inst in parsed[caller]:
+            branches = _BRANCH.findall(inst.attributes) + program.branches(inst.attributes)
+            called = _CONTROL.findall(inst.attributes)
             wrapped = {"call": r"to_apply=%?([\w.\-]+)", "async-start": r"calls=%?([\w.\-]+)"}.get(inst.op)
             called += re.findall(wrapped, inst.attributes) if wrapped else []
-            for name in called:
+            tagged = [(name, found[caller]) for name in called]
+            tagged += [(name, found[caller] or f"{inst.name}/{index}") for index, name in enumerate(branches)]
+            for name, branch in tagged:
                 if name in parsed and name not in found:
-                    found.append(name)
+                    found[name] = branch
                     pending.append(name)
     return found
 
@@ -274,19 +282,18 @@ def kernels(hlo: str, devices: int = 1, trips: program.Trips | None = None) -> l
     texts = program.computations(hlo, trips)
     parsed = {name: _parse(text) for name, (text, _) in texts.items()}
     found = []
-    for name in _executed(hlo, parsed):
+    for name, branch in _executed(hlo, parsed).items():
         shapes = {inst.name: inst.shape for inst in parsed[name]}
         runs = texts[name][1]
         for inst in parsed[name]:
             kernel = _kernel(inst, shapes, parsed, devices)
-            if kernel is not None:
-                found.append(dataclasses.replace(kernel, count=runs))
-            elif inst.op == "conditional":
-                found.append(Kernel("round_trip", 0.0, "", 0, count=runs))
-            elif inst.op == "while" and not program.knows_trips(inst.attributes):
+            if kernel is None and inst.op == "conditional":
+                kernel = Kernel("round_trip", 0.0, "", 0)
+            elif kernel is None and inst.op == "while" and not program.knows_trips(inst.attributes):
                 # the condition is read on the host before each trip and once more to stop
-                per_entry = program.unknown_trips(inst.attributes, trips)
-                found.append(Kernel("round_trip", 0.0, "", 0, count=runs * (per_entry + 1)))
+                kernel = Kernel("round_trip", 0.0, "", 0, count=program.unknown_trips(inst.attributes, trips) + 1)
+            if kernel is not None:
+                found.append(dataclasses.replace(kernel, count=runs * kernel.count, branch=branch))
     return found
 
 
@@ -326,15 +333,22 @@ def _kernel(
 
 def summary(found: list[Kernel]) -> list[list]:
     """The kernels as a compact JSON-able list, identical kernels merged (their counts added):
-    [kind, flops, dtype, bytes, [float, integer, special], count] each."""
+    [kind, flops, dtype, bytes, [float, integer, special], count] each, and its branch after that
+    where it has one."""
     merged: dict[tuple, float] = {}
     for k in found:
-        key = (k.kind, k.flops, k.dtype, k.bytes, k.vector)
+        key = (k.kind, k.flops, k.dtype, k.bytes, k.vector, k.branch)
         merged[key] = merged.get(key, 0) + k.count
-    ordered = sorted(merged.items(), key=lambda item: (item[0][0], -item[0][1], -item[0][3], item[0][4]))
-    return [[kind, flops, dtype, moved, list(vector), count] for (kind, flops, dtype, moved, vector), count in ordered]
+    ordered = sorted(merged.items(), key=lambda item: (item[0][0], -item[0][1], -item[0][3], item[0][4], item[0][5]))
+    return [
+        [kind, flops, dtype, moved, list(vector), count, *([branch] if branch else [])]
+        for (kind, flops, dtype, moved, vector, branch), count in ordered
+    ]
 
 
 def from_summary(rows: list[list]) -> list[Kernel]:
     """The kernels of a `summary`."""
-    return [Kernel(k, float(f), d, int(b), (int(v[0]), int(v[1]), int(v[2])), c) for k, f, d, b, v, c in rows]
+    return [
+        Kernel(k, float(f), d, int(b), (int(v[0]), int(v[1]), int(v[2])), c, *branch)
+        for k, f, d, b, v, c, *branch in rows
+    ]

@@ -2,6 +2,8 @@
 sum, its error on every GPU step measured, and no estimate where no step of the chip's family
 was measured."""
 
+import dataclasses
+
 import pytest
 
 from seqjax.accelerators import estimate
@@ -42,6 +44,17 @@ def test_a_round_trip_to_the_host_takes_the_calibrated_time_and_launches_nothing
     assert 0 < cal.round_trip_seconds < 1e-4
     seconds = estimate.kernel_seconds(Kernel("round_trip", 0.0, "", 0), H200, "h200", cal)
     assert seconds == {"work": cal.round_trip_seconds, "launch": 0.0}
+
+
+def test_a_conditional_costs_its_costliest_branch_not_all_of_them():
+    cheap, dear = Kernel("memory", 0.0, "", 10**6, branch="c/0"), Kernel("memory", 0.0, "", 10**9, branch="c/1")
+    outside = Kernel("memory", 0.0, "", 10**8)
+    both = estimate.step_seconds([outside, cheap, dear], "h200")
+    assert both == estimate.step_seconds([outside, dataclasses.replace(dear, branch="")], "h200")
+    # a second conditional's branches count apart from the first's
+    other = dataclasses.replace(cheap, branch="d/0")
+    with_other = estimate.step_seconds([outside, cheap, dear, other], "h200")
+    assert with_other["step"] == pytest.approx(both["step"] + estimate.step_seconds([cheap], "h200")["step"])
 
 
 def test_a_step_is_its_kernels_times_their_launches_added_by_kind():

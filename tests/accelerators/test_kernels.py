@@ -146,6 +146,10 @@ def test_each_branch_of_a_conditional_counts_as_run_even_in_a_loop(branches):
     assert copies == [(512 * 4, 24), (2 * 1024 * 4, 1), (2 * 1024 * 4, 24)]
     # the host reads the branch index at each of the loop's trips
     assert [k.count for k in kernels(branched) if k.kind == "round_trip"] == [24]
+    # each branch's kernels marked with it: the true one first, an index's in their order
+    looped, other = ("c/0", "c/1") if branches.startswith("true") else ("c/1", "c/0")
+    marked = sorted((k.bytes, k.count, k.branch) for k in kernels(branched) if k.bytes >= 512 * 4)
+    assert marked == [(512 * 4, 24, other), (2 * 1024 * 4, 1, ""), (2 * 1024 * 4, 24, looped)]
 
 
 COLLECTIVES = """
@@ -197,6 +201,9 @@ def test_a_summary_merges_identical_kernels_and_reads_back_as_the_same_work():
     back = from_summary(rows)
     assert sum(k.count * k.bytes for k in back) == sum(k.count * k.bytes for k in found)
     assert sum(k.count * k.flops for k in back) == sum(k.count * k.flops for k in found)
+    branched = [Kernel("memory", 0.0, "", 8, branch="c/1"), Kernel("memory", 0.0, "", 8)]
+    assert sorted(from_summary(summary(branched)), key=lambda k: k.branch) == branched[::-1]
+    assert len(summary(branched)[0]) == 6 and summary(branched)[1][6] == "c/1"  # unmarked rows as before
 
 
 COMMAND_BUFFER = """
