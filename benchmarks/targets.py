@@ -187,7 +187,12 @@ How to read it:
 - The class head: since 50e81a5 each device walks its own rows against the table gathered once.
   Before, its walk gathered the table at every step: 8,203 GiB per step for 800k words on 8 x
   H100 (4.0 after; the estimated step 17.4 s, 71 ms after) and 68 GiB on a v5p 4x4x4 (8.7
-  after). Its step estimate counts each class's data-dependent loop once, so it is a lower bound.
+  after). Since 52804bd each tier of class sizes walks a fixed number of step slots, sized from
+  the classes' shares of the counts, in a loop of known trip count, and only steps beyond them in
+  a loop whose trip count depends on the data: on a GPU the host reads such a loop's condition
+  before every trip (20 µs each in the estimate since aac23f8). At aac23f8, the walk's loop per
+  class was estimated at 140.8 ms on 8 x H100 (71.6 ms of it such round trips); at 52804bd 58.9
+  ms (1.6 ms), with the same collectives and peak (8.7 GiB). The v5p bound moved 24.5 to 24.7 ms.
 - The full head: since 20e5cc2 each device walks the row blocks of its own rows
   (`seqjax.heads.full_mean`) and the head weighs its memory choices against the rows a device
   holds. Before, the scan over blocks of rows split across devices gathered the rows to every
@@ -204,7 +209,10 @@ How to read it:
   gathered the tail at every block: 0.19 GiB a block for the first tail on 8 x H100, counted
   once here because the walk's trip count depends on the data (1.8 GiB per step counted at
   58f7d7d, 1.5 after). On the v5p the TPU compiler had not gathered inside that walk, and the
-  change compiled to the same bytes there.
+  change compiled to the same bytes there. Its estimate on 8 x H100 went from 11.3 ms to 34.9 ms
+  with the same program (fbd4cbb): the estimate had left the loops inside a conditional's
+  branches at one trip, the tails' softmax over blocks of words among them; it now counts them
+  and costs a conditional at its costliest branch.
 - The LSTM rows: since 9c110a0 a recurrent layer's input projection keeps its rows batch-major
   through the matmul. Merged time-major, the rows the mesh splits by batch were interleaved, and
   under FSDP the TPU compiler all-reduced the whole batch's [T*B, 4H] product, 2 GiB per step.
@@ -214,7 +222,8 @@ How to read it:
   to 2.3 GiB (all-gathers 0.6 to 2.2 GiB; its kernels' launches 15.5 to 2.7 ms of the step),
   and from 9.5 to 8.1 ms for the sampled heads (0.74 to 0.44 GiB).
 - Every row here was compiled on this 2-core CPU on a quiet machine (its compile times are
-  these cores'): the Transformer rows at 20e5cc2 and the LSTM rows at 9c110a0.
+  these cores'): the Transformer rows at 20e5cc2, the LSTM rows at 9c110a0, but the class head's
+  at 52804bd and the adaptive head's at fbd4cbb.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """
