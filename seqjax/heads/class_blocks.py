@@ -52,6 +52,9 @@ MIN_ROWS_PER_STEP = 8
 # program's metadata keeps: a profile, or an estimate given each tier's steps, tells them apart.
 TIER_SCOPE = "class_walk_tier"
 CAPACITY_DRAWS = 64  # batches drawn to size the tiers' slots (`slot_capacities`)
+# The share of drawn batches a tier's slots hold: a slot that a batch leaves empty costs a step's
+# work, a step beyond the slots a round trip to the host on a GPU (20 µs) besides its work.
+CAPACITY_QUANTILE = 0.9
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -118,17 +121,18 @@ def tiers_of(
 
 
 def slot_capacities(tiers: tuple[Tier, ...], rows: int, step_rows: int, seed: int = 0) -> tuple[int, ...]:
-    """Each tier's step slots for a batch of `rows` rows (host): the most steps of `step_rows`
-    rows the tier took over CAPACITY_DRAWS batches drawn from the classes' shares (seeded: the
-    same capacities for the same shapes). All zero where the tiers have no shares.
+    """Each tier's step slots for a batch of `rows` rows (host): the steps of `step_rows` rows
+    that CAPACITY_QUANTILE of CAPACITY_DRAWS batches drawn from the classes' shares take in the
+    tier or fewer (seeded: the same capacities for the same shapes). All zero where the tiers
+    have no shares.
 
     Example:
       >>> import numpy as np
       >>> from seqjax.heads.class_blocks import slot_capacities, tiers_of
       >>> starts, sizes = np.array([0, 1, 2]), np.array([1, 1, 4])
       >>> tiers = tiers_of(starts, sizes, np.array([0, 0, 1]), shares=np.array([0.5, 0.2, 0.3]))
-      >>> slot_capacities(tiers, rows=64, step_rows=8)  # about 32 + 13 rows and 19 rows expected
-      (8, 4)
+      >>> slot_capacities(tiers, rows=64, step_rows=8)  # about 32 + 13 rows (6 steps) and 19 (3)
+      (7, 3)
     """
     if any(tier.shares is None for tier in tiers):
         return (0,) * len(tiers)
@@ -137,7 +141,9 @@ def slot_capacities(tiers: tuple[Tier, ...], rows: int, step_rows: int, seed: in
         shares[tier.classes] = tier.shares
     drawn = np.random.default_rng(seed).multinomial(rows, shares / shares.sum(), size=CAPACITY_DRAWS)
     steps = -(-drawn // step_rows)
-    return tuple(int(steps[:, tier.classes].sum(axis=1).max()) for tier in tiers)
+    return tuple(
+        int(np.quantile(steps[:, tier.classes].sum(axis=1), CAPACITY_QUANTILE, method="higher")) for tier in tiers
+    )
 
 
 def within_class_losses(
@@ -261,42 +267,57 @@ def _walk(plan: Plan, class_of: Array, add_step: Callable[[Carry, Step], Carry],
     """`init` updated by `add_step` for every step of `plan.step_rows` rows of every class: each
     tier's step slots (loops of known trip count), then each tier's steps beyond its slots (loops
     whose trip counts depend on the data, none where the batch fits)."""
-    step_rows = plan.step_rows
     counts = jnp.zeros((_num_classes(plan.tiers),), jnp.int32).at[class_of].add(1)
-    offsets = jnp.cumsum(counts) - counts
     order = jnp.argsort(class_of, stable=True).astype(jnp.int32)
     # Padded so that a step's slice past the last row is never shifted back to fit.
-    order = jnp.concatenate([order, jnp.zeros((step_rows,), jnp.int32)])
-    rows_of_step = jnp.arange(step_rows, dtype=jnp.int32)
-    walks = []  # per tier: (its step at a slot, its steps in all)
-    for tier in plan.tiers:
-        tier_arrays = tuple(jnp.asarray(a) for a in (tier.classes, tier.window_starts, tier.shifts, tier.sizes))
-        steps_of = (counts[tier_arrays[0]] + step_rows - 1) // step_rows  # [K] steps of each class
-        ends = jnp.cumsum(steps_of)
-
-        def slot_step(
-            slot: Array,
-            carry: Carry,
-            tier_arrays: tuple[Array, ...] = tier_arrays,
-            steps_of: Array = steps_of,
-            ends: Array = ends,
-            width: int = tier.width,
-        ) -> Carry:
-            index = jnp.minimum((ends <= slot).sum(), ends.size - 1)  # the class whose steps hold the slot
-            class_id, window, first, size = (a[index] for a in tier_arrays)
-            start = (slot - ends[index] + steps_of[index]) * step_rows
-            picked = lax.dynamic_slice_in_dim(order, offsets[class_id] + start, step_rows)
-            # a slot past the tier's steps falls past its last class's rows: all padding
-            valid = start + rows_of_step < counts[class_id]
-            return add_step(carry, Step(picked, valid, window, width, first, size))
-
-        walks.append((slot_step, ends[-1]))
-
+    order = jnp.concatenate([order, jnp.zeros((plan.step_rows,), jnp.int32)])
+    walks = [_TierWalk(tier, counts, order, plan.step_rows, add_step) for tier in plan.tiers]
     carry = init
-    for tier_index, (slot_step, _) in enumerate(walks):
-        with jax.named_scope(f"{TIER_SCOPE}{tier_index}"):
-            carry = lax.fori_loop(0, plan.capacities[tier_index], slot_step, carry)
-    for tier_index, (slot_step, total) in enumerate(walks):
-        with jax.named_scope(f"{TIER_SCOPE}{tier_index}"):
-            carry = lax.fori_loop(plan.capacities[tier_index], total, slot_step, carry)
+    for index, (walk, capacity) in enumerate(zip(walks, plan.capacities)):
+        if capacity:
+            planned = walk.schedule(jnp.arange(capacity, dtype=jnp.int32))
+            with jax.named_scope(f"{TIER_SCOPE}{index}"):
+                carry = lax.fori_loop(0, capacity, functools.partial(walk.planned_step, planned), carry)
+    for index, (walk, capacity) in enumerate(zip(walks, plan.capacities)):
+        with jax.named_scope(f"{TIER_SCOPE}{index}"):
+            carry = lax.fori_loop(capacity, walk.ends[-1], walk.late_step, carry)
     return carry
+
+
+class _TierWalk:
+    """One tier's steps over the batch's rows sorted by class (`order`, padded by a step).
+
+    counts: [C] int32 rows of each class; order: [N + R] int32 rows sorted by class; the tier's
+    classes take ceil(count / R) steps each, numbered from 0 in class order (`ends`: [K] int32
+    the number after each class's last)."""
+
+    def __init__(self, tier: Tier, counts: Array, order: Array, step_rows: int, add_step: Callable) -> None:
+        self.tier, self.counts, self.order, self.step_rows, self.add_step = tier, counts, order, step_rows, add_step
+        self.classes = jnp.asarray(tier.classes)
+        self.steps_of = (counts[self.classes] + step_rows - 1) // step_rows
+        self.ends = jnp.cumsum(self.steps_of)
+        self.offsets = jnp.cumsum(counts) - counts
+
+    def schedule(self, slots: Array) -> tuple[Array, ...]:
+        """Of [S] step numbers: [S] first rows in `order`, the class's rows left from there, and
+        the class's window start, first column in it and size."""
+        index = jnp.minimum((self.ends[None, :] <= slots[:, None]).sum(axis=1), self.ends.size - 1)
+        start = (slots - self.ends[index] + self.steps_of[index]) * self.step_rows
+        class_ids = self.classes[index]
+        windows, shifts, sizes = (
+            jnp.asarray(a)[index] for a in (self.tier.window_starts, self.tier.shifts, self.tier.sizes)
+        )
+        return self.offsets[class_ids] + start, self.counts[class_ids] - start, windows, shifts, sizes
+
+    def planned_step(self, planned: tuple[Array, ...], slot: Array, carry: Carry) -> Carry:
+        return self._step(carry, *(a[slot] for a in planned))
+
+    def late_step(self, slot: Array, carry: Carry) -> Carry:
+        return self._step(carry, *(a[0] for a in self.schedule(slot[None])))
+
+    def _step(self, carry: Carry, begin: Array, rows_left: Array, window: Array, first: Array, size: Array) -> Carry:
+        picked = lax.dynamic_slice_in_dim(self.order, begin, self.step_rows)
+        # a slot past the tier's steps falls past its last class's rows: all padding
+        valid = jnp.arange(self.step_rows, dtype=jnp.int32) < rows_left
+        result: Carry = self.add_step(carry, Step(picked, valid, window, self.tier.width, first, size))
+        return result

@@ -216,12 +216,13 @@ def test_slot_capacities_hold_the_steps_of_batches_drawn_from_the_shares_and_non
     step_rows = rows_per_step(512, 20)
     capacities = slot_capacities(tiers, 512, step_rows)
     assert capacities == slot_capacities(tiers, 512, step_rows)  # the same for the same shapes
-    fitted = 0
+    fitted = np.zeros(len(tiers))
     for seed in range(200):
         targets = np.random.default_rng(seed).choice(700, size=512, p=counts / counts.sum())
         steps = -(-np.bincount(classes.class_of[targets], minlength=20) // step_rows)
-        fitted += all(steps[tier.classes].sum() <= capacity for tier, capacity in zip(tiers, capacities))
-    assert fitted >= 190, fitted
+        fitted += [steps[tier.classes].sum() <= capacity for tier, capacity in zip(tiers, capacities)]
+    # each tier holds the steps of about CAPACITY_QUANTILE of the batches, no more
+    assert fitted.min() >= 0.82 * 200 and fitted.mean() <= 0.97 * 200, fitted
     # at least a step for each class a batch can reach, and not twice what one expects
     assert len(tiers) <= sum(capacities) < 2 * (20 + 512 // step_rows)
     unshared = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes))
@@ -239,14 +240,17 @@ def test_the_walk_is_exact_within_its_slots_and_beyond_them_and_waits_on_the_hos
     counts = np.round(1e5 / np.arange(1, 701)).astype(np.int64)
     classes = frequency_classes(counts, 20)
     hidden, cw, cb, ww, wb, _ = random_parameters(15, 20, 700, rows=256, features=4)
-    rng = np.random.default_rng(16)
-    targets = rng.choice(700, size=256, p=counts / counts.sum()) if fits else np.full(256, 699)
-    targets = targets.astype(np.int32)
     tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes), classes.shares)
     step_rows = rows_per_step(256, 20)
-    steps = -(-np.bincount(classes.class_of[targets], minlength=20) // step_rows)
-    beyond = [steps[t.classes].sum() - c for t, c in zip(tiers, slot_capacities(tiers, 256, step_rows))]
-    assert (max(beyond) <= 0) == fits
+
+    def steps_beyond(targets):
+        steps = -(-np.bincount(classes.class_of[targets], minlength=20) // step_rows)
+        return max(steps[t.classes].sum() - c for t, c in zip(tiers, slot_capacities(tiers, 256, step_rows)))
+
+    rng = np.random.default_rng(16)
+    drawn = (rng.choice(700, size=256, p=counts / counts.sum()).astype(np.int32) for _ in range(20))
+    targets = next(t for t in drawn if steps_beyond(t) <= 0) if fits else np.full(256, 699, np.int32)
+    assert (steps_beyond(targets) <= 0) == fits
     rows = np.arange(256)
     cotangent = rng.normal(size=256).astype(np.float32)
 
