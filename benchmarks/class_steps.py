@@ -3,9 +3,11 @@
 The within-class term (`seqjax.heads.class_blocks.within_class_losses`) walks the classes one
 step after another, each step a matmul of one class's rows with the class's words. With 8 rows
 a step the walk takes about N / 8 + C steps; with about the N / C rows each of C equal-mass
-classes expects, about 2C. Where a step is too small to fill the device, as on a GPU, the
-number of steps sets the time (benchmarks/results/softmax_gpu.md: 159 ms for the class head
-at N = 16,384, V = 100,000, against 72 ms for the full softmax).
+classes expects, between C and 2C. Where a step is too small to fill the device, as on a GPU,
+the number of steps sets the time (benchmarks/results/softmax_gpu.md: 159 ms for the class head
+at N = 16,384, V = 100,000, against 72 ms for the full softmax, when each step was also a trip
+of a loop per class whose trip count depended on the data). Each tier of class sizes walks its
+step slots (`slot_capacities`), or its steps where a batch has more.
 
 For each shape: the steps each walk takes for the same Zipfian targets (exact, counted on the
 host), and on this machine the median time of one jitted value_and_grad of the within-class
@@ -29,7 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqjax.heads import frequency_classes
-from seqjax.heads.class_blocks import MIN_ROWS_PER_STEP, rows_per_step, tiers_of, within_class_losses
+from seqjax.heads.class_blocks import (
+    MIN_ROWS_PER_STEP,
+    rows_per_step,
+    slot_capacities,
+    tiers_of,
+    within_class_losses,
+)
 from seqjax.heads.classes import Classes, _tier_of_class
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,10 +57,12 @@ def zipf_targets(vocab_size: int, rows: int, seed: int = 0) -> np.ndarray:
 
 
 def walk_steps(classes: Classes, targets: np.ndarray, step_rows: int) -> int:
-    """The steps one walk over `targets` takes: a step per class visited with no rows (the outer
-    loop's trip), and one per `step_rows` rows of each class."""
-    rows = np.bincount(classes.class_of[targets], minlength=classes.num_classes)
-    return int(classes.num_classes + (-(-rows // step_rows)).sum())
+    """The steps one walk over `targets` takes: one per `step_rows` rows of each class, and per
+    tier of class sizes at least its step slots."""
+    steps = -(-np.bincount(classes.class_of[targets], minlength=classes.num_classes) // step_rows)
+    tiers = tiers_of(classes.starts, classes.sizes, _tier_of_class(classes), classes.shares)
+    capacities = slot_capacities(tiers, targets.size, step_rows)
+    return sum(max(int(steps[tier.classes].sum()), capacity) for tier, capacity in zip(tiers, capacities))
 
 
 def timed_case(classes: Classes, targets: np.ndarray, features: int) -> dict[int, Callable[[], object]]:

@@ -26,11 +26,11 @@ def test_the_walk_counts_the_steps_of_the_timed_batch_and_those_beyond_each_tier
     _, _, targets = estimate.make_inputs(VOCAB, SHAPES)
     rows = walk["rows_per_step"]
     assert rows == estimate.rows_per_step(SHAPES.rows, classes.num_classes)
-    # walk_steps adds a trip per class to the steps over the rows
-    assert walk["steps"] == steps.walk_steps(classes, np.asarray(targets), rows) - classes.num_classes
     tiers = estimate.tiers_of(classes.starts, classes.sizes, estimate._tier_of_class(classes), classes.shares)
     capacities = estimate.slot_capacities(tiers, SHAPES.rows, rows)
     assert walk["slots"] == sum(capacities) > 0
     per_class = -(-np.bincount(classes.class_of[np.asarray(targets)], minlength=classes.num_classes) // rows)
     beyond = [max(0, per_class[tier.classes].sum() - c) for tier, c in zip(tiers, capacities)]
-    assert walk["per_tier"] == beyond
+    assert walk["per_tier"] == beyond and walk["steps"] == per_class.sum()
+    # the walk's loops: its slots, and the steps beyond them
+    assert steps.walk_steps(classes, np.asarray(targets), rows) == walk["slots"] + sum(beyond)
