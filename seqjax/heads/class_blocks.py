@@ -274,22 +274,20 @@ def _walk(plan: Plan, class_of: Array, add_step: Callable[[Carry, Step], Carry],
     walks = [_TierWalk(tier, counts, order, plan.step_rows, add_step) for tier in plan.tiers]
     carry = init
     for index, (walk, capacity) in enumerate(zip(walks, plan.capacities)):
-        if capacity:
-            planned = walk.schedule(jnp.arange(capacity, dtype=jnp.int32))
-            with jax.named_scope(f"{TIER_SCOPE}{index}"):
-                carry = lax.fori_loop(0, capacity, functools.partial(walk.planned_step, planned), carry)
+        with jax.named_scope(f"{TIER_SCOPE}{index}"):
+            carry = lax.fori_loop(0, capacity, walk.step, carry)
     for index, (walk, capacity) in enumerate(zip(walks, plan.capacities)):
         with jax.named_scope(f"{TIER_SCOPE}{index}"):
-            carry = lax.fori_loop(capacity, walk.ends[-1], walk.late_step, carry)
+            carry = lax.fori_loop(capacity, walk.ends[-1], walk.step, carry)
     return carry
 
 
 class _TierWalk:
-    """One tier's steps over the batch's rows sorted by class (`order`, padded by a step).
+    """One tier's steps over the batch's rows sorted by class: its classes take ceil(count / R)
+    steps each, numbered from 0 in class order.
 
-    counts: [C] int32 rows of each class; order: [N + R] int32 rows sorted by class; the tier's
-    classes take ceil(count / R) steps each, numbered from 0 in class order (`ends`: [K] int32
-    the number after each class's last)."""
+    counts: [C] int32 rows of each class; order: [N + R] int32 rows sorted by class, padded by a
+    step; ends: [K] int32 the number after each of the tier's classes' last step."""
 
     def __init__(self, tier: Tier, counts: Array, order: Array, step_rows: int, add_step: Callable) -> None:
         self.tier, self.counts, self.order, self.step_rows, self.add_step = tier, counts, order, step_rows, add_step
@@ -298,26 +296,16 @@ class _TierWalk:
         self.ends = jnp.cumsum(self.steps_of)
         self.offsets = jnp.cumsum(counts) - counts
 
-    def schedule(self, slots: Array) -> tuple[Array, ...]:
-        """Of [S] step numbers: [S] first rows in `order`, the class's rows left from there, and
-        the class's window start, first column in it and size."""
-        index = jnp.minimum((self.ends[None, :] <= slots[:, None]).sum(axis=1), self.ends.size - 1)
-        start = (slots - self.ends[index] + self.steps_of[index]) * self.step_rows
-        class_ids = self.classes[index]
-        windows, shifts, sizes = (
+    def step(self, number: Array, carry: Carry) -> Carry:
+        """`carry` updated by step `number`: rows of the class whose steps hold it; a number past
+        the tier's steps falls past its last class's rows, all padding."""
+        index = jnp.minimum((self.ends <= number).sum(), self.ends.size - 1)
+        start = (number - self.ends[index] + self.steps_of[index]) * self.step_rows
+        class_id = self.classes[index]
+        picked = lax.dynamic_slice_in_dim(self.order, self.offsets[class_id] + start, self.step_rows)
+        valid = start + jnp.arange(self.step_rows, dtype=jnp.int32) < self.counts[class_id]
+        window, first, size = (
             jnp.asarray(a)[index] for a in (self.tier.window_starts, self.tier.shifts, self.tier.sizes)
         )
-        return self.offsets[class_ids] + start, self.counts[class_ids] - start, windows, shifts, sizes
-
-    def planned_step(self, planned: tuple[Array, ...], slot: Array, carry: Carry) -> Carry:
-        return self._step(carry, *(a[slot] for a in planned))
-
-    def late_step(self, slot: Array, carry: Carry) -> Carry:
-        return self._step(carry, *(a[0] for a in self.schedule(slot[None])))
-
-    def _step(self, carry: Carry, begin: Array, rows_left: Array, window: Array, first: Array, size: Array) -> Carry:
-        picked = lax.dynamic_slice_in_dim(self.order, begin, self.step_rows)
-        # a slot past the tier's steps falls past its last class's rows: all padding
-        valid = jnp.arange(self.step_rows, dtype=jnp.int32) < rows_left
         result: Carry = self.add_step(carry, Step(picked, valid, window, self.tier.width, first, size))
         return result
