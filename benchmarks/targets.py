@@ -191,8 +191,9 @@ How to read it:
   the classes' shares of the counts, in a loop of known trip count, and only steps beyond them in
   a loop whose trip count depends on the data: on a GPU the host reads such a loop's condition
   before every trip (20 µs each in the estimate since aac23f8). At aac23f8, the walk's loop per
-  class was estimated at 140.8 ms on 8 x H100 (71.6 ms of it such round trips); at 52804bd 58.9
-  ms (1.6 ms), with the same collectives and peak (8.7 GiB). The v5p bound moved 24.5 to 24.7 ms.
+  class was estimated at 140.8 ms on 8 x H100 (71.6 ms of it such round trips); at 79be40e 57.5
+  ms (1.6 ms), with the same collectives and peak (8.7 GiB). The v5p bound moved 24.5 to 24.7 ms,
+  its peak stayed 8.2 GiB.
 - The full head: since 20e5cc2 each device walks the row blocks of its own rows
   (`seqjax.heads.full_mean`) and the head weighs its memory choices against the rows a device
   holds. Before, the scan over blocks of rows split across devices gathered the rows to every
@@ -223,7 +224,7 @@ How to read it:
   and from 9.5 to 8.1 ms for the sampled heads (0.74 to 0.44 GiB).
 - Every row here was compiled on this 2-core CPU on a quiet machine (its compile times are
   these cores'): the Transformer rows at 20e5cc2, the LSTM rows at 9c110a0, but the class head's
-  at 52804bd and the adaptive head's at fbd4cbb.
+  at 79be40e and the adaptive head's at fbd4cbb.
 - Each device does the same work in every row (8 rows of 2,048 tokens; the LSTM 32 of 64), so a
   target of more devices trains on a larger batch; compare per-device figures across targets.
 """
