@@ -15,7 +15,7 @@ Static shapes: a slice of the table has a fixed width per tier of similar class 
 largest class of the tier; the extra words are masked), and a step a fixed number of rows
 (rows past the class's count are padding whose losses and gradients are dropped). How many
 steps a class takes depends on the batch, so each tier walks a fixed number of step slots, its
-capacity (`slot_capacities`: the most steps the tier took over batches drawn from the classes'
+capacity (`slot_capacities`: the steps the tier takes in 90% of batches drawn from the classes'
 shares of the words' counts), each slot finding its class and part on the device; slots past
 the tier's steps are padding. The steps beyond a capacity, which a batch rarely has, take a loop
 whose trip count depends on the data. A GPU runs a loop of known trip count from the host
@@ -271,7 +271,8 @@ def _walk(plan: Plan, class_of: Array, add_step: Callable[[Carry, Step], Carry],
     order = jnp.argsort(class_of, stable=True).astype(jnp.int32)
     # Padded so that a step's slice past the last row is never shifted back to fit.
     order = jnp.concatenate([order, jnp.zeros((plan.step_rows,), jnp.int32)])
-    walks = [_TierWalk(tier, counts, order, plan.step_rows, add_step) for tier in plan.tiers]
+    offsets = jnp.cumsum(counts) - counts
+    walks = [_TierWalk(tier, counts, offsets, order, plan.step_rows, add_step) for tier in plan.tiers]
     carry = init
     for index, (walk, capacity) in enumerate(zip(walks, plan.capacities)):
         with jax.named_scope(f"{TIER_SCOPE}{index}"):
@@ -286,15 +287,18 @@ class _TierWalk:
     """One tier's steps over the batch's rows sorted by class: its classes take ceil(count / R)
     steps each, numbered from 0 in class order.
 
-    counts: [C] int32 rows of each class; order: [N + R] int32 rows sorted by class, padded by a
-    step; ends: [K] int32 the number after each of the tier's classes' last step."""
+    counts: [C] int32 rows of each class; offsets: [C] int32 where each class's rows start in
+    order: [N + R] int32 rows sorted by class, padded by a step; ends: [K] int32 the number after
+    each of the tier's classes' last step."""
 
-    def __init__(self, tier: Tier, counts: Array, order: Array, step_rows: int, add_step: Callable) -> None:
-        self.tier, self.counts, self.order, self.step_rows, self.add_step = tier, counts, order, step_rows, add_step
+    def __init__(
+        self, tier: Tier, counts: Array, offsets: Array, order: Array, step_rows: int, add_step: Callable
+    ) -> None:
+        self.tier, self.counts, self.offsets, self.order = tier, counts, offsets, order
+        self.step_rows, self.add_step = step_rows, add_step
         self.classes = jnp.asarray(tier.classes)
         self.steps_of = (counts[self.classes] + step_rows - 1) // step_rows
         self.ends = jnp.cumsum(self.steps_of)
-        self.offsets = jnp.cumsum(counts) - counts
 
     def step(self, number: Array, carry: Carry) -> Carry:
         """`carry` updated by step `number`: rows of the class whose steps hold it; a number past

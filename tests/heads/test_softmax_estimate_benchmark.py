@@ -16,6 +16,7 @@ def test_each_loop_of_the_walk_takes_its_tiers_trips_and_any_other_loop_is_refus
     inner = 'metadata={op_name="jit(loss)/jvp(ClassSoftmax.loss)/class_walk_tier2/while/body/closed_call/while"}'
     assert trips(f"  %while.9 = (s32[]) while(%t), body=%b, {inner}") == 2.25
     assert trips('  %while.3 = (s32[]) while(%t), body=%b, metadata={op_name="jit(loss)/jvp(class_walk_tier1)"}') == 1.5
+    assert estimate.constant_trips(2)(inner) == 2  # the table's "two trips per entry", any loop
     with pytest.raises(ValueError, match="outside the class walk: jit.loss./cond/while"):
         trips('  %while.4 = (s32[]) while(%t), body=%b, metadata={op_name="jit(loss)/cond/while"}')
 
